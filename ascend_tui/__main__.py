@@ -1,0 +1,5 @@
+"""`python -m ascend_tui` runs the command line."""
+
+from ascend_tui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,304 @@
+"""Evidence records: plain frozen dataclasses that the checks produce and the interfaces show.
+
+Per-op tensor statistics are kept in a column store (`StatsTable`) rather than as
+objects on graph nodes, so that 100k-operator graphs stay fast to build, save and scan.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Literal, Mapping
+
+import numpy as np
+
+Severity = Literal["error", "warning", "info"]
+CheckName = Literal["overflow", "precision", "memory", "profile"]
+Attribution = Literal["introduced", "inherited"]
+
+SEVERITY_RANK: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMeta:
+    """Shape and dtype of one tensor flowing into or out of an operator."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def describe(self) -> str:
+        """`float16[8,512]` — how people write a tensor's type."""
+        return f"{self.dtype}[{','.join(str(d) for d in self.shape)}]"
+
+    def to_json(self) -> list[Any]:
+        return [list(self.shape), self.dtype]
+
+    @classmethod
+    def from_json(cls, data: Any) -> TensorMeta | None:
+        if data is None:
+            return None
+        shape, dtype = data
+        return cls(tuple(int(d) for d in shape), str(dtype))
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLocation:
+    """Where in the user's code an operator was called: innermost user frame first."""
+
+    file: str
+    line: int
+    function: str = ""
+    stack: tuple[str, ...] = ()
+
+    def short(self) -> str:
+        """`model.py:42` — enough to find the line."""
+        return f"{self.file.rsplit('/', 1)[-1]}:{self.line}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "function": self.function, "stack": list(self.stack)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> SourceLocation | None:
+        if not data:
+            return None
+        return cls(str(data["file"]), int(data["line"]), str(data.get("function", "")), tuple(data.get("stack", ())))
+
+
+STAT_FIELDS: tuple[str, ...] = (
+    "min", "max", "mean", "l2norm", "abs_max", "nan_count", "inf_count", "zero_count", "numel",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorStats:
+    """Reductions of one tensor computed on the device: the numbers a person reads first."""
+
+    min: float
+    max: float
+    mean: float
+    l2norm: float
+    abs_max: float
+    nan_count: int
+    inf_count: int
+    zero_count: int
+    numel: int
+
+    @property
+    def finite(self) -> bool:
+        """True when the tensor holds no NaN and no Inf."""
+        return self.nan_count == 0 and self.inf_count == 0
+
+    @classmethod
+    def from_row(cls, row: Iterable[float]) -> TensorStats:
+        v = list(row)
+        return cls(float(v[0]), float(v[1]), float(v[2]), float(v[3]), float(v[4]),
+                   int(v[5]), int(v[6]), int(v[7]), int(v[8]))
+
+    def to_row(self) -> tuple[float, ...]:
+        return (self.min, self.max, self.mean, self.l2norm, self.abs_max,
+                float(self.nan_count), float(self.inf_count), float(self.zero_count), float(self.numel))
+
+
+class StatsTable:
+    """Column store of `TensorStats` keyed by (node id, output slot).
+
+    Rows live in one float64 numpy array; lookups go through a dict of row numbers.
+    """
+
+    __slots__ = ("_rows", "_data", "_n")
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, int], int] = {}
+        self._data = np.zeros((0, len(STAT_FIELDS)), dtype=np.float64)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __contains__(self, key: tuple[str, int]) -> bool:
+        return key in self._rows
+
+    def add_many(self, keys: list[tuple[str, int]], values: np.ndarray) -> None:
+        """Append rows; `values` has one row of `STAT_FIELDS` per key."""
+        values = np.asarray(values, dtype=np.float64).reshape(len(keys), len(STAT_FIELDS))
+        need = self._n + len(keys)
+        if need > self._data.shape[0]:
+            grown = np.zeros((max(need, 2 * self._data.shape[0], 64), len(STAT_FIELDS)), dtype=np.float64)
+            grown[: self._n] = self._data[: self._n]
+            self._data = grown
+        for i, key in enumerate(keys):
+            row = self._rows.get(key)
+            if row is None:
+                row = self._n
+                self._rows[key] = row
+                self._n += 1
+            self._data[row] = values[i]
+
+    def add(self, node: str, slot: int, stats: TensorStats) -> None:
+        self.add_many([(node, slot)], np.array([stats.to_row()]))
+
+    def get(self, node: str, slot: int = 0) -> TensorStats | None:
+        """Statistics of output `slot` of `node`, or None when it was not a measured tensor."""
+        row = self._rows.get((node, slot))
+        return None if row is None else TensorStats.from_row(self._data[row])
+
+    def outputs(self, node: str) -> list[TensorStats]:
+        """Statistics of every measured output of `node`, in slot order."""
+        out: list[TensorStats] = []
+        slot = 0
+        while (node, slot) in self._rows:
+            out.append(TensorStats.from_row(self._data[self._rows[(node, slot)]]))
+            slot += 1
+        return out
+
+    def column(self, name: str) -> np.ndarray:
+        """One statistic for every row, in insertion order."""
+        return self._data[: self._n, STAT_FIELDS.index(name)]
+
+    def keys(self) -> list[tuple[str, int]]:
+        return list(self._rows)
+
+    def items(self) -> Iterator[tuple[tuple[str, int], TensorStats]]:
+        for key, row in self._rows.items():
+            yield key, TensorStats.from_row(self._data[row])
+
+    def to_json(self) -> dict[str, Any]:
+        data = self._data[: self._n]
+        return {
+            "fields": list(STAT_FIELDS),
+            "keys": [[k[0], k[1]] for k in self._rows],
+            "rows": [[_json_float(x) for x in row] for row in data.tolist()],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StatsTable:
+        table = cls()
+        keys = [(str(k[0]), int(k[1])) for k in data.get("keys", [])]
+        rows = [[_from_json_float(x) for x in r] for r in data.get("rows", [])]
+        if keys:
+            table.add_many(keys, np.array(rows, dtype=np.float64))
+        return table
+
+
+def _json_float(x: float) -> float | str:
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return x
+
+
+def _from_json_float(x: Any) -> float:
+    if isinstance(x, str):
+        return float(x.replace("Infinity", "inf"))
+    return float(x)
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    """One hop of a root-cause walk: the operator and the value that matters there."""
+
+    node: str
+    module: str
+    op_type: str
+    value: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "module": self.module, "op_type": self.op_type, "value": _json_float(self.value)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ChainLink:
+        return cls(str(d["node"]), str(d.get("module", "")), str(d.get("op_type", "")), _from_json_float(d.get("value", 0.0)))
+
+
+@dataclass(frozen=True, slots=True)
+class RootCause:
+    """Where a finding really comes from, and the walk that led there (victim first, cause last)."""
+
+    node: str
+    module: str
+    reason: str
+    chain: tuple[ChainLink, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "module": self.module, "reason": self.reason,
+                "chain": [c.to_json() for c in self.chain]}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> RootCause | None:
+        if not d:
+            return None
+        return cls(str(d["node"]), str(d.get("module", "")), str(d.get("reason", "")),
+                   tuple(ChainLink.from_json(c) for c in d.get("chain", ())))
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing a check found on one operator, ready for the report and the app."""
+
+    check: str
+    kind: str
+    severity: Severity
+    node: str
+    op_type: str
+    module: str
+    index: int
+    message: str
+    attribution: Attribution | None = None
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    root_cause: RootCause | None = None
+    hint: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "check": self.check, "kind": self.kind, "severity": self.severity,
+            "node": self.node, "op_type": self.op_type, "module": self.module, "index": self.index,
+            "message": self.message, "attribution": self.attribution,
+            "metrics": {k: _json_float(v) if isinstance(v, float) else v for k, v in self.metrics.items()},
+            "root_cause": self.root_cause.to_json() if self.root_cause else None,
+        }
+        if self.hint is not None:
+            data["hint"] = self.hint
+        return data
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Finding:
+        metrics = {k: _from_json_float(v) if isinstance(v, str) and v.lstrip("-") in ("NaN", "Infinity") else v
+                   for k, v in dict(d.get("metrics") or {}).items()}
+        return cls(
+            check=str(d["check"]), kind=str(d["kind"]), severity=d["severity"], node=str(d.get("node") or ""),
+            op_type=str(d.get("op_type") or ""), module=str(d.get("module") or ""), index=int(d.get("index", -1)),
+            message=str(d.get("message", "")), attribution=d.get("attribution"), metrics=metrics,
+            root_cause=RootCause.from_json(d.get("root_cause")), hint=d.get("hint"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEvent:
+    """One memory report: from a sanitizer log (msSanitizer, compute-sanitizer) or the live sanitizer."""
+
+    kind: str
+    tool: str
+    message: str
+    size: int | None = None
+    address: int | None = None
+    memory_space: str | None = None
+    kernel: str | None = None
+    block: str | None = None
+    thread: str | None = None
+    frames: tuple[str, ...] = ()
+    line_no: int | None = None
+    node: str | None = None
+    confidence: float | None = None
+    likely_false_positive: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySample:
+    """Allocated and reserved device memory at one moment (µs or iteration), for the timeline."""
+
+    time: float
+    allocated_bytes: float
+    reserved_bytes: float
+    label: str = ""

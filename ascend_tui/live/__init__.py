@@ -1,0 +1,1 @@
+"""Everything that touches torch: devices, capture, sanitizing, watching. torch is imported lazily."""

@@ -1,0 +1,407 @@
+"""Live capture: run an eager `nn.Module` under a dispatch mode and build the graph of what executed.
+
+One node per aten call, named `<module path>/<op>.<k>`; edges follow the tensor that each
+input slot read, through views and in-place writes; placeholders stand for user inputs,
+parameters, buffers and tensors from elsewhere. Statistics of every output are reduced on
+the device and brought to the host in one transfer at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ascend_tui.errors import Cancelled
+from ascend_tui.evidence import STAT_FIELDS, SourceLocation, StatsTable, TensorMeta
+from ascend_tui.graph.opgraph import OpGraph, OpNode
+
+Progress = Callable[[str, int, "int | None"], None]
+
+_TORCH_DIR = ""
+_OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_STACK_DEPTH = 8
+
+
+@dataclass(slots=True)
+class CaptureResult:
+    """What one captured run produced: the graph, per-output statistics and the model's outputs."""
+
+    graph: OpGraph
+    stats: StatsTable
+    outputs: Any
+    op_count: int
+    phases: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Ref:
+    node: str
+    slot: int
+    index: int
+
+
+def dtype_name(dtype: Any) -> str:
+    """`float16` for `torch.float16`."""
+    return str(dtype).removeprefix("torch.")
+
+
+def _is_user_frame(filename: str) -> bool:
+    return not (filename.startswith(_TORCH_DIR) or filename.startswith(_OUR_DIR) or filename.startswith("<"))
+
+
+def user_source(skip: int = 2) -> SourceLocation | None:
+    """The innermost frames of the user's code that led to the current call."""
+    frame = sys._getframe(skip)
+    lines: list[str] = []
+    first: tuple[str, int, str] | None = None
+    while frame is not None and len(lines) < _STACK_DEPTH:
+        code = frame.f_code
+        if _is_user_frame(code.co_filename):
+            if first is None:
+                first = (code.co_filename, frame.f_lineno, code.co_name)
+            lines.append(f"{code.co_filename}:{frame.f_lineno} in {code.co_name}")
+        frame = frame.f_back
+    if first is None:
+        return None
+    return SourceLocation(first[0], first[1], first[2], tuple(lines))
+
+
+class Recorder:
+    """Builds an `OpGraph` from aten calls; shared by the capture mode and the sanitizer mode."""
+
+    def __init__(
+        self,
+        model: Any,
+        inputs: Any,
+        *,
+        stats: bool = True,
+        source: bool = True,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+        phase_label: str = "capturing",
+        expected_ops: int | None = None,
+    ) -> None:
+        import torch
+        from torch.utils._pytree import tree_flatten_with_path, keystr
+        from torch.utils.weak import WeakIdKeyDictionary
+
+        global _TORCH_DIR
+        if not _TORCH_DIR:
+            _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+        self._torch = torch
+        self.graph = OpGraph()
+        self.want_stats = stats
+        self.want_source = source
+        self.progress = progress
+        self.cancel = cancel
+        self.phase_label = phase_label
+        self.expected_ops = expected_ops
+        self.op_count = 0
+        self.phase = "forward"
+        self.module_stack: list[str] = []
+        self._module_class: dict[str, str] = {}
+        self._counters: dict[tuple[str, str], int] = {}
+        self._producers: Any = WeakIdKeyDictionary()
+        self._writers: dict[int, _Ref] = {}
+        self._stat_keys: list[tuple[str, int]] = []
+        self._stat_rows: list[Any] = []
+        self._stat_numel: list[int] = []
+        self._const_count = 0
+        self._named: dict[int, tuple[str, str]] = {}
+        self._keepalive: list[Any] = []
+        if model is not None:
+            for name, p in model.named_parameters(remove_duplicate=True):
+                self._named[id(p)] = ("param", name)
+                self._keepalive.append(p)
+            for name, b in model.named_buffers(remove_duplicate=True):
+                self._named[id(b)] = ("buffer", name)
+                self._keepalive.append(b)
+            for name, mod in model.named_modules():
+                self._module_class[name] = type(mod).__name__
+        leaves, _ = tree_flatten_with_path(inputs)
+        for path, leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                label = keystr(path).replace("][", ".").strip("[]").replace("'", "")
+                self._named.setdefault(id(leaf), ("input", label or "0"))
+                self._keepalive.append(leaf)
+
+    # -- module attribution -----------------------------------------------------------------
+
+    @property
+    def module(self) -> str:
+        return self.module_stack[-1] if self.module_stack else ""
+
+    def install_hooks(self, model: Any) -> list[Any]:
+        """Forward pre/post hooks on every module, so each op knows its innermost module."""
+        handles = []
+        for name, mod in model.named_modules():
+            if name == "":
+                continue
+            handles.append(mod.register_forward_pre_hook(self._make_pre(name)))
+            handles.append(mod.register_forward_hook(self._make_post(name), always_call=True))
+        return handles
+
+    def _make_pre(self, name: str) -> Callable[..., None]:
+        def pre(_mod: Any, _args: Any) -> None:
+            self.module_stack.append(name)
+        return pre
+
+    def _make_post(self, name: str) -> Callable[..., None]:
+        def post(_mod: Any, _args: Any, _out: Any) -> None:
+            if self.module_stack and self.module_stack[-1] == name:
+                self.module_stack.pop()
+        return post
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def next_id(self, module: str, op: str) -> str:
+        key = (module, op)
+        k = self._counters.get(key, 0)
+        self._counters[key] = k + 1
+        prefix = f"{module}/" if module else ""
+        if self.phase != "forward":
+            prefix = f"{self.phase}:{prefix}"
+        return f"{prefix}{op}.{k}"
+
+    def _storage_key(self, t: Any) -> int | None:
+        try:
+            storage = t.untyped_storage()
+            if storage.nbytes() == 0:
+                return None
+            return storage.data_ptr()
+        except Exception:  # noqa: BLE001 - sparse, meta and wrapper tensors have no plain storage
+            return None
+
+    def source_of(self, t: Any) -> _Ref:
+        """The node and slot that last wrote the data `t` reads, creating a placeholder if none did."""
+        ref = self._producers.get(t)
+        skey = self._storage_key(t)
+        if skey is not None:
+            writer = self._writers.get(skey)
+            if writer is not None and (ref is None or writer.index > ref.index):
+                return writer
+        if ref is None:
+            ref = self._placeholder(t)
+        return ref
+
+    def _placeholder(self, t: Any) -> _Ref:
+        kind, name = self._named.get(id(t), ("", ""))
+        if not kind:
+            kind, name = "const", str(self._const_count)
+            self._const_count += 1
+        node_id = f"{kind}:{name}"
+        if node_id in self.graph:
+            node_id = f"{node_id}#{self._const_count}"
+            self._const_count += 1
+        module = name.rsplit(".", 1)[0] if kind in ("param", "buffer") and "." in name else ""
+        if kind == "const":
+            module = self.module
+        meta = TensorMeta(tuple(t.shape), dtype_name(t.dtype))
+        self.graph.add_node(OpNode(node_id, kind, module, -1, kind=kind, outputs=(meta,),  # type: ignore[arg-type]
+                                   module_class=self._module_class.get(module, "")))
+        ref = _Ref(node_id, 0, -1)
+        self._producers[t] = ref
+        self.measure(node_id, 0, t)
+        return ref
+
+    def measure(self, node_id: str, slot: int, t: Any) -> None:
+        """Queue on-device statistics of `t` for output `slot` of `node_id`."""
+        if not self.want_stats:
+            return
+        row = tensor_stats_row(self._torch, t)
+        if row is not None:
+            self._stat_keys.append((node_id, slot))
+            self._stat_rows.append(row)
+            self._stat_numel.append(t.numel())
+
+    def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str:
+        """Add the node for one finished aten call and wire its inputs."""
+        torch = self._torch
+        from torch.utils._pytree import tree_flatten
+
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled("capture cancelled")
+        op = func.overloadpacket.__name__
+        module = self.module
+        node_id = self.next_id(module, op)
+        in_leaves, _ = tree_flatten((args, kwargs))
+        in_tensors = [x for x in in_leaves if isinstance(x, torch.Tensor)]
+        refs = [self.source_of(x) for x in in_tensors]
+        out_leaves, _ = tree_flatten(out)
+        out_tensors = [x for x in out_leaves if isinstance(x, torch.Tensor)]
+        index = self.op_count
+        self.op_count += 1
+        node = OpNode(
+            id=node_id, op_type=f"aten.{op}", module=module, index=index,
+            inputs=tuple(TensorMeta(tuple(x.shape), dtype_name(x.dtype)) for x in in_tensors),
+            outputs=tuple(TensorMeta(tuple(x.shape), dtype_name(x.dtype)) for x in out_tensors),
+            source=user_source(3) if self.want_source else None,
+            phase=self.phase, module_class=self._module_class.get(module, ""),
+            attrs={"overload": func._overloadname} if func._overloadname != "default" else None,
+        )
+        self.graph.add_node(node)
+        for slot, ref in enumerate(refs):
+            self.graph.add_edge(ref.node, node_id, ref.slot, slot)
+        written = _written_args(func, args, kwargs)
+        for slot, t in enumerate(out_tensors):
+            ref = _Ref(node_id, slot, index)
+            self._producers[t] = ref
+            self.measure(node_id, slot, t)
+        for t in written:
+            if isinstance(t, torch.Tensor):
+                if t not in self._producers or self._producers[t].node != node_id:
+                    self._producers[t] = _Ref(node_id, 0, index)
+                skey = self._storage_key(t)
+                if skey is not None:
+                    self._writers[skey] = _Ref(node_id, 0, index)
+        if self.progress is not None and (index & 15) == 0:
+            self.progress(self.phase_label, index, self.expected_ops)
+        return node_id
+
+    def finish_stats(self) -> StatsTable:
+        """Bring every queued statistic to the host in one transfer."""
+        table = StatsTable()
+        if not self._stat_rows:
+            return table
+        torch = self._torch
+        by_device: dict[Any, list[int]] = {}
+        for i, row in enumerate(self._stat_rows):
+            by_device.setdefault(row.device, []).append(i)
+        raw = np.empty((len(self._stat_rows), 7), dtype=np.float64)
+        for rows in by_device.values():
+            raw[rows] = torch.stack([self._stat_rows[i] for i in rows]).cpu().double().numpy()
+        table.add_many(self._stat_keys, finish_rows(raw, np.asarray(self._stat_numel, dtype=np.float64)))
+        return table
+
+
+def _written_args(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """Arguments the op's schema marks as written (`Tensor(a!)`): in-place and out= targets."""
+    written: list[Any] = []
+    for i, arg in enumerate(func._schema.arguments):
+        info = arg.alias_info
+        if info is None or not info.is_write:
+            continue
+        if i < len(args):
+            value = args[i]
+        else:
+            value = kwargs.get(arg.name)
+        if isinstance(value, (list, tuple)):
+            written.extend(value)
+        elif value is not None:
+            written.append(value)
+    return written
+
+
+def tensor_stats_row(torch: Any, t: Any) -> Any | None:
+    """Seven reductions of `t` on its own device: min, max, sum, L2 norm, NaN, Inf and zero counts.
+
+    Returns None for tensors without numbers to reduce (empty, complex, meta).
+    """
+    if t.is_complex() or t.device.type == "meta" or t.layout != torch.strided:
+        return None
+    n = t.numel()
+    if n == 0:
+        return None
+    x = t if t.dtype in (torch.float32, torch.float64) else t.float()
+    x = x.detach()
+    mn, mx = torch.aminmax(x)
+    return torch.stack((
+        mn.to(torch.float32), mx.to(torch.float32),
+        x.sum(dtype=torch.float32),
+        torch.linalg.vector_norm(x, dtype=torch.float32),
+        torch.isnan(x).sum().to(torch.float32),
+        torch.isinf(x).sum().to(torch.float32),
+        torch.count_nonzero(x).to(torch.float32),
+    ))
+
+
+def finish_rows(raw: np.ndarray, numel: np.ndarray) -> np.ndarray:
+    """Turn device rows (min, max, sum, norm, nan, inf, nonzero) and host numels into `STAT_FIELDS` order."""
+    out = np.empty((raw.shape[0], len(STAT_FIELDS)), dtype=np.float64)
+    mn, mx, total, norm, nan, inf, nonzero = (raw[:, i] for i in range(7))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[:, 0] = mn
+        out[:, 1] = mx
+        out[:, 2] = total / numel
+        out[:, 3] = norm
+        out[:, 4] = np.fmax(np.abs(mn), np.abs(mx))
+        out[:, 4] = np.where(np.isnan(mn) | np.isnan(mx), np.nan, out[:, 4])
+    out[:, 5] = nan
+    out[:, 6] = inf
+    out[:, 7] = numel - nonzero
+    out[:, 8] = numel
+    return out
+
+
+def _dispatch_mode_class() -> type:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class CaptureMode(TorchDispatchMode):
+        """Records every aten call into a `Recorder`."""
+
+        def __init__(self, recorder: Recorder) -> None:
+            super().__init__()
+            self.recorder = recorder
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            self.recorder.record(func, args, kwargs, out)
+            return out
+
+    return CaptureMode
+
+
+def call_model(model: Any, inputs: Any) -> Any:
+    """Call `model` with a tuple of positional inputs or a dict of keyword inputs."""
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def capture(
+    model: Any,
+    inputs: Any,
+    *,
+    stats: bool = True,
+    source: bool = True,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    phase_label: str = "capturing",
+    expected_ops: int | None = None,
+    grad: bool = False,
+) -> CaptureResult:
+    """Run `model(*inputs)` once under capture and return the graph of what executed."""
+    import torch
+
+    recorder = Recorder(model, inputs, stats=stats, source=source, progress=progress, cancel=cancel,
+                        phase_label=phase_label, expected_ops=expected_ops)
+    handles = recorder.install_hooks(model)
+    mode = _dispatch_mode_class()(recorder)
+    try:
+        with torch.set_grad_enabled(grad), mode:
+            outputs = call_model(model, inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    table = recorder.finish_stats()
+    if progress is not None:
+        progress(phase_label, recorder.op_count, recorder.op_count)
+    return CaptureResult(recorder.graph, table, outputs, recorder.op_count)
+
+
+def iter_tensors(obj: Any) -> Iterator[Any]:
+    """Every tensor inside a nested structure of outputs."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    for leaf in tree_flatten(obj)[0]:
+        if isinstance(leaf, torch.Tensor):
+            yield leaf

@@ -1,0 +1,183 @@
+"""Run the live checks: capture the target (and a reference) on a device, then each check in turn.
+
+Checks plug in through `LIVE_CHECKS`: a check name maps to `module:function` taking
+`(LiveContext, Investigation)` and adding its findings and evidence to the investigation.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ascend_tui.errors import InputError
+from ascend_tui.investigation import CHECK_NAMES, Investigation, Progress, RunInfo
+from ascend_tui.live.capture import CaptureResult, capture, dtype_name
+from ascend_tui.live.device import Device, select
+
+LIVE_CHECKS: dict[str, str] = {
+    "overflow": "ascend_tui.live.overflow_live:run",
+    "memory": "ascend_tui.live.sanitize:run",
+}
+DTYPES = ("float16", "bfloat16", "float32")
+
+
+@dataclass(slots=True)
+class LiveContext:
+    """What a live check needs: the prepared model and inputs, the device and the run options."""
+
+    model: Any
+    inputs: Any
+    device: Device
+    dtype: Any
+    reference_spec: str | None
+    iterations: int = 1
+    backward: bool = False
+    loss: Callable[[Any], Any] | None = None
+    progress: Progress | None = None
+    cancel: threading.Event | None = None
+    target: CaptureResult | None = None
+    reference: CaptureResult | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    original_model: Any = None
+    original_inputs: Any = None
+
+    def report(self, phase: str, done: int, total: int | None = None) -> None:
+        if self.progress is not None:
+            self.progress(phase, done, total)
+
+
+def available_checks() -> tuple[str, ...]:
+    """Checks that can run live in this version."""
+    return tuple(c for c in CHECK_NAMES if c in LIVE_CHECKS)
+
+
+def parse_checks(spec: str | tuple[str, ...]) -> tuple[str, ...]:
+    """`overflow,memory` -> ('overflow', 'memory'); `none` -> (); unknown names raise InputError."""
+    names = spec if isinstance(spec, tuple) else tuple(s.strip() for s in spec.split(",") if s.strip())
+    if names in ((), ("none",)):
+        return ()
+    for name in names:
+        if name not in CHECK_NAMES:
+            raise InputError("--checks", f"unknown check {name!r} (choose from {', '.join(CHECK_NAMES)}, none)")
+        if name not in LIVE_CHECKS:
+            raise InputError("--checks", f"the {name} check is not part of this version yet "
+                                         f"(available: {', '.join(available_checks())})")
+    return names
+
+
+def torch_dtype(name: str | None) -> Any:
+    import torch
+
+    if name is None:
+        return None
+    if name not in DTYPES:
+        raise InputError("--dtype", f"unknown dtype {name!r} (choose from {', '.join(DTYPES)})")
+    return getattr(torch, name)
+
+
+def prepare(model: Any, inputs: Any, device: Device, dtype: Any, *, copy_model: bool) -> tuple[Any, Any]:
+    """Put `model` and the floating-point `inputs` on `device` in `dtype` (a copy when asked)."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    if copy_model:
+        model = copy.deepcopy(model)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device.torch_device)
+        if dtype is not None:
+            model = model.to(dtype)
+
+    def move(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            x = x.to(device.torch_device)
+            if dtype is not None and x.is_floating_point():
+                x = x.to(dtype)
+        return x
+
+    return model, tree_map(move, inputs)
+
+
+def model_dtype(model: Any, inputs: Any) -> Any:
+    """The floating dtype the model computes in: its first floating parameter's, else its inputs'."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    if isinstance(model, torch.nn.Module):
+        for p in model.parameters():
+            if p.is_floating_point():
+                return p.dtype
+    for leaf in tree_flatten(inputs)[0]:
+        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point():
+            return leaf.dtype
+    return torch.float32
+
+
+def _guarded(target: str, during: str, fn: Callable[[], Any]) -> Any:
+    """Run user code; its exceptions become a `TargetError` naming the file and line."""
+    from ascend_tui.errors import AscendTuiError
+    from ascend_tui.targets import model_error
+
+    try:
+        return fn()
+    except AscendTuiError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything the model raises is the user's error
+        raise model_error(exc, target, during) from None
+
+
+def run_live(
+    model: Any,
+    inputs: Any,
+    *,
+    checks: tuple[str, ...],
+    device: str,
+    dtype: str | None,
+    reference: str | None,
+    iterations: int = 1,
+    backward: bool = False,
+    loss: Callable[[Any], Any] | None = None,
+    target: str = "",
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    options: dict[str, Any] | None = None,
+) -> Investigation:
+    """Capture `model` on the device (and the reference), then run each check; see `investigate`."""
+    checks = parse_checks(tuple(checks))
+    dev = select(device)
+    want = torch_dtype(dtype)
+    natural = model_dtype(model, inputs)
+    run_dtype = want or natural
+    if want is not None and not dev.supports_dtype(want):
+        raise InputError("--dtype", f"{dtype_name(want)} does not run on {dev.backend} here")
+    moved = dev.backend != "cpu" or want is not None
+    t_model, t_inputs = prepare(model, inputs, dev, want, copy_model=moved) if moved else (model, inputs)
+    ctx = LiveContext(t_model, t_inputs, dev, run_dtype, reference, iterations, backward, loss, progress, cancel,
+                      options=dict(options or {}), original_model=model, original_inputs=inputs)
+    ctx.target = _guarded(target, "the model's forward", lambda: capture(
+        t_model, t_inputs, progress=progress, cancel=cancel, phase_label="capturing target"))
+    ref_stats = None
+    if reference:
+        ref_backend, _, ref_dtype = reference.partition(":")
+        same = ref_backend == dev.backend and (ref_dtype or "float32") == dtype_name(run_dtype)
+        if not same:
+            r_dev = select(ref_backend)
+            r_model, r_inputs = prepare(model, inputs, r_dev, torch_dtype(ref_dtype or "float32"), copy_model=True)
+            ctx.reference = _guarded(target, "the reference forward", lambda: capture(
+                r_model, r_inputs, progress=progress, cancel=cancel,
+                phase_label="capturing reference", expected_ops=ctx.target.op_count))
+            ref_stats = ctx.reference.stats
+        else:
+            ref_stats = ctx.target.stats
+    info = dev.info()
+    run = RunInfo(target=target, device=info.to_json(), checks=checks, dtype=dtype_name(run_dtype),
+                  reference=reference, iterations=iterations, source="live",
+                  extra={"backward": backward} if backward else {})
+    inv = Investigation(ctx.target.graph, stats=ctx.target.stats, reference=ref_stats, run=run)
+    for name in checks:
+        module_name, _, func = LIVE_CHECKS[name].partition(":")
+        ctx.report(f"checking {name}", 0, None)
+        getattr(importlib.import_module(module_name), func)(ctx, inv)
+    return inv

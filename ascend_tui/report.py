@@ -1,0 +1,72 @@
+"""The versioned JSON report (`ascend-tui.report/1`) and a JUnit XML view of it for CI jobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from xml.sax.saxutils import escape, quoteattr
+
+from ascend_tui.graph.opgraph import write_json_atomic
+
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+
+REPORT_SCHEMA = "ascend-tui.report/1"
+
+
+def build_report(inv: Investigation) -> dict[str, Any]:
+    """The report dict; its names are a contract with the tools that read it."""
+    run = inv.run
+    return {
+        "schema": REPORT_SCHEMA,
+        "target": run.target,
+        "device": dict(run.device),
+        "run": {"checks": list(run.checks), "dtype": run.dtype, "reference": run.reference,
+                "iterations": run.iterations},
+        "graph": {"nodes": len(inv.graph), "edges": inv.graph.edge_count()},
+        "findings": [f.to_json() for f in inv.findings],
+        "summary": inv.summary(),
+    }
+
+
+def write_json(inv: Investigation, path: str | Path) -> None:
+    write_json_atomic(Path(path), build_report(inv))
+
+
+def write_junit(inv: Investigation, path: str | Path) -> None:
+    """One test suite per check, one failing case per error finding, so CI dashboards show them."""
+    checks = list(inv.run.checks) or ["graph"]
+    suites = []
+    for check in checks:
+        found = [f for f in inv.findings if f.check == check]
+        errors = [f for f in found if f.severity == "error"]
+        cases = []
+        for f in errors:
+            body = escape(f.message + (f"\nhint: {f.hint}" if f.hint else ""))
+            suite_class = quoteattr(f"{check}.{f.module or 'root'}")
+            cases.append(f'    <testcase classname={suite_class} '
+                         f'name={quoteattr(f"{f.node} {f.kind}")}>\n'
+                         f'      <failure type={quoteattr(f.kind)} message={quoteattr(f.message)}>{body}</failure>\n'
+                         f'    </testcase>')
+        if not errors:
+            cases.append(f'    <testcase classname={quoteattr(check)} name={quoteattr(f"{check}: no errors")}/>')
+        suites.append(f'  <testsuite name={quoteattr(f"ascend-tui.{check}")} tests="{len(cases)}" '
+                      f'failures="{len(errors)}">\n' + "\n".join(cases) + "\n  </testsuite>")
+    xml = '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n' + "\n".join(suites) + "\n</testsuites>\n"
+    out = Path(path)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(xml, encoding="utf-8")
+    tmp.replace(out)
+
+
+def format_findings(inv: Investigation, limit: int = 20) -> list[str]:
+    """Findings as lines a person reads in a terminal, errors first."""
+    lines = []
+    order = sorted(inv.findings, key=lambda f: ({"error": 0, "warning": 1}.get(f.severity, 2), f.index))
+    for f in order[:limit]:
+        lines.append(f"{f.severity.upper():7} {f.check}/{f.kind} at {f.node}: {f.message}")
+        if f.hint:
+            lines.append(f"        hint: {f.hint}")
+    if len(order) > limit:
+        lines.append(f"... and {len(order) - limit} more (see --json)")
+    return lines
