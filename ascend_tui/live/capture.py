@@ -8,6 +8,7 @@ the device and brought to the host in one transfer at the end of the run.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -298,26 +299,30 @@ def _written_args(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> l
 
 
 def tensor_stats_row(torch: Any, t: Any) -> Any | None:
-    """Seven reductions of `t` on its own device: min, max, sum, L2 norm, NaN, Inf and zero counts.
+    """Seven reductions of `t` on its own device: min, max, sum, L2 norm, NaN, Inf and non-zero counts.
 
-    Returns None for tensors without numbers to reduce (empty, complex, meta).
+    Returns None for tensors without numbers to reduce (empty, complex, meta). On accelerators
+    every reduction stays queued on the device (no sync); on the CPU, where reading a value is
+    free, the NaN and Inf counts are only computed when the sum shows they can be non-zero.
     """
     if t.is_complex() or t.device.type == "meta" or t.layout != torch.strided:
         return None
-    n = t.numel()
-    if n == 0:
+    if t.numel() == 0:
         return None
-    x = t if t.dtype in (torch.float32, torch.float64) else t.float()
-    x = x.detach()
+    x = t.detach()
+    if x.dtype not in (torch.float32, torch.float64):
+        x = x.float()
     mn, mx = torch.aminmax(x)
-    return torch.stack((
-        mn.to(torch.float32), mx.to(torch.float32),
-        x.sum(dtype=torch.float32),
-        torch.linalg.vector_norm(x, dtype=torch.float32),
-        torch.isnan(x).sum().to(torch.float32),
-        torch.isinf(x).sum().to(torch.float32),
-        torch.count_nonzero(x).to(torch.float32),
-    ))
+    total = x.sum(dtype=torch.float32)
+    norm = torch.linalg.vector_norm(x, dtype=torch.float32)
+    nonzero = torch.count_nonzero(x)
+    if x.device.type == "cpu" and math.isfinite(total.item()):
+        zero = total.new_zeros(())
+        nan = inf = zero
+    else:
+        nan = torch.isnan(x).sum()
+        inf = torch.isinf(x).sum()
+    return torch.stack((mn.float(), mx.float(), total, norm, nan.float(), inf.float(), nonzero.float()))
 
 
 def finish_rows(raw: np.ndarray, numel: np.ndarray) -> np.ndarray:

@@ -1,0 +1,182 @@
+"""Live capture on real CPU torch: module paths, edges through views and in-place ops, stable ids, stats."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from ascend_tui.live.capture import capture  # noqa: E402
+
+
+class SmallCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU(inplace=True)
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(8 * 4 * 4, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(self.relu(self.bn1(self.conv1(x))))
+        return self.fc(x.flatten(1))
+
+
+class Block(nn.Module):
+    """Residual transformer-ish block whose `proj` module is called twice (shared weights)."""
+
+    def __init__(self, d: int = 16) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.proj = nn.Linear(d, d)
+        self.act = nn.GELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(self.norm(x))
+        h = self.proj(self.act(h))
+        return x + h
+
+
+def op_ids(result) -> list[str]:
+    return result.graph.execution_order()
+
+
+def test_cnn_module_paths_and_edges() -> None:
+    torch.manual_seed(0)
+    model = SmallCNN().eval()
+    r = capture(model, (torch.randn(2, 3, 8, 8),))
+    g = r.graph
+    conv = g.node("conv1/convolution.0")
+    assert conv.module == "conv1" and conv.module_class == "Conv2d" and conv.op_type == "aten.convolution"
+    assert [e.src for e in g.producers(conv.id)] == ["input:0", "param:conv1.weight", "param:conv1.bias"]
+    bn = next(n for n in g if n.module == "bn1" and "batch_norm" in n.op_type)
+    assert g.producer(bn.id, 0) == conv.id
+    assert "buffer:bn1.running_mean" in {e.src for e in g.producers(bn.id)}
+    relu = g.node("relu/relu_.0")
+    assert g.producer(relu.id, 0) == bn.id
+    pool = next(n for n in g if n.module == "pool" and not n.is_placeholder)
+    assert g.producer(pool.id, 0) == relu.id, "the in-place relu_ is what the pool reads"
+    addmm = g.node("fc/addmm.0")
+    assert addmm.outputs[0].shape == (2, 5)
+    assert g.node("input:0").outputs[0].describe() == "float32[2,3,8,8]"
+    # the whole graph is connected back to the input
+    assert "input:0" in g.upstream(addmm.id)
+
+
+def test_residual_and_shared_module_calls() -> None:
+    torch.manual_seed(0)
+    r = capture(Block().eval(), (torch.randn(2, 4, 16),))
+    g = r.graph
+    ids = op_ids(r)
+    assert "proj/addmm.0" in ids and "proj/addmm.1" in ids, "a module called twice counts its ops on"
+    assert ids.index("proj/addmm.0") < ids.index("act/gelu.0") < ids.index("proj/addmm.1")
+    # both calls read the one shared weight placeholder
+    weight_users = {e.dst for e in g.consumers("param:proj.weight")}
+    assert {n.split("/")[1] for n in weight_users} >= {"t.0", "t.1"} or len(weight_users) == 2
+    residual = g.node("add.0")
+    assert residual.module == ""
+    srcs = [e.src for e in g.producers("add.0")]
+    assert srcs[0] == "input:0", "the skip connection reads the block's input"
+    assert g.upstream(srcs[1], None) and "proj/addmm.1" in [srcs[1], *g.upstream(srcs[1])]
+
+
+def test_inplace_and_views_route_edges_to_the_last_writer() -> None:
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x * 2
+            v = y.view(-1)
+            v.add_(1)          # writes y's storage through a view
+            z = y + 0          # must read the add_, not the mul
+            y.mul_(3)          # in place on y itself
+            w = y.sum()        # reads the mul_
+            return z, w
+
+    r = capture(M(), (torch.ones(2, 3),))
+    g = r.graph
+    assert g.producer("view.0", 0) == "mul.0"
+    assert g.producer("add_.0", 0) == "view.0"
+    assert g.producer("add.0", 0) == "add_.0"
+    assert g.producer("mul_.0", 0) == "add_.0"
+    assert g.producer("sum.0", 0) == "mul_.0"
+    z, w = r.outputs
+    assert float(w) == pytest.approx(54.0)
+
+
+def test_same_model_captured_twice_has_identical_ids_and_edges() -> None:
+    torch.manual_seed(0)
+    model = Block().eval()
+    x = torch.randn(2, 4, 16)
+    a = capture(model, (x,))
+    b = capture(model, (x.clone(),))
+    assert [n.id for n in a.graph] == [n.id for n in b.graph]
+    assert sorted(map(str, a.graph.edges())) == sorted(map(str, b.graph.edges()))
+
+
+def test_statistics_match_numpy_and_count_non_finite() -> None:
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.log(x)  # log(0) = -inf, log(-1) = nan
+
+    x = torch.tensor([[1.0, math.e, 0.0], [-1.0, 4.0, 1.0]])
+    r = capture(M(), (x,))
+    s = r.stats.get("log.0")
+    assert s is not None
+    assert (s.nan_count, s.inf_count, s.zero_count, s.numel) == (1, 1, 2, 6)
+    xs = r.stats.get("input:0")
+    ref = x.numpy()
+    assert xs.min == -1.0 and xs.max == 4.0 and xs.abs_max == 4.0
+    assert xs.mean == pytest.approx(ref.mean())
+    assert xs.l2norm == pytest.approx(float(np.linalg.norm(ref)), rel=1e-6)
+    assert xs.finite and not s.finite
+
+
+def test_float16_statistics_and_dict_inputs() -> None:
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+            return self.fc(x) * scale
+
+    model = M().half()
+    r = capture(model, {"x": torch.full((2, 4), 300.0).half(), "scale": torch.tensor(1000.0).half()})
+    assert "input:x" in r.graph and "input:scale" in r.graph
+    out = r.stats.get("mul.0")
+    assert out is not None and out.inf_count > 0 or out.abs_max > 65504
+    assert r.graph.node("mul.0").outputs[0].dtype == "float16"
+
+
+def test_source_location_points_at_user_code() -> None:
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.exp()  # the line capture must name
+
+    r = capture(M(), (torch.zeros(3),))
+    src = r.graph.node("exp.0").source
+    assert src is not None and src.file.endswith("test_capture.py") and src.function == "forward"
+    assert "x.exp()" in open(src.file).read().splitlines()[src.line - 1]
+
+
+def test_cancel_stops_the_run() -> None:
+    import threading
+
+    from ascend_tui.errors import Cancelled
+
+    ev = threading.Event()
+    ev.set()
+    with pytest.raises(Cancelled):
+        capture(Block(), (torch.randn(1, 2, 16),), cancel=ev)
+
+
+def test_progress_reports_phase_and_totals() -> None:
+    seen: list[tuple[str, int, int | None]] = []
+    r = capture(SmallCNN().eval(), (torch.randn(1, 3, 8, 8),), progress=lambda *a: seen.append(a),
+                phase_label="capturing target")
+    assert seen[0][0] == "capturing target"
+    assert seen[-1] == ("capturing target", r.op_count, r.op_count)
