@@ -1,0 +1,90 @@
+"""Investigation walks (step-through, producers, findings order) and its save/load round trip."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ascend_tui.errors import InputError
+from ascend_tui.evidence import ChainLink, Finding, MemoryEvent, MemorySample, RootCause, StatsTable, TensorStats
+from ascend_tui.investigation import Investigation, RunInfo
+from ascend_tui.report import build_report
+from test_graph import diamond
+
+
+def finding(node: str, index: int, severity: str = "error", check: str = "overflow") -> Finding:
+    chain = (ChainLink(node, "", "aten.x", 7e4), ChainLink("input:0", "", "input", 800.0))
+    return Finding(check, "inf", severity, node, "aten.x", "", index, f"Inf at {node}",  # type: ignore[arg-type]
+                   attribution="introduced", metrics={"abs_max": float("inf")},
+                   root_cause=RootCause("input:0", "", "un-normalized input", chain))
+
+
+def make() -> Investigation:
+    stats = StatsTable()
+    stats.add("add.0", 0, TensorStats(-1.0, float("inf"), float("nan"), float("inf"), float("inf"), 0, 3, 0, 32))
+    inv = Investigation(diamond(), stats=stats, run=RunInfo(target="m.py", checks=("overflow",)))
+    inv.add_findings([finding("mul.0", 4, "warning"), finding("add.0", 3), finding("mul.0", 4)])
+    return inv
+
+
+def test_findings_are_ordered_and_indexed() -> None:
+    inv = make()
+    assert [(f.node, f.severity) for f in inv.findings] == [("add.0", "error"), ("mul.0", "error"), ("mul.0", "warning")]
+    assert inv.first_finding().node == "add.0"
+    assert inv.badges("mul.0") == {"overflow": "error"}
+    assert inv.summary() == {"errors": 2, "warnings": 1}
+    assert inv.next_finding("add.0").node == "mul.0"
+    assert inv.next_finding("mul.0").node == "add.0", "wraps around"
+    assert inv.next_finding("mul.0", -1).node == "add.0"
+    assert inv.next_finding("enc/relu.0").node == "add.0"
+
+
+def test_step_through_and_back() -> None:
+    inv = make()
+    inv.focus(inv.first_finding().node)
+    assert inv.focus(inv.next()) == "mul.0"
+    assert inv.next() == "mul.0", "stays on the last op"
+    assert inv.focus(inv.previous()) == "add.0"
+    assert inv.focus(inv.step_into_producer(1)) == "enc.inner/tanh.0"
+    assert inv.focus(inv.step_into_producer(0)) == "enc/relu.0"
+    assert inv.step_into_producer(0) == "input:0"
+    assert inv.back() == "enc.inner/tanh.0"
+    assert inv.back() == "add.0"
+    assert inv.trace_root_cause("add.0").node == "input:0"
+    assert inv.step(1, "input:0") == "enc/relu.0"
+    with pytest.raises(KeyError):
+        inv.focus("missing")
+
+
+def test_save_and_load_keep_everything(tmp_path: Path) -> None:
+    inv = make()
+    inv.memory_events.append(MemoryEvent("leak", "live", "12 KiB kept", size=12288, frames=("m.py:3",)))
+    inv.memory_samples.append(MemorySample(1.0, 2048.0, 4096.0, "iteration 1"))
+    path = tmp_path / "x.atui.json"
+    inv.save(path)
+    back = Investigation.load(path)
+    assert back.findings == inv.findings
+    assert back.stats.get("add.0") .inf_count == 3
+    assert back.memory_events == inv.memory_events and back.memory_samples == inv.memory_samples
+    assert build_report(back) == build_report(inv)
+
+
+def test_report_schema_names() -> None:
+    report = build_report(make())
+    f = report["findings"][0]
+    assert set(f) >= {"check", "kind", "severity", "node", "op_type", "module", "index", "message",
+                      "attribution", "metrics", "root_cause"}
+    assert set(f["root_cause"]) == {"node", "module", "reason", "chain"}
+    assert set(f["root_cause"]["chain"][0]) == {"node", "module", "op_type", "value"}
+    assert f["metrics"]["abs_max"] == "Infinity"
+
+
+def test_load_rejects_other_files(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text('{"schema": "ascend-tui.report/1"}')
+    with pytest.raises(InputError, match="not an ascend-tui investigation"):
+        Investigation.load(path)
+    path.write_text('{"schema": "ascend-tui.investigation/1", "graph": 3}')
+    with pytest.raises(InputError, match=str(path)):
+        Investigation.load(path)
