@@ -110,6 +110,7 @@ class OpGraph:
     def replace_node(self, node: OpNode) -> None:
         """Swap in an updated record for an existing id (e.g. outputs known after the op ran)."""
         self._nodes[self._pos[node.id]] = node
+        self._ops = None
 
     def add_edge(self, src: str, dst: str, out_slot: int = 0, in_slot: int = 0) -> None:
         """Connect output `out_slot` of `src` to input `in_slot` of `dst`."""
