@@ -1,0 +1,323 @@
+"""`InvestigatorApp`: the Textual app over one `Investigation`, with its background jobs.
+
+Thread workers read files and run models; they post messages, and the handlers here (on
+the UI thread) swap in the results. One `Worker.StateChanged` handler turns every worker
+failure into a notification (user errors) or a dialog (our bugs), never a crash.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+
+from textual import on, work
+from textual.app import App
+from textual.binding import BindingType
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from ascend_tui.app.keys import APP_BINDINGS
+from ascend_tui.app.messages import ChecksFinished, InvestigationLoaded, ProgressReported
+from ascend_tui.app.screens.main import MainScreen, view_ready
+from ascend_tui.app.views import VIEWS
+from ascend_tui.app.widgets.progress import RunProgress
+from ascend_tui.app.workers import LiveOptions, ProgressPoster
+from ascend_tui.errors import AscendTuiError, Cancelled, InputError, TargetError
+from ascend_tui.investigation import Investigation
+
+if TYPE_CHECKING:
+    from ascend_tui.targets import Target
+
+JOB_GROUP = "job"
+FALLBACK_THEME = "textual-dark"
+
+
+def optional(module: str, name: str) -> Any | None:
+    """`module.name` when that module is installed, else None (parts of the app land one by one)."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module:
+            return None
+        raise
+
+
+class InvestigatorApp(App[None]):
+    """Walk an operator graph and its evidence from the keyboard."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "ascend-tui"
+    BINDINGS: ClassVar[list[BindingType]] = list(APP_BINDINGS)
+
+    def __init__(
+        self,
+        source: Sequence[str | Path] | Investigation | None = None,
+        *,
+        theme: str | None = None,
+        live: LiveOptions | None = None,
+        export_dir: str | Path | None = None,
+    ) -> None:
+        self.paths: list[str] = [] if source is None or isinstance(source, Investigation) else [str(p) for p in source]
+        self.inv: Investigation | None = source if isinstance(source, Investigation) else None
+        self.live = live or LiveOptions()
+        self.export_dir = Path(export_dir) if export_dir is not None else Path.cwd()
+        self.target: Target | None = None
+        self.config_warnings: list[str] = []
+        commands = optional("ascend_tui.app.commands", "InvestigatorCommands")
+        if commands is not None:
+            self.COMMANDS = App.COMMANDS | {commands}
+        super().__init__()
+        self._setup_themes(theme)
+        load_keymap = optional("ascend_tui.app.config", "load_keymap")
+        if load_keymap is not None:
+            self.set_keymap(load_keymap(self.config_warnings))
+        self.main = MainScreen()
+
+    # -- configuration ------------------------------------------------------------------------
+
+    def _setup_themes(self, wanted: str | None) -> None:
+        """Register the bundled and user themes (Textual's ansi-dark/ansi-light are built in) and pick one."""
+        load_themes = optional("ascend_tui.app.config", "load_themes")
+        default = optional("ascend_tui.app.config", "DEFAULT_THEME") or FALLBACK_THEME
+        if load_themes is not None:
+            for theme in load_themes(self.config_warnings):
+                self.register_theme(theme)
+        name = wanted or default
+        if self.get_theme(name) is None:
+            if wanted:
+                self.config_warnings.append(f"unknown theme {wanted!r}; available: {', '.join(sorted(self.available_themes))}")
+            name = default if self.get_theme(default) is not None else FALLBACK_THEME
+        self.theme = name
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """Our own theme variables (`$metric-bad`, `$badge-error`, ...) for themes that do not set them."""
+        defaults = optional("ascend_tui.app.config", "variable_defaults")
+        return defaults(self.current_theme) if defaults is not None else {}
+
+    async def on_mount(self) -> None:
+        await self.push_screen(self.main)
+        for warning in self.config_warnings:
+            self.notify(warning, severity="warning", markup=False, timeout=8)
+        if self.inv is not None:
+            self._show(self.inv)
+        elif self.paths:
+            self.open_paths(self.paths)
+        else:
+            self.sub_title = "press O to open a file, ? for keys"
+
+    # -- showing results ----------------------------------------------------------------------
+
+    def _show(self, inv: Investigation, focus: str | None = None) -> None:
+        self.inv = inv
+        self.main.set_investigation(inv, focus)
+        summary = inv.summary()
+        name = Path(inv.run.target).name if inv.run.target else (inv.graph.name or inv.run.source)
+        self.sub_title = (f"{name} · {len(inv.graph.execution_order()):,} ops · "
+                          f"{summary['errors']} errors · {summary['warnings']} warnings · {inv.run.dtype}")
+        self.refresh_bindings()
+
+    @on(InvestigationLoaded)
+    def _loaded(self, message: InvestigationLoaded) -> None:
+        self.target = message.target or self.target
+        self._show(message.inv)
+        for note in message.notes:
+            self.notify(note, markup=False)
+
+    @on(ChecksFinished)
+    def _checks_finished(self, message: ChecksFinished) -> None:
+        self.target = message.target or self.target
+        focus = self.main.ops.current
+        self._show(message.inv, focus)
+        found = len(message.inv.findings)
+        self.notify(f"{', '.join(message.checks) or 'capture'}: {found} findings", markup=False)
+
+    @on(ProgressReported)
+    def _progress(self, message: ProgressReported) -> None:
+        bar = self.main.query_one(RunProgress)
+        if bar.running:
+            bar.report(message.text(), message.done, message.total)
+
+    # -- background jobs ----------------------------------------------------------------------
+
+    def open_paths(self, paths: Sequence[str | Path]) -> None:
+        """Read (or run) `paths` in a worker; the first is the investigation, later ones map onto it."""
+        self._open_job([str(p) for p in paths])
+
+    @work(thread=True, exclusive=True, group=JOB_GROUP, exit_on_error=False, description="opening")
+    def _open_job(self, paths: list[str]) -> None:
+        from ascend_tui.app import workers
+
+        worker = get_current_worker()
+        loaded = workers.load_paths(paths, self.live, ProgressPoster(self.post_message, "open"),
+                                    worker.cancelled_event)
+        if not worker.is_cancelled:
+            self.post_message(InvestigationLoaded(loaded.inv, source=paths[0], target=loaded.target,
+                                                  notes=tuple(loaded.notes)))
+
+    @work(thread=True, exclusive=True, group=JOB_GROUP, exit_on_error=False, description="running checks")
+    def _checks_job(self, target: Target | None, spec: str, checks: tuple[str, ...] | None) -> None:
+        from ascend_tui.app import workers
+
+        worker = get_current_worker()
+        progress = ProgressPoster(self.post_message, "checks")
+        model = target if target is not None else workers.load_model(spec, progress)
+        names = checks if checks is not None else workers.available_checks()
+        inv = workers.run_checks(model, self.live, names, progress, worker.cancelled_event)
+        if not worker.is_cancelled:
+            self.post_message(ChecksFinished(inv, names, model))
+
+    @on(Worker.StateChanged)
+    def _worker_changed(self, event: Worker.StateChanged) -> None:
+        """Progress bar for job workers; every failure becomes a message a person can act on."""
+        worker = event.worker
+        if worker.group != JOB_GROUP:
+            return
+        bar = self.main.query_one(RunProgress)
+        if event.state == WorkerState.RUNNING:
+            bar.start(worker.description)
+            return
+        if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            if not any(w.group == JOB_GROUP and not w.is_finished and w is not worker for w in self.workers):
+                bar.stop()
+        if event.state == WorkerState.CANCELLED:
+            self.notify(f"{worker.description}: cancelled", markup=False)
+        elif event.state == WorkerState.ERROR and worker.error is not None:
+            self.show_error(worker.error, worker.description)
+
+    def show_error(self, error: BaseException, doing: str) -> None:
+        """User and environment errors become one notification; anything else is a bug, shown in a dialog."""
+        if isinstance(error, Cancelled):
+            self.notify(f"{doing}: cancelled", markup=False)
+        elif isinstance(error, TargetError):
+            detail = f"\n{error.user_traceback}" if error.user_traceback else ""
+            self.notify(f"{error.line()}{detail}", title=f"{doing} failed", severity="error", markup=False,
+                        timeout=12)
+        elif isinstance(error, (InputError, AscendTuiError)):
+            self.notify(str(error), title=f"{doing} failed", severity="error", markup=False, timeout=10)
+        else:
+            from ascend_tui.app.screens.dialogs import ErrorDialog
+
+            text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            self.push_screen(ErrorDialog(f"{doing} failed: {type(error).__name__}: {error}", text))
+
+    @property
+    def busy(self) -> bool:
+        """True while a job worker runs."""
+        return any(w.group == JOB_GROUP and not w.is_finished for w in self.workers)
+
+    # -- actions the keys, the palette and the views call --------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "copy_summary":
+            return None if optional("ascend_tui.app.export", "op_summary") is None else self.inv is not None
+        if action == "open_view":
+            spec = next((v for v in VIEWS if v.id == parameters[0]), None)
+            return True if spec is not None and view_ready(spec, self.inv) else None
+        if action in ("export_report", "focus_node"):
+            return self.inv is not None
+        return True
+
+    def action_cancel(self) -> None:
+        """Stop the running job; with none running, close search / step mode on the graph view."""
+        if self.busy:
+            self.workers.cancel_group(self, JOB_GROUP)
+        elif self.screen is self.main:
+            self.main.escape()
+
+    def action_help(self) -> None:
+        help_screen = optional("ascend_tui.app.screens.help", "HelpScreen")
+        if help_screen is None:
+            self.action_show_help_panel()
+        else:
+            self.push_screen(help_screen(self.screen))
+
+    def action_open_dialog(self) -> None:
+        from ascend_tui.app.screens.dialogs import OpenDialog
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self.open_paths([path])
+
+        self.push_screen(OpenDialog(), chosen)
+
+    def action_focus_node(self, node_id: str) -> None:
+        """Show the graph view with `node_id` focused (what views and palette commands call)."""
+        if self.screen is not self.main:
+            self.switch_screen_to_main()
+        self.main.go(node_id)
+
+    def switch_screen_to_main(self) -> None:
+        while len(self.screen_stack) > 1 and self.screen is not self.main:
+            self.pop_screen()
+
+    def action_open_view(self, view_id: str) -> None:
+        """Open a per-check view from the registry; it dismisses with the operator to focus."""
+        spec = next((v for v in VIEWS if v.id == view_id), None)
+        if spec is None or self.inv is None:
+            self.notify(f"no view named {view_id!r}", severity="warning", markup=False)
+            return
+        if not view_ready(spec, self.inv):
+            self.notify(f"no {spec.title.lower()} evidence in this investigation", markup=False)
+            return
+
+        def chosen(node: str | None) -> None:
+            if node:
+                self.main.go(node)
+
+        self.push_screen(spec.screen_class()(self.inv), chosen)
+
+    def action_run_checks(self) -> None:
+        """Run every available live check on the loaded model."""
+        self.action_run_check(None)
+
+    def action_run_check(self, name: str | None) -> None:
+        """Run one live check (None: all available) on the model behind this investigation."""
+        spec = self.target.spec if self.target is not None else self._model_spec()
+        if spec is None:
+            self.notify("no model to run: open a model file (model.py) to run checks live", severity="warning",
+                        markup=False)
+            return
+        self._checks_job(self.target, spec, (name,) if name else None)
+
+    def _model_spec(self) -> str | None:
+        from ascend_tui.app.workers import is_model_file
+
+        for candidate in (*self.paths[:1], self.inv.run.target if self.inv else ""):
+            if candidate and is_model_file(candidate) and Path(candidate.rsplit(":", 1)[0]).exists():
+                return candidate
+        return None
+
+    def action_export_report(self, fmt: str = "all") -> None:
+        """Write the report next to where the app was started: JSON, Markdown or both."""
+        if self.inv is None:
+            return
+        formats = ("json", "markdown") if fmt == "all" else (fmt,)
+        write = optional("ascend_tui.app.export", "write_export")
+        written: list[str] = []
+        try:
+            for kind in formats:
+                if write is None:
+                    if kind != "json":
+                        continue
+                    from ascend_tui.report import write_json
+
+                    path = self.export_dir / "ascend-tui-report.json"
+                    write_json(self.inv, path)
+                else:
+                    default_path = optional("ascend_tui.app.export", "default_export_path")
+                    path = write(self.inv, default_path(kind, self.export_dir), kind, inputs=self.paths)
+                written.append(str(path))
+        except (InputError, OSError) as exc:
+            self.notify(str(exc), title="export failed", severity="error", markup=False)
+            return
+        self.notify("wrote " + ", ".join(written), title="report exported", markup=False)
+
+    def action_copy_summary(self) -> None:
+        """Copy the focused operator's summary to the clipboard (OSC 52 reaches the SSH client)."""
+        summary = optional("ascend_tui.app.export", "op_summary")
+        node = self.main.ops.current
+        if summary is None or self.inv is None or node is None:
+            return
+        self.copy_to_clipboard(summary(self.inv, node))
+        self.notify(f"copied the summary of {node}", markup=False)

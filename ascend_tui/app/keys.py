@@ -1,0 +1,52 @@
+"""Every key binding of the app, each with an id so a user's keymap can move it.
+
+Plain letters first: function keys and most ctrl combinations get lost over SSH and tmux.
+Ids are `area.verb`; `config.load_keymap()` maps ids to keys (`"graph.producer" = "u"`).
+"""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+
+APP_BINDINGS: list[Binding] = [
+    Binding("question_mark", "help", "help", id="app.help"),
+    Binding("ctrl+p,colon", "command_palette", "palette", id="app.palette", priority=True, key_display="^p"),
+    Binding("q,ctrl+q", "quit", "quit", id="app.quit", show=False),
+    Binding("x", "run_checks", "run checks", id="app.run-checks"),
+    Binding("e", "export_report('all')", "export", id="app.export"),
+    Binding("y", "copy_summary", "copy", id="app.copy-summary"),
+    Binding("O", "open_dialog", "open file", id="app.open", show=False),
+    Binding("escape", "cancel", "cancel", id="app.cancel", show=False),
+]
+
+GRAPH_BINDINGS: list[Binding] = [
+    Binding("enter", "focus_cursor", "focus", id="graph.focus", show=False),
+    Binding("p", "producer", "producer", id="graph.producer"),
+    Binding("c", "consumer", "consumer", id="graph.consumer"),
+    Binding("r", "root_cause", "root cause", id="graph.root-cause"),
+    Binding("n", "next_finding", "next finding", id="graph.next-finding"),
+    Binding("N", "previous_finding", "previous finding", id="graph.previous-finding", show=False),
+    Binding("f", "first_finding", "first finding", id="graph.first-finding"),
+    Binding("s", "step_mode", "step", id="graph.step-mode"),
+    Binding("right,l", "step(1)", "step forward", id="graph.step-forward", show=False),
+    Binding("left,h", "step(-1)", "step back", id="graph.step-back", show=False),
+    Binding("b,backspace", "back", "back", id="graph.back"),
+    Binding("slash", "search", "search", id="graph.search"),
+    Binding("F", "toggle_flagged", "flagged only", id="graph.flagged"),
+    Binding("t", "module_tree", "modules", id="graph.module-tree"),
+    *[Binding(str(d), f"slot({d})", f"input slot {d}", id=f"graph.slot-{d}", show=False) for d in range(10)],
+]
+
+LIST_BINDINGS: list[Binding] = [
+    Binding("j,down", "cursor(1)", "down", id="list.down", show=False),
+    Binding("k,up", "cursor(-1)", "up", id="list.up", show=False),
+    Binding("pagedown,space", "page(1)", "page down", id="list.page-down", show=False),
+    Binding("pageup", "page(-1)", "page up", id="list.page-up", show=False),
+    Binding("g,home", "edge(0)", "first row", id="list.top", show=False),
+    Binding("G,end", "edge(1)", "last row", id="list.bottom", show=False),
+]
+
+
+def view_binding(view_id: str, key: str, title: str) -> Binding:
+    """The binding that opens a per-check view from the registry (`o` overflow, `m` memory)."""
+    return Binding(key, f"app.open_view('{view_id}')", title.lower(), id=f"view.{view_id}")

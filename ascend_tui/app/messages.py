@@ -1,0 +1,52 @@
+"""Messages that background workers post to the app; handlers on the UI thread change state."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from textual.message import Message
+
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+
+
+class ProgressReported(Message):
+    """A worker reached `done` of `total` in `phase`; a burst collapses to the newest one."""
+
+    def __init__(self, job: str, phase: str, done: int, total: int | None) -> None:
+        super().__init__()
+        self.job = job
+        self.phase = phase
+        self.done = done
+        self.total = total
+
+    def can_replace(self, message: Message) -> bool:
+        """A newer progress report of the same job supersedes this one."""
+        return isinstance(message, ProgressReported) and message.job == self.job
+
+    def text(self) -> str:
+        """`capturing reference 120/412 ops` — the phase line under the bar."""
+        if self.total:
+            return f"{self.phase} {self.done}/{self.total} ops"
+        return f"{self.phase} {self.done} ops" if self.done else self.phase
+
+
+class InvestigationLoaded(Message):
+    """A worker finished reading or running something into an `Investigation`."""
+
+    def __init__(self, inv: Investigation, *, source: str, target: Any = None, notes: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.inv = inv
+        self.source = source
+        self.target = target
+        self.notes = notes
+
+
+class ChecksFinished(Message):
+    """A live run of `checks` finished; `inv` holds its graph, evidence and findings."""
+
+    def __init__(self, inv: Investigation, checks: tuple[str, ...], target: Any = None) -> None:
+        super().__init__()
+        self.inv = inv
+        self.checks = checks
+        self.target = target

@@ -1,0 +1,65 @@
+"""Small modal dialogs: open a path, and show an unexpected error without closing the app."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, Static
+
+
+class OpenDialog(ModalScreen[str | None]):
+    """Ask for a path (investigation, dump folder, sanitizer log or model file) and dismiss with it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "close", id="dialog.close")]
+    DEFAULT_CSS = """
+    OpenDialog { align: center middle; }
+    OpenDialog > Vertical { width: 72; max-width: 100%; height: auto; border: round $accent; padding: 0 1;
+                            background: $surface; }
+    OpenDialog Label { color: $text-muted; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("open: investigation .json, msprobe dump folder, sanitizer log, model.py", markup=False)
+            yield Input(placeholder="path", id="path")
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+
+class ErrorDialog(ModalScreen[None]):
+    """An error we did not expect (a bug): its traceback, and the app keeps running."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,enter,q", "close", "close", id="dialog.close")]
+    DEFAULT_CSS = """
+    ErrorDialog { align: center middle; }
+    ErrorDialog > Vertical { width: 90%; height: 80%; border: round $error; background: $surface; padding: 0 1; }
+    ErrorDialog #title { color: $error; text-style: bold; }
+    ErrorDialog #hint { color: $text-muted; }
+    """
+
+    def __init__(self, title: str, detail: str) -> None:
+        super().__init__()
+        self._title = title
+        self._detail = detail
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self._title, id="title", markup=False)
+            with VerticalScroll():
+                yield Static(Text(self._detail))
+            yield Label("this is a bug in ascend-tui; please report it with the text above · esc closes",
+                        id="hint", markup=False)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,348 @@
+"""The graph view, home screen of the app: the operator list, the focused operator and its neighbours.
+
+Every walk (producer, consumer, root cause, findings, step) asks the `Investigation` where to
+go; this screen only moves the cursor there and repaints.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import events, on
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input
+
+from ascend_tui.app.keys import GRAPH_BINDINGS, view_binding
+from ascend_tui.app.views import VIEWS, ViewSpec
+from ascend_tui.app.widgets.breadcrumb import Breadcrumb
+from ascend_tui.app.widgets.detail import Detail
+from ascend_tui.app.widgets.module_tree import ModuleTree
+from ascend_tui.app.widgets.neighbours import Neighbours
+from ascend_tui.app.widgets.op_list import OpList
+from ascend_tui.app.widgets.progress import RunProgress
+
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+
+NARROW = 110
+WALK_ACTIONS = frozenset({"focus_cursor", "producer", "consumer", "root_cause", "next_finding", "previous_finding",
+                          "first_finding", "step_mode", "back", "search", "toggle_flagged", "module_tree", "slot"})
+
+
+def view_ready(spec: ViewSpec, inv: Investigation | None) -> bool:
+    """A view is offered when its screen module is installed and the investigation holds its evidence."""
+    if inv is None or not spec.available(inv):
+        return False
+    try:
+        return importlib.util.find_spec(spec.screen.partition(":")[0]) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+class MainScreen(Screen[None]):
+    """Operators in execution order beside the detail of the one under the cursor."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [*GRAPH_BINDINGS, *(view_binding(v.id, v.key, v.title) for v in VIEWS)]
+    AUTO_FOCUS = "OpList"
+
+    def __init__(self) -> None:
+        super().__init__(id="main")
+        self.inv: Investigation | None = None
+        self.step_mode = False
+        self._slot: int | None = None
+        self._chain: list[str] = []
+        self._stepped = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Breadcrumb(id="breadcrumb")
+        with Horizontal(id="body"):
+            yield ModuleTree(id="modules", classes="-hidden")
+            with Vertical(id="list-pane"):
+                yield OpList(id="ops")
+                yield Input(placeholder="search id, module or op type; enter keeps, esc clears", id="search",
+                            classes="-hidden")
+            with Vertical(id="side"):
+                yield Detail(id="detail")
+                yield Neighbours(id="neighbours")
+        yield RunProgress(id="progress")
+        yield Footer()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(event.size.width < NARROW, "-narrow")
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def ops(self) -> OpList:
+        return self.query_one("#ops", OpList)
+
+    def set_investigation(self, inv: Investigation, focus: str | None = None) -> None:
+        """Show `inv`, with the cursor on `focus` (or its focused operator, or its first finding)."""
+        self.inv = inv
+        self._chain, self._slot, self.step_mode = [], None, False
+        self.ops.set_investigation(inv)
+        tree = self.query_one(ModuleTree)
+        if not tree.has_class("-hidden"):
+            tree.set_investigation(inv)
+        else:
+            tree.index = None
+        start = focus if focus in inv.graph else inv.focused
+        if start is None and (first := inv.first_finding()) is not None and first.node in inv.graph:
+            start = first.node
+        if start is not None and start in inv.graph:
+            inv.focus(start, remember=False)
+            self.ops.show(start)
+        elif (cur := self.ops.current) is not None:
+            inv.focus(cur, remember=False)
+        self._repaint()
+        self.refresh_bindings()
+
+    def refresh_findings(self) -> None:
+        """Repaint after findings were added to the current investigation."""
+        self.ops.refresh_findings()
+        self._repaint()
+        self.refresh_bindings()
+
+    def _repaint(self) -> None:
+        node = self.ops.current
+        self.query_one(Detail).show(self.inv, node)
+        self.query_one(Neighbours).show(self.inv, node)
+        self._paint_breadcrumb()
+
+    def _paint_breadcrumb(self) -> None:
+        inv = self.inv
+        here = self.ops.current
+        trail: list[str] = list(inv.history[-16:]) if inv else []
+        if inv is not None and inv.focused is not None and inv.focused != here:
+            trail.append(inv.focused)
+        mode = []
+        if self.step_mode and inv is not None and here is not None:
+            order = inv.graph.execution_order()
+            mode.append(f"STEP {inv.graph.node(here).index + 1}/{len(order)}")
+        if self._slot is not None:
+            mode.append(f"slot {self._slot}")
+        self.query_one(Breadcrumb).show(trail, here, " · ".join(mode))
+
+    @on(OpList.Highlighted)
+    def _highlighted(self, _event: OpList.Highlighted) -> None:
+        self._repaint()
+
+    @on(OpList.Selected)
+    def _selected(self, event: OpList.Selected) -> None:
+        self.go(event.node_id)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in WALK_ACTIONS and self.inv is None:
+            return None if action != "search" else False
+        if action == "step" and not self.step_mode:
+            return None
+        return True
+
+    # -- moving -------------------------------------------------------------------------------
+
+    def _commit(self) -> str | None:
+        """Make the operator under the cursor the focus (remembered), so `back` can return to it."""
+        cur = self.ops.current
+        if self.inv is not None and cur is not None and cur != self.inv.focused:
+            self.inv.focus(cur)
+        return cur
+
+    def go(self, node_id: str, *, remember: bool = True) -> bool:
+        """Focus `node_id` and move the cursor there, dropping filters that hide it."""
+        if self.inv is None or node_id not in self.inv.graph:
+            self.notify(f"{node_id} is not an operator of this graph", severity="warning", markup=False)
+            return False
+        node = self.inv.graph.node(node_id)
+        if node.is_placeholder:
+            self.notify(f"{node_id} is a {node.kind}, not an operator: nothing produced it inside the model",
+                        markup=False)
+            return False
+        self._commit()
+        self.inv.focus(node_id, remember=remember)
+        if not self.ops.show(node_id):
+            self.ops.set_filters(flagged=False, search="", module=None)
+            self.query_one("#search", Input).value = ""
+            self.ops.show(node_id)
+        self._repaint()
+        return True
+
+    def action_focus_cursor(self) -> None:
+        if (cur := self.ops.current) is not None:
+            self.go(cur)
+
+    def action_slot(self, digit: int) -> None:
+        self._slot = digit
+        self._paint_breadcrumb()
+
+    def _take_slot(self) -> int:
+        slot, self._slot = self._slot, None
+        return slot or 0
+
+    def action_producer(self) -> None:
+        assert self.inv is not None
+        slot = self._take_slot()
+        node = self._commit()
+        target = self.inv.step_into_producer(slot, node)
+        if target is None:
+            inputs = len(self.inv.graph.node(node).inputs) if node else 0
+            why = "it has no inputs" if not inputs else f"input {slot} has no producer" if slot < inputs \
+                else f"it has {inputs} inputs (0-{inputs - 1})"
+            self.notify(f"no producer: {why}", severity="warning", markup=False)
+            self._paint_breadcrumb()
+            return
+        self.go(target)
+
+    def action_consumer(self) -> None:
+        assert self.inv is not None
+        index = self._take_slot()
+        node = self._commit()
+        consumers = self.inv.graph.consumers(node) if node else []
+        if index >= len(consumers):
+            why = "nothing reads its outputs" if not consumers else f"it has {len(consumers)} consumers"
+            self.notify(f"no consumer {index}: {why}", severity="warning", markup=False)
+            self._paint_breadcrumb()
+            return
+        self.go(consumers[index].dst)
+
+    def action_root_cause(self) -> None:
+        """Jump to the focused finding's root cause; pressed again, walk its chain one hop further."""
+        assert self.inv is not None
+        node = self._commit()
+        if node in self._chain and self._chain.index(node) + 1 < len(self._chain) and node != self._chain[0]:
+            self.go(self._chain[self._chain.index(node) + 1])
+            return
+        rc = self.inv.trace_root_cause(node)
+        if rc is None:
+            if node in self._chain:
+                self.notify("end of the root-cause chain", markup=False)
+            else:
+                self.notify("no root cause recorded for this operator", severity="warning", markup=False)
+            return
+        chain = [c.node for c in rc.chain if c.node in self.inv.graph]
+        if rc.node not in chain:
+            chain.append(rc.node)
+        self._chain = chain
+        if rc.node != node:
+            self.go(rc.node)
+            self.notify(f"root cause: {rc.reason}", markup=False)
+        elif chain.index(node) + 1 < len(chain):
+            self.go(chain[chain.index(node) + 1])
+        else:
+            self.notify(f"this is the root cause: {rc.reason}", markup=False)
+
+    def _to_finding(self, step: int | None) -> None:
+        assert self.inv is not None
+        node = self._commit()
+        f = self.inv.first_finding() if step is None else self.inv.next_finding(node, step)
+        if f is None:
+            self.notify("no findings in this investigation", markup=False)
+            return
+        self.go(f.node)
+
+    def action_next_finding(self) -> None:
+        self._to_finding(1)
+
+    def action_previous_finding(self) -> None:
+        self._to_finding(-1)
+
+    def action_first_finding(self) -> None:
+        self._to_finding(None)
+
+    def action_step_mode(self) -> None:
+        """Toggle step mode: left/right walk execution order one operator at a time, filters off."""
+        self.step_mode = not self.step_mode
+        self._stepped = False
+        if self.step_mode and (self.ops.flagged_only or self.ops.search or self.ops.module):
+            self.ops.set_filters(flagged=False, search="", module=None)
+            self.query_one("#search", Input).value = ""
+        self._paint_breadcrumb()
+        self.refresh_bindings()
+
+    def action_step(self, delta: int) -> None:
+        assert self.inv is not None
+        node = self._commit()
+        target = self.inv.step(delta, node)
+        if target is None or target == node:
+            self.notify("start of the run" if delta < 0 else "end of the run", markup=False)
+            return
+        self.go(target, remember=not self._stepped)
+        self._stepped = True
+
+    def action_back(self) -> None:
+        assert self.inv is not None
+        self._commit()
+        node = self.inv.back()
+        if node is None:
+            self.notify("nowhere to go back to", markup=False)
+            return
+        if not self.ops.show(node):
+            self.ops.set_filters(flagged=False, search="", module=None)
+            self.ops.show(node)
+        self._repaint()
+
+    # -- filters ------------------------------------------------------------------------------
+
+    def action_toggle_flagged(self) -> None:
+        self.ops.set_filters(flagged=not self.ops.flagged_only)
+        self._repaint()
+
+    def action_search(self) -> None:
+        search = self.query_one("#search", Input)
+        search.remove_class("-hidden")
+        search.focus()
+
+    @on(Input.Changed, "#search")
+    def _search_changed(self, event: Input.Changed) -> None:
+        self.ops.set_filters(search=event.value)
+        self._repaint()
+
+    @on(Input.Submitted, "#search")
+    def _search_submitted(self, _event: Input.Submitted) -> None:
+        self.ops.focus()
+
+    def clear_search(self) -> bool:
+        """Close the search box and drop its filter; False when there was nothing to clear."""
+        search = self.query_one("#search", Input)
+        if search.has_class("-hidden") and not self.ops.search:
+            return False
+        search.value = ""
+        search.add_class("-hidden")
+        self.ops.set_filters(search="")
+        self.ops.focus()
+        self._repaint()
+        return True
+
+    def escape(self) -> bool:
+        """Undo the innermost temporary state (search, slot digit, step mode); False when none was active."""
+        if self._slot is not None:
+            self._slot = None
+            self._paint_breadcrumb()
+            return True
+        if self.clear_search():
+            return True
+        if self.step_mode:
+            self.action_step_mode()
+            return True
+        return False
+
+    def action_module_tree(self) -> None:
+        tree = self.query_one(ModuleTree)
+        if tree.has_class("-hidden"):
+            if tree.index is None and self.inv is not None:
+                tree.set_investigation(self.inv)
+            tree.remove_class("-hidden")
+            tree.focus()
+        else:
+            tree.add_class("-hidden")
+            self.ops.focus()
+
+    @on(ModuleTree.ModuleSelected)
+    def _module_selected(self, event: ModuleTree.ModuleSelected) -> None:
+        self.ops.set_filters(module=event.module)
+        self.ops.focus()
+        self._repaint()

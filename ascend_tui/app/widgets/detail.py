@@ -1,0 +1,263 @@
+"""`Detail`: everything known about the focused operator, target and reference side by side.
+
+The text is built as rich `Text` (never parsed as markup: operator names contain `[`),
+styled only through component classes that read theme variables.
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+if TYPE_CHECKING:
+    from ascend_tui.evidence import Finding, TensorStats
+    from ascend_tui.investigation import Investigation
+
+DTYPE_MAX: dict[str, float] = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
+STAT_ROWS: tuple[tuple[str, str], ...] = (
+    ("min", "min"), ("max", "max"), ("mean", "mean"), ("abs max", "abs_max"), ("l2 norm", "l2norm"),
+    ("NaN", "nan_count"), ("Inf", "inf_count"), ("zeros", "zero_count"), ("numel", "numel"),
+)
+StyleOf = Callable[[str], Style]
+
+
+class Detail(VerticalScroll, can_focus=True):
+    """Shapes, statistics, a magnitude bar, source and findings of one operator."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "detail--title", "detail--heading", "detail--muted", "detail--bad", "detail--error",
+        "detail--warning", "detail--info", "detail--bar", "detail--limit", "detail--code",
+    }
+    DEFAULT_CSS = """
+    Detail { padding: 0 1; }
+    Detail > .detail--title { text-style: bold; color: $foreground; }
+    Detail > .detail--heading { text-style: bold; color: $secondary; }
+    Detail > .detail--muted { color: $text-muted; }
+    Detail > .detail--bad { color: $error; text-style: bold; }
+    Detail > .detail--error { color: $error; text-style: bold; }
+    Detail > .detail--warning { color: $warning; text-style: bold; }
+    Detail > .detail--info { color: $primary; }
+    Detail > .detail--bar { color: $accent; }
+    Detail > .detail--limit { color: $error; }
+    Detail > .detail--code { color: $foreground; background: $boost; }
+    Detail > Static { width: 1fr; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.node_id: str | None = None
+        self._inv: Investigation | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("no operator selected"), id="detail-body")
+
+    def show(self, inv: Investigation | None, node_id: str | None) -> None:
+        """Describe `node_id` (None: an empty pane with a hint)."""
+        self._inv, self.node_id = inv, node_id
+        self._paint()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        if self.is_mounted and self._inv is not None:
+            self.call_later(self._paint)
+
+    def _paint(self) -> None:
+        body = self.query_one("#detail-body", Static)
+        if self._inv is None or self.node_id is None or self.node_id not in self._inv.graph:
+            body.update(Text("no operator selected", style=self._style("detail--muted")))
+            return
+        body.update(describe(self._inv, self.node_id, self._style))
+
+    def _style(self, name: str) -> Style:
+        return self.get_component_rich_style(name, partial=True)
+
+
+def describe(inv: Investigation, node_id: str, style: StyleOf) -> Text:
+    """The detail text of one operator."""
+    node = inv.graph.node(node_id)
+    out = Text(no_wrap=False, overflow="fold")
+    out.append(node.id, style("detail--title"))
+    out.append(f"  {node.op_type}", style("detail--muted"))
+    place = f"#{node.index}" if node.index >= 0 else node.kind
+    module = node.module or "(root)"
+    out.append(f"\n{place} · module {module}" + (f" ({node.module_class})" if node.module_class else ""),
+               style("detail--muted"))
+    if node.phase != "forward":
+        out.append(f" · {node.phase}", style("detail--muted"))
+    _findings(out, inv, node_id, style)
+    _statistics(out, inv, node_id, style)
+    _tensors(out, inv, node_id, style)
+    _memory(out, inv, node_id, style)
+    _source(out, node.source, style)
+    return out
+
+
+def _tensors(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> None:
+    node = inv.graph.node(node_id)
+    producers = {e.in_slot: e.src for e in inv.graph.producers(node_id)}
+    out.append("\n\ninputs", style("detail--heading"))
+    if not node.inputs:
+        out.append("  none", style("detail--muted"))
+    for slot, meta in enumerate(node.inputs):
+        out.append(f"\n  [{slot}] {meta.describe() if meta else '-'}")
+        if slot in producers:
+            out.append(f"  ← {producers[slot]}", style("detail--muted"))
+    out.append("\noutputs", style("detail--heading"))
+    if not node.outputs:
+        out.append("  none", style("detail--muted"))
+    readers: dict[int, list[str]] = {}
+    for e in inv.graph.consumers(node_id):
+        readers.setdefault(e.out_slot, []).append(e.dst)
+    for slot, meta in enumerate(node.outputs):
+        out.append(f"\n  [{slot}] {meta.describe() if meta else '-'}")
+        if slot in readers:
+            names = readers[slot]
+            more = f" +{len(names) - 3}" if len(names) > 3 else ""
+            out.append(f"  → {', '.join(names[:3])}{more}", style("detail--muted"))
+
+
+def _statistics(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> None:
+    node = inv.graph.node(node_id)
+    slots = max(1, len(node.outputs))
+    shown = False
+    for slot in range(min(slots, 3)):
+        target, ref = inv.stats_for(node_id, slot)
+        if target is None and ref is None:
+            continue
+        shown = True
+        ref_name = f"reference {inv.run.reference}" if inv.run.reference else "reference"
+        out.append(f"\n\nstatistics, output {slot}", style("detail--heading"))
+        out.append(f"\n  {'':9}{'target ' + inv.run.dtype:>16}  {ref_name:>16}", style("detail--muted"))
+        for label, field in STAT_ROWS:
+            t = getattr(target, field) if target else None
+            r = getattr(ref, field) if ref else None
+            out.append(f"\n  {label:9}")
+            out.append(f"{_num(t):>16}", _value_style(field, t, style))
+            out.append(f"  {_num(r):>16}", _value_style(field, r, style))
+        meta = node.outputs[slot] if slot < len(node.outputs) else None
+        dtype = meta.dtype if meta is not None else inv.run.dtype
+        if target is not None:
+            _magnitude_bar(out, target, dtype, style)
+    if not shown:
+        out.append("\n\nno statistics recorded for this operator", style("detail--muted"))
+
+
+def _value_style(field: str, value: Any, style: StyleOf) -> Style:
+    if value is None:
+        return style("detail--muted")
+    if field in ("nan_count", "inf_count"):
+        return style("detail--bad") if value else Style()
+    if isinstance(value, float) and not math.isfinite(value):
+        return style("detail--bad")
+    return Style()
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
+        return f"{int(value):,}"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _magnitude_bar(out: Text, stats: TensorStats, dtype: str, style: StyleOf, width: int = 40) -> None:
+    """|mean| and |x| max on a log2 axis with the dtype's largest value: what summary stats can honestly show."""
+    out.append("\n  |x| log2 ", style("detail--muted"))
+    points = [v for v in (abs(stats.mean), stats.abs_max) if math.isfinite(v) and v > 0]
+    limit = DTYPE_MAX.get(dtype)
+    if not points:
+        text = "no finite non-zero values" if not stats.finite or stats.abs_max == 0 else "-"
+        out.append(text, style("detail--bad") if not stats.finite else style("detail--muted"))
+        return
+    lo = math.floor(min(math.log2(p) for p in points)) - 2
+    top = max(math.log2(p) for p in points)
+    hi = math.ceil(max(top, math.log2(limit) if limit and math.log2(limit) - top < 24 else top)) + 1
+
+    def col(v: float) -> int:
+        return max(0, min(width - 1, round((math.log2(v) - lo) / max(1, hi - lo) * (width - 1))))
+
+    cells = [("·", "detail--muted")] * width
+    for c in range(col(points[0]), col(stats.abs_max) + 1 if math.isfinite(stats.abs_max) else width):
+        cells[c] = ("━", "detail--bar")
+    if limit and math.log2(limit) <= hi:
+        cells[col(limit)] = ("|", "detail--limit")
+    if math.isfinite(stats.mean) and stats.mean:
+        cells[col(abs(stats.mean))] = ("μ", "detail--heading")
+    if math.isfinite(stats.abs_max) and stats.abs_max > 0:
+        cells[col(stats.abs_max)] = ("▲", "detail--bad" if limit and stats.abs_max >= limit else "detail--heading")
+    out.append(f"2^{lo} ", style("detail--muted"))
+    for ch, name in cells:
+        out.append(ch, style(name))
+    out.append(f" 2^{hi}", style("detail--muted"))
+    legend = "  μ |mean|  ▲ abs max"
+    if limit and math.log2(limit) <= hi:
+        legend += f"  | {dtype} max"
+        if math.isfinite(stats.abs_max) and stats.abs_max > 0:
+            legend += f"  headroom {math.log2(limit / stats.abs_max):+.1f} bits"
+    out.append("\n  " + legend.strip(), style("detail--muted"))
+
+
+def _findings(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> None:
+    findings = inv.findings_for(node_id)
+    if not findings:
+        return
+    out.append("\n\nfindings", style("detail--heading"))
+    for f in findings:
+        _finding(out, f, style)
+
+
+def _finding(out: Text, f: Finding, style: StyleOf) -> None:
+    out.append(f"\n  {f.severity.upper()} ", style(f"detail--{f.severity}"))
+    tag = f"{f.check}/{f.kind}" + (f" ({f.attribution})" if f.attribution else "")
+    out.append(tag, style("detail--heading"))
+    out.append(f"\n    {f.message}")
+    if f.hint:
+        out.append("\n    hint: ", style("detail--heading"))
+        out.append(f.hint)
+    if f.metrics:
+        items = ", ".join(f"{k}={_num(v) if isinstance(v, (int, float)) else v}" for k, v in f.metrics.items())
+        out.append(f"\n    {items}", style("detail--muted"))
+    rc = f.root_cause
+    if rc is not None:
+        out.append("\n    root cause: ", style("detail--heading"))
+        out.append(f"{rc.node} — {rc.reason}")
+        if rc.chain:
+            hops = " → ".join(f"{c.node} ({_num(c.value)})" for c in rc.chain[:8])
+            more = f" → … {len(rc.chain) - 8} more" if len(rc.chain) > 8 else ""
+            out.append(f"\n    chain: {hops}{more}", style("detail--muted"))
+
+
+def _memory(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> None:
+    events = [e for e in inv.memory_events if e.node == node_id]
+    if not events:
+        return
+    out.append(f"\n\nmemory events ({len(events)})", style("detail--heading"))
+    for e in events[:6]:
+        out.append(f"\n  {e.kind}", style("detail--warning"))
+        out.append(f" [{e.tool}] {e.message}")
+        if e.likely_false_positive:
+            out.append("  (likely false positive)", style("detail--muted"))
+    if len(events) > 6:
+        out.append(f"\n  … {len(events) - 6} more", style("detail--muted"))
+
+
+def _source(out: Text, source: Any, style: StyleOf) -> None:
+    if source is None:
+        return
+    out.append("\n\nsource", style("detail--heading"))
+    out.append(f"\n  {source.file}:{source.line}" + (f" in {source.function}" if source.function else ""))
+    line = linecache.getline(source.file, source.line).strip() if source.file else ""
+    if line:
+        out.append("\n  ")
+        out.append(f" {line} ", style("detail--code"))
+    for frame in source.stack[1:]:
+        out.append(f"\n    {frame}", style("detail--muted"))

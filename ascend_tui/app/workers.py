@@ -1,0 +1,167 @@
+"""What the app's thread workers run: plain functions over `formats`, `targets` and `investigation`.
+
+Nothing here touches a widget. Each function takes a progress callback and the worker's
+cancel event (passed straight into domain code) and returns records the app posts back.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from ascend_tui.errors import Cancelled, InputError
+from ascend_tui.app.messages import ProgressReported
+
+if TYPE_CHECKING:
+    from textual.message import Message
+
+    from ascend_tui.investigation import Investigation
+    from ascend_tui.targets import Target
+
+Progress = Callable[[str, int, "int | None"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class LiveOptions:
+    """How live checks run from the app: which checks (None: every one available), where and in what dtype."""
+
+    checks: tuple[str, ...] | None = None
+    device: str = "auto"
+    dtype: str | None = None
+    iterations: int = 1
+    reference: str | None = "cpu:float32"
+
+
+@dataclass(slots=True)
+class Loaded:
+    """The outcome of opening paths: the investigation, the model file behind it (if any) and notes for the user."""
+
+    inv: Investigation
+    target: Target | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class ProgressPoster:
+    """A progress callback that posts `ProgressReported`, at most every `interval` seconds per phase."""
+
+    def __init__(self, post: Callable[[Message], Any], job: str, interval: float = 0.05) -> None:
+        self.post = post
+        self.job = job
+        self.interval = interval
+        self._phase = ""
+        self._last = 0.0
+
+    def __call__(self, phase: str, done: int, total: int | None) -> None:
+        now = time.monotonic()
+        if phase == self._phase and now - self._last < self.interval and done != total:
+            return
+        self._phase, self._last = phase, now
+        self.post(ProgressReported(self.job, phase, done, total))
+
+
+def available_checks() -> tuple[str, ...]:
+    """Live checks whose code is installed in this version (their modules import lazily)."""
+    from ascend_tui.live.runner import LIVE_CHECKS, available_checks as declared
+
+    out = []
+    for name in declared():
+        module = LIVE_CHECKS[name].partition(":")[0]
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if found:
+            out.append(name)
+    return tuple(out)
+
+
+def is_model_file(path: str) -> bool:
+    """`model.py` or `model.py:factory`: something to run rather than read."""
+    from ascend_tui.targets import split_spec
+
+    return split_spec(path)[0].suffix == ".py"
+
+
+def load_paths(paths: Sequence[str], live: LiveOptions, progress: Progress,
+               cancel: threading.Event) -> Loaded:
+    """Open the first path as the investigation; map later sanitizer logs (and findings) onto its graph."""
+    if not paths:
+        raise InputError("", "nothing to open")
+    first, rest = str(paths[0]), [str(p) for p in paths[1:]]
+    if is_model_file(first):
+        target = load_model(first, progress)
+        inv = run_checks(target, live, live.checks, progress, cancel)
+        loaded = Loaded(inv, target)
+    else:
+        from ascend_tui.formats import open_path
+
+        progress(f"reading {Path(first).name}", 0, None)
+        loaded = Loaded(open_path(first, progress=progress, cancel=cancel))
+    for extra in rest:
+        _check(cancel)
+        loaded.notes.append(merge_path(loaded.inv, extra, progress, cancel))
+    return loaded
+
+
+def load_model(spec: str, progress: Progress) -> Target:
+    """Import a model file and call its factory (errors in it name the file and line)."""
+    from ascend_tui.targets import load_target
+
+    progress(f"loading {spec}", 0, None)
+    return load_target(spec)
+
+
+def run_checks(target: Target, live: LiveOptions, checks: Sequence[str] | None, progress: Progress,
+               cancel: threading.Event) -> Investigation:
+    """Capture `target` on the device and run `checks` (None: all available) in a worker thread."""
+    from ascend_tui.investigation import investigate
+
+    names = tuple(checks) if checks is not None else available_checks()
+    return investigate(target.model, target.inputs, checks=names, device=live.device, dtype=live.dtype,
+                       reference=live.reference, iterations=live.iterations, loss=target.loss,
+                       target=target.spec, progress=progress, cancel=cancel)
+
+
+def merge_path(inv: Investigation, path: str, progress: Progress, cancel: threading.Event) -> str:
+    """Put what `path` holds onto `inv`'s graph; returns a note saying what was added."""
+    from ascend_tui.formats import kind_of, open_path
+
+    progress(f"reading {Path(path).name}", 0, None)
+    kind = kind_of(path)
+    other = open_path(path, progress=progress, cancel=cancel)
+    if kind == "sanitizer log" and other.memory_events:
+        return _map_log(inv, other, path)
+    inside = [f for f in other.findings if f.node in inv.graph]
+    inv.add_findings(inside)
+    inv.memory_events.extend(other.memory_events)
+    inv.memory_samples.extend(other.memory_samples)
+    skipped = len(other.findings) - len(inside)
+    note = f"{Path(path).name}: {len(inside)} findings added"
+    return note + (f", {skipped} on operators not in this graph" if skipped else "")
+
+
+def _map_log(inv: Investigation, log: Investigation, path: str) -> str:
+    """Map a sanitizer log's events onto the graph through the memory check's log mapping."""
+    try:
+        mapping = importlib.import_module("ascend_tui.checks.memory_log")
+    except ModuleNotFoundError as exc:
+        if exc.name != "ascend_tui.checks.memory_log":
+            raise
+        inv.memory_events.extend(log.memory_events)
+        inv.add_findings(f for f in log.findings if not f.node or f.node in inv.graph)
+        return f"{Path(path).name}: {len(log.memory_events)} memory events (not mapped to operators in this version)"
+    findings = list(mapping.findings_from_events(log.memory_events, inv.graph))
+    inv.memory_events.extend(log.memory_events)
+    inv.replace_findings("memory", [*(f for f in inv.findings if f.check == "memory"), *findings])
+    placed = sum(1 for f in findings if f.node in inv.graph)
+    return f"{Path(path).name}: {len(log.memory_events)} memory events, {placed} placed on operators"
+
+
+def _check(cancel: threading.Event) -> None:
+    if cancel.is_set():
+        raise Cancelled("cancelled")
