@@ -1,0 +1,503 @@
+"""Graph builder for msprobe dumps: classify dump.json records and infer the edges msprobe does not record.
+
+msprobe writes what each API and module saw (dtype, shape, Max/Min/Mean/Norm, optionally the
+tensor) in execution order. An input is wired to the parameter of its module or to the most
+recent earlier output holding the same values; docs/formats.md lists the rules and confidences.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from ascend_tui.errors import Cancelled, InputError
+from ascend_tui.evidence import STAT_FIELDS, SourceLocation, StatsTable, TensorMeta
+from ascend_tui.graph.opgraph import OpGraph, OpNode
+
+Progress = Callable[[str, int, "int | None"], None]
+
+API_NAME = re.compile(r"^(?P<prefix>[A-Za-z][A-Za-z0-9_]*)\.(?P<api>.+)\.(?P<idx>\d+)\.(?P<dir>forward|backward)$")
+MODULE_NAME = re.compile(r"^(?:Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward)\.(?P<idx>\d+)$")
+PARAM_GRAD = re.compile(r"^(?:Module|Cell)\..+\.parameters_grad(?:\.\d+)?$")
+_DUNDER_OPS = frozenset({"add", "sub", "mul", "truediv", "floordiv", "div", "matmul", "mod", "pow",
+                         "and", "or", "xor", "lshift", "rshift"})
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+_CAST_WINDOW = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    """One tensor msprobe described: its per-tensor name, type and statistics (None where absent)."""
+
+    name: str
+    meta: TensorMeta
+    stats: tuple[float | None, float | None, float | None, float | None] | None
+    md5: str | None = None
+    data_name: str | None = None
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.meta.shape)
+
+    def key(self, view: bool = False) -> tuple[Any, ...] | None:
+        """What two records of the same tensor share; with `view`, the shape is reduced to its size."""
+        if self.stats is None and self.md5 is None:
+            return None
+        values = tuple("nan" if v is not None and math.isnan(v) else v for v in (self.stats or ()))
+        return (self.meta.dtype, self.numel if view else self.meta.shape, values, self.md5)
+
+    @property
+    def constant(self) -> bool:
+        """True when Max == Min: every element is the same, so many tensors look alike."""
+        return self.stats is not None and self.stats[0] is not None and self.stats[0] == self.stats[1]
+
+
+@dataclass(slots=True)
+class Entry:
+    """One API or module record of dump.json, classified and with its tensors flattened."""
+
+    name: str
+    kind: str
+    op: str
+    op_type: str
+    direction: str
+    module: str = ""
+    module_class: str = ""
+    phase: str = "forward"
+    inputs: list[Leaf] = field(default_factory=list)
+    outputs: list[Leaf] = field(default_factory=list)
+    scalars: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Leaf] = field(default_factory=dict)
+    recompute: bool = False
+
+    @property
+    def forward_name(self) -> str:
+        """The name of the forward record a backward record belongs to."""
+        if self.kind == "module":
+            return re.sub(r"\.backward\.(\d+)$", r".forward.\1", self.name)
+        return self.name.removesuffix(".backward") + ".forward"
+
+
+@dataclass(slots=True)
+class Built:
+    """What `build` returns: the graph, statistics and a few facts for RunInfo."""
+
+    graph: OpGraph
+    stats: StatsTable
+    leaves: dict[tuple[str, int], Leaf]
+    match_counts: Counter[str]
+    skipped: int
+
+
+# -- records --------------------------------------------------------------------------------------
+
+
+def _number(value: Any, where: str, path: Path) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    try:
+        return float(str(value).replace("Infinity", "inf"))
+    except ValueError:
+        raise InputError(path, f"{where}: statistic {value!r} is not a number") from None
+
+
+def parse_leaves(value: Any, name: str, path: Path, tensors: list[Leaf], scalars: dict[str, Any]) -> None:
+    """Flatten nested lists/dicts of msprobe leaves into tensor `Leaf`s (in order) and scalar values."""
+    if value is None:
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            parse_leaves(item, f"{name}.{i}", path, tensors, scalars)
+        return
+    if not isinstance(value, dict):
+        raise InputError(path, f"{name}: {value!r} is not an msprobe tensor or value record")
+    if "dtype" in value and "shape" in value:
+        shape, dtype = value["shape"], value["dtype"]
+        if not (isinstance(shape, list) and all(isinstance(d, int) for d in shape) and isinstance(dtype, str)):
+            raise InputError(path, f"{name}: a tensor record needs an integer list \"shape\" and a \"dtype\"")
+        raw = [value.get(k) for k in ("Max", "Min", "Mean", "Norm")]
+        stats = None if all(v is None for v in raw) else tuple(_number(v, name, path) for v in raw)
+        md5 = value.get("md5")
+        tensors.append(Leaf(name, TensorMeta(tuple(shape), dtype.removeprefix("torch.")), stats,  # type: ignore[arg-type]
+                            str(md5) if md5 is not None else None, value.get("data_name")))
+    elif "type" in value or "class_type" in value:
+        if "value" in value and not isinstance(value["value"], (dict, list)):
+            scalars[name] = value["value"]
+        for k, v in value.items():
+            if isinstance(v, dict) and "dtype" in v:
+                parse_leaves(v, f"{name}.{k}", path, tensors, scalars)
+    else:
+        for k, v in value.items():
+            parse_leaves(v, f"{name}.{k}", path, tensors, scalars)
+
+
+def short_op(api: str) -> str:
+    """`mul` for `__mul__`/`__rmul__`, `add_` for `__iadd__`, `div` for `__truediv__`; other names unchanged."""
+    if not (api.startswith("__") and api.endswith("__")):
+        return api
+    core = api.strip("_")
+    inplace = False
+    if core not in _DUNDER_OPS and core[:1] in ("i", "r") and core[1:] in _DUNDER_OPS:
+        inplace, core = core[0] == "i", core[1:]
+    core = "div" if core == "truediv" else core
+    return core + "_" if inplace else core
+
+
+def parse_entry(name: str, record: Any, path: Path) -> Entry | None:
+    """Classify one dump.json record; None for records that are not ops (parameter gradients)."""
+    if PARAM_GRAD.match(name):
+        return None
+    if not isinstance(record, dict):
+        raise InputError(path, f"record {name!r} is {type(record).__name__}, expected an object")
+    if m := MODULE_NAME.match(name):
+        entry = Entry(name, "module", m["cls"], f"Module.{m['cls']}", m["dir"], m["path"], m["cls"])
+    elif m := API_NAME.match(name):
+        entry = Entry(name, "api", short_op(m["api"]), f"{m['prefix']}.{short_op(m['api'])}", m["dir"])
+    else:
+        return None
+    entry.phase = entry.direction
+    ins = ("input_args", "input_kwargs") if entry.direction == "forward" else ("input",)
+    for key in ins:
+        parse_leaves(record.get(key), f"{name}.input", path, entry.inputs, entry.scalars)
+    parse_leaves(record.get("output"), f"{name}.output", path, entry.outputs, entry.scalars)
+    params = record.get("parameters")
+    if isinstance(params, dict):
+        for pname, leaf in params.items():
+            found: list[Leaf] = []
+            parse_leaves(leaf, f"{name}.parameters.{pname}", path, found, {})
+            if found:
+                entry.params[str(pname)] = found[0]
+    entry.recompute = bool(record.get("is_recompute", False))
+    return entry
+
+
+# -- statistics ------------------------------------------------------------------------------------
+
+
+def stats_row(leaf: Leaf) -> list[float] | None:
+    """`STAT_FIELDS` row of a leaf; NaN/Inf counts are lower bounds (1 = present), zero_count -1 = unknown."""
+    if leaf.stats is None:
+        return None
+    mx, mn, mean, norm = (math.nan if v is None else v for v in leaf.stats)
+    numel = leaf.numel
+    has_nan = math.isnan(mx) and leaf.stats[0] is not None or math.isnan(mn) and leaf.stats[1] is not None
+    inf = 0 if has_nan else int(mx == math.inf) + int(mn == -math.inf)
+    abs_max = math.nan if math.isnan(mx) or math.isnan(mn) else max(abs(mn), abs(mx))
+    zero = numel if mx == 0 and mn == 0 else 0 if (mn > 0 or mx < 0) else -1
+    return [mn, mx, mean, norm, abs_max, float(has_nan), float(inf), float(zero), float(numel)]
+
+
+# -- graph -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Ref:
+    node: str
+    slot: int
+    phase: str
+    leaf: Leaf
+
+
+Wire = tuple[str, int, str, float]
+
+
+def _param_id(module: str, pname: str) -> str:
+    return f"param:{module}.{pname}" if module else f"param:{pname}"
+
+
+class _Builder:
+    """Walks dump.json records in order, adding op nodes, placeholders and inferred edges."""
+
+    def __init__(self, entries: list[Entry], construct: Mapping[str, str | None],
+                 stacks: Mapping[str, SourceLocation]) -> None:
+        self.entries = entries
+        self.construct = construct
+        self.stacks = stacks
+        self.graph = OpGraph()
+        self.keys: list[tuple[str, int]] = []
+        self.rows: list[list[float]] = []
+        self.leaves: dict[tuple[str, int], Leaf] = {}
+        self.exact: dict[Any, list[_Ref]] = {}
+        self.view: dict[Any, list[_Ref]] = {}
+        self.cast: dict[tuple[int, ...], list[_Ref]] = {}
+        self.params: dict[Any, list[tuple[str, str, Leaf]]] = {}
+        self.by_shape: dict[tuple[int, ...], list[tuple[str, str, Leaf]]] = {}
+        self.param_leaves: dict[tuple[str, str], Leaf] = {}
+        self.counters: Counter[tuple[str, str, str]] = Counter()
+        self.ids: dict[str, str] = {}
+        self.matches: Counter[str] = Counter()
+        self.inputs = 0
+        self.index = 0
+
+    def owner(self, name: str, depth: int = 0) -> tuple[str, str, str | None]:
+        """(module path, module class, special phase) of a record, from its construct.json parents."""
+        parent = self.construct.get(name)
+        if parent is None or depth > 16:
+            return "", "", None
+        if parent == "optimizer":
+            return "", "", "optimizer"
+        if m := MODULE_NAME.match(parent):
+            return m["path"], m["cls"], None
+        return self.owner(parent, depth + 1)
+
+    def place(self, entry: Entry) -> None:
+        """Fill module, class and phase of an API record (backward records take their forward's module)."""
+        if entry.kind == "module":
+            return
+        lookup = entry.forward_name if entry.direction == "backward" and entry.forward_name in self.construct \
+            else entry.name
+        entry.module, entry.module_class, special = self.owner(lookup)
+        entry.phase = special or entry.direction
+
+    def node_modules(self) -> set[str]:
+        """Module records that become nodes: those with no dumped API or module record inside them."""
+        names = {e.name for e in self.entries}
+        covered: set[str] = set()
+        for e in self.entries:
+            parent, depth = self.construct.get(e.name), 0
+            while parent and depth < 64 and parent not in covered:
+                covered.add(parent)
+                parent, depth = self.construct.get(parent), depth + 1
+        if not self.construct:
+            paths = [e.module for e in self.entries if e.kind == "module"]
+            covered |= {e.name for e in self.entries if e.kind == "module"
+                        and any(p.startswith(e.module + ".") for p in paths)}
+            if any(e.kind == "api" for e in self.entries):
+                covered |= {e.name for e in self.entries if e.kind == "module"}
+        chosen: set[str] = set()
+        for e in self.entries:
+            if e.kind != "module":
+                continue
+            base = e.forward_name if e.direction == "backward" and e.forward_name in names else e.name
+            if base not in covered:
+                chosen.add(e.name)
+        return chosen
+
+    def node_id(self, entry: Entry) -> str:
+        if entry.phase == "backward" and (fwd := self.ids.get(entry.forward_name)):
+            nid = f"backward:{fwd}"
+            if nid not in self.graph:
+                return nid
+        base = f"{entry.module}/{entry.op}" if entry.module else entry.op
+        key = (entry.phase, entry.module, entry.op)
+        k = self.counters[key]
+        self.counters[key] += 1
+        prefix = "" if entry.phase == "forward" else f"{entry.phase}:"
+        return f"{prefix}{base}.{k}"
+
+    def build(self, progress: Progress | None, cancel: threading.Event | None) -> None:
+        for e in self.entries:
+            self.place(e)
+            if e.kind == "module" and e.direction == "forward":
+                for pname, leaf in e.params.items():
+                    item = (e.module, pname, leaf)
+                    if self.param_leaves.setdefault((e.module, pname), leaf) is not leaf:
+                        continue
+                    self.params.setdefault(leaf.key(), []).append(item)
+                    self.by_shape.setdefault(leaf.meta.shape, []).append(item)
+        as_nodes = self.node_modules()
+        ops = [e for e in self.entries if e.kind == "api" or e.name in as_nodes]
+        for i, entry in enumerate(ops):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("loading the msprobe dump was cancelled")
+            if progress is not None and (i & 255) == 0:
+                progress("building graph", i, len(ops))
+            self.add(entry)
+        if progress is not None:
+            progress("building graph", len(ops), len(ops))
+
+    def add(self, entry: Entry) -> None:
+        nid = self.node_id(entry)
+        self.ids[entry.name] = nid
+        wires = self.wire(entry)
+        metas = [leaf.meta for leaf in entry.inputs]
+        source = self.stacks.get(entry.name)
+        attrs: dict[str, Any] = {"msprobe": entry.name}
+        fwd = self.graph.get(self.ids.get(entry.forward_name)) if entry.phase == "backward" else None
+        if fwd is not None:
+            attrs["forward_node"] = fwd.id
+            source = source or fwd.source
+            wires, metas = self.saved(fwd, wires, metas)
+        attrs["edge_match"] = [w[2] for w in wires]
+        attrs["edge_confidence"] = [round(w[3], 3) for w in wires]
+        if entry.scalars:
+            attrs["scalars"] = {k.removeprefix(entry.name + "."): v for k, v in list(entry.scalars.items())[:8]}
+        if entry.recompute:
+            attrs["recompute"] = True
+        self.graph.add_node(OpNode(
+            nid, entry.op_type, entry.module, self.index, "op",
+            inputs=tuple(metas), outputs=tuple(leaf.meta for leaf in entry.outputs),
+            source=source, phase=entry.phase, module_class=entry.module_class, attrs=attrs))
+        self.index += 1
+        for slot, (src, out_slot, _how, _conf) in enumerate(wires):
+            self.graph.add_edge(src, nid, out_slot, slot)
+        for slot, leaf in enumerate(entry.outputs):
+            self.publish(leaf, nid, slot, entry.phase)
+
+    def saved(self, fwd: OpNode, wires: list[Wire], metas: list[TensorMeta | None]
+              ) -> tuple[list[Wire], list[TensorMeta | None]]:
+        """Append what autograd saved for a backward op: its forward op's inputs and outputs (after the grads).
+
+        msprobe lists only gradients as a backward record's inputs; without these slots an Inf the
+        forward pass made would look as if the backward op introduced it.
+        """
+        conf = fwd.attrs.get("edge_confidence", []) if fwd.attrs else []
+        wires, metas = list(wires), list(metas)
+        for edge in self.graph.producers(fwd.id):
+            wires.append((edge.src, edge.out_slot, "saved", conf[edge.in_slot] if edge.in_slot < len(conf) else 0.0))
+            metas.append(fwd.inputs[edge.in_slot] if edge.in_slot < len(fwd.inputs) else None)
+        for slot, meta in enumerate(fwd.outputs):
+            wires.append((fwd.id, slot, "saved", 1.0))
+            metas.append(meta)
+        return wires, metas
+
+    def wire(self, entry: Entry) -> list[Wire]:
+        """(producer, out slot, how, confidence) per input slot; placeholders for inputs nothing produced.
+
+        Parameters are matched first, last slot first (weight and bias come last in torch signatures),
+        and a constant-valued input (zeros, ones) never takes a parameter another slot of the op took.
+        """
+        hits: list[Wire | None] = [None] * len(entry.inputs)
+        if entry.phase != "backward":
+            taken: set[str] = set()
+            for slot in reversed(range(len(entry.inputs))):
+                leaf = entry.inputs[slot]
+                hit = self.param(leaf, entry, taken if leaf.constant else set())
+                if hit is not None:
+                    hits[slot] = hit
+                    taken.add(hit[0])
+        wires: list[Wire] = []
+        used = {h[0] for h in hits if h is not None}
+        for slot, leaf in enumerate(entry.inputs):
+            hit = hits[slot] or self.match(leaf, entry, used if leaf.constant else set()) \
+                or (self.placeholder(leaf, entry), 0, "none", 0.0)
+            self.matches[hit[2]] += 1
+            used.add(hit[0])
+            wires.append(hit)
+        return wires
+
+    def publish(self, leaf: Leaf, node: str, slot: int, phase: str, *, findable: bool = True) -> None:
+        """Make an output (or placeholder) visible to later inputs and record its statistics."""
+        if findable and (key := leaf.key()) is not None:
+            ref = _Ref(node, slot, phase, leaf)
+            self.exact.setdefault(key, []).append(ref)
+            self.view.setdefault(leaf.key(view=True), []).append(ref)
+            if leaf.stats is not None and leaf.meta.dtype in FLOAT_DTYPES and not leaf.constant:
+                self.cast.setdefault(leaf.meta.shape, []).append(ref)
+        row = stats_row(leaf)
+        if row is not None:
+            self.keys.append((node, slot))
+            self.rows.append(row)
+            self.leaves[(node, slot)] = leaf
+
+    def match(self, leaf: Leaf, entry: Entry, used: set[str]) -> Wire | None:
+        """The latest earlier output with the same values: same shape, then any parameter, a reshape, a cast.
+
+        Backward inputs (gradients) only match backward outputs; `used` holds producers this op already
+        took, which a constant-valued input (zeros, ones) may not take again.
+        """
+        key = leaf.key()
+        if key is None:
+            return None
+        backward = entry.phase == "backward"
+        scale = 0.5 if leaf.constant else 1.0
+
+        def seen(pool: Mapping[Any, list[_Ref]], k: Any) -> list[_Ref]:
+            return [r for r in pool.get(k, ()) if (not backward or r.phase == "backward") and r.node not in used]
+
+        if refs := seen(self.exact, key):
+            base = 0.99 if leaf.md5 else 0.9
+            return refs[-1].node, refs[-1].slot, "stats", base * scale / len({r.node for r in refs})
+        if not backward and key in self.params and not leaf.constant:
+            module, pname, _ = self.params[key][0]
+            return self.param_node(module, pname), 0, "param", 0.8 * scale
+        if leaf.stats is None:
+            return None
+        if refs := seen(self.view, leaf.key(view=True)):
+            return refs[-1].node, refs[-1].slot, "view", 0.6 * scale / len({r.node for r in refs})
+        if leaf.meta.dtype in FLOAT_DTYPES and not leaf.constant:
+            for ref in reversed(seen(self.cast, leaf.meta.shape)[-_CAST_WINDOW:]):
+                if ref.leaf.meta.dtype != leaf.meta.dtype and _close(ref.leaf, leaf):
+                    return ref.node, ref.slot, "cast", 0.5
+        return None
+
+    def param(self, leaf: Leaf, entry: Entry, taken: set[str]) -> Wire | None:
+        """A parameter of the entry's module (any, for the optimizer) equal to `leaf`, or its cast to another dtype."""
+        module, anywhere = entry.module, entry.phase == "optimizer"
+
+        def inside(m: str, pname: str) -> bool:
+            mine = anywhere or m == module or m == "" or module.startswith(m + ".")
+            return mine and _param_id(m, pname) not in taken
+
+        key = leaf.key()
+        exact = [p for p in self.params.get(key, ()) if inside(p[0], p[1])] if key is not None else []
+        if exact:
+            m, pname, _ = max(exact, key=lambda p: len(p[0]))
+            return self.param_node(m, pname), 0, "param", 0.95 * (0.5 if leaf.constant else 1.0)
+        if leaf.stats is None or leaf.meta.dtype not in FLOAT_DTYPES or leaf.constant:
+            return None
+        for m, pname, p in sorted(self.by_shape.get(leaf.meta.shape, ()), key=lambda p: -len(p[0])):
+            if inside(m, pname) and p.meta.dtype != leaf.meta.dtype and p.meta.dtype in FLOAT_DTYPES \
+                    and _close(p, leaf):
+                return self.param_node(m, pname), 0, "param-cast", 0.8
+        return None
+
+    def param_node(self, module: str, pname: str) -> str:
+        nid = _param_id(module, pname)
+        if nid not in self.graph:
+            leaf = self.param_leaves[(module, pname)]
+            self.graph.add_node(OpNode(nid, "param", module, -1, "param", outputs=(leaf.meta,),
+                                       attrs={"msprobe": leaf.name}))
+            self.publish(leaf, nid, 0, "forward", findable=False)
+        return nid
+
+    def placeholder(self, leaf: Leaf, entry: Entry) -> str:
+        """An input node for a tensor no earlier record produced (a model input, buffer or undumped op's output)."""
+        nid = f"input:{self.inputs}"
+        self.inputs += 1
+        self.graph.add_node(OpNode(nid, "input", "", -1, "input", outputs=(leaf.meta,), phase=entry.phase,
+                                   attrs={"msprobe": leaf.name}))
+        self.publish(leaf, nid, 0, entry.phase)
+        return nid
+
+    def finish(self, skipped: int) -> Built:
+        table = StatsTable()
+        if self.keys:
+            table.add_many(self.keys, np.array(self.rows, dtype=np.float64).reshape(len(self.keys), len(STAT_FIELDS)))
+        return Built(self.graph, table, self.leaves, self.matches, skipped)
+
+
+def _close(a: Leaf, b: Leaf, rtol: float = 1e-2) -> bool:
+    """Statistics equal up to the rounding of a cast to a 16-bit float."""
+    assert a.stats is not None and b.stats is not None
+    for x, y in zip(a.stats, b.stats):
+        if x is None or y is None:
+            continue
+        if not (math.isfinite(x) and math.isfinite(y)) or abs(x - y) > rtol * max(abs(x), abs(y)) + 1e-6:
+            return False
+    return True
+
+
+def build(data: Mapping[str, Any], construct: Mapping[str, str | None], stacks: Mapping[str, SourceLocation],
+          path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Built:
+    """The graph and statistics of dump.json `data` (records in execution order)."""
+    entries: list[Entry] = []
+    skipped = 0
+    for name, record in data.items():
+        entry = parse_entry(str(name), record, path)
+        if entry is None:
+            skipped += not PARAM_GRAD.match(str(name))
+            continue
+        entries.append(entry)
+    builder = _Builder(entries, construct, stacks)
+    builder.build(progress, cancel)
+    return builder.finish(skipped)
