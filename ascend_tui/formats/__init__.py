@@ -23,6 +23,7 @@ READERS: list[tuple[str, str, str]] = [
     ("msprobe dump", "ascend_tui.formats.msprobe:sniff", "ascend_tui.formats.msprobe:load"),
     ("msprobe overflow_check", "ascend_tui.formats.msprobe_overflow:sniff", "ascend_tui.formats.msprobe_overflow:load"),
     ("sanitizer log", "ascend_tui.formats.sanitizer:sniff", "ascend_tui.formats.sanitizer:load"),
+    ("profiler memory", "ascend_tui.formats.profiler_memory:sniff", "ascend_tui.formats.profiler_memory:load"),
 ]
 
 
