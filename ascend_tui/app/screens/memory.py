@@ -1,0 +1,305 @@
+"""`MemoryScreen`: memory findings and sanitizer events by kind, the leak trend, and events per operator.
+
+Enter on a row focuses its operator on the graph; `r` focuses the root cause recorded for it
+(for an out-of-bounds read: the op that produced the bad index).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer, Sparkline, Static, TabbedContent, TabPane
+
+from ascend_tui.app.export import fmt_value
+from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
+from ascend_tui.evidence import SEVERITY_RANK, Finding, MemoryEvent, MemorySample
+
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+
+CHECK = "memory"
+BAR_WIDTH = 24
+_SEVERITY_TONE: dict[str, Tone] = {"error": "error", "warning": "warning", "info": "info"}
+
+
+def fmt_bytes(n: float) -> str:
+    """`1.5 MiB` — sizes the way memory tools print them."""
+    sign = "-" if n < 0 else ""
+    n = abs(float(n))
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.1f} {unit}"
+        n /= 1024
+    return f"{sign}{n:.1f} TiB"
+
+
+@dataclass(frozen=True, slots=True)
+class Trend:
+    """How allocated memory moved over the samples: first, last, least-squares growth per step, steps that grew."""
+
+    first: float
+    last: float
+    per_step: float
+    grew: int
+    steps: int
+
+
+def leak_trend(samples: list[MemorySample]) -> Trend | None:
+    """The allocated-bytes trend over the samples in time order, or None with fewer than two."""
+    if len(samples) < 2:
+        return None
+    ordered = sorted(samples, key=lambda s: s.time)
+    alloc = np.array([s.allocated_bytes for s in ordered], dtype=np.float64)
+    slope = float(np.polyfit(np.arange(len(alloc), dtype=np.float64), alloc, 1)[0])
+    grew = int(np.count_nonzero(np.diff(alloc) > 0))
+    return Trend(float(alloc[0]), float(alloc[-1]), slope, grew, len(alloc) - 1)
+
+
+def root_cause_of(inv: Investigation, node: str | None, finding: Finding | None) -> str | None:
+    """The root cause to jump to from a row: the finding's own, else a memory finding's on the same op."""
+    if finding is not None and finding.root_cause is not None:
+        return finding.root_cause.node
+    if node is None or node not in inv.graph:
+        return None
+    for f in inv.findings_for(node):
+        if f.check == CHECK and f.root_cause is not None:
+            return f.root_cause.node
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """One reported memory problem: a check's finding, a tool's event, or both when they tell the same thing."""
+
+    kind: str
+    node: str | None
+    tool: str
+    message: str
+    severity: str | None
+    confidence: float | None
+    doubtful: bool
+    finding: Finding | None
+    event: MemoryEvent | None
+
+
+def memory_items(inv: Investigation) -> list[MemoryItem]:
+    """Memory findings and events, a finding merged with the event it was made from (same kind, op and text)."""
+    pending = [f for f in inv.findings if f.check == CHECK]
+    items: list[MemoryItem] = []
+    for e in inv.memory_events:
+        match = next((f for f in pending if f.kind == e.kind and (f.node or None) == (e.node or None)
+                      and f.message.startswith(e.message)), None)
+        if match is not None:
+            pending.remove(match)
+        severity = match.severity if match is not None else None
+        items.append(MemoryItem(e.kind, e.node or None, e.tool, match.message if match else e.message, severity,
+                                e.confidence, e.likely_false_positive, match, e))
+    for f in pending:
+        conf = f.metrics.get("confidence")
+        items.append(MemoryItem(f.kind, f.node or None, str(f.metrics.get("tool") or "check"), f.message, f.severity,
+                                float(conf) if isinstance(conf, (int, float)) else None,
+                                bool(f.metrics.get("likely_false_positive")), f, None))
+    return items
+
+
+class MemoryScreen(Screen[str | None]):
+    """The memory view: events by kind, the leak trend and events per operator."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "back", id="view.close"),
+        Binding("r", "root_cause", "root cause", id="memory.root-cause"),
+        Binding("1", "tab('events')", "events", id="memory.events"),
+        Binding("2", "tab('trend')", "trend", id="memory.trend"),
+        Binding("3", "tab('operators')", "operators", id="memory.operators"),
+    ]
+
+    DEFAULT_CSS = """
+    MemoryScreen #memory-summary { height: auto; padding: 0 1; background: $panel; }
+    MemoryScreen Sparkline { height: 2; margin: 0 1; }
+    MemoryScreen TabbedContent { height: 1fr; }
+    MemoryScreen TabPane { padding: 0; }
+    MemoryScreen #memory-status { height: 1; padding: 0 1; color: $text-muted; }
+    """
+
+    def __init__(self, inv: Investigation) -> None:
+        super().__init__()
+        self.inv = inv
+        self.items = memory_items(inv)
+        self.samples = sorted(inv.memory_samples, key=lambda s: s.time)
+        self.trend = leak_trend(self.samples)
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._summary(), id="memory-summary", markup=False)
+        if len(self.samples) >= 2:
+            yield Sparkline([s.allocated_bytes for s in self.samples], id="memory-spark")
+        with TabbedContent(initial="events"):
+            with TabPane("1 Events", id="events"):
+                yield RowTable(*self._event_table(), empty="no memory findings or events", id="events-table")
+            with TabPane("2 Trend", id="trend"):
+                yield RowTable(*self._trend_table(), empty="no memory samples (run more than one iteration)",
+                               id="trend-table")
+            with TabPane("3 Operators", id="operators"):
+                yield RowTable(*self._operator_table(), empty="no event is attributed to an operator",
+                               id="operators-table")
+        yield Static("", id="memory-status", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "Memory"
+        table = self.query_one("#events-table", RowTable)
+        table.focus()
+        self._update_status(table)
+
+    # -- content ----------------------------------------------------------------------------
+
+    def _summary(self) -> str:
+        items = self.items
+        kinds = Counter(i.kind for i in items)
+        kind_text = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+        errors = sum(1 for i in items if i.severity == "error")
+        on_ops = sum(1 for i in items if i.node)
+        doubtful = sum(1 for i in items if i.doubtful)
+        head = (f"{len(items)} memory report{'s' * (len(items) != 1)}: {errors} error{'s' * (errors != 1)}, "
+                f"{on_ops} on operators, {doubtful} likely false positive{'s' * (doubtful != 1)}")
+        lines = [f"{head} · {kind_text}" if kind_text else head]
+        if self.trend is not None:
+            t = self.trend
+            lines.append(f"allocated {fmt_bytes(t.first)} → {fmt_bytes(t.last)}, {fmt_bytes(t.per_step)} per step; "
+                         f"grew in {t.grew} of {t.steps} steps")
+        return "\n".join(lines)
+
+    def _event_table(self) -> tuple[list[Column], list[Row]]:
+        columns = [Column("level"), Column("source"), Column("operator", grow=True), Column("message", grow=True)]
+        grouped: dict[str, list[tuple[MemoryItem, Row]]] = defaultdict(list)
+        for item in self.items:
+            level = item.severity or ""
+            if item.confidence is not None:
+                level = f"{level} {item.confidence:.0%}".strip()
+            message = item.message
+            cause = item.finding.root_cause if item.finding is not None else None
+            if cause is not None and cause.node != item.node:
+                message += f" (root cause {cause.node})"
+            if item.doubtful and "false positive" not in message:
+                message += " (likely false positive)"
+            kernel = item.event.kernel if item.event is not None else None
+            where = item.node or (f"kernel {kernel}" if kernel else "—")
+            tone: Tone = "muted" if item.doubtful else _SEVERITY_TONE.get(item.severity or "", "")
+            grouped[item.kind].append((item, Row((level or "—", item.tool, where, message), key=item.node, tone=tone,
+                                                 data=item)))
+        rows: list[Row] = []
+        for kind in sorted(grouped, key=lambda k: (min(_rank(i) for i, _ in grouped[k]), k)):
+            entries = sorted(grouped[kind], key=lambda ir: _rank(ir[0]))
+            rows.append(Row((f"{kind}: {len(entries)}",), tone="section"))
+            rows.extend(r for _, r in entries)
+        return columns, rows
+
+    def _trend_table(self) -> tuple[list[Column], list[Row]]:
+        columns = [Column("sample"), Column("allocated", align="right"), Column("change", align="right"),
+                   Column("reserved", align="right"), Column("allocated, lowest to highest", width=BAR_WIDTH, grow=True)]
+        values = [s.allocated_bytes for s in self.samples]
+        low, high = (min(values), max(values)) if values else (0.0, 0.0)
+        rows: list[Row] = []
+        prev: float | None = None
+        for i, s in enumerate(self.samples):
+            change = "" if prev is None else fmt_bytes(s.allocated_bytes - prev)
+            grew = prev is not None and s.allocated_bytes > prev
+            share = (s.allocated_bytes - low) / (high - low) if high > low else 1.0
+            bar = "█" * (1 + round((BAR_WIDTH - 1) * share))
+            rows.append(Row((s.label or fmt_value(s.time), fmt_bytes(s.allocated_bytes),
+                             ("+" if grew else "") + change, fmt_bytes(s.reserved_bytes), bar),
+                            cell_tones=("", "", "warning" if grew else "", "", "info")))
+            prev = s.allocated_bytes
+        return columns, rows
+
+    def _operator_table(self) -> tuple[list[Column], list[Row]]:
+        columns = [Column("reports", align="right"), Column("worst"), Column("operator", grow=True),
+                   Column("op type"), Column("kinds", grow=True)]
+        by_node: dict[str, list[MemoryItem]] = defaultdict(list)
+        for item in self.items:
+            if item.node:
+                by_node[item.node].append(item)
+        rows: list[Row] = []
+        for node_id, found in sorted(by_node.items(), key=lambda kv: (min(_rank(i) for i in kv[1]), -len(kv[1]),
+                                                                      kv[0])):
+            node = self.inv.graph.get(node_id)
+            worst = min(found, key=_rank)
+            confidences = [i.confidence for i in found if i.confidence is not None]
+            level = worst.severity or (f"{max(confidences):.0%}" if confidences else "—")
+            doubtful = all(i.doubtful for i in found)
+            kinds = ", ".join(sorted({i.kind for i in found}))
+            tone: Tone = "muted" if doubtful else _SEVERITY_TONE.get(worst.severity or "", "")
+            rows.append(Row((str(len(found)), level, node_id, node.op_type if node else "(not in graph)",
+                             kinds + (" (likely false positive)" if doubtful else "")), key=node_id, tone=tone))
+        return columns, rows
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _active_table(self) -> RowTable:
+        active = self.query_one(TabbedContent).active
+        return self.query_one(f"#{active}-table", RowTable)
+
+    def _update_status(self, table: RowTable) -> None:
+        row = table.current
+        selectable = [r for r in table.rows if r.tone != "section"]
+        if row is None or not selectable:
+            text = "esc back"
+        else:
+            position = sum(1 for r in table.rows[: table.cursor + 1] if r.tone != "section")
+            keys = "enter focuses the op" if row.key else "not on an operator"
+            if self._cause(row) is not None:
+                keys += " · r its root cause"
+            text = f"row {position} of {len(selectable)} · {keys} · esc back"
+        self.query_one("#memory-status", Static).update(text)
+
+    def _cause(self, row: Row) -> str | None:
+        finding = row.data.finding if isinstance(row.data, MemoryItem) else None
+        return root_cause_of(self.inv, row.key, finding)
+
+    @on(RowTable.Highlighted)
+    def _highlighted(self, event: RowTable.Highlighted) -> None:
+        self._update_status(event.table)
+
+    @on(RowTable.Chosen)
+    def _chosen(self, event: RowTable.Chosen) -> None:
+        if event.row.key is not None and event.row.key in self.inv.graph:
+            self.dismiss(event.row.key)
+        elif event.row.key is not None:
+            self.notify(f"{event.row.key} is not in the loaded graph", severity="warning", markup=False)
+        else:
+            self.notify("this event is not attributed to an operator", severity="warning")
+
+    @on(TabbedContent.TabActivated)
+    def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
+        table = event.pane.query_one(RowTable)
+        table.focus()
+        self._update_status(table)
+
+    def action_root_cause(self) -> None:
+        row = self._active_table().current
+        cause = self._cause(row) if row is not None else None
+        if cause is None:
+            self.notify("no root cause recorded for this row", severity="warning")
+        elif cause not in self.inv.graph:
+            self.notify(f"root cause {cause} is not in the loaded graph", severity="warning", markup=False)
+        else:
+            self.dismiss(cause)
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+def _rank(item: MemoryItem) -> int:
+    """Errors first, then warnings, notes, plain events, and likely false positives last."""
+    if item.doubtful:
+        return 5
+    return SEVERITY_RANK.get(item.severity, 3) if item.severity else 3

@@ -1,0 +1,299 @@
+"""`OverflowScreen`: where Inf/NaN start, how they spread, which chains amplify them, and how much range is left.
+
+Three lists over the overflow check's findings and the run's statistics: findings (origins,
+then propagating ops), amplification chains (hop by hop with growth), and headroom per op
+in bits of the run's dtype. Choosing a row dismisses with the operator to focus on the graph.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+
+from ascend_tui.app.export import fmt_value
+from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
+from ascend_tui.evidence import SEVERITY_RANK, Finding
+
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+
+CHECK = "overflow"
+
+# Largest finite value of each floating dtype (bfloat16 and float8 are not in numpy).
+FLOAT_MAX: dict[str, float] = {
+    "float16": 65504.0,
+    "bfloat16": 3.3895313892515355e38,
+    "float32": 3.4028234663852886e38,
+    "float64": 1.7976931348623157e308,
+    "float8_e4m3fn": 448.0,
+    "float8_e5m2": 57344.0,
+}
+_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32", "fp32": "float32",
+            "single": "float32", "double": "float64", "fp64": "float64"}
+
+
+def dtype_max(dtype: str) -> float | None:
+    """The largest finite value of a floating dtype (`torch.float16`, `fp16`, `float16` alike), else None."""
+    name = dtype.lower().removeprefix("torch.").strip()
+    return FLOAT_MAX.get(_ALIASES.get(name, name))
+
+
+@dataclass(frozen=True, slots=True)
+class Headroom:
+    """How many doublings an operator's largest output value can take before its dtype overflows."""
+
+    node: str
+    bits: float
+    abs_max: float
+    dtype: str
+    index: int
+
+
+def headroom(inv: Investigation) -> tuple[list[Headroom], str]:
+    """Headroom per operator, least first, and which statistics it came from ("reference" or "target").
+
+    `log2(finfo(dtype).max / abs_max)` with abs_max from the reference run when there is one (what
+    the values *should* be), else from the target run; dtype is the op's floating output dtype, or
+    the run's. Negative bits: the true value does not fit; -inf: the target already overflowed.
+    """
+    table = inv.reference if inv.reference is not None and len(inv.reference) else inv.stats
+    source = "reference" if table is inv.reference else "target"
+    largest: dict[str, float] = {}
+    for (node, _slot), value in zip(table.keys(), table.column("abs_max").tolist()):
+        prev = largest.get(node)
+        if prev is None or value > prev or math.isnan(value):
+            largest[node] = value
+    run_dtype = inv.run.dtype
+    out: list[Headroom] = []
+    graph = inv.graph
+    for node_id, abs_max in largest.items():
+        node = graph.get(node_id)
+        if node is None or node.is_placeholder:
+            continue
+        meta = next((m for m in node.outputs if m is not None), None)
+        dtype = meta.dtype if meta is not None else run_dtype
+        top = dtype_max(dtype)
+        if top is None:
+            continue  # integer or bool outputs cannot overflow in the floating sense
+        if math.isnan(abs_max):
+            bits = -math.inf
+        elif abs_max == 0:
+            bits = math.inf
+        else:
+            bits = math.log2(top / abs_max) if math.isfinite(abs_max) else -math.inf
+        out.append(Headroom(node_id, bits, abs_max, dtype.removeprefix("torch."), node.index))
+    out.sort(key=lambda h: (h.bits, h.index))
+    return out, source
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """One operator on an amplification chain: its magnitude, the growth over the hop before, the target's abs max."""
+
+    node: str
+    op_type: str
+    module: str
+    magnitude: float
+    growth: float | None
+    target_abs_max: float | None
+
+
+def amplification_chains(inv: Investigation) -> list[tuple[Finding, list[Hop]]]:
+    """The chains the overflow check walked upstream from each origin, source first, with growth per hop.
+
+    Magnitudes are the check's (the reference run's where there is one: a float16 run cannot
+    show how far past its range a value went); the target's own abs max sits beside them.
+    Inherited findings only point back at their origin, so they add no chain; repeats are dropped.
+    """
+    seen: set[tuple[str, ...]] = set()
+    chains: list[tuple[Finding, list[Hop]]] = []
+    for f in _overflow_findings(inv):
+        rc = f.root_cause
+        if f.attribution == "inherited" or rc is None or len(rc.chain) < 2:
+            continue
+        links = list(reversed(rc.chain))
+        key = tuple(link.node for link in links)
+        if key in seen:
+            continue
+        seen.add(key)
+        hops: list[Hop] = []
+        prev: float | None = None
+        for link in links:
+            measured = inv.stats.outputs(link.node)
+            target = max(s.abs_max for s in measured) if measured else None
+            hops.append(Hop(link.node, link.op_type, link.module, link.value, _growth(prev, link.value), target))
+            prev = link.value
+        chains.append((f, hops))
+    return chains
+
+
+def _growth(prev: float | None, value: float) -> float | None:
+    if prev is None or not math.isfinite(prev) or not math.isfinite(value) or prev <= 0:
+        return None
+    return value / prev
+
+
+def _overflow_findings(inv: Investigation) -> list[Finding]:
+    return [f for f in inv.findings if f.check == CHECK]
+
+
+def _bits_text(bits: float) -> str:
+    if math.isinf(bits):
+        return "∞" if bits > 0 else "none"
+    return f"{bits:.1f}"
+
+
+def _bits_tone(bits: float) -> Tone:
+    if bits < 0:
+        return "bad"
+    if bits < 4:
+        return "warning"
+    return "muted" if math.isinf(bits) else ""
+
+
+_SEVERITY_TONE: dict[str, Tone] = {"error": "error", "warning": "warning", "info": "info"}
+
+
+class OverflowScreen(Screen[str | None]):
+    """The overflow view: findings, amplification chains and headroom; Enter focuses the op on the graph."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "back", id="view.close"),
+        Binding("1", "tab('findings')", "findings", id="overflow.findings"),
+        Binding("2", "tab('chains')", "chains", id="overflow.chains"),
+        Binding("3", "tab('headroom')", "headroom", id="overflow.headroom"),
+    ]
+
+    DEFAULT_CSS = """
+    OverflowScreen #overflow-summary { height: auto; padding: 0 1; background: $panel; }
+    OverflowScreen TabbedContent { height: 1fr; }
+    OverflowScreen TabPane { padding: 0; }
+    OverflowScreen #overflow-status { height: 1; padding: 0 1; color: $text-muted; }
+    """
+
+    def __init__(self, inv: Investigation) -> None:
+        super().__init__()
+        self.inv = inv
+        self.headroom, self.headroom_source = headroom(inv)
+        self.chains = amplification_chains(inv)
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._summary(), id="overflow-summary", markup=False)
+        with TabbedContent(initial="findings"):
+            with TabPane("1 Findings", id="findings"):
+                yield RowTable(*self._finding_table(), empty="no overflow findings", id="findings-table")
+            with TabPane("2 Chains", id="chains"):
+                yield RowTable(*self._chain_table(), empty="no amplification chains", id="chains-table")
+            with TabPane("3 Headroom", id="headroom"):
+                yield RowTable(*self._headroom_table(), empty="no floating-point statistics", id="headroom-table")
+        yield Static("", id="overflow-status", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "Overflow"
+        self.query_one("#findings-table", RowTable).focus()
+        self._update_status(self.query_one("#findings-table", RowTable))
+
+    # -- content ----------------------------------------------------------------------------
+
+    def _summary(self) -> str:
+        found = _overflow_findings(self.inv)
+        origins = sum(1 for f in found if f.attribution != "inherited")
+        spreading = len(found) - origins
+        dtype = self.inv.run.dtype
+        top = dtype_max(dtype)
+        limit = f"max {fmt_value(top)}" if top is not None else "not a floating dtype"
+        past = sum(1 for h in self.headroom if h.bits < 0)
+        return (f"run dtype {dtype} ({limit}) · {origins} origin{'s' * (origins != 1)}, "
+                f"{spreading} propagating · {len(self.chains)} chain{'s' * (len(self.chains) != 1)} · "
+                f"{len(self.headroom)} ops measured, {past} past their range · headroom from {self.headroom_source} stats")
+
+    def _finding_table(self) -> tuple[list[Column], list[Row]]:
+        columns = [Column("sev"), Column("kind"), Column("operator", grow=True), Column("op type"),
+                   Column("module"), Column("message", grow=True)]
+        found = _overflow_findings(self.inv)
+        origins = sorted((f for f in found if f.attribution != "inherited"), key=_order)
+        spreading = sorted((f for f in found if f.attribution == "inherited"), key=_order)
+        rows: list[Row] = []
+        for title, group in (("origins (introduced here)", origins), ("propagating (inherited)", spreading)):
+            if not group:
+                continue
+            rows.append(Row((f"{title}: {len(group)}",), tone="section"))
+            for f in group:
+                rows.append(Row((f.severity, f.kind, f.node, f.op_type, f.module or "(root)", f.message),
+                                key=f.node, tone=_SEVERITY_TONE.get(f.severity, ""), data=f))
+        return columns, rows
+
+    def _chain_table(self) -> tuple[list[Column], list[Row]]:
+        columns = [Column("hop", align="right"), Column("magnitude", align="right"), Column("growth", align="right"),
+                   Column("target", align="right"), Column("operator", grow=True), Column("op type"),
+                   Column("module")]
+        rows: list[Row] = []
+        for finding, hops in self.chains:
+            rc = finding.root_cause
+            reason = f": {rc.reason}" if rc is not None and rc.reason else ""
+            rows.append(Row((f"{finding.kind} at {finding.node}{reason}",), key=finding.node, tone="section"))
+            for i, hop in enumerate(hops, 1):
+                growth = "" if hop.growth is None else f"×{fmt_value(hop.growth)}"
+                target = "—" if hop.target_abs_max is None else fmt_value(hop.target_abs_max)
+                bad = hop.target_abs_max is not None and not math.isfinite(hop.target_abs_max)
+                grow_tone: Tone = "warning" if hop.growth is not None and hop.growth >= 2 else ""
+                cause = rc is not None and hop.node == rc.node
+                rows.append(Row((str(i), fmt_value(hop.magnitude), growth, target, hop.node, hop.op_type,
+                                 hop.module or "(root)"), key=hop.node, tone="bad" if cause else "",
+                                cell_tones=("", "", grow_tone, "bad" if bad else "")))
+        return columns, rows
+
+    def _headroom_table(self) -> tuple[list[Column], list[Row]]:
+        columns = [Column("bits", align="right"), Column("abs max", align="right"), Column("dtype"),
+                   Column("operator", grow=True), Column("op type"), Column("module")]
+        graph = self.inv.graph
+        rows = []
+        for h in self.headroom:
+            node = graph.node(h.node)
+            rows.append(Row((_bits_text(h.bits), fmt_value(h.abs_max), h.dtype, h.node, node.op_type,
+                             node.module or "(root)"), key=h.node, cell_tones=(_bits_tone(h.bits),)))
+        return columns, rows
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _update_status(self, table: RowTable) -> None:
+        total = sum(1 for r in table.rows if r.key is not None and r.tone != "section")
+        if not total:
+            text = "nothing to focus here · esc back"
+        else:
+            position = sum(1 for r in table.rows[: table.cursor + 1] if r.key is not None and r.tone != "section")
+            text = f"row {position} of {total} · enter focuses the op on the graph · esc back"
+        self.query_one("#overflow-status", Static).update(text)
+
+    @on(RowTable.Highlighted)
+    def _highlighted(self, event: RowTable.Highlighted) -> None:
+        self._update_status(event.table)
+
+    @on(RowTable.Chosen)
+    def _chosen(self, event: RowTable.Chosen) -> None:
+        if event.row.key is not None:
+            self.dismiss(event.row.key)
+
+    @on(TabbedContent.TabActivated)
+    def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
+        table = event.pane.query_one(RowTable)
+        table.focus()
+        self._update_status(table)
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+def _order(f: Finding) -> tuple[int, int]:
+    return (f.index if f.index >= 0 else 1 << 40, SEVERITY_RANK.get(f.severity, 9))

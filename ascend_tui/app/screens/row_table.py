@@ -1,0 +1,303 @@
+"""`RowTable`: a Line-API table with a row cursor, for the per-check views' long lists.
+
+Rows are plain strings painted as segments (never parsed as markup: operator names contain `[`),
+so a 100,000-row list costs one list in memory and only the visible lines are drawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Sequence
+
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ascend_tui.app.keys import LIST_BINDINGS
+
+Tone = Literal["", "error", "warning", "info", "muted", "bad", "good", "section"]
+_AUTO_SAMPLE = 5_000
+_AUTO_CAP = 48
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column: its header, a fixed width or None to fit the content, and its alignment."""
+
+    label: str
+    width: int | None = None
+    align: Literal["left", "right"] = "left"
+    grow: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One row: its cells, the operator it points at, a tone for the whole row or per cell, and payload.
+
+    A "section" row is a heading across the whole width: its cells are joined, not put in columns.
+    """
+
+    cells: tuple[str, ...]
+    key: str | None = None
+    tone: Tone = ""
+    cell_tones: tuple[Tone, ...] = ()
+    data: Any = None
+
+
+class RowTable(ScrollView, can_focus=True):
+    """A sticky header and rows under a cursor; Enter chooses the row under it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *LIST_BINDINGS,
+        Binding("enter", "choose", "focus op", id="view.focus-op"),
+    ]
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "row-table--header", "row-table--cursor", "row-table--error", "row-table--warning",
+        "row-table--info", "row-table--muted", "row-table--bad", "row-table--good", "row-table--section",
+    }
+
+    DEFAULT_CSS = """
+    RowTable {
+        height: 1fr;
+        background: $surface;
+        color: $foreground;
+        scrollbar-gutter: stable;
+    }
+    RowTable > .row-table--header { background: $panel; text-style: bold; }
+    RowTable > .row-table--cursor { background: $block-cursor-blurred-background; }
+    RowTable:focus > .row-table--cursor {
+        background: $block-cursor-background;
+        color: $block-cursor-foreground;
+        text-style: $block-cursor-text-style;
+    }
+    RowTable > .row-table--error { color: $badge-error; }
+    RowTable > .row-table--warning { color: $badge-warning; }
+    RowTable > .row-table--info { color: $badge-info; }
+    RowTable > .row-table--muted { color: $text-muted; }
+    RowTable > .row-table--bad { color: $metric-bad; text-style: bold; }
+    RowTable > .row-table--good { color: $metric-good; }
+    RowTable > .row-table--section { color: $accent; text-style: bold; }
+    """
+
+    cursor: reactive[int] = reactive(0, init=False)
+
+    class Highlighted(Message):
+        """The cursor moved onto `row`."""
+
+        def __init__(self, table: RowTable, index: int, row: Row) -> None:
+            super().__init__()
+            self.table = table
+            self.index = index
+            self.row = row
+
+        @property
+        def control(self) -> RowTable:
+            return self.table
+
+    class Chosen(Message):
+        """The user pressed Enter (or double-clicked) on `row`."""
+
+        def __init__(self, table: RowTable, index: int, row: Row) -> None:
+            super().__init__()
+            self.table = table
+            self.index = index
+            self.row = row
+
+        @property
+        def control(self) -> RowTable:
+            return self.table
+
+    def __init__(self, columns: Sequence[Column] = (), rows: Sequence[Row] = (), *,
+                 empty: str = "nothing to show", name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.columns: list[Column] = list(columns)
+        self.rows: list[Row] = list(rows)
+        self.empty = empty
+        self._natural: list[int] = []
+        self._widths: list[int] = []
+        self._laid_out_for = -1
+        self._measure()
+        self.set_reactive(RowTable.cursor, self._landing(0, 1))
+
+    # -- data -------------------------------------------------------------------------------
+
+    def set_rows(self, rows: Sequence[Row], columns: Sequence[Column] | None = None) -> None:
+        """Replace the rows (and optionally the columns); the cursor goes back to the top."""
+        if columns is not None:
+            self.columns = list(columns)
+        self.rows = list(rows)
+        self._measure()
+        self._laid_out_for = -1
+        self.set_reactive(RowTable.cursor, self._landing(0, 1))
+        self.virtual_size = Size(0, len(self.rows) + 1)
+        self.scroll_to(y=0, animate=False, immediate=True)
+        self.refresh()
+
+    @property
+    def current(self) -> Row | None:
+        """The row under the cursor, if there is one."""
+        return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
+
+    def _measure(self) -> None:
+        """Natural widths of auto columns, from the header and the first rows."""
+        sample = self.rows[:_AUTO_SAMPLE]
+        natural = []
+        for i, col in enumerate(self.columns):
+            if col.width is not None:
+                natural.append(col.width)
+                continue
+            longest = max((cell_len(r.cells[i]) for r in sample if i < len(r.cells) and r.tone != "section"),
+                          default=0)
+            natural.append(min(_AUTO_CAP, max(cell_len(col.label), longest)))
+        self._natural = natural
+
+    def _layout(self, width: int) -> None:
+        """Fit the columns into `width`: grow columns take what is left, the rest shrink from the right."""
+        self._laid_out_for = width
+        widths = list(self._natural)
+        if not widths:
+            self._widths = []
+            return
+        gaps = len(widths)  # one space before each column
+        spare = width - gaps - sum(widths)
+        growers = [i for i, c in enumerate(self.columns) if c.grow]
+        if spare > 0 and growers:
+            for n, i in enumerate(growers):
+                widths[i] += spare // len(growers) + (1 if n < spare % len(growers) else 0)
+        else:
+            for i in reversed(range(len(widths))):
+                if spare >= 0:
+                    break
+                keep = min(widths[i], max(4, cell_len(self.columns[i].label)))
+                take = min(widths[i] - keep, -spare)
+                widths[i] -= take
+                spare += take
+        self._widths = widths
+
+    def on_mount(self) -> None:
+        self.virtual_size = Size(0, len(self.rows) + 1)
+
+    # -- painting ---------------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        if width != self._laid_out_for:
+            self._layout(width)
+        base = self.rich_style
+        if y == 0:
+            header = self.get_component_rich_style("row-table--header")
+            cells = tuple(c.label for c in self.columns)
+            return self._strip(cells, (), base + header, {}, width)
+        index = int(self.scroll_offset.y) + y - 1
+        if not self.rows:
+            if index == 0:
+                muted = base + self.get_component_rich_style("row-table--muted")
+                return Strip([Segment(set_cell_size(" " + self.empty, width), muted)])
+            return Strip.blank(width, base)
+        if index >= len(self.rows):
+            return Strip.blank(width, base)
+        row = self.rows[index]
+        style = base
+        if row.tone:
+            style = style + self.get_component_rich_style(f"row-table--{row.tone}")
+        cursor = index == self.cursor
+        tones: dict[str, Style] = {}
+        for tone in row.cell_tones:
+            if tone and tone not in tones:
+                tones[tone] = self.get_component_rich_style(f"row-table--{tone}")
+        if cursor:
+            cursor_style = self.get_component_rich_style("row-table--cursor")
+            style = style + cursor_style
+            tones = {k: v + cursor_style for k, v in tones.items()}
+        if row.tone == "section":
+            text = set_cell_size(" " + " ".join(row.cells), width)
+            return Strip([Segment(text, style)], width)
+        return self._strip(row.cells, row.cell_tones, style, tones, width)
+
+    def _strip(self, cells: Sequence[str], cell_tones: Sequence[Tone], style: Style,
+               tones: dict[str, Style], width: int) -> Strip:
+        segments: list[Segment] = [Segment(" ", style)]
+        for i, w in enumerate(self._widths):
+            if i:
+                segments.append(Segment(" ", style))
+            text = cells[i] if i < len(cells) else ""
+            if cell_len(text) > w:
+                text = set_cell_size(text, max(0, w - 1)) + "…" if w > 0 else ""
+            pad = w - cell_len(text)
+            if self.columns[i].align == "right":
+                text = " " * pad + text
+            else:
+                text = text + " " * pad
+            tone = cell_tones[i] if i < len(cell_tones) else ""
+            segments.append(Segment(text, tones.get(tone, style) if tone else style))
+        return Strip(segments).adjust_cell_length(width, style)
+
+    # -- cursor -----------------------------------------------------------------------------
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self._scroll_to_cursor()
+        self.refresh()
+        row = self.current
+        if row is not None:
+            self.post_message(self.Highlighted(self, new, row))
+
+    def _scroll_to_cursor(self, row: int | None = None) -> None:
+        row = self.cursor if row is None else row
+        visible = max(1, self.scrollable_content_region.height - 1)
+        top = int(self.scroll_offset.y)
+        if row < top:
+            self.scroll_to(y=row, animate=False, immediate=True)
+        elif row >= top + visible:
+            self.scroll_to(y=row - visible + 1, animate=False, immediate=True)
+
+    def _landing(self, index: int, direction: int) -> int:
+        """The nearest row at or after `index` in `direction` that is not a section heading."""
+        if not self.rows:
+            return 0
+        index = max(0, min(len(self.rows) - 1, index))
+        for step in (direction, -direction):
+            i = index
+            while 0 <= i < len(self.rows):
+                if self.rows[i].tone != "section":
+                    return i
+                i += step
+        return index
+
+    def move_to(self, index: int, direction: int = 1) -> None:
+        """Put the cursor on row `index` (clamped, skipping headings along `direction`) and scroll it into view."""
+        if self.rows:
+            self.cursor = self._landing(index, direction)
+            above = self.cursor - 1
+            if above >= 0 and self.rows[above].tone == "section":
+                self._scroll_to_cursor(above)
+
+    def action_cursor(self, delta: int) -> None:
+        self.move_to(self.cursor + delta, 1 if delta > 0 else -1)
+
+    def action_page(self, direction: int) -> None:
+        self.move_to(self.cursor + direction * max(1, self.scrollable_content_region.height - 2), direction)
+
+    def action_edge(self, end: int) -> None:
+        self.move_to(len(self.rows) - 1 if end else 0, -1 if end else 1)
+
+    def action_choose(self) -> None:
+        row = self.current
+        if row is not None:
+            self.post_message(self.Chosen(self, self.cursor, row))
+
+    def on_click(self, event: events.Click) -> None:
+        index = int(self.scroll_offset.y) + event.y - 1
+        if event.y < 1 or not 0 <= index < len(self.rows):
+            return
+        self.move_to(index)
+        if event.chain >= 2:
+            self.action_choose()
