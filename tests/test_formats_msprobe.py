@@ -339,3 +339,14 @@ def test_offline_dump_and_live_capture_name_the_same_origin(fixtures: Path) -> N
         assert f is not None and f.severity == "error" and f.attribution == "introduced"
         origins.append((f.module, op_name(f.op_type), f.kind))
     assert origins[0] == origins[1] == ("", "exp", "inf")
+
+
+def test_reading_dumps_needs_neither_torch_nor_textual(fixtures: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from ascend_tui.formats import open_path; "
+            f"open_path({str(_dump(fixtures, 'dump_fp32'))!r}); open_path({str(_report(fixtures))!r}); "
+            "print(sorted(m for m in ('torch', 'textual') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -166,18 +166,23 @@ def source_from_lines(lines: list[Any]) -> SourceLocation | None:
 
 
 def exact_counts(rank_dir: Path, leaves: Mapping[tuple[str, int], Leaf], stats: StatsTable) -> int:
-    """Replace lower-bound NaN/Inf/zero counts by exact ones from the .pt payloads of non-finite tensors."""
+    """Replace lower-bound NaN/Inf/zero counts by exact ones from the .pt payloads of non-finite tensors.
+
+    torch is imported only when such a tensor exists; payloads load with `weights_only=True`.
+    """
+    todo = [(key, stat, leaf) for key, stat in stats.items()
+            if not stat.finite and (leaf := leaves.get(key)) is not None and leaf.data_name]
+    if not todo:
+        return 0
     try:
         import torch
     except ImportError:
         return 0
     fixed = 0
-    for key, stat in list(stats.items()):
-        leaf = leaves.get(key)
-        if stat.finite or leaf is None or not leaf.data_name:
-            continue
+    for key, stat, leaf in todo:
         try:
-            t = torch.load(rank_dir / "dump_tensor_data" / leaf.data_name, weights_only=True, map_location="cpu")
+            t = torch.load(rank_dir / "dump_tensor_data" / str(leaf.data_name), weights_only=True,
+                           map_location="cpu")
         except Exception:  # noqa: BLE001 - a missing or foreign payload keeps the lower bounds
             continue
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():

@@ -29,7 +29,7 @@ PARAM_GRAD = re.compile(r"^(?:Module|Cell)\..+\.parameters_grad(?:\.\d+)?$")
 _DUNDER_OPS = frozenset({"add", "sub", "mul", "truediv", "floordiv", "div", "matmul", "mod", "pow",
                          "and", "or", "xor", "lshift", "rshift"})
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
-_CAST_WINDOW = 64
+_WINDOW = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,17 +41,26 @@ class Leaf:
     stats: tuple[float | None, float | None, float | None, float | None] | None
     md5: str | None = None
     data_name: str | None = None
+    exact_key: tuple[Any, ...] | None = field(default=None, compare=False)
+    view_key: tuple[Any, ...] | None = field(default=None, compare=False)
+
+    @classmethod
+    def make(cls, name: str, meta: TensorMeta, stats: tuple[float | None, ...] | None, md5: str | None = None,
+             data_name: str | None = None) -> Leaf:
+        """A leaf with its match keys: what two records of the same tensor share (the view key drops the shape)."""
+        if stats is None and md5 is None:
+            return cls(name, meta, stats, md5, data_name)  # type: ignore[arg-type]
+        values = tuple("nan" if v is not None and math.isnan(v) else v for v in (stats or ()))
+        return cls(name, meta, stats, md5, data_name, (meta.dtype, meta.shape, values, md5),  # type: ignore[arg-type]
+                   (meta.dtype, math.prod(meta.shape), values, md5))
 
     @property
     def numel(self) -> int:
         return math.prod(self.meta.shape)
 
     def key(self, view: bool = False) -> tuple[Any, ...] | None:
-        """What two records of the same tensor share; with `view`, the shape is reduced to its size."""
-        if self.stats is None and self.md5 is None:
-            return None
-        values = tuple("nan" if v is not None and math.isnan(v) else v for v in (self.stats or ()))
-        return (self.meta.dtype, self.numel if view else self.meta.shape, values, self.md5)
+        """The match key: dtype, shape (its size with `view`), statistics and CRC; None when nothing was measured."""
+        return self.view_key if view else self.exact_key
 
     @property
     def constant(self) -> bool:
@@ -127,8 +136,8 @@ def parse_leaves(value: Any, name: str, path: Path, tensors: list[Leaf], scalars
         raw = [value.get(k) for k in ("Max", "Min", "Mean", "Norm")]
         stats = None if all(v is None for v in raw) else tuple(_number(v, name, path) for v in raw)
         md5 = value.get("md5")
-        tensors.append(Leaf(name, TensorMeta(tuple(shape), dtype.removeprefix("torch.")), stats,  # type: ignore[arg-type]
-                            str(md5) if md5 is not None else None, value.get("data_name")))
+        tensors.append(Leaf.make(name, TensorMeta(tuple(shape), dtype.removeprefix("torch.")), stats,
+                                 str(md5) if md5 is not None else None, value.get("data_name")))
     elif "type" in value or "class_type" in value:
         if "value" in value and not isinstance(value["value"], (dict, list)):
             scalars[name] = value["value"]
@@ -183,17 +192,33 @@ def parse_entry(name: str, record: Any, path: Path) -> Entry | None:
 # -- statistics ------------------------------------------------------------------------------------
 
 
+def stats_rows(leaves: list[Leaf]) -> np.ndarray:
+    """`STAT_FIELDS` rows of measured leaves; NaN/Inf counts are lower bounds (1 = present), zero_count -1 = unknown.
+
+    NaN is present when Max or Min is NaN (torch's max and min propagate it); Inf when Max is
+    +Inf or Min is -Inf, which NaN would hide. A NaN Mean with infinite extremes is Inf - Inf.
+    """
+    raw = np.array([[np.nan if v is None else v for v in leaf.stats or (None,) * 4] for leaf in leaves],
+                   dtype=np.float64).reshape(len(leaves), 4)
+    measured = np.array([[leaf.stats is not None and leaf.stats[i] is not None for i in (0, 1)] for leaf in leaves],
+                        dtype=bool).reshape(len(leaves), 2)
+    numel = np.array([leaf.numel for leaf in leaves], dtype=np.float64)
+    mx, mn = raw[:, 0], raw[:, 1]
+    out = np.empty((len(leaves), len(STAT_FIELDS)), dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        has_nan = (np.isnan(mx) & measured[:, 0]) | (np.isnan(mn) & measured[:, 1])
+        out[:, 0], out[:, 1], out[:, 2], out[:, 3] = mn, mx, raw[:, 2], raw[:, 3]
+        out[:, 4] = np.maximum(np.abs(mn), np.abs(mx))
+        out[:, 5] = has_nan
+        out[:, 6] = np.where(has_nan, 0, (mx == np.inf).astype(np.float64) + (mn == -np.inf))
+        out[:, 7] = np.where((mx == 0) & (mn == 0), numel, np.where((mn > 0) | (mx < 0), 0, -1))
+    out[:, 8] = numel
+    return out
+
+
 def stats_row(leaf: Leaf) -> list[float] | None:
-    """`STAT_FIELDS` row of a leaf; NaN/Inf counts are lower bounds (1 = present), zero_count -1 = unknown."""
-    if leaf.stats is None:
-        return None
-    mx, mn, mean, norm = (math.nan if v is None else v for v in leaf.stats)
-    numel = leaf.numel
-    has_nan = math.isnan(mx) and leaf.stats[0] is not None or math.isnan(mn) and leaf.stats[1] is not None
-    inf = 0 if has_nan else int(mx == math.inf) + int(mn == -math.inf)
-    abs_max = math.nan if math.isnan(mx) or math.isnan(mn) else max(abs(mn), abs(mx))
-    zero = numel if mx == 0 and mn == 0 else 0 if (mn > 0 or mx < 0) else -1
-    return [mn, mx, mean, norm, abs_max, float(has_nan), float(inf), float(zero), float(numel)]
+    """The `stats_rows` row of one leaf, or None when msprobe measured nothing for it."""
+    return None if leaf.stats is None else [float(x) for x in stats_rows([leaf])[0]]
 
 
 # -- graph -----------------------------------------------------------------------------------------
@@ -224,11 +249,11 @@ class _Builder:
         self.stacks = stacks
         self.graph = OpGraph()
         self.keys: list[tuple[str, int]] = []
-        self.rows: list[list[float]] = []
         self.leaves: dict[tuple[str, int], Leaf] = {}
         self.exact: dict[Any, list[_Ref]] = {}
         self.view: dict[Any, list[_Ref]] = {}
         self.cast: dict[tuple[int, ...], list[_Ref]] = {}
+        self.wired: dict[str, list[Wire]] = {}
         self.params: dict[Any, list[tuple[str, str, Leaf]]] = {}
         self.by_shape: dict[tuple[int, ...], list[tuple[str, str, Leaf]]] = {}
         self.param_leaves: dict[tuple[str, str], Leaf] = {}
@@ -340,6 +365,8 @@ class _Builder:
         self.index += 1
         for slot, (src, out_slot, _how, _conf) in enumerate(wires):
             self.graph.add_edge(src, nid, out_slot, slot)
+        if entry.phase == "forward":
+            self.wired[nid] = wires
         for slot, leaf in enumerate(entry.outputs):
             self.publish(leaf, nid, slot, entry.phase)
 
@@ -350,11 +377,10 @@ class _Builder:
         msprobe lists only gradients as a backward record's inputs; without these slots an Inf the
         forward pass made would look as if the backward op introduced it.
         """
-        conf = fwd.attrs.get("edge_confidence", []) if fwd.attrs else []
         wires, metas = list(wires), list(metas)
-        for edge in self.graph.producers(fwd.id):
-            wires.append((edge.src, edge.out_slot, "saved", conf[edge.in_slot] if edge.in_slot < len(conf) else 0.0))
-            metas.append(fwd.inputs[edge.in_slot] if edge.in_slot < len(fwd.inputs) else None)
+        for slot, (src, out_slot, _how, conf) in enumerate(self.wired.get(fwd.id, ())):
+            wires.append((src, out_slot, "saved", conf))
+            metas.append(fwd.inputs[slot] if slot < len(fwd.inputs) else None)
         for slot, meta in enumerate(fwd.outputs):
             wires.append((fwd.id, slot, "saved", 1.0))
             metas.append(meta)
@@ -393,10 +419,8 @@ class _Builder:
             self.view.setdefault(leaf.key(view=True), []).append(ref)
             if leaf.stats is not None and leaf.meta.dtype in FLOAT_DTYPES and not leaf.constant:
                 self.cast.setdefault(leaf.meta.shape, []).append(ref)
-        row = stats_row(leaf)
-        if row is not None:
+        if leaf.stats is not None:
             self.keys.append((node, slot))
-            self.rows.append(row)
             self.leaves[(node, slot)] = leaf
 
     def match(self, leaf: Leaf, entry: Entry, used: set[str]) -> Wire | None:
@@ -412,20 +436,27 @@ class _Builder:
         scale = 0.5 if leaf.constant else 1.0
 
         def seen(pool: Mapping[Any, list[_Ref]], k: Any) -> list[_Ref]:
-            return [r for r in pool.get(k, ()) if (not backward or r.phase == "backward") and r.node not in used]
+            """Eligible earlier outputs under `k`, most recent first (at most `_WINDOW`: big dumps stay linear)."""
+            out: list[_Ref] = []
+            for r in reversed(pool.get(k, ())):
+                if (not backward or r.phase == "backward") and r.node not in used:
+                    out.append(r)
+                    if len(out) == _WINDOW:
+                        break
+            return out
 
         if refs := seen(self.exact, key):
             base = 0.99 if leaf.md5 else 0.9
-            return refs[-1].node, refs[-1].slot, "stats", base * scale / len({r.node for r in refs})
+            return refs[0].node, refs[0].slot, "stats", base * scale / len({r.node for r in refs})
         if not backward and key in self.params and not leaf.constant:
             module, pname, _ = self.params[key][0]
             return self.param_node(module, pname), 0, "param", 0.8 * scale
         if leaf.stats is None:
             return None
         if refs := seen(self.view, leaf.key(view=True)):
-            return refs[-1].node, refs[-1].slot, "view", 0.6 * scale / len({r.node for r in refs})
+            return refs[0].node, refs[0].slot, "view", 0.6 * scale / len({r.node for r in refs})
         if leaf.meta.dtype in FLOAT_DTYPES and not leaf.constant:
-            for ref in reversed(seen(self.cast, leaf.meta.shape)[-_CAST_WINDOW:]):
+            for ref in seen(self.cast, leaf.meta.shape):
                 if ref.leaf.meta.dtype != leaf.meta.dtype and _close(ref.leaf, leaf):
                     return ref.node, ref.slot, "cast", 0.5
         return None
@@ -472,7 +503,7 @@ class _Builder:
     def finish(self, skipped: int) -> Built:
         table = StatsTable()
         if self.keys:
-            table.add_many(self.keys, np.array(self.rows, dtype=np.float64).reshape(len(self.keys), len(STAT_FIELDS)))
+            table.add_many(self.keys, stats_rows([self.leaves[k] for k in self.keys]))
         return Built(self.graph, table, self.leaves, self.matches, skipped)
 
 

@@ -103,6 +103,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     _add_findings(inv, flagged, rank, notes)
     inv.run.extra.setdefault("notes", []).extend(notes)
     inv.run.extra["overflow_check"] = str(report)
+    inv.run.target = str(path)
     return inv
 
 
