@@ -32,6 +32,7 @@ chain walked upstream along the largest-magnitude input to a graph input or para
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -129,6 +130,11 @@ def num(x: float) -> str:
     return text
 
 
+def times(g: float) -> str:
+    """`x15`, `x3.9`, `x1.2e3`: a growth factor."""
+    return f"x{g:.2g}" if g < 100 else f"x{num(g)}"
+
+
 def analyze(
     graph: OpGraph,
     stats: StatsTable,
@@ -178,6 +184,7 @@ class _Analysis:
         self.bad: dict[tuple[str, int], str] = {}
         self.near: dict[tuple[str, int], float] = {}
         self.under: dict[tuple[str, int], tuple[float, str]] = {}
+        self._weights: dict[str, bool] = {}
 
     # -- classification ------------------------------------------------------------------------
 
@@ -203,7 +210,7 @@ class _Analysis:
         t = self.t
         has_nan = (t.col["nan_count"] > 0) | np.isnan(t.col["min"]) | np.isnan(t.col["max"])
         has_inf = (t.col["inf_count"] > 0) | np.isinf(t.col["min"]) | np.isinf(t.col["max"])
-        for key, i in t.rows.items():
+        for key, i in sorted(t.rows.items(), key=lambda kv: self._order(kv[0][0])):
             node = self.g.get(key[0])
             if node is None:
                 continue
@@ -226,13 +233,18 @@ class _Analysis:
             if eff.low_precision:
                 self._underflow(key, i, actual, eff, value)
 
+    def _order(self, nid: str) -> tuple[int, int]:
+        node = self.g.get(nid)
+        return (node.index, self.g.position(nid)) if node is not None else (1 << 40, 0)
+
     def _saturated(self, node: OpNode, key: tuple[str, int], actual: DtypeRange) -> bool:
         if self.inf_nan or node.is_placeholder or op_name(node.op_type) in _INTENDED:
             return False
         if self.t.col["abs_max"][self.t.rows[key]] < actual.max * (1 - 1e-6):
             return False
-        return not any((v := self.t.get((e.src, e.out_slot), "abs_max")) is not None and v >= actual.max * (1 - 1e-6)
-                       for e in self.g.producers(node.id))
+        at_max = [(e.src, e.out_slot) for e in self.g.producers(node.id)
+                  if (v := self.t.get((e.src, e.out_slot), "abs_max")) is not None and v >= actual.max * (1 - 1e-6)]
+        return not at_max or any(k in self.bad for k in at_max)  # created here, or carried from a saturated op
 
     def _underflow(self, key: tuple[str, int], i: int, actual: DtypeRange, eff: DtypeRange, value: float | None) -> None:
         ev = self.evidence.get(key)
@@ -257,7 +269,7 @@ class _Analysis:
             cur = bad_nodes.get(nid)
             if cur is None or _RANK[kind] < _RANK[cur[0]]:
                 bad_nodes[nid] = (kind, slot)
-        order = sorted(bad_nodes, key=lambda n: (self.g.node(n).index, self.g.position(n)))
+        order = sorted(bad_nodes, key=self._order)
         origins_of: dict[str, tuple[str, ...]] = {}
         origins: list[str] = []
         reaches_out: set[str] = set()
@@ -276,22 +288,23 @@ class _Analysis:
                 origins.append(nid)
             if self.g.nx.out_degree(nid) == 0:
                 reaches_out.update(origins_of[nid])
+        affected = Counter(o for n in order for o in origins_of[n])
         findings: list[Finding] = []
         first_error: str | None = None
         self.explained: set[str] = set()
         for nid in order:
             kind, slot = bad_nodes[nid]
             node = self.g.node(nid)
+            shown = self.phase is None or node.phase == self.phase
             if origins_of[nid] == (nid,):
                 f = self.origin_finding(node, slot, kind, absorbed=kind in ("nan", "inf") and nid not in reaches_out,
-                                        first=first_error is None,
-                                        affected=sum(1 for n in order if nid in origins_of[n]) - 1)
+                                        first=first_error is None, affected=affected[nid] - 1)
                 if f.severity == "error" and first_error is None:
                     first_error = nid
-            else:
-                f = self.inherited_finding(node, slot, kind, origins_of[nid][0], bad_nodes)
-            if self.phase is None or node.phase == self.phase:
-                findings.append(f)
+                if shown:
+                    findings.append(f)
+            elif shown:
+                findings.append(self.inherited_finding(node, slot, kind, origins_of[nid][0], bad_nodes))
         findings += self.soft_findings(set(bad_nodes))
         return findings
 
@@ -314,15 +327,26 @@ class _Analysis:
 
     # -- explaining ----------------------------------------------------------------------------
 
+    def weight_like(self, nid: str) -> bool:
+        """Parameters, buffers, constants and ops computed only from them (`t` of a weight): not activations."""
+        if nid not in self._weights:
+            node = self.g.node(nid)
+            self._weights[nid] = node.kind != "input" and (node.kind != "op" or all(
+                self.weight_like(e.src) for e in self.g.producers(nid)))
+        return self._weights[nid]
+
     def chain(self, origin: str, slot: int) -> list[tuple[str, float]]:
-        """The walk upstream along the largest-magnitude floating input: [(node, abs max)], origin first."""
+        """The walk upstream along the largest-magnitude floating activation (a weight only when no activation
+        feeds the op): [(node, abs max)], origin first."""
         def score(src: str, out_slot: int) -> float | None:
             node = self.g.node(src)
             meta = node.outputs[out_slot] if out_slot < len(node.outputs) else None
             if meta is not None and range_of(meta.dtype) is None:
                 return None
             v = self.magnitude((src, out_slot))
-            return v if v is not None and math.isfinite(v) else None
+            if v is None or not math.isfinite(v):
+                return None
+            return -1.0 / (1.0 + v) if self.weight_like(src) else v
 
         path = greedy_upstream(self.g, origin, score, max_hops=MAX_CHAIN)
         values = [self.magnitude((origin, slot))] + [self._out_mag(n, path[i]) for i, n in enumerate(path[1:])]
@@ -374,7 +398,8 @@ class _Analysis:
                 out.append(("domain", f"clamp the input of {name}",
                             f"{name} gets {what}: clamp its input (x.clamp_min(eps)) first"))
         if name in _ACCUMULATING and eff.low_precision and not out:
-            ref_out = self.r.get((node.id, slot), "abs_max")
+            ref_out = self.r.get((node.id, slot), "abs_max") if (node.id, slot) in self.r.rows else (
+                self.t.get((node.id, slot), "abs_max") if self.predict else None)
             where = f"`{node.module}`" if node.module else "this op"
             if ref_out is not None and math.isfinite(ref_out) and ref_out < eff.max:
                 out.append(("accumulation", f"accumulate {where} in float32",
@@ -420,8 +445,16 @@ class _Analysis:
         if best is not None and best[1] >= 2:
             i = [n for n, _ in chain].index(best[0])
             bnode = self.g.node(best[0])
-            return RootCause(best[0], bnode.module, f"amplifies values x{best[1]:.2g} "
-                             f"({num(chain[i + 1][1])} -> {num(chain[i][1])})", links), best[1]
+            weights = [(e.src, v) for e in self.g.producers(best[0]) if self.weight_like(e.src)
+                       and (v := self.magnitude((e.src, e.out_slot))) is not None and v >= 2]
+            by = ""
+            if weights:
+                w, v = max(weights, key=lambda wv: wv[1])
+                while self.g.node(w).kind == "op" and self.g.producers(w):
+                    w = self.g.producers(w)[0].src
+                by = f" through `{w}` (max {num(v)})"
+            return RootCause(best[0], bnode.module, f"amplifies values {times(best[1])} "
+                             f"({num(chain[i + 1][1])} -> {num(chain[i][1])}){by}", links), best[1]
         what = "out of range" if kind in ("overflow", "saturation") else "non-finite"
         return RootCause(node.id, node.module, f"the first op whose output is {what} while its inputs are not",
                          links), best[1] if best else None
@@ -440,7 +473,7 @@ class _Analysis:
             return ""
         top = sorted((g for g in self.growths(chain) if g[1] >= 1.5), key=lambda g: -g[1])[:2]
         pos = {n: i for i, (n, _) in enumerate(chain)}
-        grew = " and ".join(f"x{g:.2g} at `{n}`" for n, g in sorted(top, key=lambda g: pos[g[0]]))
+        grew = " and ".join(f"{times(g)} at `{n}`" for n, g in sorted(top, key=lambda g: pos[g[0]]))
         sid, sval = chain[-1]
         snode = self.g.node(sid)
         if snode.kind == "input":
@@ -516,10 +549,10 @@ class _Analysis:
         turn = " (Inf turned into NaN here: Inf - Inf, 0 x Inf or Inf / Inf)" if kind == "nan" and fed == {"inf"} else ""
         olabel_text = {"saturation": "saturation", "overflow": "the overflow"}.get(okind, olabel)
         message = f"{label} {self.where(node)} is inherited from `{origin}`, where {olabel_text} first appears{turn}"
-        root = RootCause(origin, onode.module, f"{olabel_text} first appears at `{origin}`",
-                         (ChainLink(node.id, node.module, node.op_type, self.magnitude((node.id, slot)) or math.nan),
-                          ChainLink(origin, onode.module, onode.op_type, self.magnitude((origin, oslot)) or math.nan)))
         key = (node.id, slot)
+        root = RootCause(origin, onode.module, f"{olabel_text} first appears at `{origin}`",
+                         (ChainLink(node.id, node.module, node.op_type, _or_nan(self.t.get(key, "abs_max"))),
+                          ChainLink(origin, onode.module, onode.op_type, _or_nan(self.magnitude((origin, oslot))))))
         metrics: dict[str, Any] = {"slot": slot, "abs_max": self.t.get(key, "abs_max"),
                                    "nan_count": int(self.t.get(key, "nan_count") or 0),
                                    "inf_count": int(self.t.get(key, "inf_count") or 0), "origin": origin}
@@ -566,6 +599,10 @@ class _Analysis:
                    "smallest_subnormal": eff.smallest_subnormal, "abs_max": self.t.get(key, "abs_max")}
         return Finding(CHECK, "underflow", "warning", node.id, node.op_type, node.module, node.index, message,
                        "introduced", metrics, None, hint)
+
+
+def _or_nan(x: float | None) -> float:
+    return math.nan if x is None else x
 
 
 def _label(kind: str) -> str:
