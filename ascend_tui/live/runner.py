@@ -156,8 +156,16 @@ def run_live(
     t_model, t_inputs = prepare(model, inputs, dev, want, copy_model=moved) if moved else (model, inputs)
     ctx = LiveContext(t_model, t_inputs, dev, run_dtype, reference, iterations, backward, loss, progress, cancel,
                       options=dict(options or {}), original_model=model, original_inputs=inputs)
-    ctx.target = _guarded(target, "the model's forward", lambda: capture(
-        t_model, t_inputs, progress=progress, cancel=cancel, phase_label="capturing target"))
+    if "memory" in checks:
+        from ascend_tui.live.sanitize import capture_sanitized
+
+        # The sanitizer clamps bad indices, so a model with an out-of-range index still runs to the end.
+        ctx.target = _guarded(target, "the model's forward", lambda: capture_sanitized(
+            t_model, t_inputs, progress=progress, cancel=cancel, phase_label="capturing target (sanitized)",
+            iterations=iterations, device=dev))
+    else:
+        ctx.target = _guarded(target, "the model's forward", lambda: capture(
+            t_model, t_inputs, progress=progress, cancel=cancel, phase_label="capturing target"))
     ref_stats = None
     if reference:
         ref_backend, _, ref_dtype = reference.partition(":")

@@ -1,0 +1,497 @@
+"""Live memory sanitizer: a dispatch mode that checks every aten call for memory errors while capturing.
+
+It composes the capture `Recorder`, so one run yields the graph, the per-op statistics and the
+memory evidence. Before an indexing op runs it checks the index range (and clamps bad indices
+so the run goes on, on a CPU as on an NPU); it tracks `empty`-family allocations element by
+element until they are written and reports reads of elements never written; over several
+iterations it follows every storage an op creates and reports those that outlive their call.
+Checks happen at the operator level, so they work on any torch device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ascend_tui.checks.memory import (
+    ALLOC_OPS,
+    BETA_OPS,
+    INDEX_RULES,
+    METADATA_OPS,
+    IndexRule,
+    IndexViolation,
+    LeakRecord,
+    UninitRead,
+    dedupe,
+    leak_findings,
+    memory_event,
+    out_of_bounds_finding,
+    place,
+    uninitialized_finding,
+    write_kind,
+)
+from ascend_tui.evidence import Finding, MemoryEvent, MemorySample
+from ascend_tui.graph.opgraph import OpGraph
+from ascend_tui.live.capture import CaptureResult, Progress, Recorder, call_model, dtype_name, iter_tensors
+from ascend_tui.live.device import Device
+from ascend_tui.live.sanitize_tracking import (
+    MAX_VIEWS,
+    BornStorage,
+    InitTracker,
+    LeakTracker,
+    UnwrittenRead,
+    holders,
+    storage_key,
+)
+
+_MAX_REPORTS_PER_ALLOC = 3
+_ALIASING_OPS = frozenset({"_unsafe_view", "_reshape_alias", "alias", "detach", "set_"})
+_CPU_COUNTER = "bytes of surviving tensors: the cpu has no allocated-memory counter"
+
+
+@dataclass(slots=True)
+class SanitizedCapture(CaptureResult):
+    """A capture plus what the sanitizer found: findings, memory events and the per-iteration memory trend."""
+
+    findings: list[Finding] = field(default_factory=list)
+    events: list[MemoryEvent] = field(default_factory=list)
+    samples: list[MemorySample] = field(default_factory=list)
+    iterations: int = 1
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What the sanitizer needs to know about one aten overload, computed once."""
+
+    name: str
+    names: tuple[str, ...]
+    outs: frozenset[str]
+    written: frozenset[str]
+    view: bool
+    metadata: bool
+    rule: IndexRule | None
+    fresh: bool
+
+
+@dataclass(slots=True)
+class _Bad:
+    """An index argument found out of range before the op ran."""
+
+    where: tuple[int | str, int | None]
+    tensor: Any
+    indexed: Any
+    violation: IndexViolation
+
+
+def _bind(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], func: Any) -> dict[str, tuple[Any, int | str | None]]:
+    """Each schema argument's value and where it sits (position, keyword, or None for a default)."""
+    out: dict[str, tuple[Any, int | str | None]] = {}
+    for i, arg in enumerate(func._schema.arguments):
+        if i < len(args):
+            out[arg.name] = (args[i], i)
+        elif arg.name in kwargs:
+            out[arg.name] = (kwargs[arg.name], arg.name)
+        else:
+            out[arg.name] = (arg.default_value if arg.has_default_value() else None, None)
+    return out
+
+
+def _replace(args: tuple[Any, ...], kwargs: dict[str, Any], where: tuple[int | str, int | None], new: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    pos, elem = where
+    holder = args[pos] if isinstance(pos, int) else kwargs[pos]
+    if elem is not None:
+        items = list(holder)
+        items[elem] = new
+        new = items
+    if isinstance(pos, int):
+        return args[:pos] + (new,) + args[pos + 1:], kwargs
+    return args, {**kwargs, pos: new}
+
+
+class Sanitizer:
+    """The checks and bookkeeping behind the dispatch mode, shared by every iteration of one run."""
+
+    def __init__(self, model: Any, inputs: Any) -> None:
+        import torch
+
+        self._torch = torch
+        self.init = InitTracker(torch)
+        self.leaks = LeakTracker(model, inputs)
+        self.violations: list[IndexViolation] = []
+        self.reads: list[UninitRead] = []
+        self.iteration = 0
+        self._plans: dict[Any, _Plan] = {}
+
+    def plan(self, func: Any) -> _Plan:
+        plan = self._plans.get(func)
+        if plan is None:
+            schema = func._schema
+            name = func.overloadpacket.__name__
+            plan = _Plan(
+                name, tuple(a.name for a in schema.arguments),
+                frozenset(a.name for a in schema.arguments if a.is_out),
+                frozenset(a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write),
+                bool(func.is_view), name in METADATA_OPS, INDEX_RULES.get(name),
+                fresh=name in ("lift_fresh", "lift") or not (
+                    name in _ALIASING_OPS or any(r.alias_info is not None for r in schema.returns)))
+            self._plans[func] = plan
+        return plan
+
+    # -- index bounds -----------------------------------------------------------------------
+
+    def bounds(self, plan: _Plan, bound: dict[str, tuple[Any, int | str | None]]) -> list[_Bad]:
+        """Index arguments of this call that hold values outside their valid range."""
+        rule = plan.rule
+        torch = self._torch
+        if rule is None or rule.index not in bound or rule.indexed not in bound:
+            return []
+        indexed, _ = bound[rule.indexed]
+        index, pos = bound[rule.index]
+        if not isinstance(indexed, torch.Tensor) or pos is None:
+            return []
+        checks: list[tuple[Any, int | None, int, int | None, int | None]] = []
+        if rule.mode == "list":
+            dim = 0
+            for k, idx in enumerate(index):
+                if idx is None:
+                    dim += 1
+                elif idx.dtype in (torch.bool, torch.uint8):
+                    dim += idx.dim()
+                else:
+                    checks.append((idx, k, indexed.shape[dim] if dim < indexed.dim() else 0, dim, None))
+                    dim += 1
+        elif rule.mode == "dim":
+            d = bound.get("dim", (0, None))[0]
+            if not isinstance(d, int):
+                return []
+            d = d % max(indexed.dim(), 1)
+            checks.append((index, None, indexed.shape[d] if indexed.dim() else 1, d, None))
+        elif rule.mode == "rows":
+            checks.append((index, None, indexed.shape[0], 0, None))
+        elif rule.mode == "flat":
+            checks.append((index, None, indexed.numel(), None, None))
+        else:
+            classes = indexed.shape[0] if indexed.dim() == 1 else indexed.shape[1]
+            checks.append((index, None, classes, 1 if indexed.dim() > 1 else 0, bound.get("ignore_index", (-100, None))[0]))
+        found = []
+        for idx, k, n, dim, ignore in checks:
+            bad = self._check(plan, idx, n, dim, ignore, indexed, rule)
+            if bad is not None:
+                found.append(_Bad((pos, k), idx, indexed, bad))
+        return found
+
+    def _check(self, plan: _Plan, idx: Any, n: int, dim: int | None, ignore: int | None, indexed: Any,
+               rule: IndexRule) -> IndexViolation | None:
+        torch = self._torch
+        if not isinstance(idx, torch.Tensor) or idx.numel() == 0 or idx.is_floating_point() or idx.dtype == torch.bool:
+            return None
+        low = -n if rule.negative else 0
+        bad = (idx < low) | (idx >= n)
+        if ignore is not None:
+            bad &= idx != ignore
+        if not bool(bad.any()):
+            return None
+        values = idx[bad]
+        count = int(values.numel())
+        lo, hi = (int(v) for v in torch.stack([values.min(), values.max()]).tolist())
+        return IndexViolation(
+            node="", slot=-1, arg=rule.index, value=int(values[0]), low=low, high=n, bad_count=count,
+            numel=idx.numel(), bad_min=lo, bad_max=hi,
+            indexed=f"{dtype_name(indexed.dtype)}[{','.join(str(d) for d in indexed.shape)}]",
+            dim=dim, mode=rule.mode, ignore_index=ignore, clamped=n > 0, iteration=self.iteration)
+
+    def clamp(self, bad: _Bad) -> Any:
+        v = bad.violation
+        fixed = bad.tensor.clamp(v.low, v.high - 1)
+        if v.ignore_index is not None:
+            fixed = self._torch.where(bad.tensor == v.ignore_index, bad.tensor, fixed)
+        return fixed
+
+    # -- initialization ---------------------------------------------------------------------
+
+    def _touched(self, plan: _Plan, self_t: Any, bound: dict[str, tuple[Any, int | str | None]]) -> Any:
+        """Which elements of `self_t` a partial writer touches, replayed on a boolean tensor."""
+        torch = self._torch
+        z = torch.zeros(self_t.shape, dtype=torch.bool, device=self_t.device)
+        get = {k: v[0] for k, v in bound.items()}
+        name = plan.name
+        if name in ("index_put_", "_index_put_impl_"):
+            torch.ops.aten.index_put_.default(z, list(get["indices"]), torch.tensor(True, device=self_t.device))
+        elif name.startswith("scatter"):
+            z.scatter_(get["dim"], get["index"], True)
+        elif name in ("index_copy_", "index_fill_", "index_add_", "index_reduce_"):
+            z.index_fill_(get["dim"], get["index"], True)
+        elif name in ("masked_fill_", "masked_scatter_"):
+            z |= get["mask"].to(torch.bool).expand_as(z)
+        elif name == "put_":
+            index = get["index"].flatten()
+            z.view(-1).index_fill_(0, torch.where(index < 0, index + z.numel(), index), True)
+        elif name == "fill_diagonal_":
+            z.fill_diagonal_(True, get.get("wrap", False))
+        return z
+
+    def reads_before(self, plan: _Plan, bound: dict[str, tuple[Any, int | str | None]]) -> list[UnwrittenRead]:
+        """Never-written elements this call is about to read."""
+        if not self.init.entries or plan.view or plan.metadata:
+            return []
+        torch = self._torch
+        found: list[UnwrittenRead] = []
+        flags = {k: bound[k][0] for k in ("accumulate", "include_self", "reduce", "beta") if k in bound}
+        for name in plan.names:
+            value = bound[name][0]
+            if name in plan.outs or value is None:
+                continue
+            touched = None
+            if name in plan.written:
+                kind = write_kind(plan.name, flags)
+                if kind in ("full", "partial"):
+                    continue
+                if kind == "accumulate":
+                    touched = self._touched(plan, value, bound)
+            elif name == "self" and plan.name in BETA_OPS and flags.get("beta") == 0:
+                continue
+            elif plan.name == "scatter" or plan.name.startswith("scatter_"):
+                if name == "src" and isinstance(value, torch.Tensor):
+                    index = bound["index"][0]
+                    value = value[tuple(slice(0, s) for s in index.shape)]
+            for t in value if isinstance(value, (list, tuple)) else (value,):
+                entry = self.init.lookup(t)
+                if entry is None or entry.reports >= _MAX_REPORTS_PER_ALLOC:
+                    continue
+                read = self.init.unread(entry, t, touched)
+                if read is not None:
+                    entry.reports += 1
+                    found.append(read)
+        return found
+
+    def writes_after(self, plan: _Plan, bound: dict[str, tuple[Any, int | str | None]], out: Any,
+                     node: str, grown: list[tuple[Any, int]]) -> None:
+        """Mark what this call wrote, and start tracking what it allocated uninitialized."""
+        torch = self._torch
+        if plan.name in ALLOC_OPS:
+            for t in iter_tensors(out):
+                self.init.allocate(t, node, f"aten.{plan.name}")
+            return
+        for t, old_elements in grown:
+            if self.init.lookup(t) is None:
+                self.init.allocate(t, node, f"aten.{plan.name}", old_elements)
+        if not self.init.entries or not plan.written or plan.metadata:
+            return
+        flags = {k: bound[k][0] for k in ("accumulate", "include_self", "reduce", "beta") if k in bound}
+        for name in plan.written:
+            value = bound[name][0]
+            for t in value if isinstance(value, (list, tuple)) else (value,):
+                if not isinstance(t, torch.Tensor) or self.init.lookup(t) is None:
+                    continue
+                partial = name not in plan.outs and write_kind(plan.name, flags) in ("partial", "accumulate")
+                self.init.write(t, self._touched(plan, t, bound) if partial else None)
+
+
+def _sanitize_mode_class() -> type:
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    import torch
+
+    class SanitizeMode(TorchDispatchMode):
+        """Checks each aten call before it runs, records it, then notes what it wrote and created."""
+
+        def __init__(self, recorder: Recorder, sanitizer: Sanitizer) -> None:
+            super().__init__()
+            self.recorder = recorder
+            self.sanitizer = sanitizer
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            s = self.sanitizer
+            plan = s.plan(func)
+            bound = _bind(plan, args, kwargs, func)
+            run_args, run_kwargs = args, kwargs
+            bad = s.bounds(plan, bound) if plan.rule is not None else []
+            for b in bad:
+                if b.violation.clamped:
+                    run_args, run_kwargs = _replace(run_args, run_kwargs, b.where, s.clamp(b))
+            run_bound = _bind(plan, run_args, run_kwargs, func) if bad else bound
+            for name in plan.written - plan.outs:
+                value = bound[name][0]
+                if isinstance(value, torch.Tensor):
+                    self.recorder.source_of(value)
+            reads = s.reads_before(plan, run_bound)
+            grown = []
+            if plan.name in ("resize_", "resize_as_"):
+                t = args[0]
+                grown = [(t, t.untyped_storage().nbytes() // max(t.element_size(), 1))]
+            out = func(*run_args, **run_kwargs)
+            node = self.recorder.record(func, args, kwargs, out)
+            grown = [(t, n) for t, n in grown if t.untyped_storage().nbytes() // t.element_size() > n]
+            s.writes_after(plan, run_bound, out, node, grown)
+            if bad or reads:
+                slots = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+                for b in bad:
+                    s.violations.append(dataclasses.replace(b.violation, node=node, slot=_slot(slots, b.tensor),
+                                                            indexed_slot=_slot(slots, b.indexed)))
+                for r in reads:
+                    s.reads.append(UninitRead(
+                        node, _slot(slots, r.tensor), r.alloc.node, r.alloc.op, r.alloc.desc, r.unwritten,
+                        r.read_numel, int(r.alloc.mask.numel()), int(r.alloc.mask.sum()), r.first, r.last,
+                        s.iteration))
+            outs = list(iter_tensors(out))
+            if outs:
+                s.leaks.on_outputs(outs, node, self.recorder.module, f"aten.{plan.name}", plan.fresh)
+            return out
+
+    return SanitizeMode
+
+
+def _slot(tensors: list[Any], t: Any) -> int:
+    for i, x in enumerate(tensors):
+        if x is t:
+            return i
+    return 0
+
+
+def _device_of(model: Any, inputs: Any) -> Device:
+    """The device the model computes on, from its inputs and parameters (the CPU when nothing says otherwise)."""
+    import torch
+
+    tensors = list(iter_tensors(inputs))
+    if isinstance(model, torch.nn.Module):
+        tensors += list(model.parameters())
+    for t in tensors:
+        if t.device.type in ("cuda", "npu"):
+            return Device(t.device.type, t.device.index or 0)
+    return Device("cpu")
+
+
+def _keys(obj: Any) -> set[int]:
+    return {k for t in iter_tensors(obj) if (k := storage_key(t)) is not None}
+
+
+def _on_graph(f: Finding, graph: OpGraph) -> Finding:
+    """`f` moved onto `graph` when a later iteration named its op differently (data-dependent branches)."""
+    if f.node in graph:
+        return f
+    order = graph.execution_order()
+    node = place(graph, f.node, f.module, f.op_type) or (order[-1] if order else None)
+    if node is None:
+        return f
+    n = graph.node(node)
+    return dataclasses.replace(f, node=node, module=n.module, op_type=n.op_type, index=n.index,
+                               message=f"{f.message} [seen at {f.node}]")
+
+
+def _leak_records(san: Sanitizer, model: Any, held: set[int]) -> list[LeakRecord]:
+    """Surviving storages grouped by the op that created them, with who holds them."""
+    groups: dict[str, list[tuple[int, BornStorage]]] = {}
+    for key, born in san.leaks.alive(held):
+        groups.setdefault(born.node, []).append((key, born))
+    if not groups:
+        return []
+    held_by = holders(model, {k for items in groups.values() for k, _ in items})
+    records = []
+    for node, items in groups.items():
+        per_iter: dict[int, int] = {}
+        via: list[str] = []
+        names: list[str] = []
+        for key, born in items:
+            per_iter[born.iteration] = per_iter.get(born.iteration, 0) + born.nbytes
+            via += [n for ref, n in born.views if ref() is not None and n not in via]
+            if key in held_by and held_by[key] not in names:
+                names.append(held_by[key])
+        first = items[0][1]
+        iters = tuple(sorted(per_iter))
+        records.append(LeakRecord(node, first.module, first.op_type, first.desc, iters,
+                                  tuple(per_iter[i] for i in iters), tuple(names), tuple(via[:MAX_VIEWS])))
+    return records
+
+
+def capture_sanitized(
+    model: Any,
+    inputs: Any,
+    *,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    phase_label: str = "sanitizing",
+    iterations: int = 1,
+    device: Device | None = None,
+    expected_ops: int | None = None,
+) -> SanitizedCapture:
+    """Run `model(*inputs)` `iterations` times under the sanitizer; the graph and statistics are the first run's.
+
+    Bad indices are clamped into range (and reported) so the run completes on any device;
+    later iterations are checked the same way and feed the leak and memory-trend evidence.
+    """
+    import torch
+
+    iterations = max(1, int(iterations))
+    dev = device or _device_of(model, inputs)
+    san = Sanitizer(model, inputs)
+    mode_cls = _sanitize_mode_class()
+    counter = "device.memory_allocated" if dev.has_memory_counters else _CPU_COUNTER
+    samples = [_sample(dev, san, set(), 0, "before the first iteration")]
+    findings: list[Finding] = []
+    main: tuple[OpGraph, Any, Any, int] | None = None
+    held: set[int] = set()
+    for it in range(iterations):
+        san.iteration = san.leaks.iteration = it
+        san.violations, san.reads = [], []
+        label = phase_label if iterations == 1 else f"{phase_label} (iteration {it + 1}/{iterations})"
+        rec = Recorder(model, inputs, stats=True, source=True, progress=progress, cancel=cancel,
+                       phase_label=label, expected_ops=main[3] if main else expected_ops)
+        handles = rec.install_hooks(model)
+        try:
+            with torch.set_grad_enabled(False), mode_cls(rec, san):
+                out = call_model(model, inputs)
+        finally:
+            for h in handles:
+                h.remove()
+        stats = rec.finish_stats() if (it == 0 or san.violations) else None
+        found = [out_of_bounds_finding(rec.graph, v, stats) for v in san.violations]
+        found += [uninitialized_finding(rec.graph, u) for u in san.reads]
+        if main is None:
+            main = (rec.graph, stats, out, rec.op_count)
+            held = _keys(out)
+        else:
+            found = [_on_graph(f, main[0]) for f in found]
+        findings += found
+        del out, rec
+        dev.synchronize()
+        if dev.has_memory_counters or any(True for _ in san.leaks.alive(held)):
+            gc.collect(1)  # cycles made during the call are young; a full collection costs ~0.2 s
+        samples.append(_sample(dev, san, held, it + 1, f"after iteration {it + 1}"))
+        san.leaks.prune()
+        if progress is not None:
+            progress(label, main[3], main[3])
+    assert main is not None
+    graph, stats, outputs, op_count = main
+    if any(True for _ in san.leaks.alive(held)):
+        gc.collect()  # before calling anything a leak, free every cycle, old ones included
+    held -= set(holders(model, held))  # an output the model also keeps counts as kept, though we hold it too
+    leaks = leak_findings(graph, _leak_records(san, model, held), iterations, samples, counter)
+    findings = dedupe(findings) + leaks
+    events = [memory_event(f, f.metrics.get("bytes_per_iteration") if f.kind == "leak" else None) for f in findings]
+    return SanitizedCapture(graph, stats, outputs, op_count, findings=findings, events=events, samples=samples,
+                            iterations=iterations)
+
+
+def _sample(dev: Device, san: Sanitizer, held: set[int], time: int, label: str) -> MemorySample:
+    """Allocated/reserved bytes now: the device's counters, or on the CPU the bytes of surviving tensors."""
+    if dev.has_memory_counters:
+        dev.synchronize()
+        return MemorySample(float(time), float(dev.memory_allocated()), float(dev.memory_reserved()), f"live: {label}")
+    alive = sum(b.nbytes for _, b in san.leaks.alive(held))
+    return MemorySample(float(time), float(alive), 0.0, f"live: {label} ({_CPU_COUNTER})")
+
+
+def run(ctx: Any, inv: Any) -> None:
+    """The `memory` live check: sanitizer findings, memory events and the per-iteration trend into `inv`."""
+    cap = ctx.target
+    if not isinstance(cap, SanitizedCapture):
+        cap = capture_sanitized(ctx.model, ctx.inputs, progress=ctx.progress, cancel=ctx.cancel,
+                                phase_label="sanitizing", iterations=ctx.iterations, device=ctx.device)
+    inv.replace_findings("memory", [_on_graph(f, inv.graph) for f in cap.findings])
+    inv.memory_events[:] = [e for e in inv.memory_events if e.tool != "live"] + list(cap.events)
+    inv.memory_samples[:] = [s for s in inv.memory_samples if not s.label.startswith("live: ")] + list(cap.samples)
