@@ -162,6 +162,38 @@ def test_resnet50_excerpt(fixtures: Path, tmp_path: Path) -> None:
     assert g.node("conv1/conv2d.0").source.file.endswith("precision_sample.py")
 
 
+def test_module_level_dump_makes_module_nodes(fixtures: Path, tmp_path: Path) -> None:
+    rank = _rank(fixtures, "dump_fp32")
+    dump = json.loads((rank / "dump.json").read_text())
+    dump["level"] = "L0"
+    dump["data"] = {k: v for k, v in dump["data"].items() if k.startswith("Module.")}
+    construct = {k: v for k, v in json.loads((rank / "construct.json").read_text()).items() if k.startswith("Module.")}
+    (tmp_path / "dump.json").write_text(json.dumps(dump))
+    (tmp_path / "construct.json").write_text(json.dumps(construct))
+    g = msprobe.load(tmp_path, checks=False).graph
+    assert g.execution_order() == ["conv1/Conv2d.0", "bn1/BatchNorm2d.0", "conv2/Conv2d.0", "fc/Linear.0",
+                                   "backward:fc/Linear.0", "backward:conv2/Conv2d.0", "backward:bn1/BatchNorm2d.0",
+                                   "backward:conv1/Conv2d.0"]
+    bn = g.node("bn1/BatchNorm2d.0")
+    assert bn.op_type == "Module.BatchNorm2d" and bn.module == "bn1" and bn.module_class == "BatchNorm2d"
+    assert g.producer(bn.id, 0) == "conv1/Conv2d.0"
+    assert {e.src for e in g.producers(bn.id)} == {"conv1/Conv2d.0", "param:bn1.weight", "param:bn1.bias"}
+
+
+def test_progress_and_cancel(fixtures: Path) -> None:
+    import threading
+
+    from ascend_tui.errors import Cancelled
+
+    seen: list[tuple[str, int, int | None]] = []
+    msprobe.load(_dump(fixtures, "dump_fp32"), progress=lambda *a: seen.append(a), checks=False)
+    assert seen[0][0] == "reading dump.json" and seen[-1][1] == seen[-1][2] == 27
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(Cancelled):
+        msprobe.load(_dump(fixtures, "dump_fp32"), cancel=cancel)
+
+
 # -- layouts -------------------------------------------------------------------------------------------
 
 

@@ -344,7 +344,11 @@ class _Builder:
         nid = self.node_id(entry)
         self.ids[entry.name] = nid
         wires = self.wire(entry)
-        metas = [leaf.meta for leaf in entry.inputs]
+        metas: list[TensorMeta | None] = [leaf.meta for leaf in entry.inputs]
+        if entry.kind == "module" and entry.direction == "forward":
+            for pname, leaf in entry.params.items():  # a module node computes with its own parameters
+                wires.append((self.param_node(entry.module, pname), 0, "param", 1.0))
+                metas.append(leaf.meta)
         source = self.stacks.get(entry.name)
         attrs: dict[str, Any] = {"msprobe": entry.name}
         fwd = self.graph.get(self.ids.get(entry.forward_name)) if entry.phase == "backward" else None
