@@ -18,8 +18,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from ascend_tui.errors import InputError
-from ascend_tui.evidence import SourceLocation, StatsTable
-from ascend_tui.formats.msprobe_graph import FLOAT_DTYPES, Leaf, Progress, build
+from ascend_tui.evidence import SourceLocation, StatsTable, TensorMeta
+from ascend_tui.formats.msprobe_graph import (
+    API_NAME, FLOAT_DTYPES, MODULE_NAME, PARAM_GRAD, Builder, Built, Entry, Leaf, Progress,
+)
 from ascend_tui.graph.opgraph import OpGraph, read_json
 from ascend_tui.investigation import Investigation, RunInfo
 
@@ -28,6 +30,8 @@ _STEP_DIR = re.compile(r"^step(\d+)$")
 _STACK_LINE = re.compile(r"^\s*File\s+(?P<file>.*?),\s*line\s+(?P<line>\d+),\s*in\s+(?P<func>[^,\n]*)", re.S)
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3")
 _MAX_SCAN = 4096
+_DUNDER_OPS = frozenset({"add", "sub", "mul", "truediv", "floordiv", "div", "matmul", "mod", "pow",
+                         "and", "or", "xor", "lshift", "rshift"})
 _STACK_FRAMES = 16
 
 
@@ -162,7 +166,107 @@ def source_from_lines(lines: list[Any]) -> SourceLocation | None:
     return SourceLocation(user[0], user[1], user[2], stack)
 
 
-# -- records ---------------------------------------------------------------------------------------
+# -- records --------------------------------------------------------------------------------------
+
+
+def _number(value: Any, where: str, path: Path) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    try:
+        return float(str(value).replace("Infinity", "inf"))
+    except ValueError:
+        raise InputError(path, f"{where}: statistic {value!r} is not a number") from None
+
+
+def parse_leaves(value: Any, name: str, path: Path, tensors: list[Leaf], scalars: dict[str, Any]) -> None:
+    """Flatten nested lists/dicts of msprobe leaves into tensor `Leaf`s (in order) and scalar values."""
+    if value is None:
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            parse_leaves(item, f"{name}.{i}", path, tensors, scalars)
+        return
+    if not isinstance(value, dict):
+        raise InputError(path, f"{name}: {value!r} is not an msprobe tensor or value record")
+    if "dtype" in value and "shape" in value:
+        shape, dtype = value["shape"], value["dtype"]
+        if not (isinstance(shape, list) and all(isinstance(d, int) for d in shape) and isinstance(dtype, str)):
+            raise InputError(path, f"{name}: a tensor record needs an integer list \"shape\" and a \"dtype\"")
+        raw = [value.get(k) for k in ("Max", "Min", "Mean", "Norm")]
+        stats = None if all(v is None for v in raw) else tuple(_number(v, name, path) for v in raw)
+        md5 = value.get("md5")
+        tensors.append(Leaf.make(name, TensorMeta(tuple(shape), dtype.removeprefix("torch.")), stats,
+                                 str(md5) if md5 is not None else None, value.get("data_name")))
+    elif "type" in value or "class_type" in value:
+        if "value" in value and not isinstance(value["value"], (dict, list)):
+            scalars[name] = value["value"]
+        for k, v in value.items():
+            if isinstance(v, dict) and "dtype" in v:
+                parse_leaves(v, f"{name}.{k}", path, tensors, scalars)
+    else:
+        for k, v in value.items():
+            parse_leaves(v, f"{name}.{k}", path, tensors, scalars)
+
+
+def short_op(api: str) -> str:
+    """`mul` for `__mul__`/`__rmul__`, `add_` for `__iadd__`, `div` for `__truediv__`; other names unchanged."""
+    if not (api.startswith("__") and api.endswith("__")):
+        return api
+    core = api.strip("_")
+    inplace = False
+    if core not in _DUNDER_OPS and core[:1] in ("i", "r") and core[1:] in _DUNDER_OPS:
+        inplace, core = core[0] == "i", core[1:]
+    core = "div" if core == "truediv" else core
+    return core + "_" if inplace else core
+
+
+def parse_entry(name: str, record: Any, path: Path) -> Entry | None:
+    """Classify one dump.json record; None for records that are not ops (parameter gradients)."""
+    if PARAM_GRAD.match(name):
+        return None
+    if not isinstance(record, dict):
+        raise InputError(path, f"record {name!r} is {type(record).__name__}, expected an object")
+    if m := MODULE_NAME.match(name):
+        entry = Entry(name, "module", m["cls"], f"Module.{m['cls']}", m["dir"], m["path"], m["cls"])
+    elif m := API_NAME.match(name):
+        entry = Entry(name, "api", short_op(m["api"]), f"{m['prefix']}.{short_op(m['api'])}", m["dir"])
+    else:
+        return None
+    entry.phase = entry.direction
+    ins = ("input_args", "input_kwargs") if entry.direction == "forward" else ("input",)
+    for key in ins:
+        parse_leaves(record.get(key), f"{name}.input", path, entry.inputs, entry.scalars)
+    parse_leaves(record.get("output"), f"{name}.output", path, entry.outputs, entry.scalars)
+    params = record.get("parameters")
+    if isinstance(params, dict):
+        for pname, leaf in params.items():
+            found: list[Leaf] = []
+            parse_leaves(leaf, f"{name}.parameters.{pname}", path, found, {})
+            if found:
+                entry.params[str(pname)] = found[0]
+    entry.recompute = bool(record.get("is_recompute", False))
+    return entry
+
+
+# -- graph and statistics -------------------------------------------------------------------------
+
+
+def build(data: Mapping[str, Any], construct: Mapping[str, str | None], stacks: Mapping[str, SourceLocation],
+          path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Built:
+    """The graph and statistics of dump.json `data` (records in execution order)."""
+    entries: list[Entry] = []
+    skipped = 0
+    for name, record in data.items():
+        entry = parse_entry(str(name), record, path)
+        if entry is None:
+            skipped += not PARAM_GRAD.match(str(name))
+            continue
+        entries.append(entry)
+    builder = Builder(entries, construct, stacks)
+    builder.build(progress, cancel)
+    return builder.finish(skipped)
 
 
 def exact_counts(rank_dir: Path, leaves: Mapping[tuple[str, int], Leaf], stats: StatsTable) -> int:

@@ -1,4 +1,4 @@
-"""Graph builder for msprobe dumps: classify dump.json records and infer the edges msprobe does not record.
+"""Graph builder for msprobe dumps: op nodes and placeholders from classified records, and the inferred edges.
 
 msprobe writes what each API and module saw (dtype, shape, Max/Min/Mean/Norm, optionally the
 tensor) in execution order. An input is wired to the parameter of its module or to the most
@@ -12,12 +12,11 @@ import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ascend_tui.errors import Cancelled, InputError
+from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import STAT_FIELDS, SourceLocation, StatsTable, TensorMeta
 from ascend_tui.graph.opgraph import OpGraph, OpNode
 
@@ -26,8 +25,6 @@ Progress = Callable[[str, int, "int | None"], None]
 API_NAME = re.compile(r"^(?P<prefix>[A-Za-z][A-Za-z0-9_]*)\.(?P<api>.+)\.(?P<idx>\d+)\.(?P<dir>forward|backward)$")
 MODULE_NAME = re.compile(r"^(?:Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward)\.(?P<idx>\d+)$")
 PARAM_GRAD = re.compile(r"^(?:Module|Cell)\..+\.parameters_grad(?:\.\d+)?$")
-_DUNDER_OPS = frozenset({"add", "sub", "mul", "truediv", "floordiv", "div", "matmul", "mod", "pow",
-                         "and", "or", "xor", "lshift", "rshift"})
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 _WINDOW = 64
 
@@ -105,91 +102,7 @@ class Built:
     skipped: int
 
 
-# -- records --------------------------------------------------------------------------------------
-
-
-def _number(value: Any, where: str, path: Path) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, (bool, int, float)):
-        return float(value)
-    try:
-        return float(str(value).replace("Infinity", "inf"))
-    except ValueError:
-        raise InputError(path, f"{where}: statistic {value!r} is not a number") from None
-
-
-def parse_leaves(value: Any, name: str, path: Path, tensors: list[Leaf], scalars: dict[str, Any]) -> None:
-    """Flatten nested lists/dicts of msprobe leaves into tensor `Leaf`s (in order) and scalar values."""
-    if value is None:
-        return
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            parse_leaves(item, f"{name}.{i}", path, tensors, scalars)
-        return
-    if not isinstance(value, dict):
-        raise InputError(path, f"{name}: {value!r} is not an msprobe tensor or value record")
-    if "dtype" in value and "shape" in value:
-        shape, dtype = value["shape"], value["dtype"]
-        if not (isinstance(shape, list) and all(isinstance(d, int) for d in shape) and isinstance(dtype, str)):
-            raise InputError(path, f"{name}: a tensor record needs an integer list \"shape\" and a \"dtype\"")
-        raw = [value.get(k) for k in ("Max", "Min", "Mean", "Norm")]
-        stats = None if all(v is None for v in raw) else tuple(_number(v, name, path) for v in raw)
-        md5 = value.get("md5")
-        tensors.append(Leaf.make(name, TensorMeta(tuple(shape), dtype.removeprefix("torch.")), stats,
-                                 str(md5) if md5 is not None else None, value.get("data_name")))
-    elif "type" in value or "class_type" in value:
-        if "value" in value and not isinstance(value["value"], (dict, list)):
-            scalars[name] = value["value"]
-        for k, v in value.items():
-            if isinstance(v, dict) and "dtype" in v:
-                parse_leaves(v, f"{name}.{k}", path, tensors, scalars)
-    else:
-        for k, v in value.items():
-            parse_leaves(v, f"{name}.{k}", path, tensors, scalars)
-
-
-def short_op(api: str) -> str:
-    """`mul` for `__mul__`/`__rmul__`, `add_` for `__iadd__`, `div` for `__truediv__`; other names unchanged."""
-    if not (api.startswith("__") and api.endswith("__")):
-        return api
-    core = api.strip("_")
-    inplace = False
-    if core not in _DUNDER_OPS and core[:1] in ("i", "r") and core[1:] in _DUNDER_OPS:
-        inplace, core = core[0] == "i", core[1:]
-    core = "div" if core == "truediv" else core
-    return core + "_" if inplace else core
-
-
-def parse_entry(name: str, record: Any, path: Path) -> Entry | None:
-    """Classify one dump.json record; None for records that are not ops (parameter gradients)."""
-    if PARAM_GRAD.match(name):
-        return None
-    if not isinstance(record, dict):
-        raise InputError(path, f"record {name!r} is {type(record).__name__}, expected an object")
-    if m := MODULE_NAME.match(name):
-        entry = Entry(name, "module", m["cls"], f"Module.{m['cls']}", m["dir"], m["path"], m["cls"])
-    elif m := API_NAME.match(name):
-        entry = Entry(name, "api", short_op(m["api"]), f"{m['prefix']}.{short_op(m['api'])}", m["dir"])
-    else:
-        return None
-    entry.phase = entry.direction
-    ins = ("input_args", "input_kwargs") if entry.direction == "forward" else ("input",)
-    for key in ins:
-        parse_leaves(record.get(key), f"{name}.input", path, entry.inputs, entry.scalars)
-    parse_leaves(record.get("output"), f"{name}.output", path, entry.outputs, entry.scalars)
-    params = record.get("parameters")
-    if isinstance(params, dict):
-        for pname, leaf in params.items():
-            found: list[Leaf] = []
-            parse_leaves(leaf, f"{name}.parameters.{pname}", path, found, {})
-            if found:
-                entry.params[str(pname)] = found[0]
-    entry.recompute = bool(record.get("is_recompute", False))
-    return entry
-
-
-# -- statistics ------------------------------------------------------------------------------------
+# -- statistics -----------------------------------------------------------------------------------
 
 
 def stats_rows(leaves: list[Leaf]) -> np.ndarray:
@@ -239,7 +152,7 @@ def _param_id(module: str, pname: str) -> str:
     return f"param:{module}.{pname}" if module else f"param:{pname}"
 
 
-class _Builder:
+class Builder:
     """Walks dump.json records in order, adding op nodes, placeholders and inferred edges."""
 
     def __init__(self, entries: list[Entry], construct: Mapping[str, str | None],
@@ -520,19 +433,3 @@ def _close(a: Leaf, b: Leaf, rtol: float = 1e-2) -> bool:
         if not (math.isfinite(x) and math.isfinite(y)) or abs(x - y) > rtol * max(abs(x), abs(y)) + 1e-6:
             return False
     return True
-
-
-def build(data: Mapping[str, Any], construct: Mapping[str, str | None], stacks: Mapping[str, SourceLocation],
-          path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Built:
-    """The graph and statistics of dump.json `data` (records in execution order)."""
-    entries: list[Entry] = []
-    skipped = 0
-    for name, record in data.items():
-        entry = parse_entry(str(name), record, path)
-        if entry is None:
-            skipped += not PARAM_GRAD.match(str(name))
-            continue
-        entries.append(entry)
-    builder = _Builder(entries, construct, stacks)
-    builder.build(progress, cancel)
-    return builder.finish(skipped)

@@ -18,7 +18,8 @@ from typing import Any
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding
 from ascend_tui.formats import msprobe
-from ascend_tui.formats.msprobe_graph import MODULE_NAME, Leaf, Progress, build, parse_leaves, stats_row
+from ascend_tui.formats.msprobe import build, parse_leaves
+from ascend_tui.formats.msprobe_graph import MODULE_NAME, Leaf, Progress, stats_row
 from ascend_tui.graph.opgraph import read_json
 from ascend_tui.investigation import Investigation, RunInfo
 
