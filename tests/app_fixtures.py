@@ -51,7 +51,8 @@ def overflow_investigation() -> Investigation:
     """A float16 run where `attn[0]/exp.0` overflows and the Inf turns into NaN downstream."""
     g = OpGraph("overflow-demo")
     g.add_node(OpNode("input:0", "input", "", -1, kind="input", outputs=(TensorMeta((4, 8), "float16"),)))
-    g.add_node(OpNode("param:proj.weight", "param", "proj", -1, kind="param", outputs=(TensorMeta((16, 8), "float16"),)))
+    g.add_node(OpNode("param:proj.weight", "param", "proj", -1, kind="param",
+                      outputs=(TensorMeta((16, 8), "float16"),)))
     _op(g, "proj/mm.0", "aten.mm", "proj", 0, ["input:0", "param:proj.weight"], "float16", module_class="Linear")
     _op(g, "scale/mul.0", "aten.mul.Tensor", "scale", 1, ["proj/mm.0"], "float16")
     _op(g, "attn[0]/exp.0", "aten.exp", "attn[0]", 2, ["scale/mul.0"], "float16")

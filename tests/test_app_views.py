@@ -60,20 +60,22 @@ def status(app: App[Any]) -> str:
 
 
 def test_headroom_is_least_first_from_reference_and_skips_integer_outputs() -> None:
-    rows, source = headroom(overflow_investigation())
-    assert source == "reference"
-    assert [r.node for r in rows[:2]] == ["attn[0]/sum.0", "attn[0]/exp.0"]
-    assert rows[1].bits == pytest.approx(math.log2(65504 / 162754.79))
-    assert "argmax.0" not in {r.node for r in rows}
+    h = headroom(overflow_investigation())
+    assert h.source == "reference"
+    assert h.nodes[:2] == ["attn[0]/sum.0", "attn[0]/exp.0"]
+    assert h.bits[1] == pytest.approx(math.log2(65504 / 162754.79))
+    assert "argmax.0" not in h.nodes and len(h) == 7
+    assert h.past_range() == 2
 
 
 def test_headroom_without_reference_uses_target_stats_and_marks_overflowed_ops() -> None:
     inv = overflow_investigation()
     inv.reference = None
-    rows, source = headroom(inv)
-    assert source == "target"
-    assert [(r.node, r.bits) for r in rows[:2]] == [("attn[0]/exp.0", -math.inf), ("attn[0]/sum.0", -math.inf)]
-    assert rows[-1].node == "norm/rsqrt.0"
+    h = headroom(inv)
+    assert h.source == "target"
+    assert h.nodes[:4] == ["attn[0]/exp.0", "attn[0]/sum.0", "attn[0]/div.0", "add.0"]  # Inf and NaN: none left
+    assert list(h.bits[:4]) == [-math.inf] * 4
+    assert h.nodes[-1] == "norm/rsqrt.0"
 
 
 def test_dtype_max_reads_the_spellings_tools_use() -> None:
@@ -334,6 +336,9 @@ async def test_palette_commands_read_area_verb_object_and_run_app_actions(tmp_pa
                 "theme: switch to ascend-light", "theme: switch to ansi-dark"} <= set(texts)
         assert "memory: open view" not in texts  # no memory evidence in this investigation
         assert "theme: switch to ascend-dark" not in texts  # already on it
+        assert "check: run overflow" in texts
+        discovered = [hit.text async for hit in provider.discover()]
+        assert discovered == texts and discovered[0] == "graph: go to first finding"
         await pilot.press("ctrl+p")
         await pilot.pause()
         await pilot.press(*"export markdown")

@@ -28,7 +28,8 @@ def test_markdown_report_has_run_summary_findings_by_severity_causes_and_hints()
     assert "overflow / inf" in row and "introduced" in row
     assert "- root cause: `attn[0]/exp.0` — exp overflows float16 for inputs above 11.09" in md
     # the chain reads from the graph input to the op that overflowed
-    assert "- chain, cause first: `input:0` (3) → `proj/mm.0` (48) → `scale/mul.0` (12) → `attn[0]/exp.0` (1.628e+05)" in md
+    assert ("- chain, source first: `input:0` (3) → `proj/mm.0` (48) → `scale/mul.0` (12) → "
+            "`attn[0]/exp.0` (1.628e+05)") in md
     assert "- hint: exp of values above 11.1 overflows float16" in md
 
 
@@ -60,7 +61,8 @@ def test_markdown_report_without_findings_says_so() -> None:
 def test_operator_summary_has_identity_shapes_stats_side_by_side_and_findings() -> None:
     text = op_summary(overflow_investigation(), "attn[0]/exp.0")
     lines = text.splitlines()
-    assert lines[:4] == ["operator   attn[0]/exp.0", "op type    aten.exp", "module     attn[0]", "index      2 (forward)"]
+    assert lines[:4] == ["operator   attn[0]/exp.0", "op type    aten.exp", "module     attn[0]",
+                         "index      2 (forward)"]
     assert "inputs     float16[4,16]" in lines and "outputs    float16[4,16]" in lines
     header = next(line for line in lines if line.startswith("output 0"))
     assert "target (float16)" in header and "reference" in header

@@ -100,7 +100,8 @@ class InvestigatorCommands(Provider):
         current = app.theme
         for name in sorted(app.available_themes):
             if name != current:
-                out.append((f"theme: switch to {name}", "colours for the whole app", partial(setattr, app, "theme", name)))
+                out.append((f"theme: switch to {name}", "colours for the whole app",
+                            partial(setattr, app, "theme", name)))
         return out
 
     async def discover(self) -> Hits:

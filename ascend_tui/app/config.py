@@ -176,7 +176,8 @@ def load_keymap(warnings: list[str] | None = None, *, path: Path | None = None) 
         if isinstance(keys, str):
             keys = [k.strip() for k in keys.split(",")]
         if not isinstance(keys, list) or not keys or not all(isinstance(k, str) and k.strip() for k in keys):
-            _warn(warnings, f"keymap entry skipped: {InputError(path, f'{binding_id!r} must be a key string or a list of them')}")
+            problem = InputError(path, f"{binding_id!r} must be a key string or a list of them")
+            _warn(warnings, f"keymap entry skipped: {problem}")
             continue
         keymap[str(binding_id)] = ",".join(k.strip() for k in keys)
     return keymap

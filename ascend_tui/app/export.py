@@ -118,7 +118,7 @@ def _severity_section(severity: str, found: list[Finding]) -> list[str]:
             lines.append(f"- root cause: {_code(rc.node)}{reason}")
             if rc.chain:
                 hops = " → ".join(f"{_code(c.node)} ({fmt_value(c.value)})" for c in reversed(rc.chain))
-                lines.append(f"- chain, cause first: {hops}")
+                lines.append(f"- chain, source first: {hops}")
         if f.hint:
             lines.append(f"- hint: {f.hint}")
     return lines
@@ -168,7 +168,8 @@ def op_summary(inv: Investigation, node_id: str) -> str:
     for f in found:
         lines.append(f"  {f.severity.upper()} {f.check}/{f.kind}: {f.message}")
         if f.root_cause is not None:
-            lines.append(f"    root cause: {f.root_cause.node}" + (f" ({f.root_cause.reason})" if f.root_cause.reason else ""))
+            reason = f" ({f.root_cause.reason})" if f.root_cause.reason else ""
+            lines.append(f"    root cause: {f.root_cause.node}{reason}")
         if f.metrics:
             lines.append("    metrics: " + ", ".join(f"{k}={fmt_value(v)}" for k, v in f.metrics.items()))
         if f.hint:

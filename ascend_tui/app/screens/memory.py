@@ -202,7 +202,8 @@ class MemoryScreen(Screen[str | None]):
 
     def _trend_table(self) -> tuple[list[Column], list[Row]]:
         columns = [Column("sample"), Column("allocated", align="right"), Column("change", align="right"),
-                   Column("reserved", align="right"), Column("allocated, lowest to highest", width=BAR_WIDTH, grow=True)]
+                   Column("reserved", align="right"),
+                   Column("allocated, lowest to highest", width=BAR_WIDTH, grow=True)]
         values = [s.allocated_bytes for s in self.samples]
         low, high = (min(values), max(values)) if values else (0.0, 0.0)
         rows: list[Row] = []
@@ -247,15 +248,14 @@ class MemoryScreen(Screen[str | None]):
 
     def _update_status(self, table: RowTable) -> None:
         row = table.current
-        selectable = [r for r in table.rows if r.tone != "section"]
-        if row is None or not selectable:
+        position, total = table.position()
+        if row is None or not total:
             text = "esc back"
         else:
-            position = sum(1 for r in table.rows[: table.cursor + 1] if r.tone != "section")
             keys = "enter focuses the op" if row.key else "not on an operator"
             if self._cause(row) is not None:
                 keys += " · r its root cause"
-            text = f"row {position} of {len(selectable)} · {keys} · esc back"
+            text = f"row {position} of {total} · {keys} · esc back"
         self.query_one("#memory-status", Static).update(text)
 
     def _cause(self, row: Row) -> str | None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar, overload
 
+import numpy as np
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -45,52 +47,110 @@ def dtype_max(dtype: str) -> float | None:
     return FLOAT_MAX.get(_ALIASES.get(name, name))
 
 
-@dataclass(frozen=True, slots=True)
 class Headroom:
-    """How many doublings an operator's largest output value can take before its dtype overflows."""
+    """Headroom per operator as columns, least first: how many doublings each op's largest value can take.
 
-    node: str
-    bits: float
-    abs_max: float
-    dtype: str
-    index: int
+    Columns rather than one record per op, so 100k-operator graphs cost a few arrays.
+    """
+
+    __slots__ = ("nodes", "bits", "abs_max", "dtypes", "source")
+
+    def __init__(self, nodes: list[str], bits: np.ndarray, abs_max: np.ndarray, dtypes: list[str],
+                 source: str) -> None:
+        self.nodes = nodes
+        self.bits = bits
+        self.abs_max = abs_max
+        self.dtypes = dtypes
+        self.source = source
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def past_range(self) -> int:
+        """How many operators' values do not fit their dtype (negative headroom)."""
+        return int(np.count_nonzero(self.bits < 0))
 
 
-def headroom(inv: Investigation) -> tuple[list[Headroom], str]:
-    """Headroom per operator, least first, and which statistics it came from ("reference" or "target").
+def headroom(inv: Investigation) -> Headroom:
+    """`log2(finfo(dtype).max / abs_max)` per operator, least first, with the statistics it came from.
 
-    `log2(finfo(dtype).max / abs_max)` with abs_max from the reference run when there is one (what
-    the values *should* be), else from the target run; dtype is the op's floating output dtype, or
-    the run's. Negative bits: the true value does not fit; -inf: the target already overflowed.
+    abs_max comes from the reference run when there is one (what the values *should* be), else
+    from the target run; dtype is the op's floating output dtype, or the run's. Negative bits: the
+    true value does not fit; -inf: the target already holds Inf or NaN; integer outputs are skipped.
     """
     table = inv.reference if inv.reference is not None and len(inv.reference) else inv.stats
     source = "reference" if table is inv.reference else "target"
-    largest: dict[str, float] = {}
+    where: dict[str, int] = {}
+    ids: list[str] = []
+    largest: list[float] = []
     for (node, _slot), value in zip(table.keys(), table.column("abs_max").tolist()):
-        prev = largest.get(node)
-        if prev is None or value > prev or math.isnan(value):
-            largest[node] = value
-    run_dtype = inv.run.dtype
-    out: list[Headroom] = []
+        i = where.get(node)
+        if i is None:
+            where[node] = len(ids)
+            ids.append(node)
+            largest.append(value)
+        elif value > largest[i] or value != value:
+            largest[i] = value
+    limits: dict[str, tuple[str, float | None]] = {}
+    nodes: list[str] = []
+    values: list[float] = []
+    tops: list[float] = []
+    dtypes: list[str] = []
+    order: list[int] = []
     graph = inv.graph
-    for node_id, abs_max in largest.items():
+    for node_id, value in zip(ids, largest):
         node = graph.get(node_id)
         if node is None or node.is_placeholder:
             continue
         meta = next((m for m in node.outputs if m is not None), None)
-        dtype = meta.dtype if meta is not None else run_dtype
-        top = dtype_max(dtype)
+        raw = meta.dtype if meta is not None else inv.run.dtype
+        if raw not in limits:
+            limits[raw] = (raw.removeprefix("torch."), dtype_max(raw))
+        name, top = limits[raw]
         if top is None:
-            continue  # integer or bool outputs cannot overflow in the floating sense
-        if math.isnan(abs_max):
-            bits = -math.inf
-        elif abs_max == 0:
-            bits = math.inf
-        else:
-            bits = math.log2(top / abs_max) if math.isfinite(abs_max) else -math.inf
-        out.append(Headroom(node_id, bits, abs_max, dtype.removeprefix("torch."), node.index))
-    out.sort(key=lambda h: (h.bits, h.index))
-    return out, source
+            continue
+        nodes.append(node_id)
+        values.append(value)
+        tops.append(top)
+        dtypes.append(name)
+        order.append(node.index)
+    abs_max = np.array(values, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        bits = np.log2(np.array(tops, dtype=np.float64) / abs_max)
+    bits[np.isnan(bits)] = -np.inf
+    rank = np.lexsort((np.array(order, dtype=np.int64), bits))
+    return Headroom([nodes[i] for i in rank], bits[rank], abs_max[rank], [dtypes[i] for i in rank], source)
+
+
+class HeadroomRows(Sequence[Row]):
+    """The headroom list as table rows, each built when the table paints it."""
+
+    def __init__(self, data: Headroom, inv: Investigation) -> None:
+        self.data = data
+        self.graph = inv.graph
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        if isinstance(index, slice):
+            return [self._row(i) for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        return self._row(index % len(self))
+
+    def _row(self, i: int) -> Row:
+        d = self.data
+        bits = float(d.bits[i])
+        node = self.graph.node(d.nodes[i])
+        return Row((_bits_text(bits), fmt_value(float(d.abs_max[i])), d.dtypes[i], node.id, node.op_type,
+                    node.module or "(root)"), key=node.id, cell_tones=(_bits_tone(bits),))
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +241,7 @@ class OverflowScreen(Screen[str | None]):
     def __init__(self, inv: Investigation) -> None:
         super().__init__()
         self.inv = inv
-        self.headroom, self.headroom_source = headroom(inv)
+        self.headroom = headroom(inv)
         self.chains = amplification_chains(inv)
 
     def compose(self) -> ComposeResult:
@@ -210,10 +270,11 @@ class OverflowScreen(Screen[str | None]):
         dtype = self.inv.run.dtype
         top = dtype_max(dtype)
         limit = f"max {fmt_value(top)}" if top is not None else "not a floating dtype"
-        past = sum(1 for h in self.headroom if h.bits < 0)
+        past = self.headroom.past_range()
         return (f"run dtype {dtype} ({limit}) · {origins} origin{'s' * (origins != 1)}, "
                 f"{spreading} propagating · {len(self.chains)} chain{'s' * (len(self.chains) != 1)} · "
-                f"{len(self.headroom)} ops measured, {past} past their range · headroom from {self.headroom_source} stats")
+                f"{len(self.headroom)} ops measured, {past} past their range · "
+                f"headroom from {self.headroom.source} stats")
 
     def _finding_table(self) -> tuple[list[Column], list[Row]]:
         columns = [Column("sev"), Column("kind"), Column("operator", grow=True), Column("op type"),
@@ -251,25 +312,18 @@ class OverflowScreen(Screen[str | None]):
                                 cell_tones=("", "", grow_tone, "bad" if bad else "")))
         return columns, rows
 
-    def _headroom_table(self) -> tuple[list[Column], list[Row]]:
+    def _headroom_table(self) -> tuple[list[Column], Sequence[Row]]:
         columns = [Column("bits", align="right"), Column("abs max", align="right"), Column("dtype"),
                    Column("operator", grow=True), Column("op type"), Column("module")]
-        graph = self.inv.graph
-        rows = []
-        for h in self.headroom:
-            node = graph.node(h.node)
-            rows.append(Row((_bits_text(h.bits), fmt_value(h.abs_max), h.dtype, h.node, node.op_type,
-                             node.module or "(root)"), key=h.node, cell_tones=(_bits_tone(h.bits),)))
-        return columns, rows
+        return columns, HeadroomRows(self.headroom, self.inv)
 
     # -- events -----------------------------------------------------------------------------
 
     def _update_status(self, table: RowTable) -> None:
-        total = sum(1 for r in table.rows if r.key is not None and r.tone != "section")
+        position, total = table.position()
         if not total:
             text = "nothing to focus here · esc back"
         else:
-            position = sum(1 for r in table.rows[: table.cursor + 1] if r.key is not None and r.tone != "section")
             text = f"row {position} of {total} · enter focuses the op on the graph · esc back"
         self.query_one("#overflow-status", Static).update(text)
 

@@ -6,6 +6,7 @@ so a 100,000-row list costs one list in memory and only the visible lines are dr
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Sequence
 
@@ -120,7 +121,8 @@ class RowTable(ScrollView, can_focus=True):
                  classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.columns: list[Column] = list(columns)
-        self.rows: list[Row] = list(rows)
+        self.rows: Sequence[Row] = rows
+        self._sections = _sections(rows)
         self.empty = empty
         self._natural: list[int] = []
         self._widths: list[int] = []
@@ -131,16 +133,28 @@ class RowTable(ScrollView, can_focus=True):
     # -- data -------------------------------------------------------------------------------
 
     def set_rows(self, rows: Sequence[Row], columns: Sequence[Column] | None = None) -> None:
-        """Replace the rows (and optionally the columns); the cursor goes back to the top."""
+        """Replace the rows (and optionally the columns); the cursor goes back to the top.
+
+        `rows` may be a lazy sequence that builds each row when asked (only visible rows are);
+        such a sequence must hold no section headings, which are found by scanning lists only.
+        """
         if columns is not None:
             self.columns = list(columns)
-        self.rows = list(rows)
+        self.rows = rows
+        self._sections = _sections(rows)
         self._measure()
         self._laid_out_for = -1
         self.set_reactive(RowTable.cursor, self._landing(0, 1))
         self.virtual_size = Size(0, len(self.rows) + 1)
         self.scroll_to(y=0, animate=False, immediate=True)
         self.refresh()
+
+    def position(self) -> tuple[int, int]:
+        """(1-based place of the cursor among the rows that are not headings, how many such rows)."""
+        total = len(self.rows) - len(self._sections)
+        if total <= 0:
+            return 0, 0
+        return self.cursor - bisect_right(self._sections, self.cursor) + 1, total
 
     @property
     def current(self) -> Row | None:
@@ -301,3 +315,10 @@ class RowTable(ScrollView, can_focus=True):
         self.move_to(index)
         if event.chain >= 2:
             self.action_choose()
+
+
+def _sections(rows: Sequence[Row]) -> list[int]:
+    """Indices of the heading rows of an eager list (a lazy sequence is never scanned)."""
+    if not isinstance(rows, (list, tuple)):
+        return []
+    return [i for i, r in enumerate(rows) if r.tone == "section"]
