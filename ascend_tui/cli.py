@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     check = sub.add_parser("check", help="run a model file under capture and checks; write a report")
-    check.add_argument("target", help="path/to/model.py[:factory]; the factory returns (model, inputs)")
+    check.add_argument("target", help="path/to/model.py[:factory] (the factory returns (model, inputs)), or an "
+                       "artifact to report on offline: msprobe dump folder, sanitizer log, saved investigation")
     check.add_argument("--checks", default="overflow",
                        help="comma-separated: overflow,precision,memory,profile, or none (graph only)")
     check.add_argument("--device", default="auto", help="auto|cpu|cuda|npu (npu:1 for another card)")
@@ -179,6 +180,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     target_path = args.target.rpartition(":")[0] if args.target.count(":") and not Path(args.target).exists() \
         else args.target
     _check_output_paths(args, [target_path])
+    offline = Path(args.target)
+    if offline.exists() and (offline.is_dir() or offline.suffix != ".py"):
+        return _check_offline(offline, args)
     from ascend_tui.investigation import investigate
     from ascend_tui.targets import load_target
 
@@ -191,6 +195,19 @@ def _cmd_check(args: argparse.Namespace) -> int:
             reference=None if args.reference == "none" else args.reference, iterations=args.iterations,
             backward=args.backward, loss=target.loss, target=args.target, progress=progress,
         )
+    finally:
+        progress.done()
+    return _finish(inv, args)
+
+
+def _check_offline(path: Path, args: argparse.Namespace) -> int:
+    """Report on an artifact the real tools wrote (msprobe dump, sanitizer log, saved run) without torch."""
+    from ascend_tui.formats import open_path
+
+    progress = ProgressLine(sys.stderr, args.quiet)
+    progress(f"reading {path}", 0, None)
+    try:
+        inv = open_path(path, progress=progress)
     finally:
         progress.done()
     return _finish(inv, args)

@@ -122,3 +122,19 @@ def test_devices_command() -> None:
     proc = run_cli("devices")
     assert proc.returncode == 0
     assert "cpu   available" in proc.stdout and "npu" in proc.stdout
+
+
+def test_check_reports_on_an_msprobe_dump_offline(tmp_path: Path, fixtures: Path) -> None:
+    out = tmp_path / "ovf.json"
+    proc = run_cli("check", str(fixtures / "msprobe" / "dump_ovf"), "--json", str(out), "-q")
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(out.read_text())
+    errors = [f for f in report["findings"] if f["severity"] == "error"]
+    assert [(f["node"], f["kind"], f["attribution"]) for f in errors] == [("exp.0", "inf", "introduced")]
+    assert report["summary"]["errors"] == 1
+
+
+def test_check_on_junk_artifact(tmp_path: Path) -> None:
+    junk = tmp_path / "thing.bin"
+    junk.write_bytes(b"\x00\x01\x02")
+    assert "not a format ascend-tui reads" in one_line_error(run_cli("check", str(junk)))
