@@ -386,7 +386,8 @@ def uninitialized_finding(graph: OpGraph, u: UninitRead) -> Finding:
                "written": u.written, "allocation": u.alloc, "alloc_node": u.alloc_node, "iteration": u.iteration + 1}
     if u.first_unwritten is not None:
         metrics["first_unwritten"] = list(u.first_unwritten)
-    hint = f"write every element of the {u.alloc_op.rsplit('.', 1)[-1]} buffer before reading it, or allocate with zeros"
+    hint = (f"write every element of the {u.alloc_op.rsplit('.', 1)[-1]} buffer before reading it, "
+            "or allocate it with zeros")
     return Finding(CHECK, "uninitialized_read", "error", u.node, n.op_type, n.module, n.index, message,
                    attribution="inherited", metrics=metrics, root_cause=root, hint=hint)
 

@@ -14,7 +14,7 @@ import dataclasses
 import gc
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ascend_tui.checks.memory import (
     ALLOC_OPS,
@@ -47,7 +47,12 @@ from ascend_tui.live.sanitize_tracking import (
     storage_key,
 )
 
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+    from ascend_tui.live.runner import LiveContext
+
 _MAX_REPORTS_PER_ALLOC = 3
+Bound = dict[str, tuple[Any, int | str | None]]  # schema argument -> (value, position or keyword)
 _ALIASING_OPS = frozenset({"_unsafe_view", "_reshape_alias", "alias", "detach", "set_"})
 _CPU_COUNTER = "bytes of surviving tensors: the cpu has no allocated-memory counter"
 
@@ -86,9 +91,9 @@ class _Bad:
     violation: IndexViolation
 
 
-def _bind(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], func: Any) -> dict[str, tuple[Any, int | str | None]]:
+def _bind(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Bound:
     """Each schema argument's value and where it sits (position, keyword, or None for a default)."""
-    out: dict[str, tuple[Any, int | str | None]] = {}
+    out: Bound = {}
     for i, arg in enumerate(func._schema.arguments):
         if i < len(args):
             out[arg.name] = (args[i], i)
@@ -99,7 +104,9 @@ def _bind(plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], func: Any)
     return out
 
 
-def _replace(args: tuple[Any, ...], kwargs: dict[str, Any], where: tuple[int | str, int | None], new: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _replace(args: tuple[Any, ...], kwargs: dict[str, Any], where: tuple[int | str, int | None],
+             new: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """`args`/`kwargs` with the argument at `where` (or one element of a list argument) swapped for `new`."""
     pos, elem = where
     holder = args[pos] if isinstance(pos, int) else kwargs[pos]
     if elem is not None:
@@ -126,6 +133,7 @@ class Sanitizer:
         self._plans: dict[Any, _Plan] = {}
 
     def plan(self, func: Any) -> _Plan:
+        """What matters about `func` for the checks, cached per overload."""
         plan = self._plans.get(func)
         if plan is None:
             schema = func._schema
@@ -142,7 +150,7 @@ class Sanitizer:
 
     # -- index bounds -----------------------------------------------------------------------
 
-    def bounds(self, plan: _Plan, bound: dict[str, tuple[Any, int | str | None]]) -> list[_Bad]:
+    def bounds(self, plan: _Plan, bound: Bound) -> list[_Bad]:
         """Index arguments of this call that hold values outside their valid range."""
         rule = plan.rule
         torch = self._torch
@@ -175,16 +183,18 @@ class Sanitizer:
             checks.append((index, None, indexed.numel(), None, None))
         else:
             classes = indexed.shape[0] if indexed.dim() == 1 else indexed.shape[1]
-            checks.append((index, None, classes, 1 if indexed.dim() > 1 else 0, bound.get("ignore_index", (-100, None))[0]))
+            ignore = bound.get("ignore_index", (-100, None))[0]
+            checks.append((index, None, classes, 1 if indexed.dim() > 1 else 0, ignore))
         found = []
         for idx, k, n, dim, ignore in checks:
-            bad = self._check(plan, idx, n, dim, ignore, indexed, rule)
+            bad = self._check(idx, n, dim, ignore, indexed, rule)
             if bad is not None:
                 found.append(_Bad((pos, k), idx, indexed, bad))
         return found
 
-    def _check(self, plan: _Plan, idx: Any, n: int, dim: int | None, ignore: int | None, indexed: Any,
+    def _check(self, idx: Any, n: int, dim: int | None, ignore: int | None, indexed: Any,
                rule: IndexRule) -> IndexViolation | None:
+        """The violation when `idx` holds values outside [low, n) (ignoring `ignore`), else None."""
         torch = self._torch
         if not isinstance(idx, torch.Tensor) or idx.numel() == 0 or idx.is_floating_point() or idx.dtype == torch.bool:
             return None
@@ -204,6 +214,7 @@ class Sanitizer:
             dim=dim, mode=rule.mode, ignore_index=ignore, clamped=n > 0, iteration=self.iteration)
 
     def clamp(self, bad: _Bad) -> Any:
+        """The index with bad values clamped into range (ignored targets kept), for the op to run on."""
         v = bad.violation
         fixed = bad.tensor.clamp(v.low, v.high - 1)
         if v.ignore_index is not None:
@@ -212,7 +223,7 @@ class Sanitizer:
 
     # -- initialization ---------------------------------------------------------------------
 
-    def _touched(self, plan: _Plan, self_t: Any, bound: dict[str, tuple[Any, int | str | None]]) -> Any:
+    def _touched(self, plan: _Plan, self_t: Any, bound: Bound) -> Any:
         """Which elements of `self_t` a partial writer touches, replayed on a boolean tensor."""
         torch = self._torch
         z = torch.zeros(self_t.shape, dtype=torch.bool, device=self_t.device)
@@ -233,7 +244,7 @@ class Sanitizer:
             z.fill_diagonal_(True, get.get("wrap", False))
         return z
 
-    def reads_before(self, plan: _Plan, bound: dict[str, tuple[Any, int | str | None]]) -> list[UnwrittenRead]:
+    def reads_before(self, plan: _Plan, bound: Bound) -> list[UnwrittenRead]:
         """Never-written elements this call is about to read."""
         if not self.init.entries or plan.view or plan.metadata:
             return []
@@ -267,7 +278,7 @@ class Sanitizer:
                     found.append(read)
         return found
 
-    def writes_after(self, plan: _Plan, bound: dict[str, tuple[Any, int | str | None]], out: Any,
+    def writes_after(self, plan: _Plan, bound: Bound, out: Any,
                      node: str, grown: list[tuple[Any, int]]) -> None:
         """Mark what this call wrote, and start tracking what it allocated uninitialized."""
         torch = self._torch
@@ -308,13 +319,13 @@ def _sanitize_mode_class() -> type:
             kwargs = kwargs or {}
             s = self.sanitizer
             plan = s.plan(func)
-            bound = _bind(plan, args, kwargs, func)
+            bound = _bind(func, args, kwargs)
             run_args, run_kwargs = args, kwargs
             bad = s.bounds(plan, bound) if plan.rule is not None else []
             for b in bad:
                 if b.violation.clamped:
                     run_args, run_kwargs = _replace(run_args, run_kwargs, b.where, s.clamp(b))
-            run_bound = _bind(plan, run_args, run_kwargs, func) if bad else bound
+            run_bound = _bind(func, run_args, run_kwargs) if bad else bound
             for name in plan.written - plan.outs:
                 value = bound[name][0]
                 if isinstance(value, torch.Tensor):
@@ -347,6 +358,7 @@ def _sanitize_mode_class() -> type:
 
 
 def _slot(tensors: list[Any], t: Any) -> int:
+    """The input slot the recorder gave `t` (its position among the call's tensor arguments)."""
     for i, x in enumerate(tensors):
         if x is t:
             return i
@@ -367,6 +379,7 @@ def _device_of(model: Any, inputs: Any) -> Device:
 
 
 def _keys(obj: Any) -> set[int]:
+    """Storage identities of every tensor in `obj`."""
     return {k for t in iter_tensors(obj) if (k := storage_key(t)) is not None}
 
 
@@ -486,7 +499,7 @@ def _sample(dev: Device, san: Sanitizer, held: set[int], time: int, label: str) 
     return MemorySample(float(time), float(alive), 0.0, f"live: {label} ({_CPU_COUNTER})")
 
 
-def run(ctx: Any, inv: Any) -> None:
+def run(ctx: LiveContext, inv: Investigation) -> None:
     """The `memory` live check: sanitizer findings, memory events and the per-iteration trend into `inv`."""
     cap = ctx.target
     if not isinstance(cap, SanitizedCapture):
