@@ -43,10 +43,14 @@ def optional(module: str, name: str) -> Any | None:
         raise
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 class InvestigatorApp(App[None]):
     """Walk an operator graph and its evidence from the keyboard."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "ascend-tui"
     BINDINGS: ClassVar[list[BindingType]] = list(APP_BINDINGS)
 
@@ -113,8 +117,8 @@ class InvestigatorApp(App[None]):
         self.main.set_investigation(inv, focus)
         summary = inv.summary()
         name = Path(inv.run.target).name if inv.run.target else (inv.graph.name or inv.run.source)
-        self.sub_title = (f"{name} · {len(inv.graph.execution_order()):,} ops · "
-                          f"{summary['errors']} errors · {summary['warnings']} warnings · {inv.run.dtype}")
+        self.sub_title = (f"{name} · {len(inv.graph.execution_order()):,} ops · {_count(summary['errors'], 'error')}"
+                          f" · {_count(summary['warnings'], 'warning')} · {inv.run.dtype}")
         self.refresh_bindings()
 
     @on(InvestigationLoaded)
@@ -162,7 +166,9 @@ class InvestigatorApp(App[None]):
         worker = get_current_worker()
         progress = ProgressPoster(self.post_message, "checks")
         model = target if target is not None else workers.load_model(spec, progress)
-        names = checks if checks is not None else workers.available_checks()
+        names, missing = workers.split_checks(checks if checks is not None else self.live.checks)
+        if missing:
+            raise InputError("--checks", f"not part of this version yet: the {', '.join(missing)} check")
         inv = workers.run_checks(model, self.live, names, progress, worker.cancelled_event)
         if not worker.is_cancelled:
             self.post_message(ChecksFinished(inv, names, model))

@@ -6,9 +6,12 @@ import ipaddress
 import shlex
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ascend_tui.errors import InputError
+
+if TYPE_CHECKING:
+    from ascend_tui.app.workers import LiveOptions
 
 DEMO_CHECKS = ("overflow", "memory")
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
@@ -44,11 +47,20 @@ def demo_path() -> Path:
 def run_demo(theme: str | None = None) -> int:
     """`ascend-tui demo`: run the demo model live on the CPU in float16 with the overflow and memory checks."""
     from ascend_tui.app.app import InvestigatorApp
+
+    InvestigatorApp([str(demo_path())], theme=theme, live=demo_options()).run()
+    return 0
+
+
+def demo_options() -> LiveOptions:
+    """The demo's run: CPU, float16, overflow and memory checks, three iterations so the leak shows.
+
+    No float32 reference run: the demo's out-of-range index would crash an unsanitized
+    reference forward on the CPU; the float16 run alone shows the Inf, its origin and the chain.
+    """
     from ascend_tui.app.workers import LiveOptions
 
-    live = LiveOptions(checks=DEMO_CHECKS, device="cpu", dtype="float16", iterations=3)
-    InvestigatorApp([str(demo_path())], theme=theme, live=live).run()
-    return 0
+    return LiveOptions(checks=DEMO_CHECKS, device="cpu", dtype="float16", iterations=3, reference=None)
 
 
 def is_loopback(host: str) -> bool:

@@ -20,6 +20,7 @@ from ascend_tui.app.messages import ProgressReported
 if TYPE_CHECKING:
     from textual.message import Message
 
+    from ascend_tui.evidence import MemoryEvent
     from ascend_tui.investigation import Investigation
     from ascend_tui.targets import Target
 
@@ -80,6 +81,14 @@ def available_checks() -> tuple[str, ...]:
     return tuple(out)
 
 
+def split_checks(wanted: Sequence[str] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(checks that can run here, requested checks that cannot); None asks for every available one."""
+    have = available_checks()
+    if wanted is None:
+        return have, ()
+    return tuple(c for c in wanted if c in have), tuple(c for c in wanted if c not in have)
+
+
 def is_model_file(path: str) -> bool:
     """`model.py` or `model.py:factory`: something to run rather than read."""
     from ascend_tui.targets import split_spec
@@ -95,8 +104,10 @@ def load_paths(paths: Sequence[str], live: LiveOptions, progress: Progress,
     first, rest = str(paths[0]), [str(p) for p in paths[1:]]
     if is_model_file(first):
         target = load_model(first, progress)
-        inv = run_checks(target, live, live.checks, progress, cancel)
-        loaded = Loaded(inv, target)
+        names, missing = split_checks(live.checks)
+        loaded = Loaded(run_checks(target, live, names, progress, cancel), target)
+        if missing:
+            loaded.notes.append(f"not part of this version yet: the {', '.join(missing)} check")
     else:
         from ascend_tui.formats import open_path
 
@@ -121,7 +132,7 @@ def run_checks(target: Target, live: LiveOptions, checks: Sequence[str] | None, 
     """Capture `target` on the device and run `checks` (None: all available) in a worker thread."""
     from ascend_tui.investigation import investigate
 
-    names = tuple(checks) if checks is not None else available_checks()
+    names = split_checks(checks)[0]
     return investigate(target.model, target.inputs, checks=names, device=live.device, dtype=live.dtype,
                        reference=live.reference, iterations=live.iterations, loss=target.loss,
                        target=target.spec, progress=progress, cancel=cancel)
@@ -132,10 +143,11 @@ def merge_path(inv: Investigation, path: str, progress: Progress, cancel: thread
     from ascend_tui.formats import kind_of, open_path
 
     progress(f"reading {Path(path).name}", 0, None)
-    kind = kind_of(path)
+    if kind_of(path) == "sanitizer log":
+        from ascend_tui.formats.sanitizer import parse_file
+
+        return _map_log(inv, parse_file(Path(path), progress, cancel).events, path)
     other = open_path(path, progress=progress, cancel=cancel)
-    if kind == "sanitizer log" and other.memory_events:
-        return _map_log(inv, other, path)
     inside = [f for f in other.findings if f.node in inv.graph]
     inv.add_findings(inside)
     inv.memory_events.extend(other.memory_events)
@@ -145,21 +157,16 @@ def merge_path(inv: Investigation, path: str, progress: Progress, cancel: thread
     return note + (f", {skipped} on operators not in this graph" if skipped else "")
 
 
-def _map_log(inv: Investigation, log: Investigation, path: str) -> str:
-    """Map a sanitizer log's events onto the graph through the memory check's log mapping."""
-    try:
-        mapping = importlib.import_module("ascend_tui.checks.memory_log")
-    except ModuleNotFoundError as exc:
-        if exc.name != "ascend_tui.checks.memory_log":
-            raise
-        inv.memory_events.extend(log.memory_events)
-        inv.add_findings(f for f in log.findings if not f.node or f.node in inv.graph)
-        return f"{Path(path).name}: {len(log.memory_events)} memory events (not mapped to operators in this version)"
-    findings = list(mapping.findings_from_events(log.memory_events, inv.graph))
-    inv.memory_events.extend(log.memory_events)
-    inv.replace_findings("memory", [*(f for f in inv.findings if f.check == "memory"), *findings])
-    placed = sum(1 for f in findings if f.node in inv.graph)
-    return f"{Path(path).name}: {len(log.memory_events)} memory events, {placed} placed on operators"
+def _map_log(inv: Investigation, raw: Sequence[MemoryEvent], path: str) -> str:
+    """Map a sanitizer log's events onto the graph by kernel name and size, and add their findings."""
+    from ascend_tui.checks.memory_log import findings_from_events, prepare_events
+
+    events = prepare_events(inv.graph, raw)
+    findings = findings_from_events(inv.graph, events)
+    inv.memory_events.extend(events)
+    inv.add_findings(findings)
+    placed = sum(1 for e in events if e.node and e.node in inv.graph)
+    return f"{Path(path).name}: {len(events)} memory events, {placed} placed on operators, {len(findings)} findings"
 
 
 def _check(cancel: threading.Event) -> None:

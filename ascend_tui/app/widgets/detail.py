@@ -186,7 +186,7 @@ def _magnitude_bar(out: Text, stats: TensorStats, dtype: str, style: StyleOf, wi
         return max(0, min(width - 1, round((math.log2(v) - lo) / max(1, hi - lo) * (width - 1))))
 
     cells = [("·", "detail--muted")] * width
-    for c in range(col(points[0]), col(stats.abs_max) + 1 if math.isfinite(stats.abs_max) else width):
+    for c in range(col(min(points)), col(max(points)) + 1):
         cells[c] = ("━", "detail--bar")
     if limit and math.log2(limit) <= hi:
         cells[col(limit)] = ("|", "detail--limit")

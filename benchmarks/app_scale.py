@@ -1,0 +1,175 @@
+"""How the app copes with a 100,000-operator investigation: first screen, scrolling, search, filter.
+
+Each measurement is repeated on a 1,000-operator investigation in the same run, and the
+ratio is printed: a Line-API list should cost about the same per screen whatever the size.
+Run: `python benchmarks/app_scale.py [--ops 100000] [--baseline 1000]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+import numpy as np
+
+from ascend_tui.evidence import STAT_FIELDS, Finding, StatsTable, TensorMeta
+from ascend_tui.graph.opgraph import OpGraph, OpNode
+from ascend_tui.investigation import Investigation, RunInfo
+
+SIZE = (120, 40)
+OPS_PER_LAYER = ("q_proj/addmm", "k_proj/addmm", "v_proj/addmm", "attn/bmm", "attn/softmax", "attn/bmm",
+                 "o_proj/addmm", "norm/native_layer_norm", "mlp.up/addmm", "mlp.act/gelu", "mlp.down/addmm", "add")
+
+
+def synthetic(n: int, flagged_every: int = 97) -> Investigation:
+    """`n` operators in transformer-like layers, statistics for every output, a finding on every 97th op."""
+    g = OpGraph(f"synthetic-{n}")
+    meta = TensorMeta((8, 512, 1024), "float16")
+    g.add_node(OpNode("input:0", "input", "", -1, kind="input", outputs=(meta,)))
+    prev = "input:0"
+    keys: list[tuple[str, int]] = []
+    findings: list[Finding] = []
+    counters: dict[str, int] = {}
+    for i in range(n):
+        layer, pos = divmod(i, len(OPS_PER_LAYER))
+        sub, _, op = OPS_PER_LAYER[pos].rpartition("/")
+        module = f"model.layers.{layer}.{sub}" if sub else f"model.layers.{layer}"
+        k = counters.get(f"{module}/{op}", 0)
+        counters[f"{module}/{op}"] = k + 1
+        nid = f"{module}/{op}.{k}"
+        g.add_node(OpNode(nid, f"aten.{op}.default", module, i, inputs=(meta,), outputs=(meta,)))
+        g.add_edge(prev, nid, 0, 0)
+        residual = f"model.layers.{layer - 1}/add.0"
+        if op == "add" and residual in g:
+            g.add_edge(residual, nid, 0, 1)
+        keys.append((nid, 0))
+        if i % flagged_every == 5:
+            findings.append(Finding("overflow", "overflow", "warning" if i % 2 else "error", nid, f"aten.{op}",
+                                    module, i, f"abs max {i * 3.0:.4g} leaves little headroom in float16"))
+        prev = nid
+    rng = np.random.default_rng(0)
+    scale = np.abs(rng.normal(size=n)) * 100 + 1
+    rows = np.zeros((n, len(STAT_FIELDS)))
+    rows[:, 0], rows[:, 1], rows[:, 2] = -scale, scale, scale * 0.01  # min, max, mean
+    rows[:, 3], rows[:, 4], rows[:, 8] = scale * 300, scale, 8 * 512 * 1024  # l2norm, abs_max, numel
+    stats = StatsTable()
+    stats.add_many(keys, rows)
+    return Investigation(g, stats=stats, reference=None, findings=findings,
+                         run=RunInfo(target=f"synthetic-{n}", dtype="float16", checks=("overflow",)))
+
+
+def _best(samples: list[float]) -> float:
+    return min(samples)
+
+
+KEYS = (("page down", "pagedown"), ("cursor down", "j"), ("jump to last op", "G"), ("next finding", "n"),
+        ("flagged-only filter", "F"), ("filter off", "F"))
+
+
+async def _app_timings(source: Path | Investigation, repeat: int) -> dict[str, float]:
+    """Open an investigation in the app (from a file, or already in memory) and time what a user does with it.
+
+    Keys are timed in CPU seconds of this process (the pilot's idle waits are not work);
+    a key with no binding is measured too, as the floor every key pays.
+    """
+    from ascend_tui.app.app import InvestigatorApp
+    from ascend_tui.app.widgets.op_list import OpList
+
+    label = "first screen (from file)" if isinstance(source, Path) else "first screen (in memory)"
+    out: dict[str, list[float]] = {label: [], "unbound key (floor)": [], "search 'mlp.act'": []}
+    out.update({f"key: {name}": [] for name, _ in KEYS})
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        app = InvestigatorApp([str(source)] if isinstance(source, Path) else source)
+        async with app.run_test(size=SIZE) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            ops = app.main.query_one(OpList)
+            assert ops.rows is not None and len(ops.shown), "nothing on screen"
+            out[label].append(time.perf_counter() - t0)
+            if isinstance(source, Path):
+                continue
+            for name, key in (("unbound key (floor)", "z"), *((f"key: {n}", k) for n, k in KEYS)):
+                c0 = time.process_time()
+                await pilot.press(key)
+                out[name].append(time.process_time() - c0)
+            await pilot.press("slash")
+            c0 = time.process_time()
+            await pilot.press(*"mlp.act")
+            out["search 'mlp.act'"].append((time.process_time() - c0) / len("mlp.act"))
+    return {k: _best(v) for k, v in out.items() if v}
+
+
+def _widget_timings(inv: Investigation, repeat: int) -> dict[str, float]:
+    """The list's own work without the event loop: one screen of rows painted cold, one search, one filter."""
+    from ascend_tui.app.widgets.op_list import OpRows
+
+    paint: list[float] = []
+    search: list[float] = []
+    filt: list[float] = []
+    build: list[float] = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        rows = OpRows(inv)
+        build.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        hay = rows.haystack()
+        rows.select(flagged=False, search="mlp.act", module=None)
+        search.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        rows.select(flagged=True, search="", module=None)
+        filt.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        mid = len(rows.ids) // 2
+        for nid in rows.ids[mid:mid + SIZE[1]]:
+            inv.badges(nid)
+            inv.graph.node(nid)
+        paint.append(time.perf_counter() - t0)
+        del hay
+    return {"row index": _best(build), "first search (builds text)": _best(search),
+            "flagged select": _best(filt), "rows of one screen": _best(paint)}
+
+
+def measure(n: int, repeat: int, folder: Path) -> dict[str, float]:
+    t0 = time.perf_counter()
+    inv = synthetic(n)
+    built = time.perf_counter() - t0
+    path = folder / f"synthetic-{n}.atui.json"
+    inv.save(path)
+    t0 = time.perf_counter()
+    Investigation.load(path)
+    loaded = time.perf_counter() - t0
+    result = {"build investigation": built, "load from file": loaded}
+    result.update(_widget_timings(inv, repeat))
+    result.update(asyncio.run(_app_timings(path, 1)))
+    result.update(asyncio.run(_app_timings(inv, repeat)))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--ops", type=int, default=100_000)
+    parser.add_argument("--baseline", type=int, default=1_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = measure(args.baseline, args.repeat, Path(tmp))
+        big = measure(args.ops, args.repeat, Path(tmp))
+    width = max(len(k) for k in big)
+    print(f"{'':{width}}  {args.baseline:>10,} ops  {args.ops:>10,} ops   ratio")
+    for key in big:
+        b, g = base[key], big[key]
+        ratio = g / b if b > 0 else float("inf")
+        print(f"{key:{width}}  {_fmt(b):>14}  {_fmt(g):>14}  {ratio:6.1f}x")
+    print(f"(best of {args.repeat}; terminal {SIZE[0]}x{SIZE[1]}; 'key:' rows are CPU time per key press including"
+          " the event loop and painting the whole screen; search is per typed character)")
+
+
+def _fmt(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+if __name__ == "__main__":
+    main()

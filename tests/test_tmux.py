@@ -1,0 +1,84 @@
+"""One scripted terminal session, as a user over SSH would run it: `ascend-tui open` in tmux, keys in, screen out."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from live_investigations import nan_investigation, saved
+
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)"),
+]
+DEADLINE_S = 60.0
+
+
+class Tmux:
+    """A private tmux server with one 100x30 session running a command (COLUMNS/LINES unset: the pane decides)."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.socket = f"ascend-tui-test-{os.getpid()}"
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        self._tmux("new-session", "-d", "-s", "app", "-x", "100", "-y", "30",
+                   f"env -u COLUMNS -u LINES {exports} {shlex.join(command)}; echo EXITED; sleep 30")
+
+    def _tmux(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=False)
+        return done.stdout
+
+    def keys(self, *keys: str) -> None:
+        for key in keys:
+            self._tmux("send-keys", "-t", "app", key)
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p", "-t", "app")
+
+    def wait_for(self, what: Callable[[str], bool], label: str) -> str:
+        """Poll the pane until `what` holds (the deadline only bounds a hang; no step depends on speed)."""
+        end = time.monotonic() + DEADLINE_S
+        while time.monotonic() < end:
+            text = self.screen()
+            if what(text):
+                return text
+            time.sleep(0.1)
+        raise AssertionError(f"never saw {label}; the screen was:\n{self.screen()}")
+
+    def close(self) -> None:
+        self._tmux("kill-server")
+
+
+def _breadcrumb(text: str) -> str:
+    return text.splitlines()[1].strip()
+
+
+def test_open_walk_and_quit_in_a_real_terminal(tmp_path: Path) -> None:
+    path = saved(nan_investigation(), tmp_path)
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+    session = Tmux([sys.executable, "-m", "ascend_tui", "open", str(path)], env)
+    try:
+        screen = session.wait_for(lambda t: "operators 6 of 6" in t, "the operator list")
+        assert "6 ops" in screen.splitlines()[0]
+        session.keys("G")
+        session.wait_for(lambda t: _breadcrumb(t).endswith("sum.0"), "the last operator focused")
+        session.keys("p")
+        session.wait_for(lambda t: _breadcrumb(t).endswith("proj/addmm.0"), "the producer of sum.0")
+        session.keys("1", "p", "p")
+        screen = session.wait_for(lambda t: _breadcrumb(t).endswith("mul.0 › log.0"), "the NaN origin")
+        nan_line = next(line for line in screen.splitlines() if line.strip().startswith("NaN"))
+        assert nan_line.split()[1] == "32"
+        session.keys("/", "sub")
+        session.wait_for(lambda t: 'operators 1 of 6 · "sub"' in t, "the search result count")
+        session.keys("Escape")  # alone: a terminal reads Escape followed at once by q as alt+q
+        session.wait_for(lambda t: "operators 6 of 6" in t, "the search cleared")
+        session.keys("q")
+        session.wait_for(lambda t: "EXITED" in t, "the app to quit")
+    finally:
+        session.close()
