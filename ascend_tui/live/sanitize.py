@@ -347,7 +347,7 @@ def _sanitize_mode_class() -> type:
                 for r in reads:
                     s.reads.append(UninitRead(
                         node, _slot(slots, r.tensor), r.alloc.node, r.alloc.op, r.alloc.desc, r.unwritten,
-                        r.read_numel, int(r.alloc.mask.numel()), int(r.alloc.mask.sum()), r.first, r.last,
+                        r.read_numel, r.alloc_numel, r.written, r.first, r.last,
                         s.iteration))
             outs = list(iter_tensors(out))
             if outs:

@@ -27,6 +27,8 @@ class UnwrittenRead:
     read_numel: int
     first: tuple[int, ...] | None
     last: tuple[int, ...] | None
+    written: int
+    alloc_numel: int
 
 
 class Allocation:
@@ -109,8 +111,8 @@ class InitTracker:
         view.fill_(True) if touched is None else view.masked_fill_(touched, True)
         bad = (hit & ~entry.mask).nonzero().flatten()
         first, last = int(bad[0]), int(bad[-1])
-        return UnwrittenRead(t, entry, int(bad.numel()), int(hit.sum()),
-                             self._coords(entry, first), self._coords(entry, last))
+        return UnwrittenRead(t, entry, int(bad.numel()), int(hit.sum()), self._coords(entry, first),
+                             self._coords(entry, last), int(entry.mask.sum()), int(entry.mask.numel()))
 
     @staticmethod
     def _coords(entry: Allocation, offset: int) -> tuple[int, ...] | None:
