@@ -149,6 +149,41 @@ async def test_overflow_view_scrolls_a_long_headroom_list() -> None:
         assert app.results == ["layers.0/add.0"]
 
 
+async def test_overflow_view_of_a_clean_run_says_so() -> None:
+    inv = overflow_investigation()
+    inv.replace_findings("overflow", [])
+    app = Host(lambda: OverflowScreen(inv))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert lines(app.screen.query_one("#findings-table", RowTable))[1].strip() == "no overflow findings"
+        assert status(app).startswith("nothing to focus here")
+        await pilot.press("enter", "2")
+        await pilot.pause()
+        assert lines(app.screen.query_one("#chains-table", RowTable))[1].strip() == "no amplification chains"
+        assert app.results == []
+
+
+async def test_operator_names_are_shown_as_written_never_as_markup() -> None:
+    from dataclasses import replace
+
+    from ascend_tui.graph.opgraph import OpGraph
+
+    inv = overflow_investigation()
+    graph = OpGraph("markup")
+    for node in inv.graph:
+        graph.add_node(replace(node, id="[b]x[/b]" + node.id) if node.id == "attn[0]/exp.0" else node)
+    for edge in inv.graph.edges():
+        rename = {"attn[0]/exp.0": "[b]x[/b]attn[0]/exp.0"}
+        graph.add_edge(rename.get(edge.src, edge.src), rename.get(edge.dst, edge.dst), edge.out_slot, edge.in_slot)
+    finding = replace(inv.findings[0], node="[b]x[/b]attn[0]/exp.0", message="[red]3 Inf[/red]", root_cause=None)
+    shown_inv = Investigation(graph, stats=inv.stats, findings=[finding], run=inv.run)
+    app = Host(lambda: OverflowScreen(shown_inv))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        row = lines(app.screen.query_one("#findings-table", RowTable))[2]
+        assert "[b]x[/b]attn[0]/exp.0" in row and "[red]3 Inf[/red]" in row
+
+
 # -- memory -----------------------------------------------------------------------------------
 
 
@@ -378,3 +413,8 @@ async def test_help_screen_in_the_app_shows_the_graph_keys(tmp_path: Path) -> No
         assert isinstance(app.screen, HelpScreen)
         ids = {r.cells[-1] for r in app.screen.query_one(RowTable).rows if len(r.cells) == 3}
         assert {"graph.producer", "graph.root-cause", "app.export", "view.overflow", "list.down"} <= ids
+        await pilot.press("escape", "o", "question_mark")
+        await pilot.pause()
+        ids = {r.cells[-1] for r in app.screen.query_one(RowTable).rows if len(r.cells) == 3}
+        assert {"overflow.chains", "view.close", "view.focus-op", "list.down", "app.help"} <= ids
+        assert "graph.producer" not in ids  # the graph's keys do nothing in the overflow view
