@@ -180,3 +180,15 @@ def test_progress_reports_phase_and_totals() -> None:
                 phase_label="capturing target")
     assert seen[0][0] == "capturing target"
     assert seen[-1] == ("capturing target", r.op_count, r.op_count)
+
+
+def test_input_first_seen_by_an_inplace_op_is_measured_before_the_write() -> None:
+    class M(nn.Module):
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            ids.add_(2)
+            return ids * 1
+
+    r = capture(M(), (torch.tensor([0, 8, 3]),))
+    assert r.stats.get("input:0").max == 8.0
+    assert r.stats.get("add_.0").max == 10.0
+    assert r.graph.producer("add_.0", 0) == "input:0"

@@ -220,6 +220,12 @@ class Recorder:
             self._stat_rows.append(row)
             self._stat_numel.append(t.numel())
 
+    def before(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Resolve the tensors an op is about to write, so a first-seen input is measured before it changes."""
+        for t in _written_args(func, args, kwargs):
+            if isinstance(t, self._torch.Tensor):
+                self.source_of(t)
+
     def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str:
         """Add the node for one finished aten call and wire its inputs."""
         torch = self._torch
@@ -355,6 +361,7 @@ def _dispatch_mode_class() -> type:
 
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
+            self.recorder.before(func, args, kwargs)
             out = func(*args, **kwargs)
             self.recorder.record(func, args, kwargs, out)
             return out

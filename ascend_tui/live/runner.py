@@ -22,6 +22,7 @@ LIVE_CHECKS: dict[str, str] = {
     "memory": "ascend_tui.live.sanitize:run",
 }
 DTYPES = ("float16", "bfloat16", "float32")
+NEEDS_REFERENCE = frozenset({"overflow", "precision"})  # checks that compare against the float32 reference
 
 
 @dataclass(slots=True)
@@ -115,6 +116,18 @@ def model_dtype(model: Any, inputs: Any) -> Any:
     return torch.float32
 
 
+def _capture_reference(model: Any, inputs: Any, device: Device, *, sanitized: bool, progress: Progress | None,
+                       cancel: threading.Event | None, expected_ops: int) -> CaptureResult:
+    """The float32 reference run; sanitized (indices clamped) when the target run was, so it cannot crash."""
+    if sanitized:
+        from ascend_tui.live.sanitize import capture_sanitized
+
+        return capture_sanitized(model, inputs, progress=progress, cancel=cancel, device=device,
+                                 phase_label="capturing reference (sanitized)", expected_ops=expected_ops)
+    return capture(model, inputs, progress=progress, cancel=cancel, phase_label="capturing reference",
+                   expected_ops=expected_ops)
+
+
 def _guarded(target: str, during: str, fn: Callable[[], Any]) -> Any:
     """Run user code; its exceptions become a `TargetError` naming the file and line."""
     from ascend_tui.errors import AscendTuiError
@@ -167,15 +180,15 @@ def run_live(
         ctx.target = _guarded(target, "the model's forward", lambda: capture(
             t_model, t_inputs, progress=progress, cancel=cancel, phase_label="capturing target"))
     ref_stats = None
-    if reference:
+    if reference and NEEDS_REFERENCE.intersection(checks):
         ref_backend, _, ref_dtype = reference.partition(":")
         same = ref_backend == dev.backend and (ref_dtype or "float32") == dtype_name(run_dtype)
         if not same:
             r_dev = select(ref_backend)
             r_model, r_inputs = prepare(model, inputs, r_dev, torch_dtype(ref_dtype or "float32"), copy_model=True)
-            ctx.reference = _guarded(target, "the reference forward", lambda: capture(
-                r_model, r_inputs, progress=progress, cancel=cancel,
-                phase_label="capturing reference", expected_ops=ctx.target.op_count))
+            ctx.reference = _guarded(target, "the reference forward", lambda: _capture_reference(
+                r_model, r_inputs, r_dev, sanitized="memory" in checks, progress=progress, cancel=cancel,
+                expected_ops=ctx.target.op_count))
             ref_stats = ctx.reference.stats
         else:
             ref_stats = ctx.target.stats
