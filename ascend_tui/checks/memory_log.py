@@ -198,9 +198,6 @@ def _event_bytes(event: MemoryEvent) -> int | None:
     return None
 
 
-def _size_matches(node: OpNode, nbytes: int) -> bool:
-    sizes = tensor_bytes(node)
-    return nbytes in sizes or any(0 < nbytes - s < 512 or 0 < s - nbytes < 512 for s in sizes)
 
 
 def map_event(graph: OpGraph, event: MemoryEvent) -> MemoryEvent:
@@ -221,12 +218,14 @@ def map_event(graph: OpGraph, event: MemoryEvent) -> MemoryEvent:
         candidates, rule, conf = [n for n in ops if nbytes in {_out_bytes(n)}], "allocation size", 0.3
         if len(candidates) != 1:
             return event
+    elif event.kernel:
+        return replace(event, extra={**event.extra, "mapping": f"kernel name {event.kernel!r} names no operator"})
     else:
         return event
     if not candidates:
         return replace(event, extra={**event.extra, "mapping": f"{rule}; no such operator in the graph"})
     if nbytes is not None:
-        sized = [n for n in candidates if _size_matches(n, nbytes)]
+        sized = [n for n in candidates if nbytes in tensor_bytes(n)]
         if sized and len(sized) < len(candidates):
             candidates, conf, rule = sized, min(0.95, conf + 0.1), f"{rule}; tensor of {nbytes} bytes"
     candidates.sort(key=lambda n: n.index)
