@@ -236,7 +236,7 @@ def test_underflow_from_measured_counts_zero_counts_and_abs_max() -> None:
     b.place("input:0", stats(1.0, rms=0.5))
     b.op("a/mul.0", "mul", ["input:0"], stats(1e-3))
     b.op("b/mul.0", "mul", ["a/mul.0"], stats(1e-3))  # carries the same tiny values: not reported again
-    ev = {("a/mul.0", 0): RangeEvidence("float16", 40, 64, 1e-9), ("b/mul.0", 0): RangeEvidence("float16", 40, 64, 1e-9)}
+    ev = {(n, 0): RangeEvidence("float16", 40, 64, 1e-9) for n in ("a/mul.0", "b/mul.0")}
     (w,) = [f for f in b.run(evidence=ev) if f.kind == "underflow"]
     assert w.node == "a/mul.0" and w.severity == "warning" and w.metrics["fraction"] == pytest.approx(40 / 64)
     assert "62% of the non-zero values" in w.message and w.hint is None
@@ -294,7 +294,8 @@ def test_mask_infinities_absorbed_by_softmax_are_not_errors() -> None:
 def test_dumps_without_counts_or_edges() -> None:
     """msprobe statistics carry only Max/Min/Mean/Norm, and a dump may have no data-flow edges."""
     b = Builder("float32")
-    b.op("Functional.linear.0.forward", "linear", [], TensorStats(-1.1, 1.7, 0.2, 3.7, 1.7, 0, 0, 0, 32), dtype="float32")
+    b.op("Functional.linear.0.forward", "linear", [], TensorStats(-1.1, 1.7, 0.2, 3.7, 1.7, 0, 0, 0, 32),
+         dtype="float32")
     b.op("Torch.exp.0.forward", "exp", [], TensorStats(0.0, INF, INF, INF, INF, 0, 0, 0, 32), dtype="float32")
     b.op("Functional.linear.1.forward", "linear", [], TensorStats(NAN, NAN, NAN, NAN, NAN, 0, 0, 0, 4), dtype="float32")
     findings = b.run(dtype="float32")

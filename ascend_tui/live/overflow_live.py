@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ascend_tui.checks.overflow import RangeEvidence, analyze, range_of
-from ascend_tui.graph.opgraph import OpGraph, OpNode, derive
+from ascend_tui.graph.opgraph import OpNode, derive
 from ascend_tui.live.capture import Recorder, _dispatch_mode_class, call_model, dtype_name, iter_tensors
 
 if TYPE_CHECKING:
@@ -196,7 +196,8 @@ def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable
 
     handles = recorder.install_hooks(model)
     mode = _dispatch_mode_class()(recorder)
-    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad] if hasattr(model, "named_parameters") else []
+    named = model.named_parameters() if hasattr(model, "named_parameters") else ()
+    params = [(n, p) for n, p in named if p.requires_grad]
     saved = [(p, p.grad) for _, p in params]
     for p, _ in saved:
         p.grad = None
@@ -228,7 +229,8 @@ def _grad_nodes(recorder: Recorder, params: list[tuple[str, Any]]) -> None:
         src = recorder.source_of(p.grad)
         module = name.rsplit(".", 1)[0] if "." in name else ""
         node_id = f"grad:{name}"
-        meta = recorder.graph.node(src.node).outputs[src.slot] if src.slot < len(recorder.graph.node(src.node).outputs) else None
+        outs = recorder.graph.node(src.node).outputs
+        meta = outs[src.slot] if src.slot < len(outs) else None
         recorder.graph.add_node(OpNode(node_id, "grad", module, recorder.op_count, kind="output",
                                        inputs=(meta,), outputs=(meta,), phase="backward",
                                        attrs={"forward": f"param:{name}"}))

@@ -1,0 +1,282 @@
+"""`ascend_tui.watch(model)`: overflow and NaN detection inside the user's own loop, at low cost.
+
+    with ascend_tui.watch(model) as w:
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            if w.step():                 # this step's findings: skip the update, as GradScaler does
+                optimizer.zero_grad()
+                continue
+            optimizer.step()
+            optimizer.zero_grad()
+    print(w.bad_steps, w.saved)
+
+Every module's output and every parameter gradient is reduced on the device to its min and
+max (one `aminmax`, which NaN and Inf reach, each); `step()` brings them all to
+the host in one transfer, the step's only synchronization. On the first bad step the model is
+re-run on that step's inputs under full per-op capture (buffers and RNG restored, so the run
+is undisturbed) and the investigation is saved for `ascend-tui open`. Call `step()` before
+`optimizer.step()` so the re-run sees the parameters that produced the bad values.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+from ascend_tui.checks.overflow import CHECK, num, range_of
+from ascend_tui.evidence import Finding, RootCause
+from ascend_tui.live.capture import dtype_name, iter_tensors
+
+DEFAULT_SAVE = "ascend-tui-watch-step{step}.atui.json"
+
+
+class Watch:
+    """Context manager that watches a model's module outputs and gradients once per step."""
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        save: str | Path | bool = True,
+        dtype: str | None = None,
+        headroom_bits: float = 1.0,
+        grads: bool = True,
+        loss: Callable[[Any], Any] | None = None,
+        inf_nan_mode: bool | None = None,
+    ) -> None:
+        import torch
+
+        self._torch = torch
+        self.model = model
+        self.save = save
+        self.headroom_bits = headroom_bits
+        self.grads = grads
+        self.loss = loss
+        self.bad_steps: list[int] = []
+        self.findings: list[Finding] = []
+        self.saved: Path | None = None
+        self.investigation: Any = None
+        self.steps = 0
+        params = list(model.parameters())
+        first = next((p for p in params if p.is_floating_point()), None)
+        self._dtype = dtype or (dtype_name(first.dtype) if first is not None else "float32")
+        self._params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        self._names: list[str] = []
+        self._classes: list[str] = []
+        self._dtypes: list[Any] = []
+        self._low: str | None = None
+        self._values: list[Any] = []
+        self._last: Any = None
+        self._handles: list[Any] = []
+        self._inputs: Any = None
+        self._rng: Any = None
+        self._warned: set[str] = set()
+        self._device: Any = None
+        self._inf_nan = inf_nan_mode
+        self._paused = False
+        self._backend = first.device.type if first is not None else "cpu"
+        self._index = (first.device.index or 0) if first is not None else 0
+
+    # -- hooks -----------------------------------------------------------------------------------
+
+    def __enter__(self) -> Watch:
+        for name, mod in self.model.named_modules():
+            self._handles.append(mod.register_forward_hook(self._make_hook(name, type(mod).__name__)))
+        self._handles.append(self.model.register_forward_pre_hook(self._remember, with_kwargs=True))
+        device = self.device
+        if device is not None:
+            device.clear_overflow_flag()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        if self._values and exc[0] is None:
+            self.step()
+
+    def _make_hook(self, name: str, cls: str) -> Callable[..., None]:
+        torch = self._torch
+
+        def hook(_mod: Any, _args: Any, out: Any) -> None:
+            if self._paused:
+                return
+            for t in iter_tensors(out):
+                if t is self._last or not t.is_floating_point() or t.numel() == 0:
+                    continue
+                r = torch.aminmax(t.detach())
+                self._values += (r.min, r.max)
+                self._names.append(name)
+                self._classes.append(cls)
+                self._dtypes.append(t.dtype)
+                self._last = t
+        return hook
+
+    def _remember(self, _mod: Any, args: Any, kwargs: Any) -> None:
+        if self._paused:
+            return
+        self._inputs = (args, kwargs)
+        if self._backend in ("cpu", "cuda"):
+            torch = self._torch
+            cuda = torch.cuda.get_rng_state(self._index) if self._backend == "cuda" else None
+            self._rng = (torch.get_rng_state(), cuda)
+
+    @property
+    def device(self) -> Any:
+        """The ascend-tui `Device` the model lives on (for the NPU overflow flag)."""
+        if self._device is None:
+            from ascend_tui.live.device import Device
+
+            try:
+                self._device = Device(self._backend, self._index)
+            except Exception:  # noqa: BLE001 - a backend ascend-tui does not know: no flag to read
+                self._device = False
+        return self._device or None
+
+    @property
+    def dtype(self) -> str:
+        """The dtype the range check uses: the first float16/bfloat16 output seen, else the parameters'."""
+        return self._low or self._dtype
+
+    # -- the per-step check ------------------------------------------------------------------------
+
+    def step(self, inputs: Any = None) -> list[Finding]:
+        """Check this step (one synchronization) and return its findings; an empty list means a clean step."""
+        torch = self._torch
+        step = self.steps
+        self.steps += 1
+        grads = [(n, p.grad) for n, p in self._params if p.grad is not None] if self.grads else []
+        parts = list(self._values)
+        if grads:
+            for _, g in grads:
+                parts += torch.aminmax(g.detach())
+        values = torch.stack([p.float() for p in parts]).cpu().tolist() if parts else []
+        device = self.device
+        flag = device.read_overflow_flag() if device is not None else None
+        found = self._findings(step, values, [n for n, _ in grads], bool(flag))
+        names = self._names
+        self._values, self._names, self._classes, self._dtypes, self._last = [], [], [], [], None
+        if device is not None and flag is not None:
+            device.clear_overflow_flag()
+        self.findings += found
+        if any(f.severity == "error" for f in found):
+            self.bad_steps.append(step)
+            if len(self.bad_steps) == 1 and self.save is not False:
+                self._rerun(step, inputs, names)
+        return found
+
+    def _findings(self, step: int, values: list[float], grad_names: list[str], flag: bool) -> list[Finding]:
+        out: list[Finding] = []
+        inf_nan = self._inf_nan if self._inf_nan is not None else (self.device.inf_nan_mode if self.device else True)
+        first: Finding | None = None
+        n = len(self._names)
+        for i, (name, cls, dt) in enumerate(zip(self._names, self._classes, self._dtypes)):
+            mn, mx = values[2 * i], values[2 * i + 1]
+            rng = range_of(dtype_name(dt))
+            if rng is not None and rng.low_precision and self._low is None:
+                self._low = rng.name
+            label, node = _module(name), name or "<model>"
+            if math.isnan(mn) or math.isnan(mx) or math.isinf(mn) or math.isinf(mx):
+                kind = "nan" if math.isnan(mn) or math.isnan(mx) else "inf"
+                if first is None:
+                    first = Finding(CHECK, kind, "error", node, cls, name, i,
+                                    f"step {step}: {_word(kind)} first appears in the output of {label} ({cls})",
+                                    "introduced", {"step": step, "min": mn, "max": mx})
+                    out.append(first)
+                else:
+                    out.append(Finding(CHECK, kind, "info", node, cls, name, i,
+                                       f"step {step}: {_word(kind)} in {label} follows from {_module(first.module)}",
+                                       "inherited",
+                                       {"step": step}, RootCause(first.node, first.module, "first non-finite module")))
+                continue
+            peak = max(abs(mn), abs(mx))
+            if rng is None or peak == 0:
+                continue
+            if not inf_nan and peak >= rng.max * (1 - 1e-6):
+                out.append(Finding(CHECK, "saturation", "error", node, cls, name, i,
+                                   f"step {step}: {label} ({cls}) sits at ±{num(rng.max)}, the {rng.name} max: "
+                                   f"saturated", "introduced", {"step": step, "abs_max": peak}))
+                continue
+            headroom = math.log2(rng.max / peak)
+            if headroom < self.headroom_bits and name not in self._warned and peak < rng.max:
+                self._warned.add(name)
+                out.append(Finding(CHECK, "overflow", "warning", node, cls, name, i,
+                                   f"step {step}: {label} ({cls}) peaks at {num(peak)}, only {headroom:.2f} bits "
+                                   f"below the {rng.name} max {num(rng.max)}", "introduced",
+                                   {"step": step, "abs_max": peak, "headroom_bits": headroom}))
+        gvals = values[2 * n:]
+        bad_grads = [g for j, g in enumerate(grad_names)
+                     if not (math.isfinite(gvals[2 * j]) and math.isfinite(gvals[2 * j + 1]))]
+        if bad_grads:
+            kind = "nan" if any(math.isnan(v) for v in gvals) else "inf"
+            where = "the forward was finite" if first is None else f"after {_word(first.kind)} in the forward"
+            out.append(Finding(CHECK, kind, "error" if first is None else "info", f"grad:{bad_grads[0]}", "grad",
+                               bad_grads[0].rpartition(".")[0], n,
+                               f"step {step}: {len(bad_grads)} parameter gradient(s) hold {_word(kind)}, first "
+                               f"`{bad_grads[0]}` ({where})", "introduced" if first is None else "inherited",
+                               {"step": step, "parameters": len(bad_grads)}))
+        if flag and not any(f.kind == "saturation" for f in out):
+            out.append(Finding(CHECK, "saturation", "error", "<device>", "overflow flag", "", -1,
+                               f"step {step}: the NPU overflow flag was set (saturation mode clamps instead of "
+                               f"giving Inf, so no module output shows it)", "introduced", {"step": step}))
+        return out
+
+    # -- the re-run with full capture ----------------------------------------------------------------
+
+    def _rerun(self, step: int, inputs: Any, names: list[str]) -> None:
+        """Capture the bad step op by op on its inputs and save the investigation."""
+        torch = self._torch
+        if inputs is not None:
+            args: Any = inputs
+        elif self._inputs is not None:
+            a, kw = self._inputs
+            args = kw if kw and not a else (a if not kw else None)
+        else:
+            args = None
+        if args is None:
+            return
+        from ascend_tui.investigation import Investigation, RunInfo
+        from ascend_tui.live import overflow_live
+        from ascend_tui.live.capture import capture
+        from ascend_tui.live.runner import LiveContext
+
+        buffers = [(b, b.detach().clone()) for b in self.model.buffers()]
+        rng_now = torch.get_rng_state()
+        self._paused = True
+        try:
+            if self._rng is not None:
+                torch.set_rng_state(self._rng[0])
+                if self._rng[1] is not None:
+                    torch.cuda.set_rng_state(self._rng[1], self._index)
+            result = capture(self.model, args if isinstance(args, (tuple, list, dict)) else (args,),
+                             phase_label=f"re-running step {step}")
+            device = self.device
+            inv = Investigation(result.graph, stats=result.stats, run=RunInfo(
+                target=type(self.model).__name__, device=device.info().to_json() if device else {},
+                checks=("overflow",), dtype=self.dtype, reference=None, source="watch",
+                extra={"step": step, "rng_restored": self._rng is not None}))
+            ctx = LiveContext(self.model, args, device, getattr(torch, self.dtype, torch.float32), None,
+                              backward=self.loss is not None, loss=self.loss, target=result,
+                              options={"headroom_bits": self.headroom_bits, "overflow_evidence": False,
+                                       **({"inf_nan_mode": self._inf_nan} if self._inf_nan is not None else {})})
+            overflow_live.run(ctx, inv)
+        finally:
+            self._paused = False
+            with torch.no_grad():
+                for b, saved in buffers:
+                    b.copy_(saved)
+            torch.set_rng_state(rng_now)
+        path = Path(DEFAULT_SAVE if self.save is True else str(self.save)).expanduser()
+        path = Path(str(path).replace("{step}", str(step)))
+        inv.save(path)
+        self.saved, self.investigation = path, inv
+
+
+def _module(name: str) -> str:
+    return f"`{name}`" if name else "the model"
+
+
+def _word(kind: str) -> str:
+    return {"nan": "NaN", "inf": "Inf"}.get(kind, kind)

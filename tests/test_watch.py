@@ -1,0 +1,143 @@
+"""`ascend_tui.watch`: low-cost detection inside a user's loop, and the re-run of the first bad step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+import ascend_tui  # noqa: E402
+from ascend_tui.formats import open_path  # noqa: E402
+
+pytestmark = pytest.mark.live
+
+
+class Net(nn.Module):
+    """An exp that overflows once the inputs grow, beside BatchNorm (state) and dropout (randomness)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.bn = nn.BatchNorm1d(8)
+        self.drop = nn.Dropout(0.1)
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.drop(torch.exp(self.fc(x) * 10.0))) + self.bn(x).mean(dim=1, keepdim=True)
+
+
+def batches(n: int, bad_from: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(16, 8, generator=g) * (0.1 if i < bad_from else 100.0) for i in range(n)]
+
+
+def train(model: nn.Module, xs: list[torch.Tensor], w: object) -> list[list]:
+    opt = torch.optim.SGD(model.parameters(), lr=1e-5)
+    per_step = []
+    for x in xs:
+        model(x).sum().backward()
+        found = w.step()  # type: ignore[attr-defined]
+        per_step.append(found)
+        if not found:
+            opt.step()
+        opt.zero_grad()
+    return per_step
+
+
+def test_clean_loop_has_no_findings(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = Net().train()
+    with ascend_tui.watch(model, save=tmp_path / "w.atui.json") as w:
+        per_step = train(model, batches(3, bad_from=99), w)
+    assert per_step == [[], [], []] and w.bad_steps == [] and w.findings == [] and w.saved is None
+    assert not any(m._forward_hooks for m in model.modules()), "hooks are removed on exit"
+
+
+def test_first_bad_step_is_reported_rerun_and_saved(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = Net().train()
+    with ascend_tui.watch(model, save=tmp_path / "step{step}.atui.json") as w:
+        train(model, batches(4, bad_from=1), w)
+    assert w.bad_steps == [1, 2, 3]
+    first = next(f for f in w.findings if f.severity == "error")
+    assert first.metrics["step"] == 1 and first.kind in ("inf", "nan")
+    assert w.saved == tmp_path / "step1.atui.json" and w.saved.exists()
+    inv = open_path(w.saved)
+    err = inv.first_finding("overflow")
+    assert err is not None and err.node == "exp.0" and err.root_cause.node == "exp.0"
+    assert "subtract the max" in err.hint
+    assert inv.run.extra["step"] == 1 and inv.run.source == "watch"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step1.atui.json"], "only the first bad step is re-run"
+
+
+def test_rerun_leaves_buffers_and_rng_alone(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = Net().train()
+    x = batches(1, bad_from=0)[0]
+    with ascend_tui.watch(model, save=tmp_path / "w.atui.json") as w:
+        model(x).sum().backward()
+        buffers = [b.clone() for b in model.buffers()]
+        rng = torch.get_rng_state()
+        w.step()
+        assert w.saved is not None
+        assert all(torch.equal(a, b) for a, b in zip(buffers, model.buffers()))
+        assert torch.equal(rng, torch.get_rng_state())
+        assert all(p.grad is not None for p in model.parameters())
+
+
+def test_gradient_only_nan_is_reported() -> None:
+    class SqrtNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.fc(x)
+            return torch.sqrt(h - h).sum(dim=1)  # 0 forward; backward Inf - Inf through d sqrt(0) = Inf
+
+    torch.manual_seed(0)
+    model = SqrtNet()
+    with ascend_tui.watch(model, save=False) as w:
+        model(torch.randn(8, 4)).sum().backward()
+        found = w.step()
+    (err,) = [f for f in found if f.severity == "error"]
+    assert err.node.startswith("grad:fc.") and "the forward was finite" in err.message
+    assert w.bad_steps == [0] and w.saved is None
+
+
+def test_explicit_inputs_and_keyword_calls(tmp_path: Path) -> None:
+    class KwNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, *, x: torch.Tensor) -> torch.Tensor:
+            return torch.exp(self.fc(x) * 1e3)
+
+    torch.manual_seed(0)
+    model = KwNet()
+    x = torch.randn(2, 4)
+    with ascend_tui.watch(model, save=tmp_path / "kw.atui.json") as w:
+        with torch.no_grad():
+            model(x=x)
+        w.step({"x": x})
+    assert w.saved is not None and open_path(w.saved).first_finding().node == "exp.0"
+
+
+def test_exit_without_step_checks_once_and_float16_headroom_warns_once() -> None:
+    class Big(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 4.0
+
+    model = Big()
+    with ascend_tui.watch(model, save=False) as w:
+        for _ in range(3):
+            model(torch.full((4,), 12000.0, dtype=torch.float16))
+            w.step()
+        model(torch.full((4,), 1.0, dtype=torch.float16))
+    (warn,) = w.findings
+    assert warn.kind == "overflow" and warn.severity == "warning" and warn.metrics["step"] == 0
+    assert "float16" in warn.message and w.bad_steps == [] and w.steps == 4
