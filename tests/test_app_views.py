@@ -15,7 +15,7 @@ from textual.widgets import TabbedContent
 
 from ascend_tui.app.config import load_themes, variable_defaults
 from ascend_tui.app.screens.help import HelpScreen
-from ascend_tui.app.screens.memory import MemoryScreen, fmt_bytes, leak_trend, memory_items
+from ascend_tui.app.screens.memory import MemoryScreen, fmt_bytes, leak_trend, memory_items, memory_series
 from ascend_tui.app.screens.overflow import OverflowScreen, amplification_chains, dtype_max, headroom
 from ascend_tui.app.screens.row_table import RowTable
 from ascend_tui.investigation import Investigation
@@ -269,6 +269,47 @@ async def test_memory_view_with_only_a_log_shows_events_and_no_trend() -> None:
         await pilot.press("2")
         await pilot.pause()
         assert "no memory samples" in lines(app.screen.query_one("#trend-table", RowTable))[1]
+
+
+def test_profiler_components_are_separate_series() -> None:
+    from ascend_tui.evidence import MemorySample
+
+    samples = [MemorySample(float(t), 100.0 + t * (label == "APP"), 0.0, label)
+               for t in range(4) for label in ("APP", "PTA")]
+    series = memory_series(samples)
+    assert list(series) == ["APP", "PTA"] and all(len(v) == 4 for v in series.values())
+    assert leak_trend(series["APP"]).grew == 3 and leak_trend(series["PTA"]).grew == 0  # type: ignore[union-attr]
+    assert list(memory_series(memory_investigation().memory_samples)) == [""]  # one label per iteration
+
+
+async def test_memory_view_of_a_real_profiler_folder(fixtures: Path) -> None:
+    from ascend_tui.formats import open_path
+
+    inv = open_path(fixtures / "profiler" / "level2_2025-11" / "ASCEND_PROFILER_OUTPUT")
+    app = Host(lambda: MemoryScreen(inv))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        table = app.screen.query_one("#trend-table", RowTable)
+        headings = [r.cells[0] for r in table.rows if r.tone == "section"]
+        assert len(headings) >= 2 and any(h.startswith("APP: ") for h in headings)
+        assert lines(table)[0].split()[:3] == ["time", "(µs)", "allocated"]
+
+
+async def test_memory_view_of_a_real_sanitizer_log(fixtures: Path) -> None:
+    from ascend_tui.formats import open_path
+
+    inv = open_path(fixtures / "sanitizer" / "compute_sanitizer_memcheck_real.log")
+    app = Host(lambda: MemoryScreen(inv))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one("#events-table", RowTable)
+        oob = next(r for r in table.rows if r.tone != "section" and "out-of-bounds read" in r.cells[-1])
+        assert oob.key in inv.graph and oob.cells[1] == "compute-sanitizer"
+        table.move_to(table.rows.index(oob))
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.results == [oob.key]
 
 
 # -- help -------------------------------------------------------------------------------------

@@ -62,6 +62,21 @@ def leak_trend(samples: list[MemorySample]) -> Trend | None:
     return Trend(float(alloc[0]), float(alloc[-1]), slope, grew, len(alloc) - 1)
 
 
+def memory_series(samples: list[MemorySample]) -> dict[str, list[MemorySample]]:
+    """Samples split into series by label when labels repeat (a profiler's APP / PTA / GE components).
+
+    Labels that never repeat (one per iteration) describe points of one series, returned under "".
+    """
+    ordered = sorted(samples, key=lambda s: s.time)
+    labels = [s.label for s in ordered]
+    if len(set(labels)) == len(labels):
+        return {"": ordered} if ordered else {}
+    series: dict[str, list[MemorySample]] = {}
+    for sample in ordered:
+        series.setdefault(sample.label, []).append(sample)
+    return series
+
+
 def root_cause_of(inv: Investigation, node: str | None, finding: Finding | None) -> str | None:
     """The root cause to jump to from a row: the finding's own, else a memory finding's on the same op."""
     if finding is not None and finding.root_cause is not None:
@@ -132,13 +147,14 @@ class MemoryScreen(Screen[str | None]):
         super().__init__()
         self.inv = inv
         self.items = memory_items(inv)
-        self.samples = sorted(inv.memory_samples, key=lambda s: s.time)
-        self.trend = leak_trend(self.samples)
+        self.series = memory_series(inv.memory_samples)
+        self.trends = {name: t for name, samples in self.series.items() if (t := leak_trend(samples)) is not None}
 
     def compose(self) -> ComposeResult:
         yield Static(self._summary(), id="memory-summary", markup=False)
-        if len(self.samples) >= 2:
-            yield Sparkline([s.allocated_bytes for s in self.samples], id="memory-spark")
+        if self.trends:
+            name = max(self.trends, key=lambda n: max(s.allocated_bytes for s in self.series[n]))
+            yield Sparkline([s.allocated_bytes for s in self.series[name]], id="memory-spark")
         with TabbedContent(initial="events"):
             with TabPane("1 Events", id="events"):
                 yield RowTable(*self._event_table(), empty="no memory findings or events", id="events-table")
@@ -169,10 +185,9 @@ class MemoryScreen(Screen[str | None]):
         head = (f"{len(items)} memory report{'s' * (len(items) != 1)}: {errors} error{'s' * (errors != 1)}, "
                 f"{on_ops} on operators, {doubtful} likely false positive{'s' * (doubtful != 1)}")
         lines = [f"{head} · {kind_text}" if kind_text else head]
-        if self.trend is not None:
-            t = self.trend
-            lines.append(f"allocated {fmt_bytes(t.first)} → {fmt_bytes(t.last)}, {fmt_bytes(t.per_step)} per step; "
-                         f"grew in {t.grew} of {t.steps} steps")
+        for name, t in list(self.trends.items())[:3]:
+            lines.append(f"{name + ': ' if name else ''}allocated {fmt_bytes(t.first)} → {fmt_bytes(t.last)}, "
+                         f"{fmt_bytes(t.per_step)} per step; grew in {t.grew} of {t.steps} steps")
         return "\n".join(lines)
 
     def _event_table(self) -> tuple[list[Column], list[Row]]:
@@ -201,22 +216,17 @@ class MemoryScreen(Screen[str | None]):
         return columns, rows
 
     def _trend_table(self) -> tuple[list[Column], list[Row]]:
-        columns = [Column("sample"), Column("allocated", align="right"), Column("change", align="right"),
-                   Column("reserved", align="right"),
+        samples = [x for series in self.series.values() for x in series]
+        reserved = any(x.reserved_bytes for x in samples)  # live runs measure tensors, not the pool
+        named = len(self.series) > 1 or "" not in self.series
+        columns = [Column("time (µs)" if named else "sample"), Column("allocated", align="right"),
+                   Column("change", align="right"), *([Column("reserved", align="right")] if reserved else []),
                    Column("allocated, lowest to highest", width=BAR_WIDTH, grow=True)]
-        values = [s.allocated_bytes for s in self.samples]
-        low, high = (min(values), max(values)) if values else (0.0, 0.0)
         rows: list[Row] = []
-        prev: float | None = None
-        for i, s in enumerate(self.samples):
-            change = "" if prev is None else fmt_bytes(s.allocated_bytes - prev)
-            grew = prev is not None and s.allocated_bytes > prev
-            share = (s.allocated_bytes - low) / (high - low) if high > low else 1.0
-            bar = "█" * (1 + round((BAR_WIDTH - 1) * share))
-            rows.append(Row((s.label or fmt_value(s.time), fmt_bytes(s.allocated_bytes),
-                             ("+" if grew else "") + change, fmt_bytes(s.reserved_bytes), bar),
-                            cell_tones=("", "", "warning" if grew else "", "", "info")))
-            prev = s.allocated_bytes
+        for name, series in self.series.items():
+            if named:
+                rows.append(Row((f"{name}: {len(series)} sample{'s' * (len(series) != 1)}",), tone="section"))
+            rows += _trend_rows(series, reserved, named)
         return columns, rows
 
     def _operator_table(self) -> tuple[list[Column], list[Row]]:
@@ -296,6 +306,27 @@ class MemoryScreen(Screen[str | None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+def _trend_rows(series: list[MemorySample], reserved: bool, by_time: bool) -> list[Row]:
+    """One row per sample: allocated, change from the sample before, a bar from the series' low to its high."""
+    values = [x.allocated_bytes for x in series]
+    low, high = min(values), max(values)
+    rows: list[Row] = []
+    prev: float | None = None
+    for x in series:
+        change = "" if prev is None else fmt_bytes(x.allocated_bytes - prev)
+        grew = prev is not None and x.allocated_bytes > prev
+        share = (x.allocated_bytes - low) / (high - low) if high > low else 1.0
+        cells = [fmt_value(x.time) if by_time else (x.label or fmt_value(x.time)), fmt_bytes(x.allocated_bytes),
+                 ("+" if grew else "") + change]
+        if reserved:
+            cells.append(fmt_bytes(x.reserved_bytes))
+        cells.append("█" * (1 + round((BAR_WIDTH - 1) * share)))
+        tones: list[Tone] = ["", "", "warning" if grew else ""] + [""] * reserved + ["info"]
+        rows.append(Row(tuple(cells), cell_tones=tuple(tones)))
+        prev = x.allocated_bytes
+    return rows
 
 
 def _rank(item: MemoryItem) -> int:
