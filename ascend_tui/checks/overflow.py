@@ -43,7 +43,7 @@ from ascend_tui.checks.overflow_explain import (
     times,
 )
 from ascend_tui.evidence import ChainLink, Finding, RootCause, Severity, StatsTable
-from ascend_tui.graph.opgraph import OpGraph, OpNode
+from ascend_tui.graph.opgraph import Edge, OpGraph, OpNode
 
 __all__ = ["CHECK", "RANGES", "DtypeRange", "RangeEvidence", "analyze", "num", "op_name", "range_of", "times"]
 CHECK = "overflow"
@@ -114,6 +114,7 @@ class _Analysis(Explainer):
         self.near: dict[tuple[str, int], float] = {}
         self.under: dict[tuple[str, int], tuple[float, str]] = {}
         self._weights: dict[str, bool] = {}
+        self._prods: dict[str, list[Edge]] = {}
 
     # -- classification ------------------------------------------------------------------------
 
@@ -161,7 +162,7 @@ class _Analysis(Explainer):
             return False
         if self.t.col["abs_max"][self.t.rows[key]] < actual.max * (1 - 1e-6):
             return False
-        at_max = [(e.src, e.out_slot) for e in self.g.producers(node.id)
+        at_max = [(e.src, e.out_slot) for e in self.prods(node.id)
                   if (v := self.t.get((e.src, e.out_slot), "abs_max")) is not None and v >= actual.max * (1 - 1e-6)]
         return not at_max or any(k in self.bad for k in at_max)  # created here, or carried from a saturated op
 
@@ -194,7 +195,7 @@ class _Analysis(Explainer):
         origins: list[str] = []
         reaches_out: set[str] = set()
         for nid in order:
-            prods = self.g.producers(nid)
+            prods = self.prods(nid)
             srcs: list[str] = []
             for e in prods:
                 if (e.src, e.out_slot) in self.bad:
@@ -238,7 +239,7 @@ class _Analysis(Explainer):
                 if node is None or key[0] in bad_nodes or key[0] in done \
                         or (self.phase is not None and node.phase != self.phase) \
                         or (table is self.near and key[0] in self.explained) \
-                        or any(e.src in marked or e.src in bad_nodes for e in self.g.producers(key[0])):
+                        or any(e.src in marked or e.src in bad_nodes for e in self.prods(key[0])):
                     continue
                 done.add(key[0])
                 out.append(make(node, key))
@@ -311,7 +312,7 @@ class _Analysis(Explainer):
         okind, oslot = bad_nodes[origin]
         olabel = self.slotlabel((origin, oslot), okind)
         label = self.slotlabel((node.id, slot), kind)
-        fed = {self.bad[(e.src, e.out_slot)] for e in self.g.producers(node.id) if (e.src, e.out_slot) in self.bad}
+        fed = {self.bad[(e.src, e.out_slot)] for e in self.prods(node.id) if (e.src, e.out_slot) in self.bad}
         turn = (" (Inf turned into NaN here: Inf - Inf, 0 x Inf or Inf / Inf)"
                 if kind == "nan" and fed == {"inf"} else "")
         olabel_text = {"saturation": "saturation", "overflow": "the overflow"}.get(okind, olabel)

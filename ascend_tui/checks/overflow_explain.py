@@ -15,7 +15,7 @@ from ascend_tui.graph.trace import greedy_upstream
 
 if TYPE_CHECKING:
     from ascend_tui.checks.overflow import RangeEvidence
-    from ascend_tui.graph.opgraph import OpGraph, OpNode
+    from ascend_tui.graph.opgraph import Edge, OpGraph, OpNode
 
 UNNORMALIZED_RMS = 10.0
 MAX_CHAIN = 256
@@ -110,6 +110,15 @@ class Explainer:
     predict: bool
     _weights: dict[str, bool]
 
+    _prods: dict[str, list[Edge]]
+
+    def prods(self, nid: str) -> list[Edge]:
+        """`graph.producers(nid)`, computed once per node."""
+        edges = self._prods.get(nid)
+        if edges is None:
+            edges = self._prods[nid] = self.g.producers(nid)
+        return edges
+
     def magnitude(self, key: tuple[str, int]) -> float | None:
         """Abs max of an output: from the float32 reference when it has a number, else from the run."""
         for table in (self.r, self.t):
@@ -120,11 +129,22 @@ class Explainer:
 
     def weight_like(self, nid: str) -> bool:
         """Parameters, buffers, constants and ops computed only from them (`t` of a weight): not activations."""
-        if nid not in self._weights:
-            node = self.g.node(nid)
-            self._weights[nid] = node.kind != "input" and (node.kind != "op" or all(
-                self.weight_like(e.src) for e in self.g.producers(nid)))
-        return self._weights[nid]
+        memo, stack = self._weights, [nid]
+        while stack:  # iterative: graphs are deeper than Python's recursion limit
+            n = stack[-1]
+            node = self.g.node(n)
+            if n in memo or node.kind != "op":
+                memo.setdefault(n, node.kind != "input")
+                stack.pop()
+                continue
+            prods = [e.src for e in self.prods(n)]
+            pending = [p for p in prods if p not in memo]
+            if pending:
+                stack.extend(pending)
+            else:
+                memo[n] = all(memo[p] for p in prods)
+                stack.pop()
+        return memo[nid]
 
     def chain(self, origin: str, slot: int) -> list[tuple[str, float]]:
         """The walk upstream along the largest-magnitude floating activation (a weight only when no activation
@@ -144,12 +164,12 @@ class Explainer:
         return [(n, v if v is not None else math.nan) for n, v in zip(path, values)]
 
     def _out_mag(self, node: str, consumer: str) -> float | None:
-        slots = [e.out_slot for e in self.g.producers(consumer) if e.src == node]
+        slots = [e.out_slot for e in self.prods(consumer) if e.src == node]
         return max((self.magnitude((node, s)) or 0.0 for s in slots), default=None)
 
     def input_max(self, nid: str) -> float | None:
         """Largest abs max among the floating inputs the op actually read (in the run checked)."""
-        vals = [self.t.get((e.src, e.out_slot), "abs_max") for e in self.g.producers(nid)]
+        vals = [self.t.get((e.src, e.out_slot), "abs_max") for e in self.prods(nid)]
         vals = [v for v in vals if v is not None and not math.isnan(v)]
         return max(vals) if vals else None
 
@@ -163,7 +183,7 @@ class Explainer:
               src: tuple[str, float] | None) -> list[tuple[str, str, str]]:
         """(tag, short remedy, full hint) for each fix the evidence supports, strongest first."""
         name, out = op_name(node.op_type), []
-        prods = self.g.producers(node.id)
+        prods = self.prods(node.id)
         in_max = self.input_max(node.id)
         if name in _EXP and in_max is not None and in_max > eff.exp_limit and kind != "nan":
             out.append(("exp", "subtract the max before exp",
@@ -238,13 +258,13 @@ class Explainer:
         if best is not None and best[1] >= 2:
             i = [n for n, _ in chain].index(best[0])
             bnode = self.g.node(best[0])
-            weights = [(e.src, v) for e in self.g.producers(best[0]) if self.weight_like(e.src)
+            weights = [(e.src, v) for e in self.prods(best[0]) if self.weight_like(e.src)
                        and (v := self.magnitude((e.src, e.out_slot))) is not None and v >= 2]
             by = ""
             if weights:
                 w, v = max(weights, key=lambda wv: wv[1])
-                while self.g.node(w).kind == "op" and self.g.producers(w):
-                    w = self.g.producers(w)[0].src
+                while self.g.node(w).kind == "op" and self.prods(w):
+                    w = self.prods(w)[0].src
                 by = f" through `{w}` (max {num(v)})"
             return RootCause(best[0], bnode.module, f"amplifies values {times(best[1])} "
                              f"({num(chain[i + 1][1])} -> {num(chain[i][1])}){by}", links), best[1]
