@@ -80,7 +80,9 @@ class ExpNet(nn.Module):
 
 def test_exp_overflow_blames_exp_and_hints_max_subtraction() -> None:
     torch.manual_seed(0)
-    inv = ascend_tui.investigate(ExpNet(), (torch.randn(4, 8),), device="cpu", backward=True)
+    model = ExpNet()
+    inv = ascend_tui.investigate(model, (torch.randn(4, 8),), device="cpu", backward=True)
+    assert all(p.grad is None for p in model.parameters()), "the user's model keeps its (absent) gradients"
     (err,) = errors(inv)
     assert err.node == "exp.0" and err.root_cause.node == "exp.0"
     grads = [f for f in inv.findings if f.node.startswith("grad:")]

@@ -191,7 +191,10 @@ def default_loss(outputs: Any) -> Any:
 
 
 def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable[[Any], Any] | None = None) -> None:
-    """Forward and backward under `recorder`: gradient ops get phase "backward", parameter grads become nodes."""
+    """Forward and backward under `recorder`: gradient ops get phase "backward", parameter grads become nodes.
+
+    The model's `.grad`s and buffers are put back afterwards, so the user's training state is untouched.
+    """
     import torch
 
     handles = recorder.install_hooks(model)
@@ -199,6 +202,7 @@ def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable
     named = model.named_parameters() if hasattr(model, "named_parameters") else ()
     params = [(n, p) for n, p in named if p.requires_grad]
     saved = [(p, p.grad) for _, p in params]
+    buffers = [(b, b.detach().clone()) for b in model.buffers()] if hasattr(model, "buffers") else []
     for p, _ in saved:
         p.grad = None
     try:
@@ -219,6 +223,9 @@ def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable
         recorder.remove_hooks()
         for p, g in saved:
             p.grad = g
+        with torch.no_grad():
+            for b, kept in buffers:
+                b.copy_(kept)
 
 
 def _grad_nodes(recorder: Recorder, params: list[tuple[str, Any]]) -> None:

@@ -22,6 +22,7 @@ is undisturbed) and the investigation is saved for `ascend-tui open`. Call `step
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -85,9 +86,7 @@ class Watch:
         for name, mod in self.model.named_modules():
             self._handles.append(mod.register_forward_hook(self._make_hook(name, type(mod).__name__)))
         self._handles.append(self.model.register_forward_pre_hook(self._remember, with_kwargs=True))
-        device = self.device
-        if device is not None:
-            device.clear_overflow_flag()
+        self.device.clear_overflow_flag()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -125,15 +124,12 @@ class Watch:
 
     @property
     def device(self) -> Any:
-        """The ascend-tui `Device` the model lives on (for the NPU overflow flag)."""
+        """The ascend-tui `Device` the model lives on (for the NPU overflow flag and the re-run's report)."""
         if self._device is None:
             from ascend_tui.live.device import Device
 
-            try:
-                self._device = Device(self._backend, self._index)
-            except Exception:  # noqa: BLE001 - a backend ascend-tui does not know: no flag to read
-                self._device = False
-        return self._device or None
+            self._device = Device(self._backend, self._index)
+        return self._device
 
     @property
     def dtype(self) -> str:
@@ -154,22 +150,21 @@ class Watch:
                 parts += torch.aminmax(g.detach())
         values = torch.stack([p.float() for p in parts]).cpu().tolist() if parts else []
         device = self.device
-        flag = device.read_overflow_flag() if device is not None else None
+        flag = device.read_overflow_flag()
         found = self._findings(step, values, [n for n, _ in grads], bool(flag))
-        names = self._names
         self._values, self._names, self._classes, self._dtypes, self._last = [], [], [], [], None
-        if device is not None and flag is not None:
+        if flag is not None:
             device.clear_overflow_flag()
         self.findings += found
         if any(f.severity == "error" for f in found):
             self.bad_steps.append(step)
             if len(self.bad_steps) == 1 and self.save is not False:
-                self._rerun(step, inputs, names)
+                self._rerun(step, inputs)
         return found
 
     def _findings(self, step: int, values: list[float], grad_names: list[str], flag: bool) -> list[Finding]:
         out: list[Finding] = []
-        inf_nan = self._inf_nan if self._inf_nan is not None else (self.device.inf_nan_mode if self.device else True)
+        inf_nan = self._inf_nan if self._inf_nan is not None else self.device.inf_nan_mode
         first: Finding | None = None
         n = len(self._names)
         for i, (name, cls, dt) in enumerate(zip(self._names, self._classes, self._dtypes)):
@@ -225,53 +220,63 @@ class Watch:
 
     # -- the re-run with full capture ----------------------------------------------------------------
 
-    def _rerun(self, step: int, inputs: Any, names: list[str]) -> None:
-        """Capture the bad step op by op on its inputs and save the investigation."""
-        torch = self._torch
-        if inputs is not None:
-            args: Any = inputs
-        elif self._inputs is not None:
+    def _rerun(self, step: int, inputs: Any) -> None:
+        """Capture the bad step op by op on its inputs and save the investigation (a failure only warns)."""
+        if inputs is None and self._inputs is not None:
             a, kw = self._inputs
-            args = kw if kw and not a else (a if not kw else None)
-        else:
-            args = None
-        if args is None:
+            inputs = kw if kw and not a else (a if not kw else None)
+        if inputs is None:
             return
+        try:
+            inv = self._capture(step, inputs if isinstance(inputs, (tuple, list, dict)) else (inputs,))
+            path = Path(str(Path(DEFAULT_SAVE if self.save is True else str(self.save)).expanduser())
+                        .replace("{step}", str(step)))
+            inv.save(path)
+        except Exception as exc:  # noqa: BLE001 - the user's loop must go on; the step's findings stand
+            warnings.warn(f"ascend-tui: could not re-run step {step} under capture: {type(exc).__name__}: {exc}",
+                          RuntimeWarning, stacklevel=3)
+            return
+        self.saved, self.investigation = path, inv
+
+    def _capture(self, step: int, inputs: Any) -> Any:
+        """The re-run itself, with the model's buffers and the RNG put back as they were."""
         from ascend_tui.investigation import Investigation, RunInfo
         from ascend_tui.live import overflow_live
         from ascend_tui.live.capture import capture
         from ascend_tui.live.runner import LiveContext
 
+        torch = self._torch
+        cuda = self._backend == "cuda"
         buffers = [(b, b.detach().clone()) for b in self.model.buffers()]
-        rng_now = torch.get_rng_state()
+        rng_now = (torch.get_rng_state(), torch.cuda.get_rng_state(self._index) if cuda else None)
         self._paused = True
         try:
             if self._rng is not None:
                 torch.set_rng_state(self._rng[0])
-                if self._rng[1] is not None:
+                if cuda:
                     torch.cuda.set_rng_state(self._rng[1], self._index)
-            result = capture(self.model, args if isinstance(args, (tuple, list, dict)) else (args,),
-                             phase_label=f"re-running step {step}")
+            result = capture(self.model, inputs, phase_label=f"re-running step {step}")
             device = self.device
+            info = device.info().to_json() if device.backend in ("cpu", "cuda", "npu") else \
+                {"backend": device.backend, "name": device.backend, "inf_nan_mode": True}
             inv = Investigation(result.graph, stats=result.stats, run=RunInfo(
-                target=type(self.model).__name__, device=device.info().to_json() if device else {},
-                checks=("overflow",), dtype=self.dtype, reference=None, source="watch",
-                extra={"step": step, "rng_restored": self._rng is not None}))
-            ctx = LiveContext(self.model, args, device, getattr(torch, self.dtype, torch.float32), None,
-                              backward=self.loss is not None, loss=self.loss, target=result,
-                              options={"headroom_bits": self.headroom_bits, "overflow_evidence": False,
-                                       **({"inf_nan_mode": self._inf_nan} if self._inf_nan is not None else {})})
+                target=type(self.model).__name__, device=info, checks=("overflow",), dtype=self.dtype,
+                reference=None, source="watch", extra={"step": step, "rng_restored": self._rng is not None}))
+            options: dict[str, Any] = {"headroom_bits": self.headroom_bits, "overflow_evidence": False}
+            if self._inf_nan is not None:
+                options["inf_nan_mode"] = self._inf_nan
+            ctx = LiveContext(self.model, inputs, device, getattr(torch, self.dtype, torch.float32), None,
+                              backward=self.loss is not None, loss=self.loss, target=result, options=options)
             overflow_live.run(ctx, inv)
+            return inv
         finally:
             self._paused = False
             with torch.no_grad():
                 for b, saved in buffers:
                     b.copy_(saved)
-            torch.set_rng_state(rng_now)
-        path = Path(DEFAULT_SAVE if self.save is True else str(self.save)).expanduser()
-        path = Path(str(path).replace("{step}", str(step)))
-        inv.save(path)
-        self.saved, self.investigation = path, inv
+            torch.set_rng_state(rng_now[0])
+            if cuda:
+                torch.cuda.set_rng_state(rng_now[1], self._index)
 
 
 def _module(name: str) -> str:
