@@ -45,12 +45,13 @@ class EmbedShift(nn.Module):
         return self.head(self.embed(ids + 3).mean(dim=1))
 
 
-def captured(model: Any, inputs: tuple[Any, ...], dtype: str | None = None) -> Investigation:
-    """Capture `model` on the CPU (and a float32 reference when `dtype` differs): graph and statistics only."""
+def captured(model: Any, inputs: tuple[Any, ...], dtype: str | None = None,
+             checks: tuple[str, ...] = ()) -> Investigation:
+    """Capture `model` on the CPU, with a float32 reference run when a check compares against one."""
     from ascend_tui.investigation import investigate
 
     torch.manual_seed(0)
-    return investigate(model, inputs, checks=(), device="cpu", dtype=dtype, reference="cpu:float32",
+    return investigate(model, inputs, checks=checks, device="cpu", dtype=dtype, reference="cpu:float32",
                        target="tests")
 
 
@@ -61,10 +62,10 @@ def nan_investigation() -> Investigation:
 
 
 def mlp_investigation() -> Investigation:
-    """A float16 MLP on un-normalized inputs with a hand-placed range finding on its first matmul."""
+    """A float16 MLP run by the overflow check against a float32 reference, plus a range finding on its first op."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
-    inv = captured(model, (torch.rand(4, 8) * 100,), dtype="float16")
+    inv = captured(model, (torch.rand(4, 8) * 100,), dtype="float16", checks=("overflow",))
     first = next(n for n in inv.graph.execution_order() if inv.graph.node(n).module == "0")
     node = inv.graph.node(first)
     inv.add_findings([Finding("overflow", "overflow", "warning", first, node.op_type, node.module, node.index,

@@ -86,6 +86,16 @@ async def test_demo_runs_live_and_fills_every_view(tmp_path: Path, monkeypatch: 
         assert last is not None and inv.findings_for(last)
         await pilot.press("r")
         assert app.main.ops.current == origin
+        # pressed again, r walks the origin's amplification chain one hop at a time towards the input
+        rc = inv.trace_root_cause(origin)
+        assert rc is not None
+        hops = [c.node for c in rc.chain if c.node in inv.graph and not inv.graph.node(c.node).is_placeholder]
+        assert hops[0] == origin and len(hops) >= 3
+        for hop in hops[1:3]:
+            await pilot.press("r")
+            assert app.main.ops.current == hop
+        await pilot.press("b", "b")
+        assert app.main.ops.current == origin
         # each view opens on its evidence and hands an operator back to the graph
         await pilot.press("o")
         assert isinstance(app.screen, OverflowScreen)

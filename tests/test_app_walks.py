@@ -128,15 +128,20 @@ async def test_step_through_from_the_first_finding_forward_and_back_updates_the_
         assert app.main.ops.current == first.node  # out of step mode, right does nothing
 
 
-async def test_next_and_previous_finding_wrap_around(tmp_path: Path) -> None:
+async def test_next_and_previous_finding_follow_execution_order_and_wrap(tmp_path: Path) -> None:
     inv = mlp_investigation()
+    order = inv.graph.execution_order()
+    flagged = sorted(inv.flagged_nodes() & set(order), key=order.index)
     app = _app(inv, tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
-        only = inv.findings[0].node
-        await pilot.press("g", "n")
-        assert app.main.ops.current == only
+        await pilot.press("g")
+        for node in flagged[1:] if order[0] == flagged[0] else flagged:
+            await pilot.press("n")
+            assert app.main.ops.current == node
+        await pilot.press("n")  # past the last finding: back to the first
+        assert app.main.ops.current == flagged[0]
         await pilot.press("N")
-        assert app.main.ops.current == only
+        assert app.main.ops.current == flagged[-1]
 
 
 async def test_flagged_filter_and_search_show_n_of_m_and_keep_walks_working(tmp_path: Path) -> None:

@@ -215,13 +215,14 @@ class InvestigatorApp(App[None]):
     # -- actions the keys, the palette and the views call --------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """False hides a binding (a part of the app not installed, a view with no evidence); None dims it."""
         if action == "copy_summary":
-            return None if optional("ascend_tui.app.export", "op_summary") is None else self.inv is not None
+            return False if optional("ascend_tui.app.export", "op_summary") is None else self.inv is not None or None
         if action == "open_view":
             spec = next((v for v in VIEWS if v.id == parameters[0]), None)
-            return True if spec is not None and view_ready(spec, self.inv) else None
+            return spec is not None and view_ready(spec, self.inv)
         if action in ("export_report", "focus_node"):
-            return self.inv is not None
+            return self.inv is not None or None
         return True
 
     def action_cancel(self) -> None:

@@ -70,7 +70,11 @@ class MainScreen(Screen[None]):
                 yield Detail(id="detail")
                 yield Neighbours(id="neighbours")
         yield RunProgress(id="progress")
-        yield Footer()
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        if self.inv is None:
+            self._repaint()
 
     def on_resize(self, event: events.Resize) -> None:
         self.set_class(event.size.width < NARROW, "-narrow")
@@ -137,10 +141,11 @@ class MainScreen(Screen[None]):
         self.go(event.node_id)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Walks are dimmed (None) until something is loaded; the step keys exist only in step mode."""
         if action in WALK_ACTIONS and self.inv is None:
-            return None if action != "search" else False
-        if action == "step" and not self.step_mode:
             return None
+        if action == "step" and not self.step_mode:
+            return False
         return True
 
     # -- moving -------------------------------------------------------------------------------
@@ -210,11 +215,11 @@ class MainScreen(Screen[None]):
         self.go(consumers[index].dst)
 
     def action_root_cause(self) -> None:
-        """Jump to the focused finding's root cause; pressed again, walk its chain one hop further."""
+        """Jump to the focused finding's root cause; pressed again, walk its chain one hop at a time."""
         assert self.inv is not None
         node = self._commit()
-        if node in self._chain and self._chain.index(node) + 1 < len(self._chain) and node != self._chain[0]:
-            self.go(self._chain[self._chain.index(node) + 1])
+        if node in self._chain and node != self._chain[0] and self._chain[-1] != node:
+            self._hop(node)
             return
         rc = self.inv.trace_root_cause(node)
         if rc is None:
@@ -223,17 +228,30 @@ class MainScreen(Screen[None]):
             else:
                 self.notify("no root cause recorded for this operator", severity="warning", markup=False)
             return
-        chain = [c.node for c in rc.chain if c.node in self.inv.graph]
-        if rc.node not in chain:
-            chain.append(rc.node)
-        self._chain = chain
-        if rc.node != node:
+        self._chain = [c.node for c in rc.chain if c.node in self.inv.graph]
+        if rc.node in self.inv.graph and rc.node not in self._chain:
+            self._chain.append(rc.node)
+        cause = self.inv.graph.get(rc.node)
+        if rc.node != node and cause is not None and not cause.is_placeholder:
             self.go(rc.node)
             self.notify(f"root cause: {rc.reason}", markup=False)
-        elif chain.index(node) + 1 < len(chain):
-            self.go(chain[chain.index(node) + 1])
-        else:
-            self.notify(f"this is the root cause: {rc.reason}", markup=False)
+            return
+        self.notify(f"root cause: {rc.node} — {rc.reason}", markup=False)
+        if node in self._chain:
+            self._hop(node)
+
+    def _hop(self, node: str) -> None:
+        """One step further along the active root-cause chain (towards the source)."""
+        assert self.inv is not None
+        rest = self._chain[self._chain.index(node) + 1:]
+        if not rest:
+            self.notify("end of the root-cause chain", markup=False)
+            return
+        nxt = self.inv.graph.node(rest[0])
+        if nxt.is_placeholder:
+            self.notify(f"the chain ends at {nxt.id}, a model {nxt.kind}", markup=False)
+            return
+        self.go(nxt.id)
 
     def _to_finding(self, step: int | None) -> None:
         assert self.inv is not None

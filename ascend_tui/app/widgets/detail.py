@@ -70,13 +70,28 @@ class Detail(VerticalScroll, can_focus=True):
 
     def _paint(self) -> None:
         body = self.query_one("#detail-body", Static)
-        if self._inv is None or self.node_id is None or self.node_id not in self._inv.graph:
+        if self._inv is None:
+            body.update(welcome(self._style))
+            return
+        if self.node_id is None or self.node_id not in self._inv.graph:
             body.update(Text("no operator selected", style=self._style("detail--muted")))
             return
         body.update(describe(self._inv, self.node_id, self._style))
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(name, partial=True)
+
+
+def welcome(style: StyleOf) -> Text:
+    """What the pane says before anything is open."""
+    out = Text()
+    out.append("Nothing open yet.\n\n", style("detail--title"))
+    for key, what in (("O", "open an investigation, an msprobe dump folder, a sanitizer log or a model.py"),
+                      ("ctrl+p", "command palette"), ("?", "every key")):
+        out.append(f"  {key:8}", style("detail--heading"))
+        out.append(what + "\n")
+    out.append("\nFrom a shell: ascend-tui open PATH...  ·  ascend-tui demo", style("detail--muted"))
+    return out
 
 
 def describe(inv: Investigation, node_id: str, style: StyleOf) -> Text:
@@ -134,13 +149,16 @@ def _statistics(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> 
         shown = True
         ref_name = f"reference {inv.run.reference}" if inv.run.reference else "reference"
         out.append(f"\n\nstatistics, output {slot}", style("detail--heading"))
-        out.append(f"\n  {'':9}{'target ' + inv.run.dtype:>16}  {ref_name:>16}", style("detail--muted"))
+        out.append(f"\n  {'':9}{'target ' + inv.run.dtype:>16}", style("detail--muted"))
+        if inv.reference is not None:
+            out.append(f"  {ref_name:>16}", style("detail--muted"))
         for label, field in STAT_ROWS:
             t = getattr(target, field) if target else None
-            r = getattr(ref, field) if ref else None
             out.append(f"\n  {label:9}")
             out.append(f"{_num(t):>16}", _value_style(field, t, style))
-            out.append(f"  {_num(r):>16}", _value_style(field, r, style))
+            if inv.reference is not None:
+                r = getattr(ref, field) if ref else None
+                out.append(f"  {_num(r):>16}", _value_style(field, r, style))
         meta = node.outputs[slot] if slot < len(node.outputs) else None
         dtype = meta.dtype if meta is not None else inv.run.dtype
         if target is not None:
@@ -224,8 +242,10 @@ def _finding(out: Text, f: Finding, style: StyleOf) -> None:
         out.append("\n    hint: ", style("detail--heading"))
         out.append(f.hint)
     if f.metrics:
-        items = ", ".join(f"{k}={_num(v) if isinstance(v, (int, float)) else v}" for k, v in f.metrics.items())
-        out.append(f"\n    {items}", style("detail--muted"))
+        items = ", ".join(f"{k}={_num(v) if isinstance(v, (int, float)) else v}" for k, v in f.metrics.items()
+                          if v is not None)
+        if items:
+            out.append(f"\n    {items}", style("detail--muted"))
     rc = f.root_cause
     if rc is not None:
         out.append("\n    root cause: ", style("detail--heading"))
