@@ -8,6 +8,7 @@ among them, and otherwise the confidence is shared between them.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from dataclasses import dataclass, replace
@@ -200,39 +201,65 @@ def _event_bytes(event: MemoryEvent) -> int | None:
 
 
 
-def map_event(graph: OpGraph, event: MemoryEvent) -> MemoryEvent:
+class _OpIndex:
+    """Operators of a graph by short op type, exact op type and tensor size, plus placements already made."""
+
+    def __init__(self, graph: OpGraph) -> None:
+        self.by_short: dict[str, list[OpNode]] = {}
+        self.by_type: dict[str, list[OpNode]] = {}
+        self.by_out_bytes: dict[int, list[OpNode]] = {}
+        self.by_bytes: dict[int, list[OpNode]] = {}
+        self.placed: dict[tuple[str | None, int | None], tuple[str | None, float | None, dict[str, Any]] | None] = {}
+        for n in sorted((n for n in graph if not n.is_placeholder), key=lambda n: n.index):
+            self.by_short.setdefault(short_op(n.op_type), []).append(n)
+            self.by_type.setdefault(n.op_type.lower(), []).append(n)
+            if (nbytes := _out_bytes(n)) is not None:
+                self.by_out_bytes.setdefault(nbytes, []).append(n)
+            for nbytes in tensor_bytes(n):
+                self.by_bytes.setdefault(nbytes, []).append(n)
+
+
+def map_event(graph: OpGraph, event: MemoryEvent, index: _OpIndex | None = None) -> MemoryEvent:
     """The event with `node` and `confidence` set from its kernel name (and sizes), or unchanged when nothing fits."""
     if event.node is not None and event.node in graph:
         return event
-    nbytes = _event_bytes(event)
-    ops = [n for n in graph if not n.is_placeholder]
-    match = match_kernel(event.kernel) if event.kernel else None
-    if match is not None:
-        wanted = {short_op(o) for o in match.op_types}
-        candidates = [n for n in ops if short_op(n.op_type) in wanted]
-        if not candidates and event.kernel:
-            key = _stem(event.kernel).lower()
-            candidates = [n for n in ops if n.op_type.lower() == key]
-        rule, conf = match.rule, match.confidence
-    elif nbytes is not None and event.kernel is None:
-        candidates, rule, conf = [n for n in ops if nbytes in {_out_bytes(n)}], "allocation size", 0.3
-        if len(candidates) != 1:
-            return event
-    elif event.kernel:
-        return replace(event, extra={**event.extra, "mapping": f"kernel name {event.kernel!r} names no operator"})
-    else:
+    index = index or _OpIndex(graph)
+    key = (event.kernel, _event_bytes(event))
+    if key not in index.placed:
+        index.placed[key] = _place(index, *key)
+    placed = index.placed[key]
+    if placed is None:
         return event
+    node, confidence, notes = placed
+    return replace(event, node=node, confidence=confidence, extra={**event.extra, **notes})
+
+
+def _place(index: _OpIndex, kernel: str | None, nbytes: int | None
+           ) -> tuple[str | None, float | None, dict[str, Any]] | None:
+    """(node, confidence, notes for `extra`) for a kernel name and allocation size; None when nothing is said."""
+    match = match_kernel(kernel) if kernel else None
+    if match is not None:
+        wanted = dict.fromkeys(short_op(o) for o in match.op_types)
+        candidates = sorted((n for op in wanted for n in index.by_short.get(op, ())), key=lambda n: n.index)
+        if not candidates and kernel:
+            candidates = list(index.by_type.get(_stem(kernel).lower(), ()))
+        rule, conf = match.rule, match.confidence
+    elif nbytes is not None and kernel is None:
+        candidates, rule, conf = list(index.by_out_bytes.get(nbytes, ())), "allocation size", 0.3
+        if len(candidates) != 1:
+            return None
+    elif kernel:
+        return None, None, {"mapping": f"kernel name {kernel!r} names no operator"}
+    else:
+        return None
     if not candidates:
-        return replace(event, extra={**event.extra, "mapping": f"{rule}; no such operator in the graph"})
-    if nbytes is not None:
-        sized = [n for n in candidates if nbytes in tensor_bytes(n)]
+        return None, None, {"mapping": f"{rule}; no such operator in the graph"}
+    if nbytes is not None and match is not None:
+        sized = [n for n in index.by_bytes.get(nbytes, ()) if short_op(n.op_type) in wanted]
         if sized and len(sized) < len(candidates):
             candidates, conf, rule = sized, min(0.95, conf + 0.1), f"{rule}; tensor of {nbytes} bytes"
-    candidates.sort(key=lambda n: n.index)
-    share = round(conf / len(candidates), 3)
-    extra = {**event.extra, "mapping": rule, "candidates": len(candidates),
-             "other_nodes": [n.id for n in candidates[1:5]]}
-    return replace(event, node=candidates[0].id, confidence=share, extra=extra)
+    notes = {"mapping": rule, "candidates": len(candidates), "other_nodes": [n.id for n in candidates[1:5]]}
+    return candidates[0].id, round(conf / len(candidates), 3), notes
 
 
 def _out_bytes(node: OpNode) -> int | None:
@@ -244,7 +271,11 @@ def _out_bytes(node: OpNode) -> int | None:
 
 def map_events(graph: OpGraph, events: Iterable[MemoryEvent]) -> list[MemoryEvent]:
     """`map_event` over a log's events."""
-    return [map_event(graph, e) for e in events]
+    events = list(events)
+    if all(e.node is not None and e.node in graph for e in events):
+        return events
+    index = _OpIndex(graph)
+    return [map_event(graph, e, index) for e in events]
 
 
 def mark_pool_reuse(events: Sequence[MemoryEvent], *, pool_enabled: bool | None = None) -> list[MemoryEvent]:
@@ -274,9 +305,16 @@ def mark_pool_reuse(events: Sequence[MemoryEvent], *, pool_enabled: bool | None 
             blocks.append((int(str(alloc["address"]), 16), int(alloc["size"]), e.line_no or 0, "nearest allocation"))
         if e.kind in ("leak", "unused_memory", "allocation") and e.address is not None and e.size:
             blocks.append((e.address, e.size, e.line_no or 0, f"{e.kind.replace('_', ' ')} record"))
+    latest: dict[tuple[int, int], tuple[int, int, int, str]] = {}
+    for b in blocks:  # the same range re-issued many times: its last issue decides
+        if b[:2] not in latest or b[2] > latest[b[:2]][2]:
+            latest[b[:2]] = b
+    blocks = sorted(latest.values())
+    starts = [b[0] for b in blocks]
+    widest = max((b[1] for b in blocks), default=0)
     out: list[MemoryEvent] = []
     for e in events:
-        reason = None if e.likely_false_positive else _pool_reason(e, blocks, pool_enabled)
+        reason = None if e.likely_false_positive else _pool_reason(e, blocks, starts, widest, pool_enabled)
         if reason is None:
             out.append(e)
             continue
@@ -285,11 +323,15 @@ def mark_pool_reuse(events: Sequence[MemoryEvent], *, pool_enabled: bool | None 
     return out
 
 
-def _pool_reason(e: MemoryEvent, blocks: list[tuple[int, int, int, str]], pool_enabled: bool | None) -> str | None:
+def _pool_reason(e: MemoryEvent, blocks: list[tuple[int, int, int, str]], starts: list[int], widest: int,
+                 pool_enabled: bool | None) -> str | None:
     if e.kind in _REUSE_KINDS and e.address is not None and not e.extra.get("stomping"):
         lo, hi = e.address, e.address + max(e.size or 1, 1)
-        for start, size, line, source in blocks:
-            if line > (e.line_no or 0) and start <= lo and hi <= start + size:
+        for k in range(bisect.bisect_right(starts, lo) - 1, -1, -1):
+            start, size, line, source = blocks[k]
+            if start < lo - widest:
+                break
+            if line > (e.line_no or 0) and hi <= start + size:
                 return (f"{hex(e.address)} lies inside the block of {size} bytes at {hex(start)} that was "
                         f"allocated again later ({source}, line {line}): a memory pool re-issuing the range")
     if e.kind == "leak" and e.size and e.size % POOL_SEGMENT == 0 and pool_enabled is not False:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import re
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -156,7 +156,10 @@ def _component(op: str) -> str:
 
 def load_memory_timeline(folder: str | Path, cancel: threading.Event | None = None
                          ) -> tuple[list[MemorySample], list[MemoryEvent]]:
-    """(samples over time, blocks largest first) of a profiler folder; times are µs from its first record."""
+    """(samples over time, blocks largest first) of a profiler folder; times are µs from its first record.
+
+    Each block's `node` is its operator's name, the node id `load` gives that operator.
+    """
     record, operator = find_files(folder)
     if record is None and operator is None:
         raise InputError(folder, f"no {RECORD} or {OPERATOR} here (an Ascend PyTorch Profiler folder was expected; "
@@ -183,6 +186,7 @@ def _block(o: dict[str, Any], origin: Decimal) -> MemoryEvent:
     if o["total_allocated"] is not None:
         extra["total_allocated_bytes"] = o["total_allocated"]
     return MemoryEvent(kind="allocation", tool=TOOL, size=o["bytes"], line_no=o["line"], extra=extra,
+                       node=o["op"], confidence=1.0,
                        message=f"{o['op']} allocated {_human(o['bytes'])} at {start / 1000:.3f} ms, "
                                + (f"released after {held / 1000:.3f} ms" if held is not None
                                   else "not released within the capture"))
@@ -233,11 +237,10 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
         if op not in graph:
             graph.add_node(OpNode(id=op, op_type=op.replace("::", "."), module="", index=len(graph),
                                   attrs={"component": b.extra["component"]} if b.extra["component"] else None))
-    events = [replace(b, node=str(b.extra["op"]), confidence=1.0) for b in blocks]
     holders = [{"op": h.name, "blocks": h.blocks, "total_bytes": h.total_bytes, "largest_bytes": h.largest_bytes,
                 "unreleased": h.unreleased} for h in top_holders(blocks)]
     run = RunInfo(target=str(path), source="ascend profiler memory",
                   device={"backend": "npu", "name": "offline (Ascend PyTorch Profiler)", "inf_nan_mode": True},
                   extra={"memory_holders": holders})
-    return Investigation(graph, memory_events=events, memory_samples=samples, run=run)
+    return Investigation(graph, memory_events=blocks, memory_samples=samples, run=run)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
@@ -120,13 +121,9 @@ class SanitizerLog:
 
     def hidden_errors(self) -> list[tuple[int, int, int, int]]:
         """(session, line, errors counted, errors printed) for each run whose ERROR SUMMARY exceeds what it printed."""
-        out = []
-        for s in self.summaries:
-            if s.kind == "errors":
-                printed = sum(1 for e in self.events if e.tool == s.tool and e.extra.get("session") == s.session)
-                if s.count > printed:
-                    out.append((s.session, s.line_no, s.count, printed))
-        return out
+        printed = Counter((e.tool, e.extra.get("session")) for e in self.events)
+        return [(s.session, s.line_no, s.count, printed[(s.tool, s.session)]) for s in self.summaries
+                if s.kind == "errors" and s.count > printed[(s.tool, s.session)]]
 
 
 @dataclass(slots=True)
@@ -169,7 +166,7 @@ class SanitizerParser:
         self._cs_open = False
 
     def feed(self, raw: str) -> bool:
-        """Read one line; True when it was a sanitizer line (False: the program's own output)."""
+        """Read one line; True when it was a sanitizer line (False: the program's own output, or unreadable)."""
         self.line_no += 1
         line = _ANSI.sub("", raw.rstrip("\r\n"))
         chatter = _CHATTER.match(line)
@@ -186,7 +183,7 @@ class SanitizerParser:
             self.log.sessions = max(self.log.sessions, 1)
         if tool not in self.log.tools:
             self.log.tools.append(tool)
-        body = (m.group(2) or "").strip()
+        body, unrecognized = (m.group(2) or "").strip(), len(self.log.unrecognized)
         header, detail = (self._cs_top, self._cs_detail) if tool == CSAN else (self._ms_header, self._ms_detail)
         if not body:
             self._close()
@@ -195,7 +192,7 @@ class SanitizerParser:
                 self.log.unrecognized.append(self.line_no)
             elif not detail(self._rec, body):
                 self._rec.extra.setdefault("notes", []).append(body)
-        return True
+        return len(self.log.unrecognized) == unrecognized
 
     def feed_all(self, lines: Iterable[str], cancel: threading.Event | None = None) -> SanitizerLog:
         """Feed every line of `lines`, checking `cancel` now and then, and finish."""
@@ -549,6 +546,6 @@ def investigation_from_log(log: SanitizerLog, base: Investigation | None = None,
         inv.run.extra.update(extra)
     events = prepare_events(inv.graph, events, pool_enabled=pool_enabled)
     inv.memory_events.extend(events)
-    inv.replace_findings("memory", [*findings_from_events(inv.graph, events, pool_enabled=pool_enabled),
-                                    *hidden_error_findings(log.hidden_errors(), tools)])
+    inv.add_findings([*findings_from_events(inv.graph, events, pool_enabled=pool_enabled),
+                      *hidden_error_findings(log.hidden_errors(), tools)])
     return inv
