@@ -154,6 +154,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=int, default=1_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    asyncio.run(_app_timings(synthetic(200), 1))  # warm-up: imports, CSS parsing, first-run caches
     with tempfile.TemporaryDirectory() as tmp:
         base = measure(args.baseline, args.repeat, Path(tmp))
         big = measure(args.ops, args.repeat, Path(tmp))

@@ -156,9 +156,10 @@ async def test_flagged_filter_and_search_show_n_of_m_and_keep_walks_working(tmp_
         await pilot.press("1", "p")  # a walk to a hidden op drops the filter
         assert app.main.ops.current == "mul.0"
         assert app.main.ops.border_title == f"operators {total} of {total}"
-        await pilot.press("slash", *"[no such op")  # brackets are text, not markup
+        await pilot.press("slash", *"[b]no such op")  # brackets are text, not markup
         assert app.main.ops.border_title.startswith(f"operators 0 of {total}")
-        assert "no operator matches" in screen_text(app)
+        text = screen_text(app)
+        assert "no operator matches" in text and '"[b]no such op"' in text
         await pilot.press("escape")
         assert app.main.ops.border_title == f"operators {total} of {total}"
         await pilot.press("F")

@@ -10,7 +10,7 @@ from textual.binding import Binding
 
 APP_BINDINGS: list[Binding] = [
     Binding("question_mark", "help", "help", id="app.help"),
-    Binding("ctrl+p,colon", "command_palette", "palette", id="app.palette", priority=True, key_display="^p"),
+    Binding("ctrl+p,colon", "command_palette", "palette", id="app.palette", priority=True, show=False),
     Binding("q,ctrl+q", "quit", "quit", id="app.quit", show=False),
     Binding("x", "run_checks", "run checks", id="app.run-checks", show=False),
     Binding("e", "export_report('all')", "export report", id="app.export", show=False),

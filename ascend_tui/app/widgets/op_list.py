@@ -15,6 +15,7 @@ from rich.segment import Segment
 from textual import events
 from textual.binding import BindingType
 from textual.cache import LRUCache
+from textual.content import Content
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
@@ -73,7 +74,7 @@ class OpRows:
 
 
 class OpList(ScrollView, can_focus=True):
-    """Operators in execution order: index, evidence badges, op type, module and output shapes."""
+    """Operators in execution order: index, evidence badges, op type (∇ for backward), module and output shapes."""
 
     BINDINGS: ClassVar[list[BindingType]] = list(LIST_BINDINGS)
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -157,7 +158,7 @@ class OpList(ScrollView, can_focus=True):
         self.shown = self.rows.select(flagged=self.flagged_only, search=self.search, module=self.module)
         self._cache.clear()
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.shown))
-        self.border_title = self.title()
+        self.border_title = Content(self.title())  # plain text: a search may contain '['
         target = self._visible_row(keep) if keep is not None else None
         self.cursor = target if target is not None else 0
         self.refresh()
@@ -264,7 +265,8 @@ class OpList(ScrollView, can_focus=True):
         op_w = min(16, max(6, rest // 4))
         shape_w = 0 if rest < 48 else min(22, rest // 4)
         module_w = max(0, rest - op_w - shape_w - 3)
-        segments.append(Segment(" " + set_cell_size(display_op(node.op_type), op_w), style("op-list--op")))
+        op = display_op(node.op_type) if node.phase == "forward" else f"∇{display_op(node.op_type)}"
+        segments.append(Segment(" " + set_cell_size(op, op_w), style("op-list--op")))
         segments.append(Segment(" " + set_cell_size(_module_label(node), module_w), style("op-list--module")))
         if shape_w:
             segments.append(Segment(" " + set_cell_size(_shapes(node), shape_w), style("op-list--shape")))
