@@ -128,8 +128,10 @@ def test_whitespace_between_versions_does_not_matter(logs: Path, name: str) -> N
     text = (logs / name).read_text()
     tight = re.sub(r"^(=+)[ \t]+", r"\1 ", text, flags=re.MULTILINE)
     wide = re.sub(r"^(=+)[ \t]+", r"\1\t    ", text, flags=re.MULTILINE).replace("byte(s)", " byte(s)")
+    glued = re.sub(r"^(=+)[ \t]+", r"\1", text, flags=re.MULTILINE)
     base = _key(parse_lines(text.splitlines()).events)
     assert _key(parse_lines(tight.splitlines()).events) == base
+    assert _key(parse_lines(glued.splitlines()).events) == base
     assert _key(parse_lines(wide.splitlines()).events) == base
 
 
@@ -173,7 +175,7 @@ def test_bad_logs_give_one_clear_error(logs: Path, tmp_path: Path) -> None:
     junk.write_bytes(b"====== ERROR: illegal read of size 4\n" + bytes(range(256)) * 8)
     assert f"{junk}:2: binary data" in _one_line_error(junk)
     plain = tmp_path / "plain.log"
-    plain.write_text("epoch 1 loss 0.3\nepoch 2 loss 0.2\n")
+    plain.write_text("epoch 1 loss 0.3\n==========\n======> 80%\nepoch 2 loss 0.2\n")
     assert "no msSanitizer" in _one_line_error(plain) and "2 lines" in _one_line_error(plain)
     cut = tmp_path / "cut.log"
     cut.write_text("".join((logs / "mssanitizer_memcheck_doc_examples.log").read_text().splitlines(True)[:10]))

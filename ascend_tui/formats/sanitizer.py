@@ -30,7 +30,7 @@ _N = r"(\d[\d,]*)"
 _HEX = r"(0x[0-9a-fA-F]+)"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _BINARY = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
-_PREFIX = re.compile(r"^(={6,})(?:\s(.*))?$")
+_PREFIX = re.compile(r"^(={6,})\s*(.*)$")
 _CHATTER = re.compile(r"^\[mssanitizer\]\s*(.*)$")
 
 # msSanitizer (csrc/address_sanitizer/mem_error_def.h, race_info_display.h, sync_info_display.h).
@@ -179,10 +179,6 @@ class SanitizerParser:
             return False
         self.log.report_lines += 1
         tool = CSAN if len(m.group(1)) >= 9 else MSSAN
-        if tool == MSSAN:
-            self.log.sessions = max(self.log.sessions, 1)
-        if tool not in self.log.tools:
-            self.log.tools.append(tool)
         body, unrecognized = (m.group(2) or "").strip(), len(self.log.unrecognized)
         header, detail = (self._cs_top, self._cs_detail) if tool == CSAN else (self._ms_header, self._ms_detail)
         if not body:
@@ -210,8 +206,16 @@ class SanitizerParser:
 
     # -- shared record handling ---------------------------------------------------------------
 
+    def _saw(self, tool: str) -> None:
+        """`tool` wrote a line we understood: the log is its output."""
+        if tool not in self.log.tools:
+            self.log.tools.append(tool)
+        if tool == MSSAN:
+            self.log.sessions = max(self.log.sessions, 1)
+
     def _open(self, tool: str, kind: str, severity: str, needs: str | None = None, **fields: Any) -> _Record:
         self._close()
+        self._saw(tool)
         session = self._cs_session() if tool == CSAN else max(self._ms_session, 1)
         self._rec = _Record(tool, kind, severity.lower(), self.line_no, session, needs, **fields)
         return self._rec
@@ -236,14 +240,14 @@ class SanitizerParser:
 
     def _summary(self, tool: str, kind: str, count: int, **counts: int) -> None:
         self._close()
+        self._saw(tool)
         session = self._cs_session() if tool == CSAN else max(self._ms_session, 1)
         self.log.summaries.append(LogSummary(tool, kind, self.line_no, session, count, **counts))
         if tool == CSAN and kind in ("errors", "hazards"):
             self._cs_open = False
 
     def _chatter(self, text: str) -> None:
-        if MSSAN not in self.log.tools:
-            self.log.tools.append(MSSAN)
+        self._saw(MSSAN)
         if text.startswith("logging to file:"):
             self._ms_session += 1
             self.log.sessions = max(self.log.sessions, self._ms_session)
@@ -288,6 +292,7 @@ class SanitizerParser:
         elif (m := _MS_INTERNAL.match(body)) is not None:
             self._open(MSSAN, "internal_error", "warning").extra["serial_no"] = int(m.group(2))
         elif _MS_LEAKS.match(body):
+            self._saw(MSSAN)
             self._leak_group = self.line_no
         elif (m := _MS_RACE.match(body)) is not None:
             rec = self._open(MSSAN, "race", m.group(1), "the two racing accesses", space=m.group(3),
@@ -358,6 +363,7 @@ class SanitizerParser:
     def _cs_top(self, body: str) -> bool:
         if body == "COMPUTE-SANITIZER":
             self._close()
+            self._saw(CSAN)
             self._cs_open = False
             self._cs_session()
         elif (m := _CS_ERRSUM.match(body)) is not None:
