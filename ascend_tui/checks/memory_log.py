@@ -59,7 +59,7 @@ _CUDA_TABLE: list[tuple[re.Pattern[str], tuple[str, ...], float]] = [(re.compile
      ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
       "scaled_dot_product_attention"), 0.8),
     (r"gemm|gemv|Gemm|cutlass|cublas|splitKreduce|\bKernel2\b", _MATMUL, 0.6),
-    (r"conv|Conv|implicit_convolve|fprop|dgrad|wgrad|winograd|cudnn", _CONV, 0.6),
+    (r"[cC]onv(?!ert)|implicit_convolve|fprop|dgrad|wgrad|winograd|cudnn", _CONV, 0.6),
     (r"sum_functor", ("sum",), 0.8), (r"MeanOps", ("mean",), 0.8), (r"WelfordOps", ("var_mean", "var", "std"), 0.7),
     (r"ArgMaxOps", ("argmax",), 0.8), (r"ArgMinOps", ("argmin",), 0.8), (r"MaxOps|MaxNanFunctor", ("amax", "max"), 0.7),
     (r"MinOps|MinNanFunctor", ("amin", "min"), 0.7), (r"NormOps|NormTwoOps|NormOneOps", ("linalg_vector_norm", "norm"), 0.7),
@@ -68,7 +68,7 @@ _CUDA_TABLE: list[tuple[re.Pattern[str], tuple[str, ...], float]] = [(re.compile
     (r"tensor_kernel_scan", ("cumsum", "cumprod"), 0.7), (r"triu_tril_kernel", ("triu", "tril"), 0.8),
     (r"masked_fill", ("masked_fill",), 0.8), (r"where_kernel", ("where",), 0.8),
     (r"elementwise_kernel_with_index|arange", ("arange",), 0.7),
-    (r"gatherTopK|topk", ("topk",), 0.8), (r"sort", ("sort", "argsort"), 0.6),
+    (r"gatherTopK|topk", ("topk",), 0.8), (r"(?<![a-z])sort|Sort", ("sort", "argsort"), 0.6),
     (r"launch_clamp_scalar|clamp_(min_|max_)?scalar", ("clamp", "clamp_min", "clamp_max", "relu", "hardtanh"), 0.6),
 ]]
 _CUDA_GENERIC = frozenset({"binary", "unary", "opmath", "compare", "vectorized_elementwise", "unrolled_elementwise",
@@ -145,7 +145,7 @@ def _match_cuda(kernel: str) -> KernelMatch | None:
             return KernelMatch(ops, conf, f"CUDA kernel name matches {pattern.pattern!r}")
     if "at::" not in kernel:
         return None
-    functors = [f for f in re.findall(r"CUDAFunctor(?:OnSelf|OnOther)?_(\w+?)\b", kernel)]
+    functors = re.findall(r"CUDAFunctor(?:OnSelf|OnOther)?_(\w+?)\b", kernel)
     functors += [_snake(f) for f in re.findall(r"(\w+?)Functor\b", kernel.replace("::", " "))]
     functors = [f for f in functors if f and f not in _CUDA_GENERIC]
     if functors:
