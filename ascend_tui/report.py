@@ -64,7 +64,8 @@ def format_findings(inv: Investigation, limit: int = 20) -> list[str]:
     lines = []
     order = sorted(inv.findings, key=lambda f: ({"error": 0, "warning": 1}.get(f.severity, 2), f.index))
     for f in order[:limit]:
-        lines.append(f"{f.severity.upper():7} {f.check}/{f.kind} at {f.node}: {f.message}")
+        where = f" at {f.node}" if f.node else ""
+        lines.append(f"{f.severity.upper():7} {f.check}/{f.kind}{where}: {f.message}")
         if f.hint:
             lines.append(f"        hint: {f.hint}")
     if len(order) > limit:
