@@ -106,12 +106,6 @@ class MainScreen(Screen[None]):
         self._repaint()
         self.refresh_bindings()
 
-    def refresh_findings(self) -> None:
-        """Repaint after findings were added to the current investigation."""
-        self.ops.refresh_findings()
-        self._repaint()
-        self.refresh_bindings()
-
     def _repaint(self) -> None:
         node = self.ops.current
         self.query_one(Detail).show(self.inv, node)
@@ -125,9 +119,9 @@ class MainScreen(Screen[None]):
         if inv is not None and inv.focused is not None and inv.focused != here:
             trail.append(inv.focused)
         mode = []
-        if self.step_mode and inv is not None and here is not None:
-            order = inv.graph.execution_order()
-            mode.append(f"STEP {inv.graph.node(here).index + 1}/{len(order)}")
+        rows = self.ops.rows
+        if self.step_mode and rows is not None and here is not None:
+            mode.append(f"STEP {rows.row_of[here] + 1}/{len(rows.ids)}")
         if self._slot is not None:
             mode.append(f"slot {self._slot}")
         self.query_one(Breadcrumb).show(trail, here, " · ".join(mode))

@@ -39,11 +39,7 @@ class OpRows:
         self.ids: list[str] = list(inv.graph.execution_order())
         self.row_of: dict[str, int] = {nid: i for i, nid in enumerate(self.ids)}
         self._haystack: list[str] | None = None
-        self.refresh_findings()
-
-    def refresh_findings(self) -> None:
-        """Recompute which rows carry findings (after checks ran or a log was mapped)."""
-        flagged = self.inv.flagged_nodes()
+        flagged = inv.flagged_nodes()
         rows = [self.row_of[n] for n in flagged if n in self.row_of]
         self.flagged = np.array(sorted(rows), dtype=np.int64)
 
@@ -133,13 +129,6 @@ class OpList(ScrollView, can_focus=True):
         self.rows = OpRows(inv)
         self.flagged_only, self.search, self.module = False, "", None
         self._apply(None)
-
-    def refresh_findings(self) -> None:
-        """Repaint badges and the flagged set after findings changed."""
-        if self.rows is None:
-            return
-        self.rows.refresh_findings()
-        self._apply(self.current)
 
     def set_filters(self, *, flagged: bool | None = None, search: str | None = None,
                     module: str | None | bool = False) -> None:
