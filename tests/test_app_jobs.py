@@ -147,7 +147,7 @@ async def test_a_corrupt_file_opened_from_the_app_is_a_notification(tmp_path: Pa
         assert app.screen is app.main
         errors = _errors(app)
         assert len(errors) == 1 and errors[0].startswith(f"{broken}:") and "invalid JSON" in errors[0]
-        assert app.inv is None
+        assert app.inv is None and "Nothing open yet" in screen_text(app)
 
 
 async def test_a_file_no_reader_understands_is_a_notification(tmp_path: Path) -> None:

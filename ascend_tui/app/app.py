@@ -21,6 +21,7 @@ from ascend_tui.app.keys import APP_BINDINGS
 from ascend_tui.app.messages import ChecksFinished, InvestigationLoaded, ProgressReported
 from ascend_tui.app.screens.main import MainScreen, view_ready
 from ascend_tui.app.views import VIEWS
+from ascend_tui.app.widgets.detail import Detail
 from ascend_tui.app.widgets.progress import RunProgress
 from ascend_tui.app.workers import LiveOptions, ProgressPoster
 from ascend_tui.errors import AscendTuiError, Cancelled, InputError, TargetError
@@ -182,10 +183,14 @@ class InvestigatorApp(App[None]):
         bar = self.main.query_one(RunProgress)
         if event.state == WorkerState.RUNNING:
             bar.start(worker.description)
+            if self.inv is None:
+                self.main.query_one(Detail).note(f"{worker.description} {' '.join(self.paths)} …")
             return
         if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
             if not any(w.group == JOB_GROUP and not w.is_finished and w is not worker for w in self.workers):
                 bar.stop()
+        if event.state in (WorkerState.ERROR, WorkerState.CANCELLED) and self.inv is None:
+            self.main.query_one(Detail).show(None, None)
         if event.state == WorkerState.CANCELLED:
             self.notify(f"{worker.description}: cancelled", markup=False)
         elif event.state == WorkerState.ERROR and worker.error is not None:

@@ -63,6 +63,11 @@ class Detail(VerticalScroll, can_focus=True):
         self._inv, self.node_id = inv, node_id
         self._paint()
 
+    def note(self, text: str) -> None:
+        """Show a line of status instead of an operator (while the first investigation loads)."""
+        self._inv, self.node_id = None, None
+        self.query_one("#detail-body", Static).update(Text(text, style=self._style("detail--muted")))
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         if self.is_mounted and self._inv is not None:
