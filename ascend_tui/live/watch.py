@@ -11,8 +11,9 @@
             optimizer.zero_grad()
     print(w.bad_steps, w.saved)
 
-Every module's output and every parameter gradient is reduced on the device to its min and
-max (one `aminmax`, which NaN and Inf reach, each); `step()` brings them all to
+Every module's output (but those of `BOUNDED` ones like ReLU, which cannot make a finite value
+bad) and every parameter gradient is reduced on the device to its min and max (one `aminmax`,
+which NaN and Inf reach, each); `step()` brings them all to
 the host in one transfer, the step's only synchronization. On the first bad step the model is
 re-run on that step's inputs under full per-op capture (buffers and RNG restored, so the run
 is undisturbed) and the investigation is saved for `ascend-tui open`. Call `step()` before
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import math
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,6 +33,10 @@ from ascend_tui.evidence import Finding, RootCause
 from ascend_tui.live.capture import dtype_name, iter_tensors
 
 DEFAULT_SAVE = "ascend-tui-watch-step{step}.atui.json"
+# Modules whose output is finite and no larger than their input when the input is: not measured, so
+# the first appearance of a bad value is still caught by the module that made it, at less cost.
+BOUNDED = frozenset("""ReLU ReLU6 Hardtanh Sigmoid Tanh Hardsigmoid Softmax Softmin Identity Flatten Unflatten
+    MaxPool1d MaxPool2d MaxPool3d AdaptiveMaxPool1d AdaptiveMaxPool2d AdaptiveMaxPool3d""".split())
 
 
 class Watch:
@@ -69,7 +75,7 @@ class Watch:
         self._dtypes: list[Any] = []
         self._low: str | None = None
         self._values: list[Any] = []
-        self._last: Any = None
+        self._last: Any = _dead
         self._handles: list[Any] = []
         self._inputs: Any = None
         self._rng: Any = None
@@ -84,7 +90,8 @@ class Watch:
 
     def __enter__(self) -> Watch:
         for name, mod in self.model.named_modules():
-            self._handles.append(mod.register_forward_hook(self._make_hook(name, type(mod).__name__)))
+            if type(mod).__name__ not in BOUNDED or mod is self.model:
+                self._handles.append(mod.register_forward_hook(self._make_hook(name, type(mod).__name__)))
         self._handles.append(self.model.register_forward_pre_hook(self._remember, with_kwargs=True))
         self.device.clear_overflow_flag()
         return self
@@ -103,14 +110,14 @@ class Watch:
             if self._paused:
                 return
             for t in iter_tensors(out):
-                if t is self._last or not t.is_floating_point() or t.numel() == 0:
+                if t is self._last() or not t.is_floating_point() or t.numel() == 0:
                     continue
                 r = torch.aminmax(t.detach())
                 self._values += (r.min, r.max)
                 self._names.append(name)
                 self._classes.append(cls)
                 self._dtypes.append(t.dtype)
-                self._last = t
+                self._last = weakref.ref(t)  # a parent returning its child's output is not measured twice
         return hook
 
     def _remember(self, _mod: Any, args: Any, kwargs: Any) -> None:
@@ -152,7 +159,7 @@ class Watch:
         device = self.device
         flag = device.read_overflow_flag()
         found = self._findings(step, values, [n for n, _ in grads], bool(flag))
-        self._values, self._names, self._classes, self._dtypes, self._last = [], [], [], [], None
+        self._values, self._names, self._classes, self._dtypes, self._last = [], [], [], [], _dead
         if flag is not None:
             device.clear_overflow_flag()
         self.findings += found
@@ -277,6 +284,11 @@ class Watch:
             torch.set_rng_state(rng_now[0])
             if cuda:
                 torch.cuda.set_rng_state(rng_now[1], self._index)
+
+
+def _dead() -> None:
+    """A weak reference to nothing."""
+    return None
 
 
 def _module(name: str) -> str:
