@@ -121,6 +121,11 @@ class StatsTable:
     def add_many(self, keys: list[tuple[str, int]], values: np.ndarray) -> None:
         """Append rows; `values` has one row of `STAT_FIELDS` per key."""
         values = np.asarray(values, dtype=np.float64).reshape(len(keys), len(STAT_FIELDS))
+        if not self._rows and len(set(keys)) == len(keys):
+            self._data = values.copy()
+            self._rows = {k: i for i, k in enumerate(keys)}
+            self._n = len(keys)
+            return
         need = self._n + len(keys)
         if need > self._data.shape[0]:
             grown = np.zeros((max(need, 2 * self._data.shape[0], 64), len(STAT_FIELDS)), dtype=np.float64)
@@ -163,20 +168,28 @@ class StatsTable:
             yield key, TensorStats.from_row(self._data[row])
 
     def to_json(self) -> dict[str, Any]:
+        """Columns of keys and finite rows; non-finite cells listed apart so the file stays strict JSON."""
         data = self._data[: self._n]
+        finite = np.isfinite(data)
+        bad = np.argwhere(~finite)
         return {
             "fields": list(STAT_FIELDS),
-            "keys": [[k[0], k[1]] for k in self._rows],
-            "rows": [[_json_float(x) for x in row] for row in data.tolist()],
+            "nodes": [k[0] for k in self._rows],
+            "slots": [k[1] for k in self._rows],
+            "rows": np.where(finite, data, 0.0).tolist(),
+            "nonfinite": [[int(r), int(c), _json_float(float(data[r, c]))] for r, c in bad],
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StatsTable:
         table = cls()
-        keys = [(str(k[0]), int(k[1])) for k in data.get("keys", [])]
-        rows = [[_from_json_float(x) for x in r] for r in data.get("rows", [])]
-        if keys:
-            table.add_many(keys, np.array(rows, dtype=np.float64))
+        keys = list(zip(map(str, data.get("nodes", [])), map(int, data.get("slots", []))))
+        if not keys:
+            return table
+        rows = np.asarray(data["rows"], dtype=np.float64).reshape(len(keys), len(STAT_FIELDS))
+        for r, c, value in data.get("nonfinite", []):
+            rows[int(r), int(c)] = _from_json_float(value)
+        table.add_many(keys, rows)
         return table
 
 

@@ -106,6 +106,11 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
     assert [n for n in h] == [n for n in g]
     assert sorted(h.edges(), key=str) == sorted(g.edges(), key=str)
     assert h.node("add.0").source and h.node("add.0").source.short() == "m.py:7"
+    for n in g:
+        assert h.producers(n.id) == g.producers(n.id) and h.consumers(n.id) == g.consumers(n.id)
+    assert h.execution_order() == g.execution_order() and h.topological_order() == g.topological_order()
+    h.add_edge("input:0", "mul.0", 0, 2)  # a loaded graph keeps growing like a built one
+    assert h.producer("mul.0", 2) == "input:0"
 
 
 @pytest.mark.parametrize("content, problem", [

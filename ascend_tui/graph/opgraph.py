@@ -19,6 +19,8 @@ from ascend_tui.evidence import SourceLocation, TensorMeta
 NodeKind = Literal["op", "input", "param", "buffer", "const", "output"]
 PLACEHOLDER_KINDS = frozenset({"input", "param", "buffer", "const"})
 GRAPH_SCHEMA = "ascend-tui.graph/1"
+NODE_COLUMNS = ("id", "op_type", "module", "index", "kind", "inputs", "outputs", "source", "phase",
+                "module_class", "attrs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,34 +47,6 @@ class OpNode:
     def short_op(self) -> str:
         """`addmm` for `aten.addmm` — what fits a narrow column."""
         return self.op_type.rsplit(".", 1)[-1]
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "id": self.id, "op_type": self.op_type, "module": self.module, "index": self.index,
-            "kind": self.kind,
-            "inputs": [m.to_json() if m else None for m in self.inputs],
-            "outputs": [m.to_json() if m else None for m in self.outputs],
-        }
-        if self.source:
-            data["source"] = self.source.to_json()
-        if self.phase != "forward":
-            data["phase"] = self.phase
-        if self.module_class:
-            data["module_class"] = self.module_class
-        if self.attrs:
-            data["attrs"] = dict(self.attrs)
-        return data
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> OpNode:
-        return cls(
-            id=str(d["id"]), op_type=str(d["op_type"]), module=str(d.get("module", "")),
-            index=int(d.get("index", -1)), kind=d.get("kind", "op"),
-            inputs=tuple(TensorMeta.from_json(m) for m in d.get("inputs", ())),
-            outputs=tuple(TensorMeta.from_json(m) for m in d.get("outputs", ())),
-            source=SourceLocation.from_json(d.get("source")), phase=str(d.get("phase", "forward")),
-            module_class=str(d.get("module_class", "")), attrs=d.get("attrs"),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,11 +245,29 @@ class OpGraph:
     # -- persistence ------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
+        """Columnar JSON: tensor types and source locations interned in tables, edges by node position."""
+        metas: dict[TensorMeta, int] = {}
+        sources: dict[SourceLocation, int] = {}
+
+        def meta_ref(m: TensorMeta | None) -> int:
+            return -1 if m is None else metas.setdefault(m, len(metas))
+
+        def source_ref(src: SourceLocation | None) -> int:
+            return -1 if src is None else sources.setdefault(src, len(sources))
+
+        rows = [[n.id, n.op_type, n.module, n.index, n.kind, [meta_ref(m) for m in n.inputs],
+                 [meta_ref(m) for m in n.outputs], source_ref(n.source), n.phase, n.module_class,
+                 dict(n.attrs) if n.attrs else None] for n in self._nodes]
+        pos = self._pos
+        edges = [[pos[u], pos[v], d["out_slot"], d["in_slot"]] for u, v, d in self._nx.edges(data=True)]
         return {
             "schema": GRAPH_SCHEMA,
             "name": self.name,
-            "nodes": [n.to_json() for n in self._nodes],
-            "edges": [[e.src, e.dst, e.out_slot, e.in_slot] for e in self.edges()],
+            "columns": list(NODE_COLUMNS),
+            "metas": [m.to_json() for m in metas],
+            "sources": [src.to_json() for src in sources],
+            "nodes": rows,
+            "edges": edges,
         }
 
     @classmethod
@@ -284,13 +276,38 @@ class OpGraph:
             raise InputError(path, f"not an ascend-tui graph (expected schema {GRAPH_SCHEMA!r})")
         graph = cls(str(data.get("name", "")))
         try:
-            for nd in data["nodes"]:
-                graph.add_node(OpNode.from_json(nd))
-            for src, dst, out_slot, in_slot in data["edges"]:
-                graph.add_edge(str(src), str(dst), int(out_slot), int(in_slot))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(path, f"graph is malformed: {exc}") from None
+            metas = [TensorMeta.from_json(m) for m in data.get("metas", [])]
+            sources = [SourceLocation.from_json(x) for x in data.get("sources", [])]
+            nodes = [
+                OpNode(str(nid), str(op), str(mod), int(idx), kind,
+                       tuple(metas[i] if i >= 0 else None for i in ins),
+                       tuple(metas[i] if i >= 0 else None for i in outs),
+                       sources[src] if src >= 0 else None, str(phase), str(mclass), attrs)
+                for nid, op, mod, idx, kind, ins, outs, src, phase, mclass, attrs in data["nodes"]
+            ]
+            graph._bulk_load(nodes, data["edges"])
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise InputError(path, f"graph is malformed: {type(exc).__name__}: {exc}") from None
         return graph
+
+    def _bulk_load(self, nodes: list[OpNode], edges: list[list[int]]) -> None:
+        """Add many nodes and position-addressed edges at once (saved graphs of 100k ops load in bulk)."""
+        self._nodes = nodes
+        self._pos = {n.id: i for i, n in enumerate(nodes)}
+        if len(self._pos) != len(nodes):
+            raise ValueError("duplicate node ids")
+        ids = [n.id for n in nodes]
+        self._nx.add_nodes_from(ids)
+        # networkx's add_edges_from costs ~10 us an edge; filling its adjacency the way
+        # MultiDiGraph.add_edge does (one key dict shared by _succ and _pred) costs ~1 us.
+        succ, pred = self._nx._succ, self._nx._pred
+        for s, d, o, i in edges:
+            u, v, slot = ids[s], ids[d], int(i)
+            keydict = succ[u].get(v)
+            if keydict is None:
+                keydict = succ[u][v] = pred[v][u] = {}
+            keydict[slot] = {"out_slot": int(o), "in_slot": slot}
+        self._ops = None
 
     def save(self, path: str | Path) -> None:
         """Write the graph as JSON (atomically: a crash never leaves half a file)."""
@@ -332,6 +349,5 @@ def read_json(path: Path) -> Any:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON next to `path` and rename over it, so readers never see half a file."""
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        json.dump(data, fh, separators=(",", ":"), allow_nan=False)
+    tmp.write_text(json.dumps(data, separators=(",", ":"), allow_nan=False), encoding="utf-8")
     tmp.replace(path)
