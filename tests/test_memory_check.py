@@ -133,7 +133,7 @@ def test_out_of_bounds_finding_says_what_where_and_why() -> None:
     assert "row 512" in f.message and "param:embed.weight float32[512,32]" in f.message
     assert "[0, 512)" in f.message and "2 of 24" in f.message and "clamped" in f.message
     assert f.root_cause is not None and f.root_cause.node == "add.0"
-    assert f.attribution == "inherited"
+    assert f.attribution == "introduced", "the access is where it first goes wrong; add.0 is the root cause"
     assert f.hint is not None and "add.0" in f.hint and "513" in f.hint
     assert f.metrics["valid_high"] == 512 and f.metrics["bad_max"] == 512 and f.metrics["dim"] == 0
 

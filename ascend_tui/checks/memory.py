@@ -354,9 +354,9 @@ def out_of_bounds_finding(graph: OpGraph, v: IndexViolation, stats: StatsTable |
     }
     if v.ignore_index is not None:
         metrics["ignore_index"] = v.ignore_index
-    inherited = root is not None and root.node != v.node
+    # "introduced": the violation happens at this op; where the bad index came from is root_cause.
     return Finding(CHECK, "out_of_bounds", "error", v.node, n.op_type, n.module, n.index, message,
-                   attribution="inherited" if inherited else "introduced", metrics=metrics,
+                   attribution="introduced", metrics=metrics,
                    root_cause=root, hint=hint)
 
 
@@ -389,7 +389,7 @@ def uninitialized_finding(graph: OpGraph, u: UninitRead) -> Finding:
     hint = (f"write every element of the {u.alloc_op.rsplit('.', 1)[-1]} buffer before reading it, "
             "or allocate it with zeros")
     return Finding(CHECK, "uninitialized_read", "error", u.node, n.op_type, n.module, n.index, message,
-                   attribution="inherited", metrics=metrics, root_cause=root, hint=hint)
+                   attribution="introduced", metrics=metrics, root_cause=root, hint=hint)
 
 
 # -- leaks ---------------------------------------------------------------------------------------
