@@ -43,7 +43,9 @@ def run(ctx: LiveContext, inv: Investigation) -> None:
     if ctx.backward:
         ctx.report("capturing backward", 0, None)
         recorder = GradRecorder(ctx.model, ctx.inputs, cancel=ctx.cancel)
-        _guarded(inv.run.target, "the backward pass", lambda: grad_capture(recorder, ctx.model, ctx.inputs, ctx.loss))
+        sanitized = "memory" in inv.run.checks
+        _guarded(inv.run.target, "the backward pass",
+                 lambda: grad_capture(recorder, ctx.model, ctx.inputs, ctx.loss, sanitized=sanitized))
         same = inv.reference is inv.stats
         inv.graph, inv.stats = recorder.graph, recorder.finish_stats()
         if same:
@@ -53,9 +55,15 @@ def run(ctx: LiveContext, inv: Investigation) -> None:
     if opts.get("overflow_evidence", True) and ctx.reference_spec and low is not None \
             and (low.low_precision or _any_nonfinite(inv)):
         ctx.report("measuring underflow in float32", 0, None)
-        evidence, ref_stats = _guarded(inv.run.target, "the float32 evidence pass", lambda: evidence_pass(ctx, dtype))
-        if ref_stats is not None and inv.reference is not None and inv.reference is not inv.stats:
-            _merge_missing(inv.reference, ref_stats)
+        try:
+            evidence, ref_stats = evidence_pass(ctx, dtype, sanitized="memory" in inv.run.checks)
+        except Exception as exc:  # noqa: BLE001 - optional evidence: the check goes on with the captures it has
+            inv.run.extra.setdefault("notes", []).append(
+                f"overflow: the float32 evidence pass failed ({type(exc).__name__}: {exc}); underflow is estimated "
+                f"from zero counts only")
+        else:
+            if inv.reference is not None and inv.reference is not inv.stats:
+                _merge_missing(inv.reference, ref_stats)
     findings = analyze(inv.graph, inv.stats, dtype=dtype, reference=inv.reference, inf_nan_mode=inf_nan,
                        overflow_flags=flags, headroom_bits=float(opts.get("headroom_bits", 1.0)),
                        evidence=evidence, underflow_fraction=float(opts.get("underflow_fraction", 0.05)))
@@ -190,7 +198,18 @@ def default_loss(outputs: Any) -> Any:
     return total
 
 
-def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable[[Any], Any] | None = None) -> None:
+def capture_mode(recorder: Recorder, model: Any, inputs: Any, *, sanitized: bool = False) -> Any:
+    """The dispatch mode that records into `recorder`: the sanitizer's (bad indices clamped, so a model the
+    memory check is looking at cannot crash this run) or plain capture's."""
+    if sanitized:
+        from ascend_tui.live.sanitize import Sanitizer, _sanitize_mode_class
+
+        return _sanitize_mode_class()(recorder, Sanitizer(model, inputs))
+    return _dispatch_mode_class()(recorder)
+
+
+def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable[[Any], Any] | None = None, *,
+                 sanitized: bool = False) -> None:
     """Forward and backward under `recorder`: gradient ops get phase "backward", parameter grads become nodes.
 
     The model's `.grad`s and buffers are put back afterwards, so the user's training state is untouched.
@@ -198,7 +217,7 @@ def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable
     import torch
 
     handles = recorder.install_hooks(model)
-    mode = _dispatch_mode_class()(recorder)
+    mode = capture_mode(recorder, model, inputs, sanitized=sanitized)
     named = model.named_parameters() if hasattr(model, "named_parameters") else ()
     params = [(n, p) for n, p in named if p.requires_grad]
     saved = [(p, p.grad) for _, p in params]
@@ -280,7 +299,8 @@ class EvidenceRecorder(GradRecorder):
         return {k: RangeEvidence(dtype, int(r[0]), int(r[1]), float(r[2])) for k, r in zip(self.extra_keys, rows)}
 
 
-def evidence_pass(ctx: LiveContext, dtype: str) -> tuple[dict[tuple[str, int], RangeEvidence], Any]:
+def evidence_pass(ctx: LiveContext, dtype: str, *, sanitized: bool = False
+                  ) -> tuple[dict[tuple[str, int], RangeEvidence], Any]:
     """Run the model in float32 on the reference device and measure underflow and tiny magnitudes per output."""
     import torch
 
@@ -295,11 +315,11 @@ def evidence_pass(ctx: LiveContext, dtype: str) -> tuple[dict[tuple[str, int], R
     assert rng is not None
     recorder = EvidenceRecorder(model, inputs, cancel=ctx.cancel, flush_below=rng.smallest_subnormal, source=False)
     if ctx.backward:
-        grad_capture(recorder, model, inputs, ctx.loss)
+        grad_capture(recorder, model, inputs, ctx.loss, sanitized=sanitized)
     else:
         handles = recorder.install_hooks(model)
         try:
-            with torch.no_grad(), _dispatch_mode_class()(recorder):
+            with torch.no_grad(), capture_mode(recorder, model, inputs, sanitized=sanitized):
                 call_model(model, inputs)
         finally:
             for h in handles:
