@@ -253,3 +253,12 @@ def test_clean_model_has_no_findings() -> None:
     assert [f for f in inv.findings if f.check == "overflow"] == []
     assert any(n.phase == "backward" for n in inv.graph)
     assert math.isfinite(inv.stats.get("grad:fc.weight").abs_max)
+
+
+def test_masked_transformer_in_float16_has_no_false_alarms(tmp_path: Path) -> None:
+    out = tmp_path / "gpt.json"
+    code = cli.main(["check", str(ROOT / "samples" / "tiny_gpt.py"), "--dtype", "float16", "--json", str(out), "-q"])
+    report = json.loads(out.read_text())
+    assert code == 0 and report["summary"] == {"errors": 0, "warnings": 0}
+    masks = [f for f in report["findings"] if f["kind"] == "inf"]
+    assert masks and all(f["severity"] == "info" and "likely a mask" in f["message"] for f in masks)

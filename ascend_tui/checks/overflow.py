@@ -282,10 +282,13 @@ class _Analysis(Explainer):
         if hints:
             message += " — " + " or ".join(h[1] for h in hints[:2])
         severity: Severity = "error"
-        if absorbed:
-            intended = node.is_placeholder or op_name(node.op_type) in _INTENDED
-            severity = "info" if intended and kind == "inf" else "warning"
-            message += " (it never reaches the outputs: absorbed downstream" + (", likely a mask)" if intended else ")")
+        if absorbed and kind == "inf" and (node.is_placeholder or op_name(node.op_type) in _INTENDED):
+            severity = "info"
+            message = f"{label} {self.where(node)} never reaches the outputs (absorbed downstream): likely a mask"
+            hints = []
+        elif absorbed:
+            severity = "warning"
+            message += " (it never reaches the outputs: absorbed downstream)"
         mag = self.magnitude(key)
         metrics: dict[str, Any] = {
             **self.counts(key), "dtype": eff.name, "dtype_max": eff.max, "input_abs_max": in_max,
