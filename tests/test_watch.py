@@ -136,7 +136,7 @@ def test_exit_without_step_checks_once_and_float16_headroom_warns_once() -> None
     with ascend_tui.watch(model, save=False) as w:
         for _ in range(3):
             model(torch.full((4,), 12000.0, dtype=torch.float16))
-            w.step()
+            assert w.step() == [], "a warning does not make a step bad"
         model(torch.full((4,), 1.0, dtype=torch.float16))
     (warn,) = w.findings
     assert warn.kind == "overflow" and warn.severity == "warning" and warn.metrics["step"] == 0

@@ -40,7 +40,14 @@ BOUNDED = frozenset("""ReLU ReLU6 Hardtanh Sigmoid Tanh Hardsigmoid Softmax Soft
 
 
 class Watch:
-    """Context manager that watches a model's module outputs and gradients once per step."""
+    """Context manager that watches a model's module outputs and gradients once per step.
+
+    `bad_steps`: 0-based indices of steps with NaN, Inf or saturation; `findings`: every finding;
+    `saved` / `investigation`: the re-run of the first bad step (when its inputs were seen).
+    Options: `save` (a path, `{step}` filled in; False: no re-run), `dtype` (range to check when
+    outputs carry none), `headroom_bits`, `grads` (check parameter gradients), `loss` (re-run the
+    backward too), `inf_nan_mode` (override the device's answer).
+    """
 
     def __init__(
         self,
@@ -146,7 +153,10 @@ class Watch:
     # -- the per-step check ------------------------------------------------------------------------
 
     def step(self, inputs: Any = None) -> list[Finding]:
-        """Check this step (one synchronization) and return its findings; an empty list means a clean step."""
+        """Check this step (one synchronization); its findings when it is bad (NaN, Inf, saturation), else [].
+
+        Bad steps land in `bad_steps`; every finding, low-headroom warnings included, in `findings`.
+        """
         torch = self._torch
         step = self.steps
         self.steps += 1
@@ -163,10 +173,11 @@ class Watch:
         if flag is not None:
             device.clear_overflow_flag()
         self.findings += found
-        if any(f.severity == "error" for f in found):
-            self.bad_steps.append(step)
-            if len(self.bad_steps) == 1 and self.save is not False:
-                self._rerun(step, inputs)
+        if not any(f.severity == "error" for f in found):
+            return []
+        self.bad_steps.append(step)
+        if len(self.bad_steps) == 1 and self.save is not False:
+            self._rerun(step, inputs)
         return found
 
     def _findings(self, step: int, values: list[float], grad_names: list[str], flag: bool) -> list[Finding]:
