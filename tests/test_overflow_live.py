@@ -42,6 +42,12 @@ def test_sample_check_exits_1_with_root_cause_and_chain(tmp_path: Path, capsys: 
     assert err["metrics"]["reference_abs_max"] > 65504 > err["metrics"]["input_abs_max"]
     assert "keep `head` in float32" in err["message"]
     assert "Inf first appears at `head/addmm.0`" in capsys.readouterr().out
+    keys = {"check", "kind", "severity", "node", "op_type", "module", "index", "message", "attribution", "metrics",
+            "root_cause"}
+    for f in report["findings"]:
+        assert keys <= set(f) <= keys | {"hint"}
+        assert f["root_cause"] is None or set(f["root_cause"]) == {"node", "module", "reason", "chain"}
+        assert all(set(c) == {"node", "module", "op_type", "value"} for c in (f["root_cause"] or {}).get("chain", []))
 
 
 class Cancellation(nn.Module):
