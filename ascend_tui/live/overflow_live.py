@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ascend_tui.checks.overflow import RangeEvidence, analyze, range_of
+from ascend_tui.errors import AscendTuiError
 from ascend_tui.graph.opgraph import OpNode, derive
 from ascend_tui.live.capture import Recorder, _dispatch_mode_class, call_model, dtype_name, iter_tensors
 
@@ -39,7 +40,8 @@ def run(ctx: LiveContext, inv: Investigation) -> None:
     flags = None
     if not inf_nan and ctx.device.read_overflow_flag() is not None:
         ctx.report("reading the overflow flag per op", 0, None)
-        flags = _guarded(inv.run.target, "the overflow-flag pass", lambda: flag_pass(ctx.device, ctx.model, ctx.inputs))
+        flags = _guarded(inv.run.target, "the overflow-flag pass",
+                         lambda: flag_pass(ctx.device, ctx.model, ctx.inputs))
     if ctx.backward:
         ctx.report("capturing backward", 0, None)
         recorder = GradRecorder(ctx.model, ctx.inputs, cancel=ctx.cancel)
@@ -57,6 +59,8 @@ def run(ctx: LiveContext, inv: Investigation) -> None:
         ctx.report("measuring underflow in float32", 0, None)
         try:
             evidence, ref_stats = evidence_pass(ctx, dtype, sanitized="memory" in inv.run.checks)
+        except AscendTuiError:
+            raise
         except Exception as exc:  # noqa: BLE001 - optional evidence: the check goes on with the captures it has
             inv.run.extra.setdefault("notes", []).append(
                 f"overflow: the float32 evidence pass failed ({type(exc).__name__}: {exc}); underflow is estimated "
@@ -82,9 +86,7 @@ def _merge_missing(into: Any, extra: Any) -> None:
     """Add rows of `extra` whose keys `into` lacks (backward rows of a reference)."""
     keys = [k for k in extra.keys() if k not in into]
     if keys:
-        fields = ("min", "max", "mean", "l2norm", "abs_max", "nan_count", "inf_count", "zero_count", "numel")
-        rows = np.array([[getattr(extra.get(*k), f) for f in fields] for k in keys], dtype=np.float64)
-        into.add_many(keys, rows)
+        into.add_many(keys, np.array([extra.get(*k).to_row() for k in keys], dtype=np.float64))
 
 
 # -- NPU float-status flags per op -------------------------------------------------------------
