@@ -275,6 +275,10 @@ def test_backward_nan_is_inherited_from_a_forward_origin_and_phase_filters() -> 
     assert [f.node for f in only_bwd] == ["backward:head/mm.1"]
     assert only_bwd[0].attribution == "inherited" and only_bwd[0].root_cause.node == "head/mm.0"
     assert "in the gradient of `head/mm.0`" in only_bwd[0].message
+    # dumps name gradient ops after their forward op (`backward:relu.0`) without saying so
+    b.op("backward:relu.0", "relu", ["backward:head/mm.1"], stats(0, nan=3), phase="backward")
+    (named,) = [f for f in b.run(phase="backward") if f.node == "backward:relu.0"]
+    assert "NaN in the gradient of `relu.0` at `backward:relu.0`" in named.message
 
 
 def test_mask_infinities_absorbed_by_softmax_are_not_errors() -> None:

@@ -248,7 +248,11 @@ class _Analysis(Explainer):
     # -- explaining ----------------------------------------------------------------------------
 
     def where(self, node: OpNode) -> str:
+        """`at `x``, or for a gradient op `in the gradient of `fwd` at `x`` (attrs["forward"], else the same id
+        without its `backward:` prefix when that op exists)."""
         fwd = (node.attrs or {}).get("forward") if node.phase != "forward" else None
+        if fwd is None and node.phase != "forward" and (bare := node.id.partition(":")[2]) in self.g:
+            fwd = bare
         return f"in the gradient of `{fwd}` at `{node.id}`" if fwd else f"at `{node.id}`"
 
     def origin_finding(self, node: OpNode, slot: int, kind: str, *, absorbed: bool, first: bool,
