@@ -119,8 +119,12 @@ class Watch:
             for t in iter_tensors(out):
                 if t is self._last() or not t.is_floating_point() or t.numel() == 0:
                     continue
-                r = torch.aminmax(t.detach())
-                self._values += (r.min, r.max)
+                d = t.detach()
+                try:
+                    r = torch.aminmax(d)
+                    self._values += (r.min, r.max)
+                except RuntimeError:  # a backend without aminmax for this dtype: two reductions instead
+                    self._values += (d.min(), d.max())
                 self._names.append(name)
                 self._classes.append(cls)
                 self._dtypes.append(t.dtype)
