@@ -7,9 +7,10 @@ training loop (forward, backward, `w.step()`, SGD update); prints medians and ra
 Goal: at most 1.3x.
 
 On glibc, activations of a few MB are mmap'd and returned to the system on every free, so a
-plain CPU forward pays page faults that dwarf the work (ResNet-18: ~1.1 s instead of ~0.2 s
-here) and any extra allocation shifts that cost at random. The benchmark therefore raises
-glibc's mmap and trim thresholds (both loops alike) unless `--default-malloc` is given.
+CPU forward can pay page faults that dwarf the work (on a loaded 2-core machine here a
+ResNet-18 forward took 1.1 s instead of 0.2 s), and any extra allocation shifts that cost at
+random. The benchmark therefore raises glibc's mmap and trim thresholds (both loops alike)
+unless `--default-malloc` is given; run both to see the spread.
 """
 
 from __future__ import annotations
