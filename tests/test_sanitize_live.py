@@ -324,3 +324,20 @@ def test_cancel_stops_the_sanitized_run() -> None:
     cancel.set()
     with pytest.raises(Cancelled):
         capture_sanitized(model, inputs, cancel=cancel)
+
+
+def test_reference_run_is_sanitized_too_when_memory_is_checked() -> None:
+    """A float16 target needs a float32 reference; with a bad index neither run may crash."""
+    import importlib.util
+
+    from conftest import SAMPLES
+
+    spec = importlib.util.spec_from_file_location("shifted_index_ref", SAMPLES / "shifted_index.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, inputs = module.build()
+    import ascend_tui
+
+    inv = ascend_tui.investigate(model, inputs, checks=("overflow", "memory"), device="cpu", dtype="bfloat16")
+    assert inv.reference is not None and inv.reference is not inv.stats
+    assert any(f.kind == "out_of_bounds" and f.severity == "error" for f in inv.findings)
