@@ -192,3 +192,15 @@ def test_input_first_seen_by_an_inplace_op_is_measured_before_the_write() -> Non
     assert r.stats.get("input:0").max == 8.0
     assert r.stats.get("add_.0").max == 10.0
     assert r.graph.producer("add_.0", 0) == "input:0"
+
+
+def test_float64_and_integer_models_are_measured() -> None:
+    model = nn.Linear(3, 3).double()
+    r = capture(model, (torch.ones(2, 3, dtype=torch.float64),))
+    assert r.stats.get("addmm.0").numel == 6
+    class Twice(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+    r = capture(Twice(), (torch.arange(6),))
+    assert r.stats.get("input:0").max == 5.0 and r.stats.get("mul.0").max == 10.0

@@ -316,11 +316,11 @@ def tensor_stats_row(torch: Any, t: Any) -> Any | None:
     if t.numel() == 0:
         return None
     x = t.detach()
-    if x.dtype not in (torch.float32, torch.float64):
-        x = x.float()
+    if x.dtype != torch.float32:
+        x = x.float()  # float64 too: one dtype for every row, and NPUs have no float64 reductions
     mn, mx = torch.aminmax(x)
-    total = x.sum(dtype=torch.float32)
-    norm = torch.linalg.vector_norm(x, dtype=torch.float32)
+    total = x.sum()
+    norm = torch.linalg.vector_norm(x)
     nonzero = torch.count_nonzero(x)
     if x.device.type == "cpu" and math.isfinite(total.item()):
         zero = total.new_zeros(())
