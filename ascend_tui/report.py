@@ -60,14 +60,18 @@ def write_junit(inv: Investigation, path: str | Path) -> None:
 
 
 def format_findings(inv: Investigation, limit: int = 20) -> list[str]:
-    """Findings as lines a person reads in a terminal, errors first."""
+    """Errors and warnings as lines a person reads in a terminal; info findings are only counted."""
     lines = []
-    order = sorted(inv.findings, key=lambda f: ({"error": 0, "warning": 1}.get(f.severity, 2), f.index))
-    for f in order[:limit]:
+    shown = sorted((f for f in inv.findings if f.severity in ("error", "warning")),
+                   key=lambda f: (f.severity != "error", f.index))
+    for f in shown[:limit]:
         where = f" at {f.node}" if f.node else ""
         lines.append(f"{f.severity.upper():7} {f.check}/{f.kind}{where}: {f.message}")
         if f.hint:
             lines.append(f"        hint: {f.hint}")
-    if len(order) > limit:
-        lines.append(f"... and {len(order) - limit} more (see --json)")
+    if len(shown) > limit:
+        lines.append(f"... and {len(shown) - limit} more (see --json or the app)")
+    info = sum(1 for f in inv.findings if f.severity == "info")
+    if info:
+        lines.append(f"{info} info findings (ops that only carry an upstream problem, notes) are in --json and the app")
     return lines
