@@ -53,14 +53,12 @@ def run_demo(theme: str | None = None) -> int:
 
 
 def demo_options() -> LiveOptions:
-    """The demo's run: CPU, float16, overflow and memory checks, three iterations so the leak shows.
-
-    No float32 reference run: the demo's out-of-range index would crash an unsanitized
-    reference forward on the CPU; the float16 run alone shows the Inf, its origin and the chain.
+    """The demo's run: CPU, float16 against a float32 reference, overflow and memory checks, three
+    iterations so the leak shows (the reference run is sanitized too, so the bad index cannot crash it).
     """
     from ascend_tui.app.workers import LiveOptions
 
-    return LiveOptions(checks=DEMO_CHECKS, device="cpu", dtype="float16", iterations=3, reference=None)
+    return LiveOptions(checks=DEMO_CHECKS, device="cpu", dtype="float16", iterations=3, reference="cpu:float32")
 
 
 def is_loopback(host: str) -> bool:
