@@ -90,31 +90,24 @@ class RowTable(ScrollView, can_focus=True):
 
     cursor: reactive[int] = reactive(0, init=False)
 
-    class Highlighted(Message):
+    class _RowMessage(Message):
+        """Something happened on `row` of `table`."""
+
+        def __init__(self, table: RowTable, index: int, row: Row) -> None:
+            super().__init__()
+            self.table = table
+            self.index = index
+            self.row = row
+
+        @property
+        def control(self) -> RowTable:
+            return self.table
+
+    class Highlighted(_RowMessage):
         """The cursor moved onto `row`."""
 
-        def __init__(self, table: RowTable, index: int, row: Row) -> None:
-            super().__init__()
-            self.table = table
-            self.index = index
-            self.row = row
-
-        @property
-        def control(self) -> RowTable:
-            return self.table
-
-    class Chosen(Message):
+    class Chosen(_RowMessage):
         """The user pressed Enter (or double-clicked) on `row`."""
-
-        def __init__(self, table: RowTable, index: int, row: Row) -> None:
-            super().__init__()
-            self.table = table
-            self.index = index
-            self.row = row
-
-        @property
-        def control(self) -> RowTable:
-            return self.table
 
     def __init__(self, columns: Sequence[Column] = (), rows: Sequence[Row] = (), *,
                  empty: str = "nothing to show", name: str | None = None, id: str | None = None,
