@@ -64,8 +64,9 @@ def test_open_walk_and_quit_in_a_real_terminal(tmp_path: Path) -> None:
     env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "xterm-256color", "COLORTERM": "truecolor"}
     session = Tmux([sys.executable, "-m", "ascend_tui", "open", str(path)], env)
     try:
-        screen = session.wait_for(lambda t: "operators 6 of 6" in t, "the operator list")
-        assert "6 ops" in screen.splitlines()[0]
+        # The header's summary and the list repaint independently: wait for both, never assume an order.
+        session.wait_for(lambda t: "operators 6 of 6" in t and "6 ops" in t.splitlines()[0],
+                         "the operator list and the header's summary")
         session.keys("G")
         session.wait_for(lambda t: _breadcrumb(t).endswith("sum.0"), "the last operator focused")
         session.keys("p")
