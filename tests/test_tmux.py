@@ -72,9 +72,8 @@ def test_open_walk_and_quit_in_a_real_terminal(tmp_path: Path) -> None:
         session.keys("p")
         session.wait_for(lambda t: _breadcrumb(t).endswith("proj/addmm.0"), "the producer of sum.0")
         session.keys("1", "p", "p")
-        screen = session.wait_for(lambda t: _breadcrumb(t).endswith("mul.0 › log.0"), "the NaN origin")
-        nan_line = next(line for line in screen.splitlines() if line.strip().startswith("NaN"))
-        assert nan_line.split()[1] == "32"
+        session.wait_for(lambda t: _breadcrumb(t).endswith("mul.0 › log.0") and _nan_count(t) == "32",
+                         "the NaN origin with its 32 NaNs in the statistics")
         session.keys("/", "sub")
         session.wait_for(lambda t: 'operators 1 of 6 · "sub"' in t, "the search result count")
         session.keys("Escape")  # alone: a terminal reads Escape followed at once by q as alt+q
@@ -83,3 +82,11 @@ def test_open_walk_and_quit_in_a_real_terminal(tmp_path: Path) -> None:
         session.wait_for(lambda t: "EXITED" in t, "the app to quit")
     finally:
         session.close()
+
+
+def _nan_count(screen: str) -> str | None:
+    """The target's NaN count in the detail pane's statistics, when it is on screen."""
+    for line in screen.splitlines():
+        if line.strip().startswith("NaN") and len(line.split()) > 1:
+            return line.split()[1]
+    return None
