@@ -204,3 +204,21 @@ def test_float64_and_integer_models_are_measured() -> None:
 
     r = capture(Twice(), (torch.arange(6),))
     assert r.stats.get("input:0").max == 5.0 and r.stats.get("mul.0").max == 10.0
+
+
+@pytest.mark.parametrize("values", [
+    [0.0, 0.0, 1.0, 2.0],          # ReLU-like: min is 0
+    [-3.0, 0.0, 0.0, 5.0, -0.0],   # mixed signs with zeros (and a negative zero)
+    [1.0, 2.0, 3.0],               # all positive: no zero possible
+    [-1.0, -2.0],                  # all negative
+    [0.0, float("inf"), float("nan"), -1.0],  # non-finite: counted too
+])
+def test_zero_nan_inf_counts_are_exact_on_every_route(values: list[float]) -> None:
+    class Id(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 1
+
+    x = torch.tensor(values)
+    s = capture(Id(), (x,)).stats.get("mul.0")
+    assert s.zero_count == int((x == 0).sum())
+    assert s.nan_count == int(torch.isnan(x).sum()) and s.inf_count == int(torch.isinf(x).sum())

@@ -271,17 +271,18 @@ class Recorder:
         return node_id
 
     def finish_stats(self) -> StatsTable:
-        """Bring every queued statistic to the host in one transfer."""
+        """Bring every queued statistic to the host at once: two transfers per device, whatever the op count."""
         table = StatsTable()
         if not self._stat_rows:
             return table
         torch = self._torch
         by_device: dict[Any, list[int]] = {}
-        for i, row in enumerate(self._stat_rows):
-            by_device.setdefault(row.device, []).append(i)
+        for i, (values, _counts) in enumerate(self._stat_rows):
+            by_device.setdefault(values.device, []).append(i)
         raw = np.empty((len(self._stat_rows), 7), dtype=np.float64)
         for rows in by_device.values():
-            raw[rows] = torch.stack([self._stat_rows[i] for i in rows]).cpu().double().numpy()
+            raw[rows, :4] = torch.stack([self._stat_rows[i][0] for i in rows]).cpu().double().numpy()
+            raw[rows, 4:] = torch.stack([self._stat_rows[i][1] for i in rows]).cpu().numpy()[:, [1, 2, 0]]
         table.add_many(self._stat_keys, finish_rows(raw, np.asarray(self._stat_numel, dtype=np.float64)))
         return table
 
@@ -304,37 +305,49 @@ def _written_args(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> l
     return written
 
 
-def tensor_stats_row(torch: Any, t: Any) -> Any | None:
-    """Seven reductions of `t` on its own device: min, max, sum, L2 norm, NaN, Inf and non-zero counts.
+def tensor_stats_row(torch: Any, t: Any) -> tuple[Any, Any] | None:
+    """Reductions of `t` on its own device: min, max, sum, L2 norm, and the zero, NaN and Inf counts.
 
-    Returns None for tensors without numbers to reduce (empty, complex, meta). On accelerators
-    every reduction stays queued on the device (no sync); on the CPU, where reading a value is
-    free, the NaN and Inf counts are only computed when the sum shows they can be non-zero.
+    Returns (float32 [min, max, sum, norm], int64 [zeros, nan, inf]), or None for tensors without
+    numbers to reduce (empty, complex, meta). On accelerators every reduction stays queued on
+    the device (no sync). On the CPU, where reading a value is free, the counts (most of the
+    cost) are taken only where the other numbers say they can be non-zero.
     """
     if t.is_complex() or t.device.type == "meta" or t.layout != torch.strided:
         return None
-    if t.numel() == 0:
+    n = t.numel()
+    if n == 0:
         return None
     x = t.detach()
     if x.dtype != torch.float32:
         x = x.float()  # float64 too: one dtype for every row, and NPUs have no float64 reductions
+    count = torch.int32 if n < 2**31 else torch.int64  # a bool sum into int32 is 4x faster than int64
     mn, mx = torch.aminmax(x)
-    total = x.sum()
-    norm = torch.linalg.vector_norm(x)
-    nonzero = torch.count_nonzero(x)
-    if x.device.type == "cpu" and math.isfinite(total.item()):
-        zero = total.new_zeros(())
-        nan = inf = zero
+    values = torch.stack((mn, mx, x.sum(), torch.linalg.vector_norm(x)))
+    if x.device.type != "cpu":
+        counts = torch.stack(((x == 0).sum(dtype=count), torch.isnan(x).sum(dtype=count),
+                              torch.isinf(x).sum(dtype=count)))
     else:
-        nan = torch.isnan(x).sum()
-        inf = torch.isinf(x).sum()
-    return torch.stack((mn.float(), mx.float(), total, norm, nan.float(), inf.float(), nonzero.float()))
+        counts = torch.tensor([_cpu_zeros(torch, x, float(mn), float(mx), count), 0, 0])
+        if not math.isfinite(float(values[2])):
+            counts[1], counts[2] = int(torch.isnan(x).sum()), int(torch.isinf(x).sum())
+    # Counts stay integers: float32 is exact only up to 2**24, and activations are larger than that.
+    return values, counts.long()
+
+
+def _cpu_zeros(torch: Any, x: Any, mn: float, mx: float, count: Any) -> int:
+    """Zeros in a CPU tensor, by the cheapest exact route its range allows."""
+    if mn > 0 or mx < 0:
+        return 0  # no zero can lie strictly on one side of it
+    if mn == 0 or mx == 0:
+        return int((x == 0).sum(dtype=count))  # ReLU-like: many zeros, where count_nonzero mispredicts
+    return x.numel() - int(torch.count_nonzero(x))  # mixed signs, few zeros: count_nonzero is 2x faster
 
 
 def finish_rows(raw: np.ndarray, numel: np.ndarray) -> np.ndarray:
-    """Turn device rows (min, max, sum, norm, nan, inf, nonzero) and host numels into `STAT_FIELDS` order."""
+    """Turn device rows (min, max, sum, norm, nan, inf, zeros) and host numels into `STAT_FIELDS` order."""
     out = np.empty((raw.shape[0], len(STAT_FIELDS)), dtype=np.float64)
-    mn, mx, total, norm, nan, inf, nonzero = (raw[:, i] for i in range(7))
+    mn, mx, total, norm, nan, inf, zeros = (raw[:, i] for i in range(7))
     with np.errstate(invalid="ignore", divide="ignore"):
         out[:, 0] = mn
         out[:, 1] = mx
@@ -344,7 +357,7 @@ def finish_rows(raw: np.ndarray, numel: np.ndarray) -> np.ndarray:
         out[:, 4] = np.where(np.isnan(mn) | np.isnan(mx), np.nan, out[:, 4])
     out[:, 5] = nan
     out[:, 6] = inf
-    out[:, 7] = numel - nonzero
+    out[:, 7] = zeros
     out[:, 8] = numel
     return out
 
