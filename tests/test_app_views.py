@@ -459,3 +459,15 @@ async def test_help_screen_in_the_app_shows_the_graph_keys(tmp_path: Path) -> No
         ids = {r.cells[-1] for r in app.screen.query_one(RowTable).rows if len(r.cells) == 3}
         assert {"overflow.chains", "view.close", "view.focus-op", "list.down", "app.help"} <= ids
         assert "graph.producer" not in ids  # the graph's keys do nothing in the overflow view
+
+
+async def test_q_closes_a_view_instead_of_quitting_the_app() -> None:
+    """In a pushed view `q` means back, as in most terminal tools; only the graph view quits."""
+    inv = overflow_investigation()
+    for make in (lambda: OverflowScreen(inv), lambda: MemoryScreen(memory_investigation())):
+        app = Host(make)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            await pilot.press("q")
+            await pilot.pause()
+            assert app.is_running and app.results == [None]

@@ -79,7 +79,7 @@ class HelpScreen(ModalScreen[None]):
     """The keys of the screen underneath, grouped; escape or ? closes it."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,question_mark", "close", "close", id="help.close"),
+        Binding("escape,question_mark,q", "close", "close", id="help.close"),
     ]
 
     DEFAULT_CSS = """

@@ -128,7 +128,7 @@ class MemoryScreen(Screen[str | None]):
     """The memory view: events by kind, the leak trend and events per operator."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "back", id="view.close"),
+        Binding("escape,q", "close", "back", id="view.close"),
         Binding("r", "root_cause", "root cause", id="memory.root-cause"),
         Binding("1", "tab('events')", "events", id="memory.events"),
         Binding("2", "tab('trend')", "trend", id="memory.trend"),

@@ -225,7 +225,7 @@ class OverflowScreen(Screen[str | None]):
     """The overflow view: findings, amplification chains and headroom; Enter focuses the op on the graph."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "back", id="view.close"),
+        Binding("escape,q", "close", "back", id="view.close"),
         Binding("1", "tab('findings')", "findings", id="overflow.findings"),
         Binding("2", "tab('chains')", "chains", id="overflow.chains"),
         Binding("3", "tab('headroom')", "headroom", id="overflow.headroom"),
