@@ -138,3 +138,8 @@ def test_check_on_junk_artifact(tmp_path: Path) -> None:
     junk = tmp_path / "thing.bin"
     junk.write_bytes(b"\x00\x01\x02")
     assert "not a format ascend-tui reads" in one_line_error(run_cli("check", str(junk)))
+
+
+def test_an_out_of_range_index_crash_points_to_the_memory_check() -> None:
+    line = one_line_error(run_cli("check", str(SAMPLES / "shifted_index.py"), "--checks", "overflow"))
+    assert "IndexError" in line and "--checks memory" in line
