@@ -206,6 +206,14 @@ class Investigation:
         ref = self.reference.get(node, slot) if self.reference is not None else None
         return self.stats.get(node, slot), ref
 
+    def snapshot(self) -> Investigation:
+        """A copy sharing graph and statistics but owning its lists, safe to hand to another thread."""
+        copy = Investigation(self.graph, stats=self.stats, reference=self.reference, findings=(),
+                             memory_events=self.memory_events, memory_samples=self.memory_samples, run=self.run)
+        copy.findings = list(self.findings)
+        copy._by_node = {k: list(v) for k, v in self._by_node.items()}
+        return copy
+
     # -- persistence -------------------------------------------------------------------------
 
     def to_report(self) -> dict[str, Any]:
@@ -302,14 +310,17 @@ def investigate(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
     options: Mapping[str, Any] | None = None,
+    on_partial: Callable[[Investigation], None] | None = None,
 ) -> Investigation:
     """Run `model` on `inputs` on `device` in `dtype` under capture and the named checks.
 
     `reference` ("cpu:float32", or None) is the second run that range and precision checks
-    compare against; it is skipped when it would repeat the target run.
+    compare against; it is skipped when it would repeat the target run. `on_partial` receives
+    a snapshot once the graph is captured and again after each check but the last, so an
+    interface can show results as they come.
     """
     from ascend_tui.live.runner import run_live
 
     return run_live(model, inputs, checks=tuple(checks), device=device, dtype=dtype, reference=reference,
                     iterations=iterations, backward=backward, loss=loss, target=target,
-                    progress=progress, cancel=cancel, options=dict(options or {}))
+                    progress=progress, cancel=cancel, options=dict(options or {}), on_partial=on_partial)

@@ -14,7 +14,7 @@ from live_investigations import nan_investigation, saved, screen_text
 from textual.worker import WorkerFailed
 
 from ascend_tui.app.app import InvestigatorApp
-from ascend_tui.app.messages import ChecksFinished, InvestigationLoaded, ProgressReported
+from ascend_tui.app.messages import ChecksFinished, InvestigationLoaded, ProgressReported, ResultsArrived
 from ascend_tui.app.screens.dialogs import ErrorDialog
 from ascend_tui.app.widgets.progress import RunProgress
 from ascend_tui.app.workers import LiveOptions
@@ -45,7 +45,7 @@ class Recording(InvestigatorApp):
         super().__init__(*args, **kwargs)
 
     def post_message(self, message: Any) -> bool:
-        if isinstance(message, (ProgressReported, InvestigationLoaded, ChecksFinished)):
+        if isinstance(message, (ProgressReported, InvestigationLoaded, ChecksFinished, ResultsArrived)):
             self.posted.append(message)
         return super().post_message(message)
 
@@ -90,6 +90,22 @@ async def test_opening_a_model_file_runs_it_with_progress_and_shows_the_graph(tm
         assert isinstance(app.posted[-1], ChecksFinished)
         assert app.inv is app.posted[-1].inv
         assert not app.main.query_one(RunProgress).running
+
+
+async def test_results_appear_as_each_check_finishes(tmp_path: Path) -> None:
+    model = tmp_path / "model.py"
+    model.write_text(MODEL_FILE)
+    app = Recording([str(model)], theme="textual-dark", export_dir=tmp_path,
+                    live=LiveOptions(checks=("overflow", "memory")))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        partial = [m for m in app.posted if isinstance(m, ResultsArrived)]
+        final = next(m for m in app.posted if isinstance(m, InvestigationLoaded))
+        assert len(partial) == 2, "after the capture, then after the overflow check"
+        assert all(p.inv.graph is final.inv.graph for p in partial)
+        assert app.posted.index(partial[0]) < app.posted.index(final)
+        phases = [m.text() for m in app.posted if isinstance(m, ProgressReported)]
+        assert "checking overflow (1 of 2)" in phases and "checking memory (2 of 2)" in phases
 
 
 class Gated(torch.nn.Module):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from textual import on, work
 from textual.app import App
@@ -18,7 +18,7 @@ from textual.binding import BindingType
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ascend_tui.app.keys import APP_BINDINGS
-from ascend_tui.app.messages import ChecksFinished, InvestigationLoaded, ProgressReported
+from ascend_tui.app.messages import ChecksFinished, InvestigationLoaded, ProgressReported, ResultsArrived
 from ascend_tui.app.screens.main import MainScreen, view_ready
 from ascend_tui.app.views import VIEWS
 from ascend_tui.app.widgets.detail import Detail
@@ -137,6 +137,12 @@ class InvestigatorApp(App[None]):
         found = len(message.inv.findings)
         self.notify(f"{', '.join(message.checks) or 'capture'}: {found} findings", markup=False)
 
+    @on(ResultsArrived)
+    def _partial(self, message: ResultsArrived) -> None:
+        """Show what a running job has so far (the graph, then each check's findings), keeping the focus."""
+        if self.workers and any(w.group == JOB_GROUP and w.is_running for w in self.workers):
+            self._show(message.inv, self.main.ops.current)
+
     @on(ProgressReported)
     def _progress(self, message: ProgressReported) -> None:
         bar = self.main.query_one(RunProgress)
@@ -155,7 +161,7 @@ class InvestigatorApp(App[None]):
 
         worker = get_current_worker()
         loaded = workers.load_paths(paths, self.live, ProgressPoster(self.post_message, "open"),
-                                    worker.cancelled_event)
+                                    worker.cancelled_event, self._poster("open"))
         if not worker.is_cancelled:
             self.post_message(InvestigationLoaded(loaded.inv, source=paths[0], target=loaded.target,
                                                   notes=tuple(loaded.notes)))
@@ -170,9 +176,13 @@ class InvestigatorApp(App[None]):
         names, missing = workers.split_checks(checks if checks is not None else self.live.checks)
         if missing:
             raise InputError("--checks", f"not part of this version yet: the {', '.join(missing)} check")
-        inv = workers.run_checks(model, self.live, names, progress, worker.cancelled_event)
+        inv = workers.run_checks(model, self.live, names, progress, worker.cancelled_event, self._poster("checks"))
         if not worker.is_cancelled:
             self.post_message(ChecksFinished(inv, names, model))
+
+    def _poster(self, job: str) -> Callable[[Investigation], None]:
+        """A callback for domain code in a worker thread: post each partial result to the UI thread."""
+        return lambda inv: self.post_message(ResultsArrived(inv, job))
 
     @on(Worker.StateChanged)
     def _worker_changed(self, event: Worker.StateChanged) -> None:

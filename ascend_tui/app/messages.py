@@ -42,6 +42,19 @@ class InvestigationLoaded(Message):
         self.notes = notes
 
 
+class ResultsArrived(Message):
+    """A running job has part of its answer: the captured graph, then each finished check's findings."""
+
+    def __init__(self, inv: Investigation, job: str) -> None:
+        super().__init__()
+        self.inv = inv
+        self.job = job
+
+    def can_replace(self, message: Message) -> bool:
+        """A newer partial result of the same job supersedes this one."""
+        return isinstance(message, ResultsArrived) and message.job == self.job
+
+
 class ChecksFinished(Message):
     """A live run of `checks` finished; `inv` holds its graph, evidence and findings."""
 

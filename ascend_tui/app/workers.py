@@ -97,7 +97,7 @@ def is_model_file(path: str) -> bool:
 
 
 def load_paths(paths: Sequence[str], live: LiveOptions, progress: Progress,
-               cancel: threading.Event) -> Loaded:
+               cancel: threading.Event, on_partial: Callable[[Investigation], None] | None = None) -> Loaded:
     """Open the first path as the investigation; map later sanitizer logs (and findings) onto its graph."""
     if not paths:
         raise InputError("", "nothing to open")
@@ -105,7 +105,7 @@ def load_paths(paths: Sequence[str], live: LiveOptions, progress: Progress,
     if is_model_file(first):
         target = load_model(first, progress)
         names, missing = split_checks(live.checks)
-        loaded = Loaded(run_checks(target, live, names, progress, cancel), target)
+        loaded = Loaded(run_checks(target, live, names, progress, cancel, on_partial), target)
         if missing:
             loaded.notes.append(f"not part of this version yet: the {', '.join(missing)} check")
     else:
@@ -128,14 +128,14 @@ def load_model(spec: str, progress: Progress) -> Target:
 
 
 def run_checks(target: Target, live: LiveOptions, checks: Sequence[str] | None, progress: Progress,
-               cancel: threading.Event) -> Investigation:
+               cancel: threading.Event, on_partial: Callable[[Investigation], None] | None = None) -> Investigation:
     """Capture `target` on the device and run `checks` (None: all available) in a worker thread."""
     from ascend_tui.investigation import investigate
 
     names = split_checks(checks)[0]
     return investigate(target.model, target.inputs, checks=names, device=live.device, dtype=live.dtype,
                        reference=live.reference, iterations=live.iterations, loss=target.loss,
-                       target=target.spec, progress=progress, cancel=cancel)
+                       target=target.spec, progress=progress, cancel=cancel, on_partial=on_partial)
 
 
 def merge_path(inv: Investigation, path: str, progress: Progress, cancel: threading.Event) -> str:

@@ -156,6 +156,7 @@ def run_live(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
     options: dict[str, Any] | None = None,
+    on_partial: Callable[[Investigation], None] | None = None,
 ) -> Investigation:
     """Capture `model` on the device (and the reference), then run each check; see `investigate`."""
     checks = parse_checks(tuple(checks))
@@ -197,8 +198,10 @@ def run_live(
                   reference=reference, iterations=iterations, source="live",
                   extra={"backward": backward} if backward else {})
     inv = Investigation(ctx.target.graph, stats=ctx.target.stats, reference=ref_stats, run=run)
-    for name in checks:
+    for i, name in enumerate(checks):
+        if on_partial is not None:
+            on_partial(inv.snapshot())
         module_name, _, func = LIVE_CHECKS[name].partition(":")
-        ctx.report(f"checking {name}", 0, None)
+        ctx.report(f"checking {name} ({i + 1} of {len(checks)})", 0, None)
         getattr(importlib.import_module(module_name), func)(ctx, inv)
     return inv
