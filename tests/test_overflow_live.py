@@ -268,3 +268,21 @@ def test_masked_transformer_in_float16_has_no_false_alarms(tmp_path: Path) -> No
     assert code == 0 and report["summary"] == {"errors": 0, "warnings": 0}
     masks = [f for f in report["findings"] if f["kind"] == "inf"]
     assert masks and all(f["severity"] == "info" and "likely a mask" in f["message"] for f in masks)
+
+
+def test_underflow_is_measured_in_the_reference_run_without_another_forward() -> None:
+    """float16 target + float32 reference: two forwards, and the reference run measures underflow too."""
+    import ascend_tui
+
+    class Tiny(nn.Module):
+        calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            Tiny.calls += 1
+            return x * 1e-9  # every value is far below float16's smallest subnormal (6e-8)
+
+    inv = ascend_tui.investigate(Tiny(), (torch.rand(64) + 0.5,), checks=("overflow",), device="cpu",
+                                 dtype="float16")
+    assert Tiny.calls == 2
+    under = [f for f in inv.findings if f.kind == "underflow"]
+    assert under and under[0].node == "mul.0" and under[0].metrics.get("source") == "measured"

@@ -37,6 +37,7 @@ class CaptureResult:
     outputs: Any
     op_count: int
     phases: dict[str, int] = field(default_factory=dict)
+    recorder: Recorder | None = None
 
 
 @dataclass(slots=True)
@@ -402,12 +403,17 @@ def capture(
     phase_label: str = "capturing",
     expected_ops: int | None = None,
     grad: bool = False,
+    recorder_class: Callable[..., Recorder] | None = None,
 ) -> CaptureResult:
-    """Run `model(*inputs)` once under capture and return the graph of what executed."""
+    """Run `model(*inputs)` once under capture and return the graph of what executed.
+
+    `recorder_class` (a `Recorder` subclass or factory taking the same arguments) lets a check
+    measure more in the same run; the result keeps the recorder for it to read.
+    """
     import torch
 
-    recorder = Recorder(model, inputs, stats=stats, source=source, progress=progress, cancel=cancel,
-                        phase_label=phase_label, expected_ops=expected_ops)
+    recorder = (recorder_class or Recorder)(model, inputs, stats=stats, source=source, progress=progress,
+                                            cancel=cancel, phase_label=phase_label, expected_ops=expected_ops)
     handles = recorder.install_hooks(model)
     mode = _dispatch_mode_class()(recorder)
     try:
@@ -419,7 +425,7 @@ def capture(
     table = recorder.finish_stats()
     if progress is not None:
         progress(phase_label, recorder.op_count, recorder.op_count)
-    return CaptureResult(recorder.graph, table, outputs, recorder.op_count)
+    return CaptureResult(recorder.graph, table, outputs, recorder.op_count, recorder=recorder)
 
 
 def iter_tensors(obj: Any) -> Iterator[Any]:

@@ -12,6 +12,8 @@ Options (`ctx.options`): `range_dtype`, `inf_nan_mode`, `headroom_bits`, `underf
 
 from __future__ import annotations
 
+import functools
+
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -56,9 +58,13 @@ def run(ctx: LiveContext, inv: Investigation) -> None:
     low = range_of(dtype)
     if opts.get("overflow_evidence", True) and ctx.reference_spec and low is not None \
             and (low.low_precision or _any_nonfinite(inv)):
-        ctx.report("measuring underflow in float32", 0, None)
+        shared = ctx.reference.recorder if ctx.reference is not None else None
         try:
-            evidence, ref_stats = evidence_pass(ctx, dtype, sanitized="memory" in inv.run.checks)
+            if isinstance(shared, EvidenceRecorder) and not ctx.backward and shared.dtype == dtype:
+                evidence, ref_stats = shared.evidence(dtype), ctx.reference.stats  # measured in the reference run
+            else:
+                ctx.report("measuring underflow in float32", 0, None)
+                evidence, ref_stats = evidence_pass(ctx, dtype, sanitized="memory" in inv.run.checks)
         except AscendTuiError:
             raise
         except Exception as exc:  # noqa: BLE001 - optional evidence: the check goes on with the captures it has
@@ -273,9 +279,10 @@ def _grad_nodes(recorder: Recorder, params: list[tuple[str, Any]]) -> None:
 class EvidenceRecorder(GradRecorder):
     """Also counts, per output, the non-zero values below a dtype's smallest subnormal and the smallest |x| > 0."""
 
-    def __init__(self, model: Any, inputs: Any, *, flush_below: float = 0.0, **kwargs: Any) -> None:
+    def __init__(self, model: Any, inputs: Any, *, flush_below: float = 0.0, dtype: str = "", **kwargs: Any) -> None:
         super().__init__(model, inputs, **kwargs)
         self.flush_below = flush_below
+        self.dtype = dtype
         self.extra_keys: list[tuple[str, int]] = []
         self.extra_rows: list[Any] = []
 
@@ -301,6 +308,17 @@ class EvidenceRecorder(GradRecorder):
         return {k: RangeEvidence(dtype, int(r[0]), int(r[1]), float(r[2])) for k, r in zip(self.extra_keys, rows)}
 
 
+def reference_recorder(dtype: str) -> Callable[..., EvidenceRecorder] | None:
+    """For the runner's float32 reference run: a recorder that also measures underflow into `dtype`.
+
+    Measuring there saves the separate evidence pass, a whole extra forward on the reference device.
+    """
+    rng = range_of(dtype)
+    if rng is None or not rng.low_precision:
+        return None
+    return functools.partial(EvidenceRecorder, flush_below=rng.smallest_subnormal, dtype=dtype)
+
+
 def evidence_pass(ctx: LiveContext, dtype: str, *, sanitized: bool = False
                   ) -> tuple[dict[tuple[str, int], RangeEvidence], Any]:
     """Run the model in float32 on the reference device and measure underflow and tiny magnitudes per output."""
@@ -315,7 +333,8 @@ def evidence_pass(ctx: LiveContext, dtype: str, *, sanitized: bool = False
                             copy_model=True)
     rng = range_of(dtype)
     assert rng is not None
-    recorder = EvidenceRecorder(model, inputs, cancel=ctx.cancel, flush_below=rng.smallest_subnormal, source=False)
+    recorder = EvidenceRecorder(model, inputs, cancel=ctx.cancel, flush_below=rng.smallest_subnormal, dtype=dtype,
+                                source=False)
     if ctx.backward:
         grad_capture(recorder, model, inputs, ctx.loss, sanitized=sanitized)
     else:

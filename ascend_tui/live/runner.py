@@ -23,6 +23,9 @@ LIVE_CHECKS: dict[str, str] = {
 }
 DTYPES = ("float16", "bfloat16", "float32")
 NEEDS_REFERENCE = frozenset({"overflow", "precision"})  # checks that compare against the float32 reference
+# Checks that measure more during the reference run itself, instead of running the model again:
+# "module:function" taking the run's dtype name and returning a Recorder class, or None.
+REFERENCE_RECORDERS: dict[str, str] = {"overflow": "ascend_tui.live.overflow_live:reference_recorder"}
 
 
 @dataclass(slots=True)
@@ -117,7 +120,8 @@ def model_dtype(model: Any, inputs: Any) -> Any:
 
 
 def _capture_reference(model: Any, inputs: Any, device: Device, *, sanitized: bool, progress: Progress | None,
-                       cancel: threading.Event | None, expected_ops: int) -> CaptureResult:
+                       cancel: threading.Event | None, expected_ops: int,
+                       recorder_class: Callable[..., Any] | None = None) -> CaptureResult:
     """The float32 reference run; sanitized (indices clamped) when the target run was, so it cannot crash."""
     if sanitized:
         from ascend_tui.live.sanitize import capture_sanitized
@@ -125,7 +129,19 @@ def _capture_reference(model: Any, inputs: Any, device: Device, *, sanitized: bo
         return capture_sanitized(model, inputs, progress=progress, cancel=cancel, device=device,
                                  phase_label="capturing reference (sanitized)", expected_ops=expected_ops)
     return capture(model, inputs, progress=progress, cancel=cancel, phase_label="capturing reference",
-                   expected_ops=expected_ops)
+                   expected_ops=expected_ops, recorder_class=recorder_class)
+
+
+def _reference_recorder(checks: tuple[str, ...], run_dtype: Any) -> Callable[..., Any] | None:
+    """The recorder class a requested check wants the reference run to use (the first that asks)."""
+    for name in checks:
+        ref = REFERENCE_RECORDERS.get(name)
+        if ref is not None:
+            module_name, _, func = ref.partition(":")
+            found = getattr(importlib.import_module(module_name), func)(dtype_name(run_dtype))
+            if found is not None:
+                return found
+    return None
 
 
 def _guarded(target: str, during: str, fn: Callable[[], Any]) -> Any:
@@ -189,7 +205,7 @@ def run_live(
             r_model, r_inputs = prepare(model, inputs, r_dev, torch_dtype(ref_dtype or "float32"), copy_model=True)
             ctx.reference = _guarded(target, "the reference forward", lambda: _capture_reference(
                 r_model, r_inputs, r_dev, sanitized="memory" in checks, progress=progress, cancel=cancel,
-                expected_ops=ctx.target.op_count))
+                expected_ops=ctx.target.op_count, recorder_class=_reference_recorder(checks, run_dtype)))
             ref_stats = ctx.reference.stats
         else:
             ref_stats = ctx.target.stats
