@@ -193,6 +193,45 @@ class StatsTable:
         return table
 
 
+HIST_EDGES_LOG2: tuple[int, ...] = tuple(range(-24, 17, 4))  # float16's smallest subnormal .. 2**16 (> max)
+HIST_BINS = len(HIST_EDGES_LOG2) + 1  # (0, 2**-24), [2**-24, 2**-20), ..., [2**12, 2**16), [2**16, inf]
+HIST_SAMPLE = 4096  # values per output: a fixed, small cost per op whatever the tensor's size
+
+
+class HistogramTable:
+    """Histograms of log2|x| per (node id, output slot): the counts of each `HIST_EDGES_LOG2` bin in an
+    evenly strided sample of the non-zero, non-NaN values, and how many values the sample held."""
+
+    __slots__ = ("_rows", "_data")
+
+    def __init__(self, keys: list[tuple[str, int]] | None = None, data: np.ndarray | None = None) -> None:
+        keys = keys or []
+        self._rows = {k: i for i, k in enumerate(keys)}
+        self._data = np.zeros((0, HIST_BINS + 1), dtype=np.int64) if data is None else \
+            np.asarray(data, dtype=np.int64).reshape(len(keys), HIST_BINS + 1)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def get(self, node: str, slot: int = 0) -> tuple[np.ndarray, int] | None:
+        """(bin counts, sample size) of output `slot` of `node`, or None when none was taken."""
+        row = self._rows.get((node, slot))
+        if row is None:
+            return None
+        return self._data[row, :HIST_BINS], int(self._data[row, HIST_BINS])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"edges_log2": list(HIST_EDGES_LOG2), "nodes": [k[0] for k in self._rows],
+                "slots": [k[1] for k in self._rows], "rows": self._data.tolist()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> HistogramTable:
+        if list(data.get("edges_log2", HIST_EDGES_LOG2)) != list(HIST_EDGES_LOG2):
+            return cls()  # another binning: better none than a mislabelled one
+        keys = list(zip(map(str, data.get("nodes", [])), map(int, data.get("slots", []))))
+        return cls(keys, np.asarray(data.get("rows", []), dtype=np.int64)) if keys else cls()
+
+
 def _json_float(x: float) -> float | str:
     if math.isnan(x):
         return "NaN"

@@ -16,6 +16,7 @@ from ascend_tui.errors import InputError
 from ascend_tui.evidence import (
     SEVERITY_RANK,
     Finding,
+    HistogramTable,
     MemoryEvent,
     MemorySample,
     RootCause,
@@ -67,8 +68,10 @@ class Investigation:
         memory_events: Iterable[MemoryEvent] = (),
         memory_samples: Iterable[MemorySample] = (),
         run: RunInfo | None = None,
+        histograms: HistogramTable | None = None,
     ) -> None:
         self.graph = graph
+        self.histograms = histograms if histograms is not None else HistogramTable()
         self.stats = stats if stats is not None else StatsTable()
         self.reference = reference
         self.findings: list[Finding] = []
@@ -209,7 +212,8 @@ class Investigation:
     def snapshot(self) -> Investigation:
         """A copy sharing graph and statistics but owning its lists, safe to hand to another thread."""
         copy = Investigation(self.graph, stats=self.stats, reference=self.reference, findings=(),
-                             memory_events=self.memory_events, memory_samples=self.memory_samples, run=self.run)
+                             memory_events=self.memory_events, memory_samples=self.memory_samples, run=self.run,
+                             histograms=self.histograms)
         copy.findings = list(self.findings)
         copy._by_node = {k: list(v) for k, v in self._by_node.items()}
         return copy
@@ -228,6 +232,7 @@ class Investigation:
             "graph": self.graph.to_json(),
             "stats": self.stats.to_json(),
             "reference": self.reference.to_json() if self.reference is not None else None,
+            "histograms": self.histograms.to_json(),
             "findings": [f.to_json() for f in self.findings],
             "memory_events": [_event_json(e) for e in self.memory_events],
             "memory_samples": [asdict(s) for s in self.memory_samples],
@@ -252,6 +257,7 @@ class Investigation:
                 memory_events=[_event_from_json(e) for e in data.get("memory_events", [])],
                 memory_samples=[MemorySample(**s) for s in data.get("memory_samples", [])],
                 run=RunInfo.from_json(data.get("run") or {}),
+                histograms=HistogramTable.from_json(data.get("histograms") or {}),
             )
         except InputError:
             raise

@@ -222,3 +222,34 @@ def test_zero_nan_inf_counts_are_exact_on_every_route(values: list[float]) -> No
     s = capture(Id(), (x,)).stats.get("mul.0")
     assert s.zero_count == int((x == 0).sum())
     assert s.nan_count == int(torch.isnan(x).sum()) and s.inf_count == int(torch.isinf(x).sum())
+
+
+def test_histogram_of_log2_magnitudes_counts_a_strided_sample() -> None:
+    from ascend_tui.evidence import HIST_EDGES_LOG2
+
+    class Id(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 1
+
+    x = torch.tensor([0.0, 1e-9, 1e-7, 1.0, 3.0, -2.0, 1e5, float("inf"), float("nan"), 7e4])
+    counts, sampled = capture(Id(), (x,)).histograms.get("mul.0")
+    assert sampled == 8, "zeros and NaN are left out"
+    below, first = counts[0], counts[1]
+    assert (below, first) == (1, 1)  # 1e-9 below float16's subnormals; 1e-7 in [2**-24, 2**-20)
+    assert counts[HIST_EDGES_LOG2.index(0) + 1] == 3  # 1, 2, 3 in [2**0, 2**4)
+    assert counts[-1] == 3  # 7e4, 1e5 and Inf: past float16's max
+    big = capture(Id(), (torch.full((100_000,), 0.5),)).histograms.get("mul.0")
+    assert big[1] == 4096 and big[0][HIST_EDGES_LOG2.index(0)] == 4096, "a fixed-size sample of a big tensor"
+
+
+def test_capture_leaves_the_users_tensors_resizable() -> None:
+    """Measuring must not tie a tensor's storage to numpy: resize_ would fail afterwards."""
+
+    class Grow(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x * 2
+            y.resize_(50, 3)
+            return y
+
+    r = capture(Grow(), (torch.ones(4, 3),))
+    assert r.outputs.shape == (50, 3)

@@ -8,6 +8,7 @@ the device and brought to the host in one transfer at the end of the run.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -18,7 +19,16 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ascend_tui.errors import Cancelled
-from ascend_tui.evidence import STAT_FIELDS, SourceLocation, StatsTable, TensorMeta
+from ascend_tui.evidence import (
+    HIST_BINS,
+    HIST_EDGES_LOG2,
+    HIST_SAMPLE,
+    STAT_FIELDS,
+    HistogramTable,
+    SourceLocation,
+    StatsTable,
+    TensorMeta,
+)
 from ascend_tui.graph.opgraph import OpGraph, OpNode
 
 Progress = Callable[[str, int, "int | None"], None]
@@ -38,6 +48,7 @@ class CaptureResult:
     op_count: int
     phases: dict[str, int] = field(default_factory=dict)
     recorder: Recorder | None = None
+    histograms: HistogramTable | None = None
 
 
 @dataclass(slots=True)
@@ -113,6 +124,8 @@ class Recorder:
         self._stat_keys: list[tuple[str, int]] = []
         self._stat_rows: list[Any] = []
         self._stat_numel: list[int] = []
+        self._hist_keys: list[tuple[str, int]] = []
+        self._hist_rows: list[Any] = []
         self._const_count = 0
         self._named: dict[int, tuple[str, str]] = {}
         self._keepalive: list[Any] = []
@@ -220,6 +233,10 @@ class Recorder:
             self._stat_keys.append((node_id, slot))
             self._stat_rows.append(row)
             self._stat_numel.append(t.numel())
+            hist = histogram_row(self._torch, t)
+            if hist is not None:
+                self._hist_keys.append((node_id, slot))
+                self._hist_rows.append(hist)
 
     def before(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Resolve the tensors an op is about to write, so a first-seen input is measured before it changes."""
@@ -286,6 +303,79 @@ class Recorder:
             raw[rows, 4:] = torch.stack([self._stat_rows[i][1] for i in rows]).cpu().numpy()[:, [1, 2, 0]]
         table.add_many(self._stat_keys, finish_rows(raw, np.asarray(self._stat_numel, dtype=np.float64)))
         return table
+
+
+    def finish_histograms(self) -> HistogramTable:
+        """Bring every queued histogram to the host at once."""
+        if not self._hist_rows:
+            return HistogramTable()
+        torch = self._torch
+        data = np.zeros((len(self._hist_rows), HIST_BINS + 1), dtype=np.int64)
+        by_device: dict[Any, list[int]] = {}
+        for i, row in enumerate(self._hist_rows):
+            if isinstance(row, np.ndarray):
+                data[i] = row
+            else:
+                by_device.setdefault(row.device, []).append(i)
+        for rows in by_device.values():
+            data[rows] = torch.stack([self._hist_rows[i] for i in rows]).cpu().numpy()
+        return HistogramTable(list(self._hist_keys), data)
+
+
+def histogram_row(torch: Any, t: Any) -> Any | None:
+    """log2|x| bin counts of an evenly strided sample of a floating tensor, then the sample's size.
+
+    A sample keeps the cost per op small and fixed. On accelerators the counts are queued on the
+    device like the statistics (a torch tensor); on the CPU numpy does it without torch's per-op
+    overhead (a numpy array). Zeros and NaN are left out (the statistics count them); Inf falls
+    in the top bin.
+    """
+    if not t.is_floating_point() or t.numel() == 0 or not t.is_contiguous() or t.device.type == "meta":
+        return None
+    flat = t.detach().reshape(-1)
+    n = flat.numel()
+    if flat.device.type == "cpu":
+        # Never call .numpy() on the user's tensor: sharing its storage with numpy makes it
+        # non-resizable (resize_ would then fail); gather or copy a sample of our own first.
+        if n > HIST_SAMPLE:  # 64 evenly spaced runs of 64: a few cache lines each, not 4096 scattered reads
+            sample = flat.index_select(0, _sample_index(torch, n)).float()
+        else:
+            sample = flat.to(torch.float32, copy=True)
+        a = np.abs(sample.numpy())
+        a = a[a > 0]  # drops zeros and NaN
+        row = np.empty(HIST_BINS + 1, dtype=np.int64)
+        row[:HIST_BINS] = np.bincount(_BIN_OF_EXPONENT[a.view(np.uint32) >> 23], minlength=HIST_BINS)
+        row[HIST_BINS] = a.size
+        return row
+    sample = flat[:: max(1, n // HIST_SAMPLE)][:HIST_SAMPLE]
+    sample = torch.nan_to_num(sample.float().abs(), nan=0.0, posinf=math.inf)
+    bins = torch.bucketize(sample, _hist_edges(torch, sample.device), right=True)
+    counts = torch.bincount(bins, minlength=HIST_BINS + 1)[: HIST_BINS + 1].clone()
+    zeros = (sample == 0).sum()
+    counts[0] -= zeros  # zeros (and NaN) landed in the first bin
+    counts[HIST_BINS] = sample.numel() - zeros
+    return counts
+
+
+# The bin of every float32 biased exponent (a positive float's bits >> 23): floor(log2|x|) = e - 127.
+_BIN_OF_EXPONENT = np.clip((np.arange(256) - 127 - HIST_EDGES_LOG2[0]) // (HIST_EDGES_LOG2[1] - HIST_EDGES_LOG2[0]) + 1,
+                           0, HIST_BINS - 1)
+_RUN = 64
+
+
+@functools.lru_cache(maxsize=256)
+def _sample_index(torch: Any, n: int) -> Any:
+    """Indices of `HIST_SAMPLE // _RUN` evenly spaced runs of `_RUN` consecutive elements of `n`."""
+    starts = np.linspace(0, n - _RUN, HIST_SAMPLE // _RUN).astype(np.int64)
+    return torch.from_numpy((starts[:, None] + np.arange(_RUN)).ravel())
+_EDGES: dict[Any, Any] = {}
+
+
+def _hist_edges(torch: Any, device: Any) -> Any:
+    edges = _EDGES.get(device)
+    if edges is None:
+        edges = _EDGES[device] = torch.tensor([2.0 ** e for e in HIST_EDGES_LOG2], device=device)
+    return edges
 
 
 def _written_args(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
@@ -425,7 +515,8 @@ def capture(
     table = recorder.finish_stats()
     if progress is not None:
         progress(phase_label, recorder.op_count, recorder.op_count)
-    return CaptureResult(recorder.graph, table, outputs, recorder.op_count, recorder=recorder)
+    return CaptureResult(recorder.graph, table, outputs, recorder.op_count, recorder=recorder,
+                         histograms=recorder.finish_histograms())
 
 
 def iter_tensors(obj: Any) -> Iterator[Any]:

@@ -52,6 +52,7 @@ def run(ctx: LiveContext, inv: Investigation) -> None:
                  lambda: grad_capture(recorder, ctx.model, ctx.inputs, ctx.loss, sanitized=sanitized))
         same = inv.reference is inv.stats
         inv.graph, inv.stats = recorder.graph, recorder.finish_stats()
+        inv.histograms = recorder.finish_histograms()
         if same:
             inv.reference = inv.stats
     evidence: dict[tuple[str, int], RangeEvidence] = {}

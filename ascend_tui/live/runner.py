@@ -213,7 +213,8 @@ def run_live(
     run = RunInfo(target=target, device=info.to_json(), checks=checks, dtype=dtype_name(run_dtype),
                   reference=reference, iterations=iterations, source="live",
                   extra={"backward": backward} if backward else {})
-    inv = Investigation(ctx.target.graph, stats=ctx.target.stats, reference=ref_stats, run=run)
+    inv = Investigation(ctx.target.graph, stats=ctx.target.stats, reference=ref_stats, run=run,
+                        histograms=ctx.target.histograms)
     for i, name in enumerate(checks):
         if on_partial is not None:
             on_partial(inv.snapshot())

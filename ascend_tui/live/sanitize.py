@@ -462,6 +462,8 @@ def capture_sanitized(
             for h in handles:
                 h.remove()
         stats = rec.finish_stats() if (it == 0 or san.violations) else None
+        if it == 0:
+            histograms = rec.finish_histograms()
         found = [out_of_bounds_finding(rec.graph, v, stats) for v in san.violations]
         found += [uninitialized_finding(rec.graph, u) for u in san.reads]
         if main is None:
@@ -486,8 +488,8 @@ def capture_sanitized(
     leaks = leak_findings(graph, _leak_records(san, model, held), iterations, samples, counter)
     findings = dedupe(findings) + leaks
     events = [memory_event(f, f.metrics.get("bytes_per_iteration") if f.kind == "leak" else None) for f in findings]
-    return SanitizedCapture(graph, stats, outputs, op_count, findings=findings, events=events, samples=samples,
-                            iterations=iterations)
+    return SanitizedCapture(graph, stats, outputs, op_count, histograms=histograms, findings=findings,
+                            events=events, samples=samples, iterations=iterations)
 
 
 def _sample(dev: Device, san: Sanitizer, held: set[int], time: int, label: str) -> MemorySample:

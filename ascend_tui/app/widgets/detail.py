@@ -16,6 +16,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ascend_tui.evidence import HIST_EDGES_LOG2
+
 if TYPE_CHECKING:
     from ascend_tui.evidence import Finding, TensorStats
     from ascend_tui.investigation import Investigation
@@ -168,6 +170,7 @@ def _statistics(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> 
         dtype = meta.dtype if meta is not None else inv.run.dtype
         if target is not None:
             _magnitude_bar(out, target, dtype, style)
+        _histogram(out, inv, node_id, slot, dtype, style)
     if not shown:
         out.append("\n\nno statistics recorded for this operator", style("detail--muted"))
 
@@ -227,6 +230,40 @@ def _magnitude_bar(out: Text, stats: TensorStats, dtype: str, style: StyleOf, wi
         if math.isfinite(stats.abs_max) and stats.abs_max > 0:
             legend += f"  headroom {math.log2(limit / stats.abs_max):+.1f} bits"
     out.append("\n  " + legend.strip(), style("detail--muted"))
+
+
+_BLOCKS = "▁▂▃▄▅▆▇█"
+_BIN_WIDTH = 3
+
+
+def _histogram(out: Text, inv: Investigation, node_id: str, slot: int, dtype: str, style: StyleOf) -> None:
+    """The sampled log2|x| histogram: where the values sit between float16's subnormals and the dtype's max."""
+    found = inv.histograms.get(node_id, slot)
+    if found is None:
+        return
+    counts, sampled = found
+    stats = inv.stats.get(node_id, slot)
+    out.append("\n  values    ", style("detail--muted"))
+    if sampled == 0:
+        out.append("all zero or NaN in the sample", style("detail--muted"))
+        return
+    peak = max(int(c) for c in counts)
+    limit = DTYPE_MAX.get(dtype)
+    for i, c in enumerate(int(c) for c in counts):
+        low = HIST_EDGES_LOG2[i - 1] if i else None
+        beyond = limit is not None and low is not None and 2.0 ** low >= limit
+        name = "detail--muted" if c == 0 else "detail--bad" if beyond else "detail--bar"
+        ch = "·" if c == 0 else _BLOCKS[min(len(_BLOCKS) - 1, (c * len(_BLOCKS) - 1) // peak)]
+        out.append(ch * (_BIN_WIDTH - 1) + " ", style(name))
+    scale = [" "] * (_BIN_WIDTH * len(counts) + 4)
+    for i, label in ((1, f"2^{HIST_EDGES_LOG2[0]}"), (HIST_EDGES_LOG2.index(0) + 1, "2^0"),
+                     (len(counts) - 1, f"2^{HIST_EDGES_LOG2[-1]}+")):
+        for j, ch in enumerate(label):
+            if i * _BIN_WIDTH + j < len(scale):
+                scale[i * _BIN_WIDTH + j] = ch
+    out.append("\n            " + "".join(scale).rstrip(), style("detail--muted"))
+    total = f" of {stats.numel:,}" if stats is not None else ""
+    out.append(f"\n            log2|x| of {sampled:,} sampled non-zero values{total}", style("detail--muted"))
 
 
 def _findings(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> None:
