@@ -253,3 +253,20 @@ def test_capture_leaves_the_users_tensors_resizable() -> None:
 
     r = capture(Grow(), (torch.ones(4, 3),))
     assert r.outputs.shape == (50, 3)
+
+
+def test_views_and_copies_carry_their_inputs_statistics() -> None:
+    class M(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.exp(x)
+            z = y.t().contiguous().view(-1)  # t, clone (via contiguous), view: same values throughout
+            y.mul_(0)                         # a later write must not reach the views' statistics
+            return z[:3] + 0                  # a slice holds fewer values: measured on its own
+
+    r = capture(M(), (torch.arange(6.0).view(2, 3),))
+    exp = r.stats.get("exp.0")
+    for node in ("t.0", "clone.0", "view.0"):
+        assert r.stats.get(node) == exp, node
+        assert r.histograms.get(node)[1] == r.histograms.get("exp.0")[1]
+    assert r.stats.get("mul_.0").max == 0.0
+    assert r.stats.get("slice.0").numel == 3

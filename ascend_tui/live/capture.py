@@ -126,6 +126,8 @@ class Recorder:
         self._stat_numel: list[int] = []
         self._hist_keys: list[tuple[str, int]] = []
         self._hist_rows: list[Any] = []
+        self._same_as: tuple[str, int] | None = None
+        self._stat_copies: list[tuple[tuple[str, int], tuple[str, int]]] = []
         self._const_count = 0
         self._named: dict[int, tuple[str, str]] = {}
         self._keepalive: list[Any] = []
@@ -228,6 +230,9 @@ class Recorder:
         """Queue on-device statistics of `t` for output `slot` of `node_id`."""
         if not self.want_stats:
             return
+        if self._same_as is not None:  # a view or copy holding exactly its input's values
+            self._stat_copies.append(((node_id, slot), self._same_as))
+            return
         row = tensor_stats_row(self._torch, t)
         if row is not None:
             self._stat_keys.append((node_id, slot))
@@ -273,10 +278,14 @@ class Recorder:
         for slot, ref in enumerate(refs):
             self.graph.add_edge(ref.node, node_id, ref.slot, slot)
         written = _written_args(func, args, kwargs)
+        if (op in SAME_VALUES and len(out_tensors) == 1 and in_tensors and refs
+                and out_tensors[0].numel() == in_tensors[0].numel() and out_tensors[0].dtype == in_tensors[0].dtype):
+            self._same_as = (refs[0].node, refs[0].slot)
         for slot, t in enumerate(out_tensors):
             ref = _Ref(node_id, slot, index)
             self._producers[t] = ref
             self.measure(node_id, slot, t)
+        self._same_as = None
         for t in written:
             if isinstance(t, torch.Tensor):
                 if t not in self._producers or self._producers[t].node != node_id:
@@ -302,6 +311,10 @@ class Recorder:
             raw[rows, :4] = torch.stack([self._stat_rows[i][0] for i in rows]).cpu().double().numpy()
             raw[rows, 4:] = torch.stack([self._stat_rows[i][1] for i in rows]).cpu().numpy()[:, [1, 2, 0]]
         table.add_many(self._stat_keys, finish_rows(raw, np.asarray(self._stat_numel, dtype=np.float64)))
+        for key, source in self._stat_copies:  # in recording order, so a view of a view finds its row
+            found = table.get(*source)
+            if found is not None:
+                table.add(key[0], key[1], found)
         return table
 
 
@@ -319,7 +332,24 @@ class Recorder:
                 by_device.setdefault(row.device, []).append(i)
         for rows in by_device.values():
             data[rows] = torch.stack([self._hist_rows[i] for i in rows]).cpu().numpy()
-        return HistogramTable(list(self._hist_keys), data)
+        keys = list(self._hist_keys)
+        position = {k: i for i, k in enumerate(keys)}
+        extra = []
+        for key, source in self._stat_copies:
+            if source in position:
+                position[key] = position[source]
+                keys.append(key)
+                extra.append(position[source])
+        return HistogramTable(keys, np.concatenate([data, data[extra]]) if extra else data)
+
+
+# Ops whose single output holds exactly the values of their first input (same elements, same
+# dtype): views that reorder or reshape, and plain copies. Their statistics are copied from the
+# input's row instead of measured again.
+SAME_VALUES = frozenset({
+    "view", "_unsafe_view", "_reshape_alias", "reshape", "t", "transpose", "permute", "squeeze", "unsqueeze",
+    "detach", "alias", "clone", "contiguous", "flatten", "view_as", "lift_fresh",
+})
 
 
 def histogram_row(torch: Any, t: Any) -> Any | None:
