@@ -309,7 +309,7 @@ class Recorder:
         raw = np.empty((len(self._stat_rows), 7), dtype=np.float64)
         for rows in by_device.values():
             raw[rows, :4] = torch.stack([self._stat_rows[i][0] for i in rows]).cpu().double().numpy()
-            raw[rows, 4:] = torch.stack([self._stat_rows[i][1] for i in rows]).cpu().numpy()[:, [1, 2, 0]]
+            raw[rows, 4:] = torch.stack([self._stat_rows[i][1] for i in rows]).cpu().numpy()
         table.add_many(self._stat_keys, finish_rows(raw, np.asarray(self._stat_numel, dtype=np.float64)))
         for key, source in self._stat_copies:  # in recording order, so a view of a view finds its row
             found = table.get(*source)
@@ -411,14 +411,8 @@ def _hist_edges(torch: Any, device: Any) -> Any:
 def _written_args(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     """Arguments the op's schema marks as written (`Tensor(a!)`): in-place and out= targets."""
     written: list[Any] = []
-    for i, arg in enumerate(func._schema.arguments):
-        info = arg.alias_info
-        if info is None or not info.is_write:
-            continue
-        if i < len(args):
-            value = args[i]
-        else:
-            value = kwargs.get(arg.name)
+    for i, name in _write_positions(func):
+        value = args[i] if i < len(args) else kwargs.get(name)
         if isinstance(value, (list, tuple)):
             written.extend(value)
         elif value is not None:
@@ -426,10 +420,22 @@ def _written_args(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> l
     return written
 
 
+_WRITES: dict[Any, tuple[tuple[int, str], ...]] = {}
+
+
+def _write_positions(func: Any) -> tuple[tuple[int, str], ...]:
+    """(position, name) of the written arguments of an overload; schemas never change, so read each once."""
+    found = _WRITES.get(func)
+    if found is None:
+        found = _WRITES[func] = tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
+                                      if a.alias_info is not None and a.alias_info.is_write)
+    return found
+
+
 def tensor_stats_row(torch: Any, t: Any) -> tuple[Any, Any] | None:
     """Reductions of `t` on its own device: min, max, sum, L2 norm, and the zero, NaN and Inf counts.
 
-    Returns (float32 [min, max, sum, norm], int64 [zeros, nan, inf]), or None for tensors without
+    Returns (float32 [min, max, sum, norm], int64 [nan, inf, zeros]), or None for tensors without
     numbers to reduce (empty, complex, meta). On accelerators every reduction stays queued on
     the device (no sync). On the CPU, where reading a value is free, the counts (most of the
     cost) are taken only where the other numbers say they can be non-zero.
@@ -446,12 +452,12 @@ def tensor_stats_row(torch: Any, t: Any) -> tuple[Any, Any] | None:
     mn, mx = torch.aminmax(x)
     values = torch.stack((mn, mx, x.sum(), torch.linalg.vector_norm(x)))
     if x.device.type != "cpu":
-        counts = torch.stack(((x == 0).sum(dtype=count), torch.isnan(x).sum(dtype=count),
-                              torch.isinf(x).sum(dtype=count)))
+        counts = torch.stack((torch.isnan(x).sum(dtype=count), torch.isinf(x).sum(dtype=count),
+                              (x == 0).sum(dtype=count)))
     else:
-        counts = torch.tensor([_cpu_zeros(torch, x, float(mn), float(mx), count), 0, 0])
+        counts = torch.tensor([0, 0, _cpu_zeros(torch, x, float(mn), float(mx), count)])
         if not math.isfinite(float(values[2])):
-            counts[1], counts[2] = int(torch.isnan(x).sum()), int(torch.isinf(x).sum())
+            counts[0], counts[1] = int(torch.isnan(x).sum()), int(torch.isinf(x).sum())
     # Counts stay integers: float32 is exact only up to 2**24, and activations are larger than that.
     return values, counts.long()
 
