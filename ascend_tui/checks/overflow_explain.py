@@ -49,7 +49,7 @@ RANGES: dict[str, DtypeRange] = {r.name: r for r in (
     DtypeRange("float8_e5m2", 57344.0, 2.0 ** -14, 2.0 ** -16),
 )}
 _ALIASES = {"half": "float16", "fp16": "float16", "float": "float32", "fp32": "float32", "bf16": "bfloat16",
-            "double": "float64", "fp64": "float64", "dt_float16": "float16", "dt_float": "float32",
+            "double": "float64", "fp64": "float64", "single": "float32", "dt_float16": "float16", "dt_float": "float32",
             "dt_bf16": "bfloat16", "dt_double": "float64"}
 
 _ACCUMULATING = frozenset("""mm addmm bmm baddbmm addbmm matmul linear addmv mv dot vdot einsum tensordot bilinear
@@ -68,7 +68,7 @@ def range_of(dtype: str | None) -> DtypeRange | None:
     """The range of a floating dtype named any common way (`torch.float16`, `fp16`, `DT_FLOAT16`); None otherwise."""
     if not dtype:
         return None
-    name = dtype.lower().removeprefix("torch.")
+    name = dtype.lower().removeprefix("torch.").strip()
     return RANGES.get(_ALIASES.get(name, name))
 
 

@@ -21,6 +21,7 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from ascend_tui.app.export import fmt_value
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
+from ascend_tui.checks.overflow import range_of
 from ascend_tui.evidence import SEVERITY_RANK, Finding
 
 if TYPE_CHECKING:
@@ -28,23 +29,10 @@ if TYPE_CHECKING:
 
 CHECK = "overflow"
 
-# Largest finite value of each floating dtype (bfloat16 and float8 are not in numpy).
-FLOAT_MAX: dict[str, float] = {
-    "float16": 65504.0,
-    "bfloat16": 3.3895313892515355e38,
-    "float32": 3.4028234663852886e38,
-    "float64": 1.7976931348623157e308,
-    "float8_e4m3fn": 448.0,
-    "float8_e5m2": 57344.0,
-}
-_ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "float32", "fp32": "float32",
-            "single": "float32", "double": "float64", "fp64": "float64"}
-
-
 def dtype_max(dtype: str) -> float | None:
     """The largest finite value of a floating dtype (`torch.float16`, `fp16`, `float16` alike), else None."""
-    name = dtype.lower().removeprefix("torch.").strip()
-    return FLOAT_MAX.get(_ALIASES.get(name, name))
+    found = range_of(dtype)
+    return found.max if found is not None else None
 
 
 class Headroom:

@@ -16,13 +16,13 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ascend_tui.checks.overflow import range_of
 from ascend_tui.evidence import HIST_EDGES_LOG2
 
 if TYPE_CHECKING:
     from ascend_tui.evidence import Finding, TensorStats
     from ascend_tui.investigation import Investigation
 
-DTYPE_MAX: dict[str, float] = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
 STAT_ROWS: tuple[tuple[str, str], ...] = (
     ("min", "min"), ("max", "max"), ("mean", "mean"), ("abs max", "abs_max"), ("l2 norm", "l2norm"),
     ("NaN", "nan_count"), ("Inf", "inf_count"), ("zeros", "zero_count"), ("numel", "numel"),
@@ -199,7 +199,7 @@ def _magnitude_bar(out: Text, stats: TensorStats, dtype: str, style: StyleOf, wi
     """|mean| and |x| max on a log2 axis with the dtype's largest value: what summary stats can honestly show."""
     out.append("\n  |x| log2 ", style("detail--muted"))
     points = [v for v in (abs(stats.mean), stats.abs_max) if math.isfinite(v) and v > 0]
-    limit = DTYPE_MAX.get(dtype)
+    limit = _dtype_max(dtype)
     if not points:
         text = "no finite non-zero values" if not stats.finite or stats.abs_max == 0 else "-"
         out.append(text, style("detail--bad") if not stats.finite else style("detail--muted"))
@@ -232,6 +232,11 @@ def _magnitude_bar(out: Text, stats: TensorStats, dtype: str, style: StyleOf, wi
     out.append("\n  " + legend.strip(), style("detail--muted"))
 
 
+def _dtype_max(dtype: str) -> float | None:
+    found = range_of(dtype)
+    return found.max if found is not None else None
+
+
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _BIN_WIDTH = 3
 
@@ -248,7 +253,7 @@ def _histogram(out: Text, inv: Investigation, node_id: str, slot: int, dtype: st
         out.append("all zero or NaN in the sample", style("detail--muted"))
         return
     peak = max(int(c) for c in counts)
-    limit = DTYPE_MAX.get(dtype)
+    limit = _dtype_max(dtype)
     for i, c in enumerate(int(c) for c in counts):
         low = HIST_EDGES_LOG2[i - 1] if i else None
         beyond = limit is not None and low is not None and 2.0 ** low >= limit
