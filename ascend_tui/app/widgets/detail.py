@@ -154,18 +154,20 @@ def _statistics(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> 
         if target is None and ref is None:
             continue
         shown = True
-        ref_name = f"reference {inv.run.reference}" if inv.run.reference else "reference"
         out.append(f"\n\nstatistics, output {slot}", style("detail--heading"))
-        out.append(f"\n  {'':9}{'target ' + inv.run.dtype:>16}", style("detail--muted"))
+        runs = f"target {inv.run.dtype}" + (f" · reference {inv.run.reference or ''}".rstrip()
+                                            if inv.reference is not None else "")
+        out.append(f"\n  {runs}", style("detail--muted"))
+        out.append(f"\n  {'':9}{'target':>{_COL}}", style("detail--muted"))
         if inv.reference is not None:
-            out.append(f"  {ref_name:>16}", style("detail--muted"))
+            out.append(f"  {'reference':>{_COL}}", style("detail--muted"))
         for label, field in STAT_ROWS:
             t = getattr(target, field) if target else None
             out.append(f"\n  {label:9}")
-            out.append(f"{_num(t):>16}", _value_style(field, t, style))
+            out.append(f"{_num(t):>{_COL}}", _value_style(field, t, style))
             if inv.reference is not None:
                 r = getattr(ref, field) if ref else None
-                out.append(f"  {_num(r):>16}", _value_style(field, r, style))
+                out.append(f"  {_num(r):>{_COL}}", _value_style(field, r, style))
         meta = node.outputs[slot] if slot < len(node.outputs) else None
         dtype = meta.dtype if meta is not None else inv.run.dtype
         if target is not None:
@@ -173,6 +175,9 @@ def _statistics(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> 
         _histogram(out, inv, node_id, slot, dtype, style)
     if not shown:
         out.append("\n\nno statistics recorded for this operator", style("detail--muted"))
+
+
+_COL = 11  # a column of statistics: "-3.382e+04" and "16,777,216" fit, and two columns fit at 80x24
 
 
 def _value_style(field: str, value: Any, style: StyleOf) -> Style:
@@ -195,7 +200,7 @@ def _num(value: Any) -> str:
     return str(value)
 
 
-def _magnitude_bar(out: Text, stats: TensorStats, dtype: str, style: StyleOf, width: int = 40) -> None:
+def _magnitude_bar(out: Text, stats: TensorStats, dtype: str, style: StyleOf, width: int = 24) -> None:
     """|mean| and |x| max on a log2 axis with the dtype's largest value: what summary stats can honestly show."""
     out.append("\n  |x| log2 ", style("detail--muted"))
     points = [v for v in (abs(stats.mean), stats.abs_max) if math.isfinite(v) and v > 0]
@@ -238,7 +243,7 @@ def _dtype_max(dtype: str) -> float | None:
 
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
-_BIN_WIDTH = 3
+_BIN_WIDTH = 2  # 12 bins in 24 columns: fits the detail pane at 80 and 110 columns
 
 
 def _histogram(out: Text, inv: Investigation, node_id: str, slot: int, dtype: str, style: StyleOf) -> None:
@@ -248,7 +253,7 @@ def _histogram(out: Text, inv: Investigation, node_id: str, slot: int, dtype: st
         return
     counts, sampled = found
     stats = inv.stats.get(node_id, slot)
-    out.append("\n  values    ", style("detail--muted"))
+    out.append("\n  values  ", style("detail--muted"))
     if sampled == 0:
         out.append("all zero or NaN in the sample", style("detail--muted"))
         return
@@ -266,9 +271,9 @@ def _histogram(out: Text, inv: Investigation, node_id: str, slot: int, dtype: st
         for j, ch in enumerate(label):
             if i * _BIN_WIDTH + j < len(scale):
                 scale[i * _BIN_WIDTH + j] = ch
-    out.append("\n            " + "".join(scale).rstrip(), style("detail--muted"))
-    total = f" of {stats.numel:,}" if stats is not None else ""
-    out.append(f"\n            log2|x| of {sampled:,} sampled non-zero values{total}", style("detail--muted"))
+    out.append("\n          " + "".join(scale).rstrip(), style("detail--muted"))
+    total = f" of {stats.numel:,}" if stats is not None else ""  # zeros and NaN are not sampled
+    out.append(f"\n          log2|x| of {sampled:,} sampled{total}", style("detail--muted"))
 
 
 def _findings(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> None:
