@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from ascend_tui.progress import Progress
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import (
     SEVERITY_RANK,
@@ -27,7 +28,6 @@ from ascend_tui.graph.opgraph import OpGraph, read_json, write_json_atomic
 
 INVESTIGATION_SCHEMA = "ascend-tui.investigation/1"
 CHECK_NAMES = ("overflow", "precision", "memory", "profile")
-Progress = Callable[[str, int, "int | None"], None]
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from ascend_tui.progress import Progress
 from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.app.messages import ProgressReported
 
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
     from ascend_tui.targets import Target
 
-Progress = Callable[[str, int, "int | None"], None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from ascend_tui.formats.msprobe_graph import (
 )
 from ascend_tui.graph.opgraph import OpGraph, read_json
 from ascend_tui.investigation import Investigation, RunInfo
+from ascend_tui.formats.reader import FunctionReader
 
 _RANK_DIR = re.compile(r"^(?:rank|proc)(\d*)$")
 _STEP_DIR = re.compile(r"^step(\d+)$")
@@ -351,3 +352,6 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     if checks:
         run_overflow_check(inv)
     return inv
+
+
+READER = FunctionReader("msprobe dump", sniff, load)

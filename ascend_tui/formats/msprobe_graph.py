@@ -16,11 +16,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ascend_tui.progress import Progress
 from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import STAT_FIELDS, SourceLocation, StatsTable, TensorMeta
 from ascend_tui.graph.opgraph import OpGraph, OpNode
 
-Progress = Callable[[str, int, "int | None"], None]
 
 API_NAME = re.compile(r"^(?P<prefix>[A-Za-z][A-Za-z0-9_]*)\.(?P<api>.+)\.(?P<idx>\d+)\.(?P<dir>forward|backward)$")
 MODULE_NAME = re.compile(r"^(?:Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward)\.(?P<idx>\d+)$")
