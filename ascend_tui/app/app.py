@@ -19,8 +19,8 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from ascend_tui.app.keys import APP_BINDINGS
 from ascend_tui.app.messages import ChecksFinished, InvestigationLoaded, ProgressReported, ResultsArrived
-from ascend_tui.app.screens.main import MainScreen, view_ready
-from ascend_tui.app.views import VIEWS
+from ascend_tui.app.screens.main import MainScreen
+from ascend_tui.app.views import view_by_id
 from ascend_tui.app.widgets.detail import Detail
 from ascend_tui.app.widgets.progress import RunProgress
 from ascend_tui.app.workers import LiveOptions, ProgressPoster
@@ -234,8 +234,8 @@ class InvestigatorApp(App[None]):
         if action == "copy_summary":
             return False if optional("ascend_tui.app.export", "op_summary") is None else self.inv is not None or None
         if action == "open_view":
-            spec = next((v for v in VIEWS if v.id == parameters[0]), None)
-            return spec is not None and view_ready(spec, self.inv)
+            view = view_by_id(str(parameters[0]))
+            return view is not None and view.available(self.inv)
         if action in ("export_report", "focus_node"):
             return self.inv is not None or None
         return True
@@ -275,19 +275,19 @@ class InvestigatorApp(App[None]):
 
     def action_open_view(self, view_id: str) -> None:
         """Open a per-check view from the registry; it dismisses with the operator to focus."""
-        spec = next((v for v in VIEWS if v.id == view_id), None)
-        if spec is None or self.inv is None:
+        view = view_by_id(view_id)
+        if view is None or self.inv is None:
             self.notify(f"no view named {view_id!r}", severity="warning", markup=False)
             return
-        if not view_ready(spec, self.inv):
-            self.notify(f"no {spec.title.lower()} evidence in this investigation", markup=False)
+        if not view.available(self.inv):
+            self.notify(f"no {view.TITLE.lower()} evidence in this investigation", markup=False)
             return
 
         def chosen(node: str | None) -> None:
             if node:
                 self.main.go(node)
 
-        self.push_screen(spec.screen_class()(self.inv), chosen)
+        self.push_screen(view(self.inv), chosen)
 
     def action_run_checks(self) -> None:
         """Run every available live check on the loaded model."""

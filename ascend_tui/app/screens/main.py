@@ -6,7 +6,6 @@ go; this screen only moves the cursor there and repaints.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, on
@@ -17,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input
 
 from ascend_tui.app.keys import GRAPH_BINDINGS, view_binding
-from ascend_tui.app.views import VIEWS, ViewSpec
+from ascend_tui.app.views import VIEWS
 from ascend_tui.app.widgets.breadcrumb import Breadcrumb
 from ascend_tui.app.widgets.detail import Detail
 from ascend_tui.app.widgets.module_tree import ModuleTree
@@ -33,20 +32,10 @@ WALK_ACTIONS = frozenset({"focus_cursor", "producer", "consumer", "root_cause", 
                           "first_finding", "step_mode", "back", "search", "toggle_flagged", "module_tree", "slot"})
 
 
-def view_ready(spec: ViewSpec, inv: Investigation | None) -> bool:
-    """A view is offered when its screen module is installed and the investigation holds its evidence."""
-    if inv is None or not spec.available(inv):
-        return False
-    try:
-        return importlib.util.find_spec(spec.screen.partition(":")[0]) is not None
-    except ModuleNotFoundError:
-        return False
-
-
 class MainScreen(Screen[None]):
     """Operators in execution order beside the detail of the one under the cursor."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [*GRAPH_BINDINGS, *(view_binding(v.id, v.key, v.title) for v in VIEWS)]
+    BINDINGS: ClassVar[list[BindingType]] = [*GRAPH_BINDINGS, *(view_binding(v.VIEW_ID, v.KEY, v.TITLE) for v in VIEWS)]
     AUTO_FOCUS = "OpList"
 
     def __init__(self) -> None:

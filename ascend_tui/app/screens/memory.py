@@ -14,10 +14,10 @@ import numpy as np
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import Footer, Sparkline, Static, TabbedContent, TabPane
 
 from ascend_tui.app.export import fmt_value
+from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 from ascend_tui.evidence import SEVERITY_RANK, Finding, MemoryEvent, MemorySample
 
@@ -124,8 +124,13 @@ def memory_items(inv: Investigation) -> list[MemoryItem]:
     return items
 
 
-class MemoryScreen(Screen[str | None]):
+class MemoryScreen(CheckView):
     """The memory view: events by kind, the leak trend and events per operator."""
+
+    VIEW_ID = "memory"
+    TITLE = "Memory"
+    KEY = "m"
+    CHECK = "memory"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "back", id="view.close"),
@@ -143,9 +148,13 @@ class MemoryScreen(Screen[str | None]):
     MemoryScreen #memory-status { height: 1; padding: 0 1; color: $text-muted; }
     """
 
+    @classmethod
+    def available(cls, inv: Investigation | None) -> bool:
+        """Memory samples alone (a profiler memory timeline) are worth the view too."""
+        return super().available(inv) or (inv is not None and bool(inv.memory_events or inv.memory_samples))
+
     def __init__(self, inv: Investigation) -> None:
-        super().__init__()
-        self.inv = inv
+        super().__init__(inv)
         self.items = memory_items(inv)
         self.series = memory_series(inv.memory_samples)
         self.trends = {name: t for name, samples in self.series.items() if (t := leak_trend(samples)) is not None}

@@ -16,10 +16,10 @@ import numpy as np
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from ascend_tui.app.export import fmt_value
+from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 from ascend_tui.checks.overflow import range_of
 from ascend_tui.evidence import SEVERITY_RANK, Finding
@@ -209,8 +209,13 @@ def _bits_tone(bits: float) -> Tone:
 _SEVERITY_TONE: dict[str, Tone] = {"error": "error", "warning": "warning", "info": "info"}
 
 
-class OverflowScreen(Screen[str | None]):
+class OverflowScreen(CheckView):
     """The overflow view: findings, amplification chains and headroom; Enter focuses the op on the graph."""
+
+    VIEW_ID = "overflow"
+    TITLE = "Overflow"
+    KEY = "o"
+    CHECK = "overflow"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "back", id="view.close"),
@@ -227,8 +232,7 @@ class OverflowScreen(Screen[str | None]):
     """
 
     def __init__(self, inv: Investigation) -> None:
-        super().__init__()
-        self.inv = inv
+        super().__init__(inv)
         self.headroom = headroom(inv)
         self.chains = amplification_chains(inv)
 
