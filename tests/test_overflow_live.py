@@ -45,7 +45,7 @@ def test_sample_check_exits_1_with_root_cause_and_chain(tmp_path: Path, capsys: 
     keys = {"check", "kind", "severity", "node", "op_type", "module", "index", "message", "attribution", "metrics",
             "root_cause"}
     for f in report["findings"]:
-        assert keys <= set(f) <= keys | {"hint"}
+        assert keys <= set(f) <= keys | {"hint", "id"}
         assert f["root_cause"] is None or set(f["root_cause"]) == {"node", "module", "reason", "chain"}
         assert all(set(c) == {"node", "module", "op_type", "value"} for c in (f["root_cause"] or {}).get("chain", []))
 
