@@ -270,6 +270,26 @@ class InvestigatorApp(App[None]):
 
         self.push_screen(view(self.inv), chosen)
 
+    def action_story_cause(self) -> None:
+        """Open the story on the cause that explains the focused operator's most severe finding."""
+        from ascend_tui.app.screens.story import StoryScreen
+        from ascend_tui.checks.story import finding_ids
+
+        node = self.main.ops.current
+        if self.inv is None or node is None:
+            return
+        ids = dict(zip(map(id, self.inv.findings), finding_ids(self.inv.findings)))
+        mine = self.inv.findings_for(node)
+        if not mine:
+            self.notify(f"no finding on {node}: nothing for the story to explain here", markup=False)
+            return
+
+        def chosen(target: str | None) -> None:
+            if target:
+                self.main.go(target)
+
+        self.push_screen(StoryScreen(self.inv, select=ids[id(mine[0])]), chosen)
+
     def action_run_checks(self) -> None:
         """Run every available live check on the loaded model."""
         self.action_run_check(None)
