@@ -36,12 +36,15 @@ from ascend_tui.checks.overflow_explain import (
     RANGES,
     DtypeRange,
     Explainer,
+    headroom,
     label,
     num,
     op_name,
     range_of,
     times,
 )
+from ascend_tui.checks.masks import mask_nodes
+from ascend_tui.fmt import plural
 from ascend_tui.evidence import ChainLink, Finding, RootCause, Severity, StatsTable
 from ascend_tui.graph.opgraph import Edge, OpGraph, OpNode
 
@@ -92,6 +95,11 @@ class _Table:
         self.rows = {key: i for i, key in enumerate(table.keys())} if table is not None else {}
         self.col = {n: (table.column(n) if table is not None else np.zeros(0)) for n in
                     ("min", "max", "abs_max", "nan_count", "inf_count", "zero_count", "numel", "l2norm")}
+        # Counts are whole numbers >= 0 whatever a reader found; magnitudes are >= 0 (NaN stays: it means NaN).
+        for n in ("nan_count", "inf_count", "zero_count", "numel"):
+            self.col[n] = np.nan_to_num(self.col[n], nan=0.0, posinf=2.0 ** 62, neginf=0.0).clip(0.0, 2.0 ** 62)
+        for n in ("abs_max", "l2norm"):
+            self.col[n] = np.abs(self.col[n])
 
     def get(self, key: tuple[str, int], name: str) -> float | None:
         row = self.rows.get(key)
@@ -115,6 +123,8 @@ class _Analysis(Explainer):
         self.under: dict[tuple[str, int], tuple[float, str]] = {}
         self._weights: dict[str, bool] = {}
         self._prods: dict[str, list[Edge]] = {}
+        self.masks: dict[str, str] = {}
+        self.meets: dict[str, tuple[str, str]] = {}
 
     # -- classification ------------------------------------------------------------------------
 
@@ -145,13 +155,55 @@ class _Analysis(Explainer):
                 continue
             value = self.magnitude(key)
             if value is not None and value > 0 and value not in _EXTREMES and t.col["abs_max"][i] not in _EXTREMES:
-                headroom = math.log2(eff.max / value)
-                if headroom < 0:
+                bits = headroom(eff.max, value)
+                if bits is not None and bits < 0:
                     self.bad[key] = "overflow"
-                elif headroom < self.headroom_bits:
-                    self.near[key] = headroom
+                elif bits is not None and bits < self.headroom_bits:
+                    self.near[key] = bits
             if eff.low_precision:
                 self._underflow(key, i, actual, eff, value)
+        self.find_masks()
+
+    def find_masks(self) -> None:
+        """Mark intended masks (see `checks.masks`) and take them out of every finding list."""
+        order = sorted((n.id for n in self.g), key=self._order)
+        self.masks = mask_nodes(self.g, order, self._extremes, op_name)
+        for table in (self.bad, self.near, self.under):
+            for key in [k for k in table if k[0] in self.masks]:
+                del table[key]
+
+    def _extremes(self, nid: str) -> tuple[bool, bool, bool, bool]:
+        """(some output is ±Inf or within a bit of its dtype's max in every run that measured it, some output
+        holds NaN, some output is extreme in the checked run, every output lies within [-1, 1]); masks are
+        extreme in float16 and float32 alike, overflows only in the narrow dtype."""
+        node = self.g.get(nid)
+        extreme = nan = raw = False
+        unit = True
+        if node is None:
+            return False, False, False, False
+        for slot, meta in enumerate(node.outputs or (None,)):
+            key = (nid, slot)
+            if key not in self.t.rows:
+                continue
+            stored = range_of(meta.dtype) if meta is not None else None
+            if stored is None:
+                continue
+            lo, hi, am = self.t.get(key, "min"), self.t.get(key, "max"), self.t.get(key, "abs_max")
+            if (self.t.get(key, "nan_count") or 0) > 0 or any(v is not None and math.isnan(v) for v in (lo, hi)):
+                nan = True
+                continue
+            vals = [v for v in (lo, hi, am) if v is not None]
+            big = any(math.isinf(v) or abs(v) >= stored.max / 2 for v in vals)
+            raw |= big
+            if big and key in self.r.rows:
+                ref = [v for v in (self.r.get(key, "min"), self.r.get(key, "max"), self.r.get(key, "abs_max"))
+                       if v is not None and not math.isnan(v)]
+                big = any(math.isinf(v) or abs(v) >= RANGES["float32"].max / 2 for v in ref)
+            if big and node.kind == "input" and (hi is None or hi > 0):
+                big = False  # an input is an additive mask only when it holds 0 and large negatives
+            extreme |= big
+            unit &= all(abs(v) <= 1 for v in vals)
+        return extreme, nan, raw, unit and not raw
 
     def _order(self, nid: str) -> tuple[int, int]:
         node = self.g.get(nid)
@@ -204,6 +256,10 @@ class _Analysis(Explainer):
                 srcs = [origins[0]]  # no data flow recorded here: execution order decides
             if srcs:
                 origins_of[nid] = tuple(srcs[:4])
+                mask = next((e.src for e in prods if e.src in self.masks), None)
+                if mask is not None:
+                    for o in origins_of[nid]:
+                        self.meets.setdefault(o, (nid, self.masks[mask]))
             else:
                 origins_of[nid] = (nid,)
                 origins.append(nid)
@@ -227,7 +283,27 @@ class _Analysis(Explainer):
             elif shown:
                 findings.append(self.inherited_finding(node, slot, kind, origins_of[nid][0], bad_nodes))
         findings += self.soft_findings(set(bad_nodes))
+        findings += self.mask_findings()
         return findings
+
+    def mask_findings(self) -> list[Finding]:
+        """One info finding per mask that holds ±Inf or ±max, where it is made, so the app shows what was set aside."""
+        out: list[Finding] = []
+        for nid in sorted({m for m in self.masks.values()}, key=self._order):
+            node = self.g.get(nid)
+            if node is None or (self.phase is not None and node.phase != self.phase):
+                continue
+            key = (nid, 0)
+            lo, hi = self.t.get(key, "min"), self.t.get(key, "max")
+            value = lo if lo is not None and hi is not None and abs(lo) >= abs(hi) else hi
+            made = "a constant the model was given" if node.is_placeholder else f"a constant set by {op_name(node.op_type)}"
+            users = sum(1 for v in self.masks.values() if v == nid) - 1
+            carried = f"it and the {plural(users, 'op')} that carry it are" if users else "it is"
+            message = (f"`{nid}` holds {num(value) if value is not None else 'extreme values'}: an intended mask "
+                       f"({made}), not an overflow; {carried} left out of origins and amplification chains")
+            out.append(Finding(CHECK, "mask", "info", nid, node.op_type, node.module, node.index, message,
+                               "introduced", {"slot": 0, "abs_max": self.t.get(key, "abs_max"), "mask_ops": users + 1}))
+        return out
 
     def soft_findings(self, bad_nodes: set[str]) -> list[Finding]:
         """Near-limit and underflow warnings, only where they start (not on every op that carries them)."""
@@ -281,6 +357,8 @@ class _Analysis(Explainer):
             head = (f"`{node.id}` reaches {num(self.magnitude(key))} in float32, beyond the {eff.name} max: "
                     f"it overflows in {eff.name}")
         message = f"{head} ({', '.join(facts)})"
+        if meet := self.meets.get(node.id):
+            message += f"; it then meets the mask from `{meet[1]}` at `{meet[0]}` (the mask is intended, this is not)"
         if story := self.story(chain):
             message += f"; {story}"
         if hints:
@@ -296,7 +374,7 @@ class _Analysis(Explainer):
         mag = self.magnitude(key)
         metrics: dict[str, Any] = {
             **self.counts(key), "dtype": eff.name, "dtype_max": eff.max, "input_abs_max": in_max,
-            "reference_abs_max": ref_out, "headroom_bits": math.log2(eff.max / mag) if mag and math.isfinite(mag)
+            "reference_abs_max": ref_out, "headroom_bits": headroom(eff.max, mag) if mag and math.isfinite(mag)
             else None, "max_growth": best, "chain_length": len(chain), "first": first, "ops_affected": affected}
         return Finding(CHECK, kind, severity, node.id, node.op_type, node.module, node.index, message,
                        "introduced", metrics, root, "; ".join(h[2] for h in hints) or None)

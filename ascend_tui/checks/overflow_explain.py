@@ -90,6 +90,30 @@ def num(x: float) -> str:
     return text
 
 
+def headroom(limit: float, value: float | None) -> float | None:
+    """Bits between `value` and the dtype max `limit` (log2(limit / value)), defined for every input.
+
+    0 gives +Inf, +-Inf gives -Inf, NaN or None gives None: a statistic can never crash the check.
+    """
+    if value is None or limit is None or math.isnan(value) or math.isnan(limit):
+        return None
+    value, limit = abs(value), abs(limit)
+    if math.isinf(value):
+        return -math.inf if math.isfinite(limit) else 0.0
+    if value == 0:
+        return math.inf
+    if math.isinf(limit):
+        return math.inf
+    return math.log2(limit) - math.log2(value)
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b when it is a number (growth, shares): None for NaN, a zero or non-finite divisor, or a NaN result."""
+    if a is None or b is None or b == 0 or not math.isfinite(b) or math.isnan(a):
+        return None
+    return a / b
+
+
 def label(kind: str) -> str:
     """`NaN`, `Inf`, `saturation`, `overflow`: a kind as a message names it."""
     return {"nan": "NaN", "inf": "Inf"}.get(kind, kind)
@@ -109,6 +133,7 @@ class Explainer:
     evidence: dict[tuple[str, int], RangeEvidence]
     predict: bool
     _weights: dict[str, bool]
+    masks: dict[str, str]
 
     _prods: dict[str, list[Edge]]
 
@@ -152,8 +177,8 @@ class Explainer:
         def score(src: str, out_slot: int) -> float | None:
             node = self.g.node(src)
             meta = node.outputs[out_slot] if out_slot < len(node.outputs) else None
-            if meta is not None and range_of(meta.dtype) is None:
-                return None
+            if (meta is not None and range_of(meta.dtype) is None) or src in self.masks:
+                return None  # integers and masks carry no data to follow
             v = self.magnitude((src, out_slot))
             if v is None or not math.isfinite(v):
                 return None
@@ -247,19 +272,19 @@ class Explainer:
         src = chain[-1] if len(chain) > 1 else None
         src_rms = self.rms((src[0], 0)) if src is not None and "unnormalized" in tags else None
         if intrinsic is not None:
-            return RootCause(node.id, node.module, intrinsic.split(":")[0], links), best[1] if best else None
+            return RootCause(node.id, node.module, intrinsic.partition(": ")[0], links), best[1] if best else None
         if node.is_placeholder:
             return RootCause(node.id, node.module, f"{label(kind)} is already in `{node.id}` before any op runs",
                              links), None
-        if src is not None and src_rms is not None and (best is None or math.log(src_rms) >= math.log(best[1])):
+        if src is not None and src_rms is not None and (best is None or src_rms >= best[1]):
             snode = self.g.node(src[0])
             return RootCause(src[0], snode.module, f"un-normalized input: values up to {num(src[1])} "
                              f"(rms {num(src_rms)})", links), best[1] if best else None
         if best is not None and best[1] >= 2:
             i = [n for n, _ in chain].index(best[0])
             bnode = self.g.node(best[0])
-            weights = [(e.src, v) for e in self.prods(best[0]) if self.weight_like(e.src)
-                       and (v := self.magnitude((e.src, e.out_slot))) is not None and v >= 2]
+            weights = [(e.src, v) for e in self.prods(best[0]) if self.weight_like(e.src) and e.src not in self.masks
+                       and (v := self.magnitude((e.src, e.out_slot))) is not None and v >= 2 and math.isfinite(v)]
             by = ""
             if weights:
                 w, v = max(weights, key=lambda wv: wv[1])
