@@ -43,6 +43,7 @@ from ascend_tui.checks.overflow_explain import (
     range_of,
     times,
 )
+from ascend_tui.checks.effect import OutputEffect
 from ascend_tui.checks.masks import mask_nodes
 from ascend_tui.fmt import plural
 from ascend_tui.evidence import ChainLink, Finding, RootCause, Severity, StatsTable
@@ -79,13 +80,16 @@ def analyze(
     phase: str | None = None,
     evidence: Mapping[tuple[str, int], RangeEvidence] | None = None,
     underflow_fraction: float = 0.05,
+    effect: OutputEffect | None = None,
 ) -> list[Finding]:
     """Overflow, NaN, saturation, range-risk and underflow findings for every operator; see the module doc."""
     target = range_of(dtype)
     if target is None:
         raise ValueError(f"not a floating dtype: {dtype!r}")
-    return _Analysis(graph, stats, target, reference, inf_nan_mode, dict(overflow_flags or {}), headroom_bits,
-                     phase, dict(evidence or {}), underflow_fraction).run()
+    analysis = _Analysis(graph, stats, target, reference, inf_nan_mode, dict(overflow_flags or {}), headroom_bits,
+                         phase, dict(evidence or {}), underflow_fraction)
+    analysis.effect = effect
+    return analysis.run()
 
 
 class _Table:
@@ -123,6 +127,8 @@ class _Analysis(Explainer):
         self.under: dict[tuple[str, int], tuple[float, str]] = {}
         self._weights: dict[str, bool] = {}
         self._prods: dict[str, list[Edge]] = {}
+        self.effect: OutputEffect | None = None
+        self.bad_ids: set[str] = set()
         self.masks: dict[str, str] = {}
         self.meets: dict[str, tuple[str, str]] = {}
 
@@ -243,6 +249,7 @@ class _Analysis(Explainer):
             if cur is None or _RANK[kind] < _RANK[cur[0]]:
                 bad_nodes[nid] = (kind, slot)
         order = sorted(bad_nodes, key=self._order)
+        self.bad_ids = set(bad_nodes)
         origins_of: dict[str, tuple[str, ...]] = {}
         origins: list[str] = []
         reaches_out: set[str] = set()
@@ -369,8 +376,8 @@ class _Analysis(Explainer):
             message = f"{label} {self.where(node)} never reaches the outputs (absorbed downstream): likely a mask"
             hints = []
         elif absorbed:
-            severity = "warning"
-            message += " (it never reaches the outputs: absorbed downstream)"
+            severity, text = self.absorbed_effect(node, eff.name)
+            message += text
         mag = self.magnitude(key)
         metrics: dict[str, Any] = {
             **self.counts(key), "dtype": eff.name, "dtype_max": eff.max, "input_abs_max": in_max,
@@ -378,6 +385,22 @@ class _Analysis(Explainer):
             else None, "max_growth": best, "chain_length": len(chain), "first": first, "ops_affected": affected}
         return Finding(CHECK, kind, severity, node.id, node.op_type, node.module, node.index, message,
                        "introduced", metrics, root, "; ".join(h[2] for h in hints) or None)
+
+    def absorbed_effect(self, node: OpNode, dtype: str, *, what: str = "it never reaches the outputs: absorbed "
+                        "downstream") -> tuple[Severity, str]:
+        """Severity and the evidence for a problem the outputs do not carry: an error when the outputs differ from
+        float32 beyond the dtype's precision and the ops right after it show the change, else a warning."""
+        damage = self.downstream_damage(node.id, dtype, skip=frozenset(self.bad_ids))
+        local = f"`{damage[0]}` has {damage[1]}" if damage else None
+        if self.effect is None:
+            extra = f"; but {local}" if local else ""
+            return "warning", f" ({what}{extra}; its effect on the outputs was not measured: no reference outputs)"
+        if self.effect.damaged and local:
+            return "error", f" — {what}, but not harmlessly: {local}; {self.effect.verdict()}"
+        if self.effect.damaged:
+            return "warning", (f" ({what}; the outputs differ from float32 ({self.effect.describe()}) but the ops "
+                               f"right after it match the reference)")
+        return "warning", f" ({what}; harmless as measured: {self.effect.verdict()})"
 
     def counts(self, key: tuple[str, int]) -> dict[str, Any]:
         """The slot and what the run measured on it, for a finding's metrics."""
@@ -442,6 +465,10 @@ class _Analysis(Explainer):
         else:
             message = (f"every value {where} is below {eff.name}'s smallest subnormal {sub} "
                        f"(abs max {num(self.magnitude(key) or 0.0)}): the tensor flushes to zero")
+        severity: Severity = "warning"
+        if node.phase == "forward":
+            severity, text = self.absorbed_effect(node, eff.name, what="the values that flush")
+            message += text
         hint = None
         if node.phase == "backward" and eff.name == "float16":
             hint = (f"scale the loss (torch.amp.GradScaler, or torch_npu.npu.amp.GradScaler on NPU) so small "
@@ -449,7 +476,7 @@ class _Analysis(Explainer):
             message += " — scale the loss"
         metrics = {"slot": key[1], "dtype": eff.name, "fraction": fraction, "source": how,
                    "smallest_subnormal": eff.smallest_subnormal, "abs_max": self.t.get(key, "abs_max")}
-        return Finding(CHECK, "underflow", "warning", node.id, node.op_type, node.module, node.index, message,
+        return Finding(CHECK, "underflow", severity, node.id, node.op_type, node.module, node.index, message,
                        "introduced", metrics, None, hint)
 
 

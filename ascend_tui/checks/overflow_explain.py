@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ascend_tui.checks.effect import OpStats, divergence
 from ascend_tui.evidence import ChainLink, RootCause
 from ascend_tui.graph.trace import greedy_upstream
 
@@ -143,6 +144,35 @@ class Explainer:
         if edges is None:
             edges = self._prods[nid] = self.g.producers(nid)
         return edges
+
+    def op_stats(self, table: Any, key: tuple[str, int]) -> OpStats | None:
+        l2, zeros, n = (table.get(key, c) for c in ("l2norm", "zero_count", "numel"))
+        return None if l2 is None or n is None else OpStats(l2, zeros or 0.0, n)
+
+    def downstream_damage(self, nid: str, dtype: str, *, skip: frozenset[str] = frozenset(),
+                          limit: int = 12) -> tuple[str, str] | None:
+        """(op, what differs from float32) at the first ops after `nid` that hold numbers again (past the ops that
+        carry its Inf or NaN), or None when they match the reference: the cheap check of an absorbed problem."""
+        if not self.r.rows:
+            return None
+        seen, queue, checked = {nid}, [nid], 0
+        while queue and checked < limit:
+            cur = queue.pop(0)
+            for e in self.g.consumers(cur):
+                if e.dst in seen:
+                    continue
+                seen.add(e.dst)
+                key = (e.dst, 0)
+                if e.dst in skip or (self.t.get(key, "inf_count") or 0) > 0 or (self.t.get(key, "nan_count") or 0) > 0:
+                    queue.append(e.dst)  # still carries the problem: look further
+                    continue
+                t, r = self.op_stats(self.t, key), self.op_stats(self.r, key)
+                checked += 1
+                if t is not None and r is not None and (what := divergence(t, r, dtype)):
+                    return e.dst, what
+                if t is None or r is None:
+                    queue.append(e.dst)
+        return None
 
     def magnitude(self, key: tuple[str, int]) -> float | None:
         """Abs max of an output: from the float32 reference when it has a number, else from the run."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from ascend_tui.checks.effect import OutputEffect, compare_outputs
 from ascend_tui.checks.overflow import RangeEvidence, analyze, range_of
 from ascend_tui.errors import AscendTuiError
 from ascend_tui.graph.opgraph import OpNode, derive
@@ -75,10 +76,35 @@ def run(ctx: LiveContext, inv: Investigation) -> None:
         else:
             if inv.reference is not None and inv.reference is not inv.stats:
                 _merge_missing(inv.reference, ref_stats)
+    effect = output_effect(ctx, dtype)
+    if effect is not None:
+        inv.run.extra["output_effect"] = effect.to_json()
     findings = analyze(inv.graph, inv.stats, dtype=dtype, reference=inv.reference, inf_nan_mode=inf_nan,
                        overflow_flags=flags, headroom_bits=float(opts.get("headroom_bits", 1.0)),
-                       evidence=evidence, underflow_fraction=float(opts.get("underflow_fraction", 0.05)))
+                       evidence=evidence, underflow_fraction=float(opts.get("underflow_fraction", 0.05)),
+                       effect=effect)
     inv.replace_findings("overflow", findings)
+
+
+def output_effect(ctx: LiveContext, dtype: str) -> OutputEffect | None:
+    """The target's floating outputs against the reference run's, when both runs kept them (see `checks.effect`)."""
+    if ctx.target is None or ctx.reference is None:
+        return None
+    from torch.utils._pytree import tree_flatten_with_path, keystr
+
+    def floats(outputs: Any) -> tuple[list[str], list[np.ndarray]]:
+        names, arrays = [], []
+        for path, leaf in tree_flatten_with_path(outputs)[0]:
+            if hasattr(leaf, "is_floating_point") and leaf.is_floating_point() and leaf.numel() > 0:
+                names.append(f"output {keystr(path).strip('[]') or 0}".replace("'", ""))
+                arrays.append(leaf.detach().float().cpu().numpy())
+        return names, arrays
+
+    names, targets = floats(ctx.target.outputs)
+    ref_names, references = floats(ctx.reference.outputs)
+    if names != ref_names:
+        return None
+    return compare_outputs(targets, references, dtype, names)
 
 
 def _any_nonfinite(inv: Investigation) -> bool:
