@@ -438,3 +438,33 @@ def test_the_check_imports_neither_torch_nor_textual() -> None:
             "print(any(m in sys.modules for m in ('torch', 'textual')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_metrics_mean_one_thing_and_reasons_stay_whole() -> None:
+    # a float32 run checked as float16: the near-limit warning keeps the run's own abs max apart from the reference's
+    b = Builder("float32")
+    b.place("input:0", stats(1.0, rms=0.5), dtype="float32")
+    b.op("mul.0", "mul", ["input:0"], stats(40000.0), dtype="float32")
+    ref = StatsTable()
+    ref.add("input:0", 0, stats(1.0, rms=0.5))
+    ref.add("mul.0", 0, stats(50000.0))
+    (warn,) = [f for f in b.run(dtype="float16", reference=ref) if f.severity == "warning"]
+    assert warn.metrics["abs_max"] == 40000.0 and warn.metrics["reference_abs_max"] == 50000.0
+    # a divisor whose id holds a ':' (a gradient op) survives whole in the reason
+    b = Builder()
+    b.place("input:0", stats(1.0, rms=0.5))
+    b.op("backward:var.0", "var", ["input:0"], stats(0.5, lo=0.0, zeros=3), phase="backward")
+    b.op("backward:div.0", "div", ["input:0", "backward:var.0"], stats(0, hi=INF, inf=3), phase="backward")
+    (err,) = errors(b.run())
+    assert err.root_cause.reason == "the divisor `backward:var.0` has 3 zeros"
+    assert json.loads(json.dumps(err.to_json()))["root_cause"]["reason"] == err.root_cause.reason
+
+
+def test_an_infinite_float32_reference_over_a_finite_target_does_not_crash() -> None:
+    b = Builder("float32")
+    b.place("input:0", stats(1.0, rms=0.5), dtype="float32")
+    b.op("mul.0", "mul", ["input:0"], stats(3.0), dtype="float32")
+    ref = StatsTable()
+    ref.add("mul.0", 0, stats(0, hi=INF, inf=1))
+    found = b.run(dtype="float16", reference=ref)
+    assert [f.node for f in errors(found)] == ["mul.0"]

@@ -84,3 +84,20 @@ def test_absorbed_inf_that_changes_nothing_stays_a_warning_with_the_evidence() -
     assert not [f for f in inv.findings if f.severity == "error"]
     (warn,) = [f for f in inv.findings if f.severity == "warning" and f.kind == "inf"]
     assert "harmless as measured" in warn.message and "within float16 thresholds" in warn.message
+
+
+class Scale(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 1.0
+
+
+@pytest.mark.parametrize(("dtype", "lo", "hi"), [("float16", 1e-8, 3e-6), ("bfloat16", 1e-41, 1e-38)])
+def test_underflow_share_is_what_the_cast_really_flushes(dtype: str, lo: float, hi: float) -> None:
+    gen = torch.Generator().manual_seed(1)
+    x = torch.exp(torch.empty(4096, dtype=torch.float64).uniform_(math.log(lo), math.log(hi), generator=gen)).float()
+    truth = float(((x.to(getattr(torch, dtype)) == 0) & (x != 0)).sum()) / x.numel()
+    inv = ascend_tui.investigate(Scale(), (x,), checks=("overflow",), device="cpu", dtype=dtype)
+    (f,) = [f for f in inv.findings if f.kind == "underflow"]
+    assert f.metrics["source"] == "measured"
+    assert f.metrics["fraction"] == pytest.approx(truth, abs=1e-9)
+    assert 0.05 < truth < 0.9  # the data straddles the flush threshold: a share, not all or nothing

@@ -46,7 +46,7 @@ from ascend_tui.checks.overflow_explain import (
 from ascend_tui.checks.effect import OutputEffect
 from ascend_tui.checks.masks import mask_nodes
 from ascend_tui.fmt import plural
-from ascend_tui.evidence import ChainLink, Finding, RootCause, Severity, StatsTable
+from ascend_tui.evidence import ChainLink, Finding, HistogramTable, RootCause, Severity, StatsTable
 from ascend_tui.graph.opgraph import Edge, OpGraph, OpNode
 
 __all__ = ["CHECK", "RANGES", "DtypeRange", "RangeEvidence", "analyze", "num", "op_name", "range_of", "times"]
@@ -81,6 +81,7 @@ def analyze(
     evidence: Mapping[tuple[str, int], RangeEvidence] | None = None,
     underflow_fraction: float = 0.05,
     effect: OutputEffect | None = None,
+    histograms: HistogramTable | None = None,
 ) -> list[Finding]:
     """Overflow, NaN, saturation, range-risk and underflow findings for every operator; see the module doc."""
     target = range_of(dtype)
@@ -89,6 +90,7 @@ def analyze(
     analysis = _Analysis(graph, stats, target, reference, inf_nan_mode, dict(overflow_flags or {}), headroom_bits,
                          phase, dict(evidence or {}), underflow_fraction)
     analysis.effect = effect
+    analysis.histograms = histograms if histograms is not None else HistogramTable()
     return analysis.run()
 
 
@@ -128,6 +130,7 @@ class _Analysis(Explainer):
         self._weights: dict[str, bool] = {}
         self._prods: dict[str, list[Edge]] = {}
         self.effect: OutputEffect | None = None
+        self.histograms = HistogramTable()
         self.bad_ids: set[str] = set()
         self.masks: dict[str, str] = {}
         self.meets: dict[str, tuple[str, str]] = {}
@@ -234,8 +237,10 @@ class _Analysis(Explainer):
             ref_zero, numel = self.r.get(key, "zero_count") or 0.0, self.t.col["numel"][i]
             if numel > ref_zero:
                 fraction, how = max(0.0, (self.t.col["zero_count"][i] - ref_zero) / (numel - ref_zero)), "zeros"
-        elif value is not None and 0 < value < eff.smallest_subnormal:
-            fraction, how = 1.0, "abs max"
+        elif value is not None and 0 < value <= eff.smallest_subnormal / 2:
+            fraction, how = 1.0, "abs max"  # round to nearest even: at most half the smallest subnormal is 0
+        elif actual != eff and eff.name == "float16" and (h := self.histograms.get(*key)) is not None and h[1] > 0:
+            fraction, how = float(h[0][0]) / h[1], "histogram"  # the (0, 2**-24) bin: an upper bound
         if fraction is not None and fraction >= self.uf_min and fraction > 0:
             self.under[key] = (fraction, how)
 
@@ -445,8 +450,9 @@ class _Analysis(Explainer):
                    f"{num(eff.max)} (warning under {self.headroom_bits:g})")
         if story := self.story(chain):
             message += f"; {story}"
-        metrics = {"slot": key[1], "dtype": eff.name, "dtype_max": eff.max, "abs_max": value,
-                   "headroom_bits": headroom, "max_growth": best, "chain_length": len(chain)}
+        metrics = {"slot": key[1], "dtype": eff.name, "dtype_max": eff.max, "abs_max": self.t.get(key, "abs_max"),
+                   "reference_abs_max": self.r.get(key, "abs_max"), "headroom_bits": headroom, "max_growth": best,
+                   "chain_length": len(chain)}
         return Finding(CHECK, "overflow", "warning", node.id, node.op_type, node.module, node.index, message,
                        "introduced", metrics, root, "; ".join(h[2] for h in hints) or None)
 
@@ -458,12 +464,15 @@ class _Analysis(Explainer):
         sub = num(eff.smallest_subnormal)
         where = self.where(node)
         if how == "measured":
-            message = (f"{pct} of the non-zero values {where} are below {eff.name}'s smallest subnormal {sub}: "
-                       f"they flush to zero")
+            message = (f"{pct} of the non-zero values {where} flush to zero when cast to {eff.name} (measured on the "
+                       f"float32 values; {eff.name}'s smallest subnormal is {sub})")
+        elif how == "histogram":
+            message = (f"up to {pct} of the non-zero values {where} lie below {eff.name}'s smallest subnormal {sub} "
+                       f"(estimated from a sample histogram; about half of those flush to zero in a cast)")
         elif how == "zeros":
             message = f"{pct} of the values {where} that are non-zero in float32 became zero in {eff.name} (underflow)"
         else:
-            message = (f"every value {where} is below {eff.name}'s smallest subnormal {sub} "
+            message = (f"every value {where} is at most half {eff.name}'s smallest subnormal {sub} "
                        f"(abs max {num(self.magnitude(key) or 0.0)}): the tensor flushes to zero")
         severity: Severity = "warning"
         if node.phase == "forward":

@@ -82,7 +82,7 @@ def run(ctx: LiveContext, inv: Investigation) -> None:
     findings = analyze(inv.graph, inv.stats, dtype=dtype, reference=inv.reference, inf_nan_mode=inf_nan,
                        overflow_flags=flags, headroom_bits=float(opts.get("headroom_bits", 1.0)),
                        evidence=evidence, underflow_fraction=float(opts.get("underflow_fraction", 0.05)),
-                       effect=effect)
+                       effect=effect, histograms=inv.histograms)
     inv.replace_findings("overflow", findings)
 
 
@@ -304,7 +304,7 @@ def _grad_nodes(recorder: Recorder, params: list[tuple[str, Any]]) -> None:
 
 
 class EvidenceRecorder(GradRecorder):
-    """Also counts, per output, the non-zero values below a dtype's smallest subnormal and the smallest |x| > 0."""
+    """Also counts, per output, the non-zero values a cast to `dtype` flushes to zero and the smallest |x| > 0."""
 
     def __init__(self, model: Any, inputs: Any, *, flush_below: float = 0.0, dtype: str = "", **kwargs: Any) -> None:
         super().__init__(model, inputs, **kwargs)
@@ -322,10 +322,20 @@ class EvidenceRecorder(GradRecorder):
         if a.dtype != torch.float32 and a.dtype != torch.float64:
             a = a.float()
         nonzero = a != 0
-        flushed = (nonzero & (a < self.flush_below)).sum()
+        low = self._low_dtype()
+        if low is not None:  # what the cast really flushes: round to nearest even, subnormals and ties included
+            flushed = (nonzero & (a.to(low) == 0)).sum()
+        else:  # no such dtype in this torch: below half the smallest subnormal (and the tie) rounds to zero
+            flushed = (nonzero & (a <= self.flush_below / 2)).sum()
         smallest = torch.where(nonzero, a, torch.full((), float("inf"), dtype=a.dtype, device=a.device)).amin()
         self.extra_keys.append((node_id, slot))
         self.extra_rows.append(torch.stack((flushed.double(), nonzero.sum().double(), smallest.double())))
+
+    def _low_dtype(self) -> Any:
+        if not hasattr(self, "_low"):
+            low = getattr(self._torch, self.dtype, None) if self.dtype else None
+            self._low = low if isinstance(low, self._torch.dtype) and low.is_floating_point else None
+        return self._low
 
     def evidence(self, dtype: str) -> dict[tuple[str, int], RangeEvidence]:
         """The counts, brought to the host in one transfer."""
