@@ -423,6 +423,8 @@ async def test_palette_commands_read_area_verb_object_and_run_app_actions(tmp_pa
         await pilot.pause()
         await app.workers.wait_for_complete()
         await pilot.pause()
+        await pilot.press("enter")  # the export dialog shows the path; enter writes there
+        await pilot.pause()
         assert (tmp_path / "ascend-tui-report.md").read_text().startswith("# ascend-tui report: demo:overflow")
 
 

@@ -311,25 +311,35 @@ class InvestigatorApp(App[None]):
         return None
 
     def action_export_report(self, fmt: str = "all") -> None:
-        """Write the report next to where the app was started: JSON, Markdown or both."""
+        """Ask where to write the report (JSON, Markdown or both), showing the default first, then write it."""
         if self.inv is None:
             return
+        from ascend_tui.app.screens.dialogs import ExportDialog
+
         formats = ("json", "markdown") if fmt == "all" else (fmt,)
+        stem = optional("ascend_tui.app.export", "default_export_stem")
+        base = stem(self.export_dir, formats) if stem is not None else self.export_dir / "ascend-tui-report"
+        default = str(base) if len(formats) > 1 else str(base.with_suffix(".md" if fmt == "markdown" else ".json"))
+        what = "the JSON and Markdown reports (.json and .md)" if len(formats) > 1 else f"the {fmt} report"
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self._write_export(Path(path).expanduser(), formats)
+
+        self.push_screen(ExportDialog(default, what), chosen)
+
+    def _write_export(self, path: Path, formats: tuple[str, ...]) -> None:
         write = optional("ascend_tui.app.export", "write_export")
+        if write is None:
+            self.notify("export is not available in this version", severity="error", markup=False)
+            return
+        suffix = {".json": "json", ".md": "markdown", ".markdown": "markdown"}.get(path.suffix.lower())
+        targets = [(path, suffix)] if suffix else [(path.with_name(path.name + (".json" if k == "json" else ".md")), k)
+                                                    for k in formats]
         written: list[str] = []
         try:
-            for kind in formats:
-                if write is None:
-                    if kind != "json":
-                        continue
-                    from ascend_tui.report import write_json
-
-                    path = self.export_dir / "ascend-tui-report.json"
-                    write_json(self.inv, path)
-                else:
-                    default_path = optional("ascend_tui.app.export", "default_export_path")
-                    path = write(self.inv, default_path(kind, self.export_dir), kind, inputs=self.paths)
-                written.append(str(path))
+            for out, kind in targets:
+                written.append(str(write(self.inv, out, kind, inputs=self.paths)))
         except (InputError, OSError) as exc:
             self.notify(str(exc), title="export failed", severity="error", markup=False)
             return
