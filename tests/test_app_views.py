@@ -473,3 +473,27 @@ async def test_q_closes_a_view_instead_of_quitting_the_app() -> None:
             await pilot.press("q")
             await pilot.pause()
             assert app.is_running and app.results == [None]
+
+
+async def test_memory_view_lists_a_low_confidence_mapping_as_unmapped_with_its_guess(fixtures: Path,
+                                                                                     tmp_path: Path) -> None:
+    """A kernel that only might be `add.0` is not shown at `add.0`: the row says unmapped and names the guess."""
+    from ascend_tui.checks.memory_log import findings_from_events, prepare_events
+    from ascend_tui.formats.sanitizer import parse_file
+    from ascend_tui.graph.opgraph import OpGraph, OpNode
+
+    graph = OpGraph()
+    for i, nid in enumerate(("add.0", "blocks.0/add.0")):
+        graph.add_node(OpNode(nid, "aten.add", nid.rpartition("/")[0], i))
+    log = parse_file(fixtures / "sanitizer" / "mssanitizer_memcheck_doc_examples.log")
+    events = prepare_events(graph, log.events)
+    inv = Investigation(graph)
+    inv.memory_events = list(events)
+    inv.add_findings(findings_from_events(graph, events))
+    assert not inv.findings_for("add.0"), "a guess never becomes an error at that operator"
+    app = Host(lambda: MemoryScreen(inv))
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one("#events-table", RowTable)
+        row = next(r for r in table.rows if r.tone != "section" and "add_custom_kernel" in r.cells[2])
+        assert row.key is None and "unmapped; guess add.0, 2 candidates" in row.cells[2]
