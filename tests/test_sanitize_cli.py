@@ -25,7 +25,7 @@ def validate_report(report: dict[str, Any]) -> None:
     assert set(report) == {"schema", "target", "device", "run", "graph", "findings", "summary"}
     assert report["schema"] == "ascend-tui.report/1"
     assert set(report["device"]) == {"backend", "name", "inf_nan_mode"}
-    assert set(report["run"]) == {"checks", "dtype", "reference", "iterations"}
+    assert set(report["run"]) == {"checks", "dtype", "reference", "iterations", "notes"}
     assert set(report["graph"]) == {"nodes", "edges"}
     assert set(report["summary"]) == {"errors", "warnings"}
     for f in report["findings"]:

@@ -120,6 +120,8 @@ class InvestigatorApp(App[None]):
         name = Path(inv.run.target).name if inv.run.target else (inv.graph.name or inv.run.source)
         self.sub_title = (f"{name} · {len(inv.graph.execution_order()):,} ops · {_count(summary['errors'], 'error')}"
                           f" · {_count(summary['warnings'], 'warning')} · {inv.run.dtype}")
+        if any("torch.compile" in str(n) for n in inv.run.extra.get("notes", ()) or ()):
+            self.sub_title += " · compiled model captured eagerly"
         self.refresh_bindings()
 
     @on(InvestigationLoaded)

@@ -144,6 +144,16 @@ def _reference_recorder(checks: tuple[str, ...], run_dtype: Any) -> Callable[...
     return None
 
 
+def user_model(model: Any) -> tuple[Any, list[str]]:
+    """(the module to capture, notes for the report) for any callable: see `live.callables.as_module`."""
+    from ascend_tui.live.callables import as_module
+
+    try:
+        return as_module(model)
+    except TypeError as exc:
+        raise InputError("model", str(exc)) from None
+
+
 def _guarded(target: str, during: str, fn: Callable[[], Any]) -> Any:
     """Run user code; its exceptions become a `TargetError` naming the file and line."""
     from ascend_tui.errors import AscendTuiError
@@ -176,6 +186,7 @@ def run_live(
 ) -> Investigation:
     """Capture `model` on the device (and the reference), then run each check; see `investigate`."""
     checks = parse_checks(tuple(checks))
+    model, notes = user_model(model)
     dev = select(device)
     want = torch_dtype(dtype)
     natural = model_dtype(model, inputs)
@@ -215,6 +226,8 @@ def run_live(
                   extra={"backward": backward} if backward else {})
     inv = Investigation(ctx.target.graph, stats=ctx.target.stats, reference=ref_stats, run=run,
                         histograms=ctx.target.histograms)
+    if notes:
+        inv.run.extra.setdefault("notes", []).extend(notes)
     for i, name in enumerate(checks):
         if on_partial is not None:
             on_partial(inv.snapshot())
