@@ -30,7 +30,8 @@ def test_graph_only_report_on_sample(tmp_path: Path) -> None:
     assert set(report) == REPORT_KEYS
     assert report["schema"] == "ascend-tui.report/1"
     assert report["device"]["backend"] == "cpu" and report["device"]["inf_nan_mode"] is True
-    assert report["run"] == {"checks": [], "dtype": "float32", "reference": "cpu:float32", "iterations": 1}
+    assert report["run"] == {"checks": [], "dtype": "float32", "reference": "cpu:float32", "iterations": 1,
+                             "notes": []}
     assert report["graph"]["nodes"] > 100 and report["graph"]["edges"] > report["graph"]["nodes"] // 2
     assert report["findings"] == [] and report["summary"] == {"errors": 0, "warnings": 0}
     assert "<testsuites>" in junit.read_text()
