@@ -63,6 +63,7 @@ _EXP = frozenset("exp exp2 expm1 sinh cosh".split())
 _DIVISOR_SLOT = {"div": 1, "divide": 1, "true_divide": 1, "realdiv": 1, "truediv": 1, "floor_divide": 1,
                  "reciprocal": 0, "rsqrt": 0, "rtruediv": 0}
 _LOG = frozenset("log log2 log10 sqrt".split())
+_SCALE_FACTORS = frozenset("rsqrt reciprocal".split())
 
 
 def range_of(dtype: str | None) -> DtypeRange | None:
@@ -212,7 +213,8 @@ class Explainer:
             v = self.magnitude((src, out_slot))
             if v is None or not math.isfinite(v):
                 return None
-            return -1.0 / (1.0 + v) if self.weight_like(src) else v
+            scale = op_name(node.op_type) in _SCALE_FACTORS  # 1/rms of a norm: a factor, not the data it scales
+            return -1.0 / (1.0 + v) if scale or self.weight_like(src) else v
 
         path = greedy_upstream(self.g, origin, score, max_hops=MAX_CHAIN)
         values = [self.magnitude((origin, slot))] + [self._out_mag(n, path[i]) for i, n in enumerate(path[1:])]
