@@ -468,3 +468,21 @@ def test_an_infinite_float32_reference_over_a_finite_target_does_not_crash() -> 
     ref.add("mul.0", 0, stats(0, hi=INF, inf=1))
     found = b.run(dtype="float16", reference=ref)
     assert [f.node for f in errors(found)] == ["mul.0"]
+
+
+def test_saturation_that_changes_no_output_is_a_warning_with_the_evidence() -> None:
+    from ascend_tui.checks.effect import OutputEffect
+
+    b = Builder()
+    b.place("input:0", stats(1.0, rms=0.5))
+    b.op("mul.0", "mul", ["input:0"], stats(65504.0))
+    b.op("clamp.0", "clamp", ["mul.0"], stats(3.0))
+    ref = StatsTable()
+    for nid, st in (("input:0", stats(1.0, rms=0.5)), ("mul.0", stats(9e4)), ("clamp.0", stats(3.0))):
+        ref.add(nid, 0, st)
+    fine = OutputEffect("float16", "output 0", 1.0, 0.001, 0, 8, 0, 1)
+    (warn,) = [f for f in b.run(inf_nan_mode=False, reference=ref, effect=fine) if f.kind == "saturation"]
+    assert warn.severity == "warning" and "harmless as measured" in warn.message
+    broken = OutputEffect("float16", "output 0", 0.5, 0.7, 0, 8, 0, 1)
+    (err,) = [f for f in b.run(inf_nan_mode=False, reference=ref, effect=broken) if f.kind == "saturation"]
+    assert err.severity == "error"

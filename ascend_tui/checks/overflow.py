@@ -376,12 +376,16 @@ class _Analysis(Explainer):
         if hints:
             message += " — " + " or ".join(h[1] for h in hints[:2])
         severity: Severity = "error"
-        if absorbed and kind == "inf" and (node.is_placeholder or op_name(node.op_type) in _INTENDED):
-            severity = "info"
-            message = f"{label} {self.where(node)} never reaches the outputs (absorbed downstream): likely a mask"
-            hints = []
-        elif absorbed:
+        if absorbed:
             severity, text = self.absorbed_effect(node, eff.name)
+            if severity != "error" and kind == "inf" and (node.is_placeholder or op_name(node.op_type) in _INTENDED):
+                severity = "info"
+                message = f"{label} {self.where(node)} never reaches the outputs (absorbed downstream): likely a mask"
+                hints = []
+            else:
+                message += text
+        elif kind == "saturation" and self.effect is not None and not self.effect.damaged:
+            severity, text = self.absorbed_effect(node, eff.name, what="the clamped values")
             message += text
         mag = self.magnitude(key)
         metrics: dict[str, Any] = {
