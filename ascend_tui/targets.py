@@ -116,13 +116,9 @@ def load_target(spec: str) -> Target:
             raise InputError(path, f"{factory}() returned (model, args, kwargs) with args a "
                                    f"{type(args).__name__} and kwargs a {type(kwargs).__name__}: expected a tuple "
                                    f"and a dict")
-        from ascend_tui.live.callables import bind_call
+        from ascend_tui.live.capture import Inputs
 
-        try:
-            model, inputs = bind_call(model, tuple(args), dict(kwargs))
-        except ValueError as exc:
-            raise InputError(path, f"{factory}(): {exc}") from None
-        return Target(spec, path, factory, module, model, inputs)
+        return Target(spec, path, factory, module, model, Inputs(tuple(args), dict(kwargs)))
     inputs = result[1]
     if not isinstance(inputs, (tuple, list, dict)):
         inputs = (inputs,)

@@ -71,19 +71,13 @@ def test_plain_functions_and_args_with_kwargs(tmp_path: Path) -> None:
     assert first["node"] == "mul.0" and first["kind"] == "inf"
     assert any("plain function" in n for n in report["run"]["notes"])
     # a module with positional and keyword inputs: placeholders by position and by name
-    inv = ascend_tui.investigate(*_bound(), checks=("overflow",), device="cpu")
-    assert {"input:0", "input:mask"} <= {n.id for n in inv.graph if n.kind == "input"}
-    assert "add.0" in inv.graph and not inv.run.extra.get("notes")
-
-
-def _bound() -> tuple[object, object]:
-    from ascend_tui.live.callables import bind_call
+    from ascend_tui.live.capture import Inputs
 
     torch.manual_seed(0)
-    net = Net()
-    bound, inputs = bind_call(net, (torch.randn(4, 8),), {"mask": torch.zeros(4, 8)})
-    assert type(net) is Net and "_atui_positional" not in net.__dict__, "the user's model is not touched"
-    return bound, inputs
+    inv = ascend_tui.investigate(Net(), Inputs((torch.randn(4, 8),), {"mask": torch.zeros(4, 8)}),
+                                 checks=("overflow",), device="cpu")
+    assert {"input:0", "input:mask"} <= {n.id for n in inv.graph if n.kind == "input"}
+    assert "add.0" in inv.graph and not inv.run.extra.get("notes")
 
 
 def test_bad_factory_results_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -248,19 +248,15 @@ class Watch:
 
     def _rerun(self, step: int, inputs: Any) -> None:
         """Capture the bad step op by op on its inputs and save the investigation (a failure only warns)."""
-        model = self.model
+        from ascend_tui.live.capture import Inputs
+
         if inputs is None and self._inputs is not None:
             a, kw = self._inputs
-            if a and kw:  # positional and keyword inputs: one dict the bound model splits again
-                from ascend_tui.live.callables import bind_call
-
-                model, inputs = bind_call(self.model, tuple(a), dict(kw))
-            else:
-                inputs = kw if kw else a
+            inputs = Inputs(tuple(a), dict(kw)) if a and kw else (kw if kw else a)
         if inputs is None:
             return
         try:
-            inv = self._capture(step, inputs if isinstance(inputs, (tuple, list, dict)) else (inputs,), model)
+            inv = self._capture(step, inputs if isinstance(inputs, (tuple, list, dict, Inputs)) else (inputs,))
             path = Path(str(Path(DEFAULT_SAVE if self.save is True else str(self.save)).expanduser())
                         .replace("{step}", str(step)))
             inv.save(path)
@@ -270,13 +266,14 @@ class Watch:
             return
         self.saved, self.investigation = path, inv
 
-    def _capture(self, step: int, inputs: Any, model: Any = None) -> Any:
+    def _capture(self, step: int, inputs: Any) -> Any:
         """The re-run itself, under the autocast state, grad mode and train/eval mode the step ran with, with the
         model's buffers and the RNG put back as they were."""
         from ascend_tui.investigation import Investigation, RunInfo
-        from ascend_tui.live import overflow_live
-        from ascend_tui.live.capture import capture
-        from ascend_tui.live.runner import LiveContext
+        from ascend_tui.live.context import LiveContext
+        from ascend_tui.live.options import RunOptions
+        from ascend_tui.live.overflow_live import OverflowCheck
+        from ascend_tui.live.recording import capture
 
         torch = self._torch
         cuda = self._backend == "cuda"
@@ -289,9 +286,9 @@ class Watch:
                 if cuda:
                     torch.cuda.set_rng_state(self._rng[1], self._index)
             modes = self._modes or call_state(torch, self._backend, self.model)
-            with modes.applied(torch, self.model):
-                result = capture(model if model is not None else self.model, inputs,
-                                 phase_label=f"re-running step {step}", grad=modes.grad)
+            with modes.applied(self.model):
+                result = capture(self.model, inputs, phase_label=f"re-running step {step}", grad=modes.grad,
+                                 autocast=(modes.device_type, modes.autocast_dtype) if modes.autocast else None)
             device = self.device
             info = device.info().to_json() if device.backend in ("cpu", "cuda", "npu") else \
                 {"backend": device.backend, "name": device.backend, "inf_nan_mode": True}
@@ -299,12 +296,14 @@ class Watch:
                 target=type(self.model).__name__, device=info, checks=("overflow",), dtype=self.dtype,
                 reference=None, source="watch", extra={"step": step, "rng_restored": self._rng is not None,
                                                        "modes": modes.describe()}))
-            options: dict[str, Any] = {"headroom_bits": self.headroom_bits, "overflow_evidence": False}
+            settings: dict[str, Any] = {"headroom_bits": self.headroom_bits, "overflow_evidence": False}
             if self._inf_nan is not None:
-                options["inf_nan_mode"] = self._inf_nan
-            ctx = LiveContext(self.model, inputs, device, getattr(torch, self.dtype, torch.float32), None,
-                              backward=self.loss is not None, loss=self.loss, target=result, options=options)
-            overflow_live.run(ctx, inv)
+                settings["inf_nan_mode"] = self._inf_nan
+            options = RunOptions(checks=("overflow",), reference=None, backward=self.loss is not None,
+                                 loss=self.loss, settings=settings)
+            ctx = LiveContext(options, device, getattr(torch, self.dtype, torch.float32), self.model, inputs,
+                              self.model, inputs, target=result)
+            OverflowCheck().run(ctx, inv)
             return inv
         finally:
             self._paused = False
@@ -327,17 +326,14 @@ class CallState:
     training: bool
 
     @contextmanager
-    def applied(self, torch: Any, model: Any) -> Iterator[None]:
-        """Re-enter these modes for a re-run, then put the model's train/eval mode back."""
+    def applied(self, model: Any) -> Iterator[None]:
+        """Put the model in the train/eval mode the step ran in, and back afterwards (autocast and grad mode go to
+        `recording`)."""
         was = bool(getattr(model, "training", False))
         if hasattr(model, "train"):
             model.train(self.training)
         try:
-            if self.autocast:
-                with torch.autocast(self.device_type, dtype=self.autocast_dtype):
-                    yield
-            else:
-                yield
+            yield
         finally:
             if hasattr(model, "train"):
                 model.train(was)
