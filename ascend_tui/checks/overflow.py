@@ -175,7 +175,18 @@ class _Analysis(Explainer):
 
     def find_masks(self) -> None:
         """Mark intended masks (see `checks.masks`) and take them out of every finding list."""
-        order = sorted((n.id for n in self.g), key=self._order)
+        t = self.t
+        if not t.rows:
+            return
+        # Only outputs with NaN, +-Inf or magnitudes near some dtype's max can be masks: find them in numpy first.
+        near = min(r.max for r in RANGES.values()) / 2
+        lo, hi, am = np.abs(t.col["min"]), np.abs(t.col["max"]), t.col["abs_max"]
+        with np.errstate(invalid="ignore"):
+            flag = (~np.isfinite(lo) | ~np.isfinite(hi) | ~np.isfinite(am) | (lo >= near) | (hi >= near)
+                    | (am >= near) | (t.col["nan_count"] > 0))
+        keys = list(t.rows)
+        candidates = {keys[i][0] for i in np.flatnonzero(flag)}
+        order = sorted((n for n in candidates if n in self.g), key=self._order)
         self.masks = mask_nodes(self.g, order, self._extremes, op_name)
         for table in (self.bad, self.near, self.under):
             for key in [k for k in table if k[0] in self.masks]:
