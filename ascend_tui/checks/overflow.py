@@ -384,8 +384,6 @@ class _Analysis(Explainer):
             message += f"; it then meets the mask from `{meet[1]}` at `{meet[0]}` (the mask is intended, this is not)"
         if story := self.story(chain):
             message += f"; {story}"
-        if hints:
-            message += " — " + " or ".join(h[1] for h in hints[:2])
         severity: Severity = "error"
         if absorbed:
             severity, text = self.absorbed_effect(node, eff.name)
@@ -398,6 +396,8 @@ class _Analysis(Explainer):
         elif kind == "saturation" and self.effect is not None and not self.effect.damaged:
             severity, text = self.absorbed_effect(node, eff.name, what="the clamped values")
             message += text
+        if hints:
+            message += (" — fix: " if absorbed else " — ") + " or ".join(h[1] for h in hints[:2])
         mag = self.magnitude(key)
         metrics: dict[str, Any] = {
             **self.counts(key), "dtype": eff.name, "dtype_max": eff.max, "input_abs_max": in_max,
