@@ -161,7 +161,7 @@ def test_every_output_option_inside_an_input_folder_is_refused(tmp_path: Path, f
     before = digest()
     inner = [p for p in dump.rglob("*.json")]
     assert inner
-    for flag in ("--json", "--junit", "--save"):
+    for flag in ("--json", "--junit", "--save", "--markdown"):
         for out in (inner[0], inner[0].parent / "new-report.json"):
             proc = run_cli("check", str(dump), flag, str(out), "-q")
             assert proc.returncode == 2, (flag, out, proc.stdout)
