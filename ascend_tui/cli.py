@@ -162,19 +162,13 @@ def _indent(text: str) -> str:
 
 
 def _check_output_paths(args: argparse.Namespace, inputs: Sequence[str]) -> None:
-    """Refuse to write a report over one of the files we were asked to read."""
-    sources = {Path(p).resolve() for p in inputs if p}
-    for flag in ("json", "junit", "save", "markdown"):
+    """Refuse, before any work, every output option that would land on or inside what we were asked to read."""
+    from ascend_tui.outputs import check_output_path
+
+    for flag in ("json", "junit", "save", "csv", "markdown"):
         out = getattr(args, flag, None)
-        if not out:
-            continue
-        path = Path(out)
-        if path.resolve() in sources:
-            raise InputError(out, f"--{flag} would overwrite an input file; choose another path")
-        if path.is_dir():
-            raise InputError(out, f"--{flag} names a folder; give a file path")
-        if not path.parent.exists():
-            raise InputError(out, f"--{flag}: folder {path.parent} does not exist")
+        if out:
+            check_output_path(out, inputs, option=f"--{flag}")
 
 
 def _write_outputs(inv: Any, args: argparse.Namespace) -> None:
@@ -219,7 +213,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise InputError("--iterations", "must be at least 1")
     target_path = args.target.rpartition(":")[0] if args.target.count(":") and not Path(args.target).exists() \
         else args.target
-    _check_output_paths(args, [target_path])
+    _check_output_paths(args, [args.target, target_path])
     offline = Path(args.target)
     if offline.exists() and (offline.is_dir() or offline.suffix != ".py"):
         return _check_offline(offline, args)

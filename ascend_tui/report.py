@@ -23,7 +23,7 @@ def build_report(inv: Investigation) -> dict[str, Any]:
         "target": run.target,
         "device": dict(run.device),
         "run": {"checks": list(run.checks), "dtype": run.dtype, "reference": run.reference,
-                "iterations": run.iterations},
+                "iterations": run.iterations, "notes": [str(n) for n in run.extra.get("notes", ()) or ()]},
         "graph": {"nodes": len(inv.graph), "edges": inv.graph.edge_count()},
         "findings": [{"id": fid, **f.to_json()} for fid, f in zip(finding_ids(inv.findings), inv.findings)],
         "summary": inv.summary(),
@@ -63,7 +63,7 @@ def write_junit(inv: Investigation, path: str | Path) -> None:
 
 def format_findings(inv: Investigation, limit: int = 20) -> list[str]:
     """Errors and warnings as lines a person reads in a terminal; info findings are only counted."""
-    lines = []
+    lines = [f"note: {n}" for n in inv.run.extra.get("notes", ()) or ()]
     shown = sorted((f for f in inv.findings if f.severity in ("error", "warning")),
                    key=lambda f: (f.severity != "error", f.index))
     for f in shown[:limit]:

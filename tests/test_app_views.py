@@ -425,6 +425,8 @@ async def test_palette_commands_read_area_verb_object_and_run_app_actions(tmp_pa
         await pilot.pause()
         await app.workers.wait_for_complete()
         await pilot.pause()
+        await pilot.press("enter")  # the export dialog shows the path; enter writes there
+        await pilot.pause()
         assert (tmp_path / "ascend-tui-report.md").read_text().startswith("# ascend-tui report: demo:overflow")
 
 
@@ -515,3 +517,27 @@ async def test_from_a_finding_R_lands_on_its_cause_in_the_story(tmp_path: Path) 
         assert row is not None and row.data.startswith("cause-")
         cause = next(c for c in story.causes if c.id == row.data)
         assert any(fid.endswith("@" + inherited.node) for fid in cause.explains)
+
+
+async def test_memory_view_lists_a_low_confidence_mapping_as_unmapped_with_its_guess(fixtures: Path,
+                                                                                     tmp_path: Path) -> None:
+    """A kernel that only might be `add.0` is not shown at `add.0`: the row says unmapped and names the guess."""
+    from ascend_tui.checks.memory_log import findings_from_events, prepare_events
+    from ascend_tui.formats.sanitizer import parse_file
+    from ascend_tui.graph.opgraph import OpGraph, OpNode
+
+    graph = OpGraph()
+    for i, nid in enumerate(("add.0", "blocks.0/add.0")):
+        graph.add_node(OpNode(nid, "aten.add", nid.rpartition("/")[0], i))
+    log = parse_file(fixtures / "sanitizer" / "mssanitizer_memcheck_doc_examples.log")
+    events = prepare_events(graph, log.events)
+    inv = Investigation(graph)
+    inv.memory_events = list(events)
+    inv.add_findings(findings_from_events(graph, events))
+    assert not inv.findings_for("add.0"), "a guess never becomes an error at that operator"
+    app = Host(lambda: MemoryScreen(inv))
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one("#events-table", RowTable)
+        row = next(r for r in table.rows if r.tone != "section" and "add_custom_kernel" in r.cells[2])
+        assert row.key is None and "unmapped; guess add.0, 2 candidates" in row.cells[2]
