@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascend_tui.errors import InputError
-from ascend_tui.formats import ge_dump, msprobe, msprobe_overflow, native, onnx_model, profiler_memory, sanitizer
+from ascend_tui.formats import ge_dump, msprobe, msprobe_overflow, native, onnx_model, profiler_memory, sanitizer, torch_export
 from ascend_tui.formats.reader import Reader
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ READERS: list[Reader] = [
     profiler_memory.READER,
     ge_dump.READER,
     onnx_model.READER,
+    torch_export.READER,
 ]
 
 
