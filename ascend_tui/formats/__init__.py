@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascend_tui.errors import InputError
-from ascend_tui.formats import ge_dump, mindspore_ir, msprobe, msprobe_overflow, native, onnx_model, profiler_memory, sanitizer, torch_export
+from ascend_tui.formats import ge_dump, mindspore_ir, msprobe, msprobe_overflow, msprobe_vis, native, onnx_model, profiler_memory, sanitizer, torch_export
 from ascend_tui.formats.reader import Reader
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ READERS: list[Reader] = [
     onnx_model.READER,
     torch_export.READER,
     mindspore_ir.READER,
+    msprobe_vis.READER,
 ]
 
 
