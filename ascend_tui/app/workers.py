@@ -21,7 +21,6 @@ from ascend_tui.app.messages import ProgressReported
 if TYPE_CHECKING:
     from textual.message import Message
 
-    from ascend_tui.evidence import MemoryEvent
     from ascend_tui.investigation import Investigation
     from ascend_tui.targets import Target
 
@@ -139,34 +138,10 @@ def run_checks(target: Target, live: LiveOptions, checks: Sequence[str] | None, 
 
 
 def merge_path(inv: Investigation, path: str, progress: Progress, cancel: threading.Event) -> str:
-    """Put what `path` holds onto `inv`'s graph; returns a note saying what was added."""
-    from ascend_tui.formats import kind_of, open_path
+    """Put what `path` holds onto `inv`'s graph, by operator name; returns a note saying what was added."""
+    from ascend_tui.formats.overlay import lay_path
 
-    progress(f"reading {Path(path).name}", 0, None)
-    if kind_of(path) == "sanitizer log":
-        from ascend_tui.formats.sanitizer import parse_file
-
-        return _map_log(inv, parse_file(Path(path), progress, cancel).events, path)
-    other = open_path(path, progress=progress, cancel=cancel)
-    inside = [f for f in other.findings if f.node in inv.graph]
-    inv.add_findings(inside)
-    inv.memory_events.extend(other.memory_events)
-    inv.memory_samples.extend(other.memory_samples)
-    skipped = len(other.findings) - len(inside)
-    note = f"{Path(path).name}: {len(inside)} findings added"
-    return note + (f", {skipped} on operators not in this graph" if skipped else "")
-
-
-def _map_log(inv: Investigation, raw: Sequence[MemoryEvent], path: str) -> str:
-    """Map a sanitizer log's events onto the graph by kernel name and size, and add their findings."""
-    from ascend_tui.checks.memory_log import findings_from_events, prepare_events
-
-    events = prepare_events(inv.graph, raw)
-    findings = findings_from_events(inv.graph, events)
-    inv.memory_events.extend(events)
-    inv.add_findings(findings)
-    placed = sum(1 for e in events if e.node and e.node in inv.graph)
-    return f"{Path(path).name}: {len(events)} memory events, {placed} placed on operators, {len(findings)} findings"
+    return lay_path(inv, path, progress, cancel)
 
 
 def _check(cancel: threading.Event) -> None:
