@@ -19,7 +19,7 @@ import numpy as np
 
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding, SourceLocation, StatsTable
-from ascend_tui.formats import msprobe
+from ascend_tui.formats.msprobe import build, dominant_dtype, parse_leaves, source_from_lines
 from ascend_tui.formats.msprobe_graph import Leaf, stats_rows
 from ascend_tui.formats.reader import FunctionReader
 from ascend_tui.investigation import Investigation, RunInfo
@@ -142,7 +142,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
             "select node_name, node_type, up_node, precision_index, overflow_level, stack_id, input_data, "
             "output_data, data_source from tb_nodes where step = ? and rank = ? order by data_source, node_order",
             (step, rank)).fetchall()
-        stacks = {sid: msprobe.source_from_lines(_json(info, [])) for sid, info in
+        stacks = {sid: source_from_lines(_json(info, [])) for sid, info in
                   conn.execute("select id, stack_info from tb_stack")} if _has_table(conn, "tb_stack") else {}
     except sqlite3.DatabaseError as exc:
         raise InputError(path, f"tb_nodes is not in graph_visualize's layout ({exc})") from None
@@ -174,7 +174,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
             sources[name] = src
     if not data:
         raise InputError(path, f"no API or module nodes for step {step}, rank {rank}")
-    built = msprobe.build(data, construct, sources, path, progress, cancel)
+    built = build(data, construct, sources, path, progress, cancel)
     graph = built.graph
     by_record = {str((n.attrs or {}).get("msprobe")): n for n in graph if n.attrs and "msprobe" in n.attrs}
     findings: list[Finding] = []
@@ -199,7 +199,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                                     metrics={"overflow_level": level}))
     reference = _bench_stats(bench, by_record, path) if bench else None
     nonfinite = any(not s.finite for _, s in built.stats.items())
-    run = RunInfo(target=str(path), source="msprobe_vis", dtype=msprobe.dominant_dtype(graph),
+    run = RunInfo(target=str(path), source="msprobe_vis", dtype=dominant_dtype(graph),
                   reference="Bench" if bench else None,
                   checks=tuple(dict.fromkeys(f.check for f in findings)),
                   device={"backend": "offline", "name": f"msprobe graph_visualize ({config[0]})",
@@ -225,7 +225,7 @@ def _bench_stats(bench: list[Any], by_record: dict[str, Any], path: Path) -> Sta
         if node is None:
             continue
         found: list[Leaf] = []
-        msprobe.parse_leaves(_tensor_records(_json(output_data, {}))[0], f"{name}.output", path, found, {})
+        parse_leaves(_tensor_records(_json(output_data, {}))[0], f"{name}.output", path, found, {})
         for slot, leaf in enumerate(found):
             if leaf.stats is not None:
                 keys.append((node.id, slot))

@@ -14,7 +14,7 @@ from typing import Any
 
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import TensorMeta
-from ascend_tui.formats import torch_meta
+from ascend_tui.formats.torch_meta import literal_list, module_from_node_name, module_from_scopes, source_from_trace
 from ascend_tui.formats.reader import FunctionReader
 from ascend_tui.graph.ids import IdMinter
 from ascend_tui.graph.opgraph import OpGraph, OpNode
@@ -129,10 +129,10 @@ class _OnnxBuilder:
             module, module_class, source = "", "", None
             attrs: dict[str, Any] = {"name": node.name}
             if meta:
-                scopes_list = torch_meta.literal_list(meta.get("pkg.torch.onnx.name_scopes"))
-                classes = torch_meta.literal_list(meta.get("pkg.torch.onnx.class_hierarchy"))
-                module, module_class = torch_meta.module_from_scopes(scopes_list, classes)
-                source = torch_meta.source_from_trace(meta.get("pkg.torch.onnx.stack_trace"))
+                scopes_list = literal_list(meta.get("pkg.torch.onnx.name_scopes"))
+                classes = literal_list(meta.get("pkg.torch.onnx.class_hierarchy"))
+                module, module_class = module_from_scopes(scopes_list, classes)
+                source = source_from_trace(meta.get("pkg.torch.onnx.stack_trace"))
                 if classes and classes[-1].startswith("aten."):
                     attrs["aten"] = classes[-1]
                 fx = meta.get("pkg.torch.onnx.fx_node", "")
@@ -141,7 +141,7 @@ class _OnnxBuilder:
                 self.with_metadata += bool(scopes_list)
                 has_module = bool(scopes_list)
             else:
-                module = torch_meta.module_from_node_name(node.name)
+                module = module_from_node_name(node.name)
                 has_module = node.name.startswith("/")
             if not module and parent_module:
                 module = parent_module

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import TensorMeta
-from ascend_tui.formats import torch_meta
+from ascend_tui.formats.torch_meta import SCALAR_TYPES, module_from_stack_string, source_from_trace
 from ascend_tui.formats.reader import FunctionReader
 from ascend_tui.graph.ids import IdMinter
 from ascend_tui.graph.opgraph import NodeKind, OpGraph, OpNode
@@ -97,7 +97,7 @@ def meta_of(tensor_values: dict[str, Any], name: str | None) -> TensorMeta | Non
         return None
     shape = tuple(int(s["as_int"]) if isinstance(s, dict) and "as_int" in s else -1 for s in tv.get("sizes", ()))
     code = tv.get("dtype")
-    return TensorMeta(shape, torch_meta.SCALAR_TYPES.get(code, f"scalar_type_{code}") if isinstance(code, int)
+    return TensorMeta(shape, SCALAR_TYPES.get(code, f"scalar_type_{code}") if isinstance(code, int)
                       else str(code))
 
 
@@ -162,7 +162,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
         if not isinstance(n, dict) or "target" not in n:
             raise InputError(path, f"{inner}: node {index} has no target")
         meta = n.get("metadata") or {}
-        module, module_class = torch_meta.module_from_stack_string(meta.get("nn_module_stack"))
+        module, module_class = module_from_stack_string(meta.get("nn_module_stack"))
         op_type, op = op_names(str(n["target"]))
         nid = minter.mint(module, op)
         ins: list[TensorMeta | None] = []
@@ -183,7 +183,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
             attrs["torch_fn"] = meta["torch_fn"]
         nodes.append(OpNode(nid, op_type, module, index, "op", tuple(ins),
                             tuple(meta_of(tensor_values, o) for o in outs),
-                            source=torch_meta.source_from_trace(meta.get("stack_trace")),
+                            source=source_from_trace(meta.get("stack_trace")),
                             module_class=module_class, attrs=attrs))
         for out_slot, name in enumerate(outs):
             if name:
