@@ -8,6 +8,7 @@ are never loaded; shape inference runs only where the exporter left tensor types
 
 from __future__ import annotations
 
+import gc
 import threading
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int3
           27: "float6_e2m3", 28: "float6_e3m2"}
 _SUBGRAPH_OPS_ATTR = (5, 10)  # AttributeProto.GRAPH, GRAPHS
 _INFER_LIMIT = 2_000_000_000
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+_MISSING: Any = object()
 
 
 def sniff(path: Path) -> bool:
@@ -57,20 +60,26 @@ def read_model(path: Path) -> Any:
     return model
 
 
-def tensor_meta(type_proto: Any) -> TensorMeta | None:
+def tensor_meta(type_proto: Any, cache: dict[tuple[int, tuple[int, ...]], TensorMeta] | None = None
+                ) -> TensorMeta | None:
     """Shape (symbolic dims as -1) and dtype of a `TypeProto` holding a tensor; None for other types."""
     if not type_proto.HasField("tensor_type"):
         return None
     tt = type_proto.tensor_type
-    shape = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim) \
+    shape = tuple(d.dim_value if d.dim_value or not d.dim_param else -1 for d in tt.shape.dim) \
         if tt.HasField("shape") else ()
-    return TensorMeta(shape, DTYPES.get(tt.elem_type, f"onnx_{tt.elem_type}"))
+    key = (tt.elem_type, shape)
+    if cache is not None and (hit := cache.get(key)) is not None:
+        return hit
+    meta = TensorMeta(shape, DTYPES.get(tt.elem_type, f"onnx_{tt.elem_type}"))
+    if cache is not None:
+        cache[key] = meta
+    return meta
 
 
 def _needs_inference(graph: Any) -> bool:
-    typed = len(graph.value_info) + len(graph.output)
-    outputs = sum(len(n.output) for n in graph.node)
-    return typed < outputs // 2
+    """True when the exporter typed fewer than half as many tensors as there are nodes."""
+    return len(graph.value_info) + len(graph.output) < len(graph.node) // 2
 
 
 class _OnnxBuilder:
@@ -84,16 +93,24 @@ class _OnnxBuilder:
         self.nodes: list[OpNode] = []
         self.edges: list[tuple[str, str, int, int]] = []
         self.types: dict[str, TensorMeta] = {}
+        self.metas: dict[tuple[int, tuple[int, ...]], TensorMeta] = {}
+        self.module_of_name: dict[str, str] = {}
         self.unresolved: list[str] = []
         self.inherited = 0
         self.with_metadata = 0
         self.subgraphs = 0
 
     def collect_types(self, graph: Any) -> None:
+        by_bytes: dict[bytes, TensorMeta | None] = {}  # exporters repeat a few types many times
+        types = self.types
         for vi in (*graph.input, *graph.output, *graph.value_info):
-            meta = tensor_meta(vi.type)
+            t = vi.type
+            raw = t.SerializeToString()
+            meta = by_bytes.get(raw, _MISSING)
+            if meta is _MISSING:
+                meta = by_bytes[raw] = tensor_meta(t, self.metas)
             if meta is not None:
-                self.types[vi.name] = meta
+                types[vi.name] = meta  # type: ignore[assignment]
         for init in graph.initializer:
             self.types.setdefault(init.name, TensorMeta(tuple(init.dims), DTYPES.get(init.data_type, "unknown")))
 
@@ -119,16 +136,19 @@ class _OnnxBuilder:
         scope: dict[str, tuple[str, int]] = {}
         self.placeholders(graph, prefix, scope, parent_module)
         scopes = [scope, *outer]
+        types, edges, nodes, mint = self.types, self.edges, self.nodes, self.minter.mint
+        names_seen = self.module_of_name
         for node in graph.node:
-            index = len(self.nodes)
+            index = len(nodes)
             if (index & 4095) == 0:
                 check_cancel(self.cancel, "loading the ONNX model was cancelled")
                 if self.progress is not None:
                     self.progress("building graph", index, total)
-            meta = {p.key: p.value for p in node.metadata_props} if node.metadata_props else {}
+            name, op_type = node.name, node.op_type
             module, module_class, source = "", "", None
-            attrs: dict[str, Any] = {"name": node.name}
-            if meta:
+            attrs: dict[str, Any] = {"name": name}
+            if node.metadata_props:
+                meta = {p.key: p.value for p in node.metadata_props}
                 scopes_list = literal_list(meta.get("pkg.torch.onnx.name_scopes"))
                 classes = literal_list(meta.get("pkg.torch.onnx.class_hierarchy"))
                 module, module_class = module_from_scopes(scopes_list, classes)
@@ -141,55 +161,66 @@ class _OnnxBuilder:
                 self.with_metadata += bool(scopes_list)
                 has_module = bool(scopes_list)
             else:
-                module = module_from_node_name(node.name)
-                has_module = node.name.startswith("/")
+                head = name.rpartition("/")[0]
+                module = names_seen.get(head)
+                if module is None:
+                    module = names_seen[head] = module_from_node_name(name)
+                has_module = name.startswith("/")
             if not module and parent_module:
                 module = parent_module
             if not has_module:
                 attrs["module_inferred"] = True
-            if node.domain and node.domain != "ai.onnx":
-                attrs["domain"] = node.domain
-            nid = self.minter.mint(module, node.op_type or "op")
-            ins = tuple(self.types.get(name) if name else None for name in node.input)
-            outs = tuple(self.types.get(name) for name in node.output)
-            for slot, name in enumerate(node.input):
-                if not name:
+            domain = node.domain
+            if domain and domain != "ai.onnx":
+                attrs["domain"] = domain
+            nid = mint(module, op_type or "op")
+            inputs = list(node.input)
+            outputs = list(node.output)
+            ins = tuple(map(types.get, inputs))
+            outs = tuple(map(types.get, outputs))
+            for slot, tensor in enumerate(inputs):
+                if not tensor:
                     continue
-                src = None
-                for sc in scopes:
-                    src = sc.get(name)
-                    if src is not None:
-                        break
+                src = scope.get(tensor)
                 if src is None:
-                    self.unresolved.append(name)
+                    for sc in scopes[1:]:
+                        src = sc.get(tensor)
+                        if src is not None:
+                            break
+                if src is None:
+                    self.unresolved.append(tensor)
                 else:
-                    self.edges.append((src[0], nid, src[1], slot))
-            subs = [a for a in node.attribute if a.type in _SUBGRAPH_OPS_ATTR]
+                    edges.append((src[0], nid, src[1], slot))
+            subs = [a for a in node.attribute if a.type in _SUBGRAPH_OPS_ATTR] \
+                if op_type in _CONTROL_FLOW or (domain and domain != "ai.onnx") else []
             if subs:
                 attrs["subgraphs"] = [a.name for a in subs]
-            self.add(OpNode(nid, node.op_type, module, index, "op", ins, outs, source=source,
-                            module_class=module_class, attrs=attrs))
-            for slot, name in enumerate(node.output):
-                if name:
-                    scope[name] = (nid, slot)
+            nodes.append(OpNode(nid, op_type, module, index, "op", ins, outs, source=source,
+                                module_class=module_class, attrs=attrs))
+            for slot, tensor in enumerate(outputs):
+                if tensor:
+                    scope[tensor] = (nid, slot)
             for a in subs:
                 bodies = [a.g] if a.type == 5 else list(a.graphs)
                 for k, body in enumerate(bodies):
                     self.subgraphs += 1
                     self.collect_types(body)
-                    tag = f"{node.name or nid}.{a.name}" + (f".{k}" if a.type == 10 else "")
+                    tag = f"{name or nid}.{a.name}" + (f".{k}" if a.type == 10 else "")
                     self.walk(body, scopes, f"{prefix}{tag}/", module, total)
 
     def inherit_modules(self) -> None:
         """Nodes the optimizer made (no metadata) take the innermost module holding all their neighbours."""
+        todo = [i for i, n in enumerate(self.nodes)
+                if n.kind == "op" and not n.module and (n.attrs or {}).get("module_inferred")]
+        if not todo:
+            return
         pos = {n.id: i for i, n in enumerate(self.nodes)}
         neighbours: dict[str, list[str]] = {}
         for src, dst, _, _ in self.edges:
             neighbours.setdefault(dst, []).append(src)
             neighbours.setdefault(src, []).append(dst)
-        for i, n in enumerate(self.nodes):
-            if n.kind != "op" or not (n.attrs or {}).get("module_inferred") or n.module:
-                continue
+        for i in todo:
+            n = self.nodes[i]
             known = [o for o in (self.nodes[pos[x]] for x in neighbours.get(n.id, ()))
                      if o.kind == "op" and not (o.attrs or {}).get("module_inferred")]
             if not known:
@@ -214,6 +245,16 @@ def common_module(paths: list[str]) -> str:
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:
     """Read an ONNX model (weights stay on disk) into an `Investigation` with a graph and no evidence."""
+    enabled = gc.isenabled()
+    gc.disable()  # a 100k-node build makes millions of objects and no cycles: collections only cost time
+    try:
+        return _load(Path(path), progress, cancel)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load(path: Path, progress: Progress | None, cancel: threading.Event | None) -> Investigation:
     path = Path(path)
     if progress is not None:
         progress("reading ONNX model", 0, None)
