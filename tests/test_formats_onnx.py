@@ -115,3 +115,17 @@ def test_malformed_onnx_is_one_clear_line(tmp_path: Path) -> None:
         line = info.value.line()
         assert str(path) in line and "\n" not in line
         assert "ONNX" in line
+
+
+def test_external_weights_are_never_read(tmp_path: Path) -> None:
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="/proj/MatMul")]
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [64, 64], b"\x00\x00\x00\x3f" * 4096, raw=True)
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], [weight])
+    path = tmp_path / "big.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path),
+              save_as_external_data=True, all_tensors_to_one_file=True, location="big.data", size_threshold=0)
+    (tmp_path / "big.data").unlink()  # the weights are gone: reading the graph must not need them
+    g = open_path(path).graph
+    assert g.node("param:w").outputs[0].shape == (64, 64)
+    assert [e.src for e in g.producers("proj/MatMul.0")] == ["input:x", "param:w"]

@@ -86,3 +86,23 @@ def test_archive_without_model_json_is_refused(tmp_path: Path) -> None:
         zf.writestr("m/data/aotinductor/model.so", b"\x7fELF")
     with pytest.raises(InputError, match="no models/model.json"):
         open_path(path)
+
+
+def test_signature_kinds_become_placeholders(tmp_path: Path) -> None:
+    model = {"graph_module": {
+        "graph": {"inputs": [{"as_tensor": {"name": n}} for n in ("b_bn_running_mean", "x")],
+                  "nodes": [{"target": "torch.ops.aten.sub.Tensor", "name": "sub",
+                             "inputs": [{"name": "self", "arg": {"as_tensor": {"name": "x"}}},
+                                        {"name": "other", "arg": {"as_tensor": {"name": "b_bn_running_mean"}}}],
+                             "outputs": [{"as_tensor": {"name": "sub"}}],
+                             "metadata": {"nn_module_stack": "L__self__,,M;L__self__bn,bn,torch.nn.BatchNorm1d"}}],
+                  "tensor_values": {"x": {"dtype": 13, "sizes": [{"as_int": 2}, {"as_expr": {"expr_str": "s0"}}]}}},
+        "signature": {"input_specs": [
+            {"buffer": {"arg": {"name": "b_bn_running_mean"}, "buffer_name": "bn.running_mean", "persistent": True}},
+            {"user_input": {"arg": {"as_tensor": {"name": "x"}}}}]}}}
+    g = open_path(_archive(tmp_path, json.dumps(model).encode())).graph
+    assert g.node("buffer:bn.running_mean").module == "bn"
+    assert g.node("input:x").outputs[0] is not None and g.node("input:x").outputs[0].shape == (2, -1)
+    assert g.node("input:x").outputs[0].dtype == "bfloat16"
+    assert [e.src for e in g.producers("bn/sub.0")] == ["input:x", "buffer:bn.running_mean"]
+    assert g.node("bn/sub.0").module_class == "BatchNorm1d"

@@ -163,6 +163,7 @@ class _GeBuilder:
         self.ends: dict[tuple[str, int], str] = {}
         self.notes: list[str] = []
         self.control_edges = 0
+        self.controls: dict[str, list[str]] = {}
         self.unresolved: list[str] = []
         self.subgraph_links = 0
 
@@ -186,6 +187,7 @@ class _GeBuilder:
                     progress("building graph", len(self.nodes), total)
         for gname, op, nid in ops:
             self.wire(gname, op, nid)
+        self.attach_controls()
         self.link_subgraphs(graphs)
         graph = OpGraph(str(first(self.model, "name", "")) or self.path.name)
         graph.add_bulk(self.nodes, self.edges)
@@ -263,15 +265,15 @@ class _GeBuilder:
             else:
                 self.edges.append((src_id, nid, out_slot, slot))
         if controls:
-            pos = self.nodes_index(nid)
-            node = self.nodes[pos]
-            self.nodes[pos] = OpNode(node.id, node.op_type, node.module, node.index, node.kind, node.inputs,
-                                     node.outputs, attrs={**(node.attrs or {}), "control_inputs": controls})
+            self.controls[nid] = controls
 
-    def nodes_index(self, nid: str) -> int:
-        if not hasattr(self, "_index"):
-            self._index = {n.id: i for i, n in enumerate(self.nodes)}
-        return self._index[nid]
+    def attach_controls(self) -> None:
+        """Control inputs go into `attrs["control_inputs"]`: walks follow data, the detail pane shows both."""
+        for pos, node in enumerate(self.nodes):
+            controls = self.controls.get(node.id)
+            if controls:
+                self.nodes[pos] = OpNode(node.id, node.op_type, node.module, node.index, node.kind, node.inputs,
+                                         node.outputs, attrs={**(node.attrs or {}), "control_inputs": controls})
 
     def link_subgraphs(self, graphs: list[Message]) -> None:
         """PlaceHolder <- its producer in another partition; control-flow subgraph Data <- the parent's input."""
