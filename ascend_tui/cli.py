@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("path", help="the graph source")
     graph.add_argument("evidence", nargs="*", help="dumps, profiles or sanitizer logs to lay on it by operator name")
     graph.add_argument("--json", metavar="PATH", help="write the graph as node-link JSON")
+    graph.add_argument("-q", "--quiet", action="store_true", help="no progress line")
 
     sub.add_parser("devices", help="which device backends work on this machine")
     return parser
@@ -250,7 +251,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     from ascend_tui.graph_cli import run_graph
 
     _check_output_paths(args, [args.path, *args.evidence])
-    progress = ProgressLine(sys.stderr)
+    progress = ProgressLine(sys.stderr, args.quiet)
     try:
         return run_graph(args, sys.stdout, progress)
     finally:

@@ -204,6 +204,9 @@ def test_fast_and_general_parsers_agree(tmp_path: Path) -> None:
     one_line = 'graph { name: "g" op { name: "a: 5" type: "Add" input: "b:0" } }'
     assert pbtext.parse(one_line) == {"graph": {"name": "g", "op": {"name": "a: 5", "type": "Add", "input": "b:0"}}}
     assert pbtext.parse('s: "caf\\303\\251 \\"q\\""') == {"s": 'café "q"'}
+    colon_brace = 'graph: {\n  name: "x"\n  op {\n    attr {\n      key: "k"\n    }\n  }\n}\n'
+    assert pbtext._parse_lines(colon_brace) == pbtext.parse_tokens(colon_brace) == \
+        {"graph": {"name": "x", "op": {"attr": {"key": "k"}}}}
 
 
 @pytest.mark.parametrize("text, problem", [
