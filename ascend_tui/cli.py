@@ -1,4 +1,4 @@
-"""Command line: `ascend-tui check|open|graph|demo|serve|sanitize|devices`; exit 0 clean, 1 errors found, 2 bad input."""
+"""Command line: `ascend-tui check|open|graph|demo|serve|sanitize|devices`; exit 0 clean, 1 errors, 2 bad input."""
 
 from __future__ import annotations
 

@@ -33,7 +33,8 @@ def test_sample_nodes_scopes_and_sources() -> None:
 
 
 def test_scopes_become_module_paths() -> None:
-    scope = "Gradients/Default/network-WithLossCell/layers-CellList/0-LLamaDecodeLayer/attention-LLamaAttention/MatMul-op3"
+    scope = ("Gradients/Default/network-WithLossCell/layers-CellList/0-LLamaDecodeLayer/"
+             "attention-LLamaAttention/MatMul-op3")
     assert mindspore_ir.scope_module(scope) == ("network.layers.0.attention", "LLamaAttention", "backward")
     assert mindspore_ir.scope_module("Default/Add-op0") == ("", "", "forward")
 

@@ -102,7 +102,8 @@ def _parse_lines(text: str) -> Message | None:
     body = _ENUM_LINE.sub(r'\n\1: "\2"', body)
     body = body.replace("\n", '\n"').replace('\n"}', "\n}").replace(': "', '":"')
     body = _NUMBER_COLON.sub('":', body)
-    body = body.replace(": {\n", " {\n").replace(" {\n", '":{\n').replace("\n", ",\n").replace("{,\n", "{\n").replace(",\n}", "\n}")
+    body = body.replace(": {\n", " {\n").replace(" {\n", '":{\n')
+    body = body.replace("\n", ",\n").replace("{,\n", "{\n").replace(",\n}", "\n}")
     try:
         value = json.loads("{" + body.strip(",\n ") + "}", object_pairs_hook=_group)
     except (json.JSONDecodeError, RecursionError):
