@@ -129,6 +129,15 @@ def model_def_class() -> type:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("ge.proto.ModelDef"))
 
 
+def machine_speed() -> float:
+    """Seconds a 1M-iteration Python loop takes here (~0.04 s on an idle modern core): scale the times by it."""
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(1_000_000):
+        total += i
+    return time.perf_counter() - t0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=87.0, help="size of the generated dump (default 87)")
@@ -137,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from ascend_tui.formats import ge_dump, pbtext
 
+    print(f"machine: a 1M-iteration Python loop takes {machine_speed():.3f} s (~0.04 s on an idle core)")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ge_proto_00000001_graph_1_Build.txt"
         ops = generate(path, args.mb)
