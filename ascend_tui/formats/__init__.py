@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascend_tui.errors import InputError
-from ascend_tui.formats import ge_dump, mindspore_ir, msprobe, msprobe_overflow, msprobe_vis, native, onnx_model, profiler_memory, sanitizer, torch_export
+from ascend_tui.formats import (
+    ge_dump, mindspore_ir, msprobe, msprobe_overflow, msprobe_vis, native, onnx_model, profiler_memory, sanitizer,
+    torch_export,
+)
 from ascend_tui.formats.reader import Reader
 
 if TYPE_CHECKING:

@@ -166,7 +166,7 @@ class OpGraph:
     def _bfs(self, start: str, depth: int | None, step: Any) -> list[str]:
         self.node(start)
         # networkx's adjacency dicts hold each neighbour once; reading them directly (not through
-        # predecessors()/successors() and a set) keeps a walk over 100k nodes in tens of milliseconds.
+        # predecessors()/successors() and a set) keeps a full walk of a 100k-node graph under 100 ms.
         adj = self._nx._pred if step == self._nx.predecessors else self._nx._succ
         pos = self._pos.__getitem__
         seen = {start}
