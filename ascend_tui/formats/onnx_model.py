@@ -195,8 +195,7 @@ class _OnnxBuilder:
                 if op_type in _CONTROL_FLOW or (domain and domain != "ai.onnx") else []
             if subs:
                 attrs["subgraphs"] = [a.name for a in subs]
-            nodes.append(OpNode(nid, op_type, module, index, "op", ins, outs, source=source,
-                                module_class=module_class, attrs=attrs))
+            nodes.append(OpNode(nid, op_type, module, index, "op", ins, outs, source, "forward", module_class, attrs))
             for slot, tensor in enumerate(outputs):
                 if tensor:
                     scope[tensor] = (nid, slot)
