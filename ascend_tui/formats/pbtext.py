@@ -21,9 +21,9 @@ from ascend_tui.errors import InputError
 Message = dict[str, Any]
 
 # One field per line, as protobuf's C++ and Python printers write it (see `_parse_lines`).
-_INDENT = re.compile(r"\n\s+")
-_ENUM_LINE = re.compile(r"\n([A-Za-z_][\w.]*): ?(-?[A-Za-z_][\w.]*)(?=\n|\Z)")
-_NUMBER_COLON = re.compile(r"(?<=\w): (?=[-+\d.])")
+_ENUM_VALUE = re.compile(r": (-?[A-Za-z_][\w.]*)(?=\n|\Z)")
+_NUMBER_COLON = re.compile(r": (?=[-+\d.])")
+_MAX_INDENT = 256
 _ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|(['?av])|(.))", re.S)
 _ODD_ESCAPE = re.compile(r"\\[0-7xX'?av]")
 
@@ -98,8 +98,10 @@ def _parse_lines(text: str) -> Message | None:
     escaped = "\\" in text and _ODD_ESCAPE.search(text) is not None
     if escaped:
         text = _ESCAPE.sub(_json_escape, text)
-    body = _INDENT.sub("\n", "\n" + text.strip())
-    body = _ENUM_LINE.sub(r'\n\1: "\2"', body)
+    body = _strip_indent("\n" + text.strip())
+    while "\n\n" in body:  # blank lines
+        body = body.replace("\n\n", "\n")
+    body = _ENUM_VALUE.sub(r': "\1"', body)
     body = body.replace("\n", '\n"').replace('\n"}', "\n}").replace(': "', '":"')
     body = _NUMBER_COLON.sub('":', body)
     body = body.replace(": {\n", " {\n").replace(" {\n", '":{\n')
@@ -111,6 +113,18 @@ def _parse_lines(text: str) -> Message | None:
     if not isinstance(value, dict):
         return None
     return _redecode(value) if escaped else value
+
+
+def _strip_indent(text: str) -> str:
+    """`text` with the spaces after every newline removed: one C-speed replace per indentation depth present."""
+    depth = 0
+    while depth < _MAX_INDENT and "\n" + " " * (depth + 1) in text:
+        depth += 1
+    for k in range(depth, 0, -1):
+        run = "\n" + " " * k
+        if run in text:
+            text = text.replace(run, "\n")
+    return text
 
 
 def _redecode(value: Any) -> Any:
