@@ -39,7 +39,7 @@ _DTYPES = {
     "DT_FLOAT6_E2M3": "float6_e2m3", "DT_FLOAT4_E2M1": "float4_e2m1", "DT_FLOAT4_E1M2": "float4_e1m2",
     "DT_UNDEFINED": "undefined",
 }
-_DTYPE_NUMBERS = {1: "float32", 2: "float16", 3: "int8", 4: "uint8", 5: "int16", 6: "uint16", 7: "int32",
+_DTYPE_NUMBERS = {0: "undefined", 1: "float32", 2: "float16", 3: "int8", 4: "uint8", 5: "int16", 6: "uint16", 7: "int32",
                   8: "int64", 9: "uint32", 10: "uint64", 11: "bool", 12: "float64", 13: "string", 27: "bfloat16",
                   34: "float8_e5m2", 35: "float8_e4m3fn"}
 _KINDS: dict[str, NodeKind] = {"Data": "input", "RefData": "input", "PlaceHolder": "input", "AippData": "input",
@@ -107,7 +107,7 @@ def tensor_desc(desc: Any) -> tuple[TensorMeta | None, dict[str, Any]]:
     attrs = attrs_of(desc)
     if "dtype" not in desc and (layout in ("", "FORMAT_RESERVED")) and not dims:
         return None, {}  # an absent optional input
-    meta = TensorMeta(dims, dtype_name(first(desc, "dtype", "DT_FLOAT")))
+    meta = TensorMeta(dims, dtype_name(first(desc, "dtype", "DT_UNDEFINED")))  # proto3 omits the 0 value
     facts: dict[str, Any] = {"layout": layout}
     if isinstance(attrs.get("origin_shape"), list):
         facts["origin_shape"] = attrs["origin_shape"]
