@@ -178,12 +178,13 @@ class OpGraph:
             for nid in frontier:
                 nbrs = adj[nid]
                 if len(nbrs) == 1:
-                    for other in nbrs:
-                        if other not in seen:
-                            seen.add(other)
-                            nxt.append(other)
-                    continue
-                for other in sorted(nbrs, key=pos, reverse=True):
+                    ordered: Any = nbrs
+                elif len(nbrs) == 2:  # joins: the common case past a single producer, no sort needed
+                    a, b = nbrs
+                    ordered = (a, b) if pos(a) > pos(b) else (b, a)
+                else:
+                    ordered = sorted(nbrs, key=pos, reverse=True)
+                for other in ordered:
                     if other not in seen:
                         seen.add(other)
                         nxt.append(other)
