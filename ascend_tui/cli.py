@@ -1,4 +1,4 @@
-"""Command line: `ascend-tui check|triage|open|demo|serve|sanitize|devices`; exit 0 clean, 1 errors found, 2 bad input."""
+"""Command line: `ascend-tui check|triage|open|graph|demo|serve|sanitize|devices`; exit 0 clean, 1 errors, 2 bad input."""
 
 from __future__ import annotations
 
@@ -116,6 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     san.add_argument("--save", metavar="PATH", help="save the investigation for `ascend-tui open`")
     san.add_argument("--tool", choices=("auto", "mssanitizer", "compute-sanitizer"), default="auto")
     san.add_argument("cmd", nargs=argparse.REMAINDER, help="-- command to run under the sanitizer")
+
+    graph = sub.add_parser("graph", help="summarize a graph file (ONNX, .pt2, GE dump, MindSpore IR, msprobe "
+                           "dump or .vis.db) and export it as node-link JSON, without torch")
+    graph.add_argument("path", help="the graph source")
+    graph.add_argument("evidence", nargs="*", help="dumps, profiles or sanitizer logs to lay on it by operator name")
+    graph.add_argument("--json", metavar="PATH", help="write the graph as node-link JSON")
+    graph.add_argument("-q", "--quiet", action="store_true", help="no progress line")
 
     sub.add_parser("devices", help="which device backends work on this machine")
     return parser
@@ -300,6 +307,17 @@ def _cmd_sanitize(args: argparse.Namespace) -> int:
     return _finish(inv, args)
 
 
+def _cmd_graph(args: argparse.Namespace) -> int:
+    from ascend_tui.graph_cli import run_graph
+
+    _check_output_paths(args, [args.path, *args.evidence])
+    progress = ProgressLine(sys.stderr, args.quiet)
+    try:
+        return run_graph(args, sys.stdout, progress)
+    finally:
+        progress.done()
+
+
 def _cmd_devices(_args: argparse.Namespace) -> int:
     from ascend_tui.live.device import describe_all
 
@@ -309,6 +327,6 @@ def _cmd_devices(_args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {
-    "check": _cmd_check, "triage": _cmd_triage, "open": _cmd_open, "demo": _cmd_demo, "serve": _cmd_serve,
-    "sanitize": _cmd_sanitize, "devices": _cmd_devices,
+    "check": _cmd_check, "triage": _cmd_triage, "open": _cmd_open, "graph": _cmd_graph, "demo": _cmd_demo,
+    "serve": _cmd_serve, "sanitize": _cmd_sanitize, "devices": _cmd_devices,
 }

@@ -48,6 +48,11 @@ def run_sanitize(args: Any, progress: Progress | None = None) -> Investigation:
         find_tool(args.tool or "auto")
     try:
         base = load_graph(args.graph, progress) if args.graph else None
+        if args.log and base is not None:
+            from ascend_tui.formats.overlay import lay_path
+
+            lay_path(base, args.log, progress)  # by operator name first, as the app's `open GRAPH LOG`
+            return base
         if args.log:
             return investigation_from_log(parse_file(args.log, progress), base, target=args.log)
     finally:

@@ -45,14 +45,15 @@ def triage_model(target: str, options: RunOptions, progress: Progress | None = N
 
 def triage_artifacts(paths: Sequence[str], progress: Progress | None = None) -> Investigation:
     """Read every artifact; the first one's graph carries the findings of the others."""
-    from ascend_tui.formats import merge_path, open_path
+    from ascend_tui.formats import open_path
+    from ascend_tui.formats.overlay import lay_path
 
     if not paths:
         raise InputError("", "triage needs a model file or at least one artifact")
     inv = open_path(Path(paths[0]), progress=progress)
     notes = inv.run.extra.setdefault("notes", [])
     for extra in paths[1:]:
-        notes.append(merge_path(inv, extra, progress))
+        notes.append(lay_path(inv, extra, progress))
     return inv
 
 

@@ -91,7 +91,7 @@ def load_paths(paths: Sequence[str], live: RunOptions, progress: Progress,
 
         progress(f"reading {Path(first).name}", 0, None)
         loaded = Loaded(open_path(first, progress=progress, cancel=cancel))
-    from ascend_tui.formats import merge_path
+    from ascend_tui.formats.overlay import lay_path as merge_path
 
     for extra in rest:
         _check(cancel)

@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascend_tui.errors import InputError
-from ascend_tui.formats import msprobe, msprobe_overflow, native, profiler_memory, sanitizer
+from ascend_tui.formats import (
+    ge_dump, mindspore_ir, msprobe, msprobe_overflow, msprobe_vis, native, onnx_model, profiler_memory, sanitizer,
+    torch_export,
+)
 from ascend_tui.formats.reader import Reader
 
 if TYPE_CHECKING:
@@ -25,6 +28,11 @@ READERS: list[Reader] = [
     msprobe_overflow.READER,
     sanitizer.READER,
     profiler_memory.READER,
+    ge_dump.READER,
+    onnx_model.READER,
+    torch_export.READER,
+    mindspore_ir.READER,
+    msprobe_vis.READER,
 ]
 
 
@@ -52,27 +60,3 @@ def open_path(path: str | Path, progress: Progress | None = None,
         raise InputError(p, f"not a format ascend-tui reads (expected one of: {names})")
     return reader.load(p, progress=progress, cancel=cancel)
 
-
-def merge_path(inv: Investigation, path: str | Path, progress: Progress | None = None,
-               cancel: threading.Event | None = None) -> str:
-    """Lay what `path` holds onto `inv`'s graph (the app's `open A B`, `triage A B`); a note saying what was added."""
-    from ascend_tui.formats.sanitizer import investigation_from_log, parse_file
-
-    p = Path(path)
-    if progress is not None:
-        progress(f"reading {p.name}", 0, None)
-    if kind_of(p) == "sanitizer log":
-        before = len(inv.findings), len(inv.memory_events)
-        investigation_from_log(parse_file(p, progress, cancel), inv)
-        events = inv.memory_events[before[1]:]
-        placed = sum(1 for e in events if e.node and e.node in inv.graph)
-        return (f"{p.name}: {len(events)} memory events, {placed} placed on operators, "
-                f"{len(inv.findings) - before[0]} findings")
-    other = open_path(p, progress=progress, cancel=cancel)
-    inside = [f for f in other.findings if f.node in inv.graph]
-    inv.add_findings(inside)
-    inv.memory_events.extend(other.memory_events)
-    inv.memory_samples.extend(other.memory_samples)
-    skipped = len(other.findings) - len(inside)
-    note = f"{p.name}: {len(inside)} findings added"
-    return note + (f", {skipped} on operators not in this graph" if skipped else "")

@@ -1,0 +1,92 @@
+"""What `ascend-tui graph` prints and exports: a graph's shape in numbers, and the graph as node-link JSON.
+
+The node-link form is the one `networkx.node_link_graph(data, edges="links")` reads back, with
+every node's record (op type, module, tensors, source, reader attrs) and every edge's slots, so
+other tools (Netron-style viewers, notebooks) can take the graph as we read it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ascend_tui.graph.opgraph import Edge, OpGraph, OpNode
+
+INFERRED_MATCHES = frozenset({"stats", "view", "cast", "param", "param-cast"})
+NODE_LINK_SCHEMA = "ascend-tui.node-link/1"
+
+
+@dataclass(frozen=True, slots=True)
+class GraphSummary:
+    """Counts a person checks first when a graph file is opened."""
+
+    nodes: int
+    operators: int
+    edges: int
+    placeholders: dict[str, int]
+    op_types: list[tuple[str, int]]
+    modules: int
+    module_depth: int
+    inferred_edges: int
+    inferred_modules: int
+    control_edges: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "operators": self.operators, "edges": self.edges,
+                "placeholders": self.placeholders, "op_types": dict(self.op_types), "modules": self.modules,
+                "module_depth": self.module_depth, "inferred_edges": self.inferred_edges,
+                "inferred_modules": self.inferred_modules, "control_edges": self.control_edges}
+
+
+def is_inferred(graph: OpGraph, edge: Edge) -> bool:
+    """True when a reader recovered this edge from matching values (msprobe dumps), not from the file's own links."""
+    attrs = graph.node(edge.dst).attrs or {}
+    how = attrs.get("edge_match")
+    return isinstance(how, list) and 0 <= edge.in_slot < len(how) and how[edge.in_slot] in INFERRED_MATCHES
+
+
+def summarize(graph: OpGraph) -> GraphSummary:
+    """Node, edge, op-type and module counts of `graph`."""
+    ops = [n for n in graph if not n.is_placeholder]
+    kinds = Counter(n.kind for n in graph if n.is_placeholder)
+    types = Counter(n.op_type for n in ops)
+    modules = graph.modules()
+    depth = max((m.count(".") + 1 for m in modules), default=0)
+    inferred = sum(1 for e in graph.edges() if is_inferred(graph, e))
+    control = sum(len((n.attrs or {}).get("control_inputs") or ()) for n in ops)
+    inferred_modules = sum(1 for n in ops if (n.attrs or {}).get("module_inferred"))
+    return GraphSummary(len(graph), len(ops), graph.edge_count(), dict(sorted(kinds.items())),
+                        types.most_common(), len(modules), depth, inferred, inferred_modules, control)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe copy: non-finite floats as strings, tuples as lists, other objects as their text."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def _node_json(n: OpNode) -> dict[str, Any]:
+    return {"id": n.id, "op_type": n.op_type, "module": n.module, "index": n.index, "kind": n.kind,
+            "phase": n.phase, "module_class": n.module_class,
+            "inputs": [m.to_json() if m is not None else None for m in n.inputs],
+            "outputs": [m.to_json() if m is not None else None for m in n.outputs],
+            "source": n.source.to_json() if n.source is not None else None,
+            "attrs": _plain(dict(n.attrs)) if n.attrs else {}}
+
+
+def node_link(graph: OpGraph, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The graph in networkx's node-link layout (`links` with `key` = input slot), every record included."""
+    links = [{"source": e.src, "target": e.dst, "key": e.in_slot, "out_slot": e.out_slot, "in_slot": e.in_slot,
+              "inferred": is_inferred(graph, e)} for e in graph.edges()]
+    return {"directed": True, "multigraph": True,
+            "graph": {"schema": NODE_LINK_SCHEMA, "name": graph.name, **_plain(meta or {})},
+            "nodes": [_node_json(n) for n in graph], "links": links}
