@@ -38,7 +38,7 @@ def block_and_input() -> tuple[Any, Any]:
 
 def live_modules(model: Any, x: Any) -> set[str]:
     """Module paths of the operators live capture records for `model(x)`."""
-    from ascend_tui.investigation import investigate
+    from ascend_tui.live.runner import investigate
 
     inv = investigate(model, (x,), checks=(), device="cpu", reference=None)
     return {n.module for n in inv.graph if not n.is_placeholder}
