@@ -101,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     san.add_argument("cmd", nargs=argparse.REMAINDER, help="-- command to run under the sanitizer")
 
     sub.add_parser("devices", help="which device backends work on this machine")
+    _add_compare_parser(sub)
     return parser
 
 
@@ -248,7 +249,27 @@ def _cmd_devices(_args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+def _add_compare_parser(sub: Any) -> None:
+    from ascend_tui.compare_cli import add_parser
+
+    add_parser(sub)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from ascend_tui.compare_cli import run_compare
+
+    _check_output_paths(args, [args.target, args.golden])
+    progress = ProgressLine(sys.stderr, args.quiet)
+    try:
+        inv, lines = run_compare(args, progress)
+    finally:
+        progress.done()
+    for line in lines:
+        print(line)
+    return EXIT_FINDINGS if inv.summary()["errors"] else EXIT_CLEAN
+
+
 _COMMANDS = {
     "check": _cmd_check, "open": _cmd_open, "demo": _cmd_demo, "serve": _cmd_serve,
-    "sanitize": _cmd_sanitize, "devices": _cmd_devices,
+    "sanitize": _cmd_sanitize, "devices": _cmd_devices, "compare": _cmd_compare,
 }

@@ -41,6 +41,8 @@ class Thresholds:
     max_abs_warning: float = 1e-2
     max_abs_error: float = 1e-1
     amplification: float = 2.0
+    norm_rel_warning: float = 0.1
+    norm_rel_error: float = 0.5
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> Thresholds:
@@ -253,7 +255,7 @@ def stats_metrics(target: tuple[float | None, ...], golden: tuple[float | None, 
             continue
         d = n - b
         diffs.append(d)
-        rels.append("inf" if b == 0 else f"{abs(d / b * 100)!r}%")
+        rels.append("0.0%" if d == 0 else "inf" if b == 0 else f"{abs(d / b * 100)!r}%")
     return StatsMetrics(*diffs, *rels)  # type: ignore[arg-type]
 
 
@@ -273,8 +275,24 @@ def error_measure(m: TensorMetrics | None) -> float:
     return min(1.0, rel) if not math.isnan(rel) else math.nan
 
 
+STATS_ONLY = "compared by statistics only"
+
+
+def from_norm_rel(rel: float) -> TensorMetrics:
+    """Metrics of a pair known only by the relative error of its L2 norms (statistics-mode dumps)."""
+    return TensorMetrics(UNSUPPORTED, UNSUPPORTED, UNSUPPORTED, rel, UNSUPPORTED, UNSUPPORTED, UNSUPPORTED,
+                         message=STATS_ONLY)
+
+
 def classify(m: TensorMetrics, scale: float, t: Thresholds) -> tuple[str | None, str]:
     """(severity or None, reason) of one compared tensor; `scale` is the golden tensor's largest magnitude."""
+    if m.message == STATS_ONLY:
+        rel = m.value("max_rel")
+        if rel > t.norm_rel_error:
+            return "error", f"L2 norm differs by {rel:.1%} > {t.norm_rel_error:.0%}"
+        if rel > t.norm_rel_warning:
+            return "warning", f"L2 norm differs by {rel:.1%} > {t.norm_rel_warning:.0%}"
+        return None, ""
     if m.cosine == N_A:
         return "error", "Inf/NaN at different positions than in the golden tensor"
     if m.cosine == NAN and m.message:
