@@ -97,13 +97,38 @@ def attribute(graph: OpGraph, nodes: Sequence[NodeCompare], t: Thresholds) -> di
             evidence = "amplification"
         cause = nid
         if not introduced:
-            worst = max(range(len(in_errors)), key=lambda i: -1.0 if math.isnan(in_errors[i]) else in_errors[i],
-                        default=None)
-            src = producers[worst] if worst is not None else None
-            cause = verdicts[src].cause if src in verdicts else (src or nid)
+            cause = _origin(graph, nid, by_node, verdicts, t, set())
         verdicts[nid] = Verdict(nid, sev, reason, "introduced" if introduced else "inherited", evidence,
                                 out_e, in_e, replay_e, cause)
     return verdicts
+
+
+def _origin(graph: OpGraph, nid: str, by_node: Mapping[str, NodeCompare], verdicts: Mapping[str, Verdict],
+            t: Thresholds, seen: set[str]) -> str:
+    """Where the error an inheriting node carries was made: up its worst input while outputs only carry it."""
+    node = nid
+    while node not in seen and len(seen) < 4096:
+        seen.add(node)
+        nc = by_node.get(node)
+        if nc is None:
+            return node
+        errors, producers = _input_errors(graph, nc, by_node)
+        worst = max(range(len(errors)), key=lambda i: -1.0 if math.isnan(errors[i]) else errors[i], default=None)
+        src = producers[worst] if worst is not None else None
+        if src is None or math.isnan(errors[worst]) or errors[worst] <= 0.0:  # type: ignore[index]
+            return node
+        if src in verdicts:
+            v = verdicts[src]
+            return v.cause
+        p = by_node.get(src)
+        if p is None:
+            return src
+        out_e = _max([error_measure(m) for m in p.outputs])
+        p_in = _max(_input_errors(graph, p, by_node)[0])
+        if math.isnan(p_in) or p_in <= 0.0 or out_e >= t.amplification * p_in:
+            return src
+        node = src
+    return node
 
 
 def _input_errors(graph: OpGraph, nc: NodeCompare, by_node: Mapping[str, NodeCompare]

@@ -57,6 +57,7 @@ class Item:
     is_scalar: bool = False
     type_name: str = ""
     requires_grad: Any = None
+    raw_stats: tuple[Any, ...] = ()
 
     @property
     def dtype(self) -> str:
@@ -102,7 +103,8 @@ def _walk(value: Any, name: str, entry: str, section: str, path: Path, out: list
     if "dtype" in value and "shape" in value:
         leaves: list[Leaf] = []
         parse_leaves(value, name, path, leaves, {})
-        out.append(Item(name, entry, section, leaves[0], requires_grad=value.get("requires_grad")))
+        out.append(Item(name, entry, section, leaves[0], requires_grad=value.get("requires_grad"),
+                        raw_stats=tuple(value.get(k) for k in ("Max", "Min", "Mean", "Norm"))))
     elif "type" in value or "class_type" in value:
         out.append(Item(name, entry, section, value=value.get("value"), is_scalar=True,
                         type_name=str(value.get("type", value.get("class_type", ""))).removeprefix("<class '")))
@@ -235,7 +237,7 @@ def _stats(item: Item | None) -> list[str]:
         return [N_A] * 4
     if item.leaf is None:
         return [str(item.value)] * 4
-    return ["None" if v is None else _num(v) for v in (item.leaf.stats or (None,) * 4)]
+    return ["None" if v is None else str(v) if isinstance(v, int) else _num(v) for v in item.raw_stats or (None,) * 4]
 
 
 def _rg(v: Any) -> str:

@@ -21,7 +21,7 @@ from ascend_tui.checks.precision import (
 )
 from ascend_tui.checks.precision_attribution import NodeCompare, ParamDiff, Verdict, attribute, findings
 from ascend_tui.errors import InputError
-from ascend_tui.evidence import StatsTable
+from ascend_tui.evidence import Finding, StatsTable
 from ascend_tui.formats import msprobe, msprobe_compare, msprobe_tensors
 from ascend_tui.formats.msprobe_compare import Item, Row
 from ascend_tui.formats.msprobe_graph import PARAM_GRAD, Builder, stats_rows
@@ -46,10 +46,10 @@ class RankCompare:
     verdicts: dict[str, Verdict]
     stacks: dict[str, str] = field(default_factory=dict)
 
-    def first_introduced(self) -> Verdict | None:
-        """The earliest node (execution order) that introduces an error or warning."""
-        pool = [v for v in self.verdicts.values() if v.attribution == "introduced"]
-        return min(pool, key=lambda v: self.inv.graph.node(v.node).index, default=None)
+    def first_introduced(self) -> Finding | None:
+        """The earliest finding (execution order) that introduces an error or warning: where this rank diverges."""
+        return next((f for f in self.inv.findings if f.check == "precision" and f.attribution == "introduced"
+                     and f.severity != "info"), None)
 
 
 @dataclass(slots=True)
@@ -324,13 +324,15 @@ def summarize(ranks: Sequence[RankCompare]) -> dict[str, Any]:
     """The first rank and op to diverge, and ranks whose error on an op is far from their peers'."""
     firsts = []
     for r in ranks:
-        v = r.first_introduced()
-        if v is not None:
-            firsts.append((r.inv.graph.node(v.node).index, r.rank, v))
-    summary: dict[str, Any] = {"ranks": len(ranks), "ranks_with_errors": sum(1 for r in ranks if r.verdicts)}
+        f = r.first_introduced()
+        if f is not None:
+            firsts.append((f.index, r.rank, f))
+    summary: dict[str, Any] = {"ranks": len(ranks),
+                               "ranks_with_errors": sum(1 for r in ranks if r.first_introduced() is not None)}
     if firsts:
-        index, rank, v = min(firsts, key=lambda x: (x[0], x[1]))
-        summary.update(first_rank=rank, first_node=v.node, first_index=index, first_severity=v.severity)
+        index, rank, f = min(firsts, key=lambda x: (x[0], x[1]))
+        summary.update(first_rank=rank, first_node=f.node, first_index=index, first_severity=f.severity,
+                       first_kind=f.kind)
     if len(ranks) > 2:
         summary["outliers"] = _outliers(ranks)
     return summary
