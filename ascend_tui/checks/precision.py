@@ -100,7 +100,7 @@ class Accumulator:
     """
 
     __slots__ = ("numel", "rel_dtype", "eps", "dot", "nn", "bb", "dd", "max_abs", "max_rel", "c1", "c5",
-                 "seen", "mismatch", "scalar")
+                 "seen", "mismatch", "scalar", "_buf")
 
     def __init__(self, n_dtype: Any, b_dtype: Any, numel: int) -> None:
         self.numel = int(numel)
@@ -111,6 +111,14 @@ class Accumulator:
         self.c1 = self.c5 = self.seen = 0
         self.mismatch = False
         self.scalar: tuple[Any, Any] | None = None
+        self._buf: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _buffers(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Work arrays reused chunk after chunk: fresh multi-megabyte arrays cost more in page faults than the math."""
+        if self._buf is None or self._buf[0].size < k:
+            self._buf = (np.empty(k, np.float64), np.empty(k, np.float64), np.empty(k, self.rel_dtype),
+                         np.empty(k, bool))
+        return self._buf[0][:k], self._buf[1][:k], self._buf[2][:k], self._buf[3][:k]
 
     def feed(self, n: np.ndarray, b: np.ndarray) -> None:
         """Add one chunk (1-D arrays of the same length)."""
@@ -120,9 +128,10 @@ class Accumulator:
             self.scalar = (n.reshape(-1)[0], b.reshape(-1)[0])
             self.seen += 1
             return
-        n64 = n.astype(np.float64)
-        b64 = b.astype(np.float64)
-        nn, bb = float(n64 @ n64), float(b64 @ b64)
+        n64, b64, re, mask = self._buffers(n.size)
+        np.copyto(n64, n, casting="unsafe")
+        np.copyto(b64, b, casting="unsafe")
+        nn, bb = _dot(n64, n64), _dot(b64, b64)
         if not (math.isfinite(nn) and math.isfinite(bb)):
             n_nan, b_nan = np.isnan(n64), np.isnan(b64)
             n_inf, b_inf = np.isinf(n64), np.isinf(b64)
@@ -135,26 +144,28 @@ class Accumulator:
             b[bad] = 0
             n64[bad] = 0.0
             b64[bad] = 0.0
-            nn, bb = float(n64 @ n64), float(b64 @ b64)
+            nn, bb = _dot(n64, n64), _dot(b64, b64)
         self.nn += nn
         self.bb += bb
-        self.dot += float(n64 @ b64)
+        self.dot += _dot(n64, b64)
         d = np.subtract(n64, b64, out=n64)
-        self.dd += float(d @ d)
-        self.max_abs = max(self.max_abs, float(np.abs(d, out=d).max()))
+        self.dd += _dot(d, d)
+        self.max_abs = max(self.max_abs, float(d.max()), -float(d.min()))
         nr = n.astype(self.rel_dtype, copy=False)
         br = b.astype(self.rel_dtype, copy=False)
-        zero = br == 0
+        zero = np.equal(br, 0, out=mask)
         if zero.any():
             nr = nr.copy()
             br = br.copy()
             nr[zero] += self.eps
             br[zero] += self.eps
         with np.errstate(divide="ignore", invalid="ignore"):
-            re = np.abs(np.divide(nr - br, br))
+            np.subtract(nr, br, out=re)
+            np.divide(re, br, out=re)
+            np.abs(re, out=re)
         self.max_rel = max(self.max_rel, float(re.max()))
-        self.c1 += int(np.count_nonzero(re < 0.001))
-        self.c5 += int(np.count_nonzero(re < 0.005))
+        self.c1 += int(np.count_nonzero(np.less(re, 0.001, out=mask)))
+        self.c5 += int(np.count_nonzero(np.less(re, 0.005, out=mask)))
         self.seen += n.size
 
     def result(self) -> TensorMetrics:
@@ -208,6 +219,11 @@ class Accumulator:
         max_rel: float | str = NAN if np.isnan(re) else _fmt12(re)
         return TensorMetrics(UNSUPPORTED, UNSUPPORTED, max_abs, max_rel, UNSUPPORTED, UNSUPPORTED,
                              float(diff) if not np.isnan(diff) else NAN, 1, ERR_SCALAR)
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """a . b without BLAS: BLAS threads spin against each other on a loaded machine, einsum does not."""
+    return float(np.einsum("i,i->", a, b))
 
 
 def tensor_metrics(target: np.ndarray, golden: np.ndarray, chunk: int = 1 << 16) -> TensorMetrics:

@@ -20,6 +20,7 @@ from ascend_tui.progress import Progress
 
 CHUNK = 1 << 18
 BATCH_BYTES = 32 << 20
+PARALLEL_BYTES = 256 << 20
 SCHEDULER_ENV = "ASCEND_TUI_SCHEDULER"
 NO_TORCH = "reading msprobe tensor files needs PyTorch (pip install torch); the statistics in dump.json " \
            "are compared instead"
@@ -157,7 +158,8 @@ def run_pairs(pairs: Sequence[Pair], *, workers: int | None = None, scheduler: s
         for r in _on_dask(scheduler, payload, cancel):
             take(r)
         return results
-    n = workers if workers is not None else min(len(groups), os.cpu_count() or 1)
+    big = sum(p.nbytes for p in pairs) >= PARALLEL_BYTES
+    n = workers if workers is not None else min(len(groups), os.cpu_count() or 1) if big else 1
     if n <= 1 or len(groups) == 1:
         for group in payload:
             _check(cancel)
@@ -175,10 +177,15 @@ def _check(cancel: threading.Event | None) -> None:
 
 def _on_processes(n: int, payload: list[list[tuple[str, str]]], cancel: threading.Event | None
                   ) -> Iterator[list[dict[str, Any] | str]]:
-    """Batches on a local process pool, results yielded in submission order."""
+    """Batches on a local process pool, results yielded in submission order.
+
+    torch is imported before forking, so workers start in milliseconds instead of each importing it.
+    """
     import multiprocessing as mp
 
-    ctx = mp.get_context("fork") if "torch" not in _loaded() else mp.get_context("spawn")
+    import torch  # noqa: F401 - imported once here, inherited by the forked workers
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
         futures: list[Future[Any]] = [pool.submit(compare_batch, g) for g in payload]
         try:
@@ -193,12 +200,6 @@ def _on_processes(n: int, payload: list[list[tuple[str, str]]], cancel: threadin
         finally:
             for f in futures:
                 f.cancel()
-
-
-def _loaded() -> set[str]:
-    import sys
-
-    return set(sys.modules)
 
 
 def _on_dask(address: str, payload: list[list[tuple[str, str]]], cancel: threading.Event | None
