@@ -12,6 +12,7 @@ import argparse
 import csv
 import glob
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -72,14 +73,19 @@ debugger.step()
 '''
 
 
-def run(cmd: list[str], **kw: object) -> float:
-    """Seconds `cmd` took; its output is shown only if it fails."""
+def run(cmd: list[str], **kw: object) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of it and its children) `cmd` took; its output is shown only if it fails.
+
+    CPU time is printed too because the machine is shared: wall time depends on the neighbours' load.
+    """
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
     took = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode not in (0, 1):
         sys.exit(f"{' '.join(cmd[:3])} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-    return took
+    return took, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
 def dump_size(path: Path) -> int:
@@ -132,22 +138,24 @@ def main() -> None:
         g_rank = Path(glob.glob(str(work / "golden" / "step0" / "*"))[0])
         size = dump_size(t_rank) + dump_size(g_rank)
         print(f"dumps: {size / 2**30:.2f} GiB in all ({dump_size(t_rank) / 2**30:.2f} GiB target)")
+        load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
         out = work / "msprobe_out"
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir()
-        t_ms = run([msprobe, "compare", "-tp", str(t_rank / "dump.json"), "-gp", str(g_rank / "dump.json"),
+        t_ms, cpu_ms = run([msprobe, "compare", "-tp", str(t_rank / "dump.json"), "-gp", str(g_rank / "dump.json"),
                     "-o", str(out)], cwd=work)
         ours_csv = work / "ours.csv"
-        t_ours = run([sys.executable, "-m", "ascend_tui", "compare", str(t_rank), str(g_rank), "--csv",
+        t_ours, cpu_ours = run([sys.executable, "-m", "ascend_tui", "compare", str(t_rank), str(g_rank), "--csv",
                       str(ours_csv), "-q"], cwd=work, env=env)
         theirs_csv = sorted(out.glob("compare_result*.csv"))
         if not theirs_csv:
             sys.exit(f"msprobe wrote no CSV in {out}: {sorted(p.name for p in out.iterdir())}")
         n, worst = agree(rows(theirs_csv[-1]), rows(ours_csv))
-        print(f"msprobe compare: {t_ms:8.2f} s  ({size / 2**30 / t_ms:.2f} GiB/s)")
-        print(f"ascend-tui compare: {t_ours:5.2f} s  ({size / 2**30 / t_ours:.2f} GiB/s)")
-        print(f"ratio: ascend-tui is x{t_ms / t_ours:.1f} faster; {n} metric cells agree, largest difference "
-              f"{worst:.2e}")
+        print(f"load average before: {load0}")
+        print(f"msprobe compare:    {t_ms:7.2f} s wall, {cpu_ms:7.2f} s CPU  ({size / 2**30 / t_ms:.2f} GiB/s)")
+        print(f"ascend-tui compare: {t_ours:7.2f} s wall, {cpu_ours:7.2f} s CPU  ({size / 2**30 / t_ours:.2f} GiB/s)")
+        print(f"ratio: ascend-tui is x{t_ms / t_ours:.1f} faster by wall time, x{cpu_ms / cpu_ours:.1f} by CPU time; "
+              f"{n} metric cells agree, largest difference {worst:.2e}")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

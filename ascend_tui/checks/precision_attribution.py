@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ascend_tui.checks.precision import Thresholds, TensorMetrics, classify, error_measure
 from ascend_tui.evidence import ChainLink, Finding, RootCause
@@ -74,8 +74,16 @@ def _max(values: Sequence[float]) -> float:
     return max(finite) if finite else math.nan
 
 
-def attribute(graph: OpGraph, nodes: Sequence[NodeCompare], t: Thresholds) -> dict[str, Verdict]:
-    """A verdict per node over threshold, walking nodes in execution order so causes come first."""
+Replayer = Callable[[str], "TensorMetrics | None"]
+
+
+def attribute(graph: OpGraph, nodes: Sequence[NodeCompare], t: Thresholds,
+              replayer: Replayer | None = None) -> dict[str, Verdict]:
+    """A verdict per node over threshold, walking nodes in execution order so causes come first.
+
+    `replayer(node)` re-runs one op in isolation; it is asked only where the amplification rule
+    says "introduced" (the case a steep activation fools), so a deep inherited chain costs no replays.
+    """
     by_node = {n.node: n for n in nodes}
     verdicts: dict[str, Verdict] = {}
     order = sorted(by_node, key=lambda nid: graph.node(nid).index if nid in graph else 1 << 40)
@@ -87,14 +95,15 @@ def attribute(graph: OpGraph, nodes: Sequence[NodeCompare], t: Thresholds) -> di
         out_e = _max([error_measure(m) for m in nc.outputs])
         in_errors, producers = _input_errors(graph, nc, by_node)
         in_e = _max(in_errors)
-        replay_e = error_measure(nc.replay) if nc.replay is not None else math.nan
-        if not math.isnan(replay_e):
-            introduced = replay_e * t.amplification >= out_e or classify(nc.replay, _max(nc.scales), t)[0] \
-                is not None  # type: ignore[arg-type]
+        introduced = math.isnan(in_e) or in_e <= 0.0 or out_e >= t.amplification * in_e
+        evidence = "amplification"
+        replay = nc.replay
+        if replay is None and introduced and replayer is not None:
+            replay = replayer(nid)
+        replay_e = error_measure(replay) if replay is not None else math.nan
+        if replay is not None and not math.isnan(replay_e):
+            introduced = replay_e * t.amplification >= out_e or classify(replay, _max(nc.scales), t)[0] is not None
             evidence = "replay"
-        else:
-            introduced = math.isnan(in_e) or in_e <= 0.0 or out_e >= t.amplification * in_e
-            evidence = "amplification"
         cause = nid
         if not introduced:
             cause = _origin(graph, nid, by_node, verdicts, t, set())

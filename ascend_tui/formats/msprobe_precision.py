@@ -256,11 +256,12 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
             params.append(_param_diff(graph, row))
         elif row.node is None and row.target.leaf is not None and (k := out_key.get(row.target.leaf.key())):
             row.node, row.slot = k
+    replay_op = None
     if replay and mode == "tensor" and msprobe_tensors.torch_available():
-        from ascend_tui.formats.msprobe_replay import replay_nodes
+        from ascend_tui.formats.msprobe_replay import replayer
 
-        nodes = replay_nodes(nodes, td, gd, data, golden, builder.ids, t)
-    verdicts = attribute(graph, nodes, t)
+        replay_op = replayer(gd, data, golden, builder.ids)
+    verdicts = attribute(graph, nodes, t, replay_op)
     for row in rows:
         v = verdicts.get(row.node or "")
         if v is not None and row.result in ("error", "warning") and row.target.section == "output":

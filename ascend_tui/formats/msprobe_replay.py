@@ -8,14 +8,12 @@ rebuilt from dump.json and the golden tensor files are replayed (on the CPU, wit
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ascend_tui.checks.precision import TensorMetrics, Thresholds, classify, tensor_metrics
-from ascend_tui.checks.precision_attribution import NodeCompare
+from ascend_tui.checks.precision import TensorMetrics, tensor_metrics
 from ascend_tui.errors import InputError
 from ascend_tui.formats.msprobe_graph import API_NAME
 from ascend_tui.formats.msprobe_tensors import load_tensor
@@ -131,23 +129,20 @@ def _cos(m: TensorMetrics) -> float:
     return 1.0 if math.isnan(c) else c
 
 
-def replay_nodes(nodes: Sequence[NodeCompare], target_dir: Path, golden_dir: Path, target: Mapping[str, Any],
-                 golden: Mapping[str, Any], ids: Mapping[str, str], t: Thresholds) -> list[NodeCompare]:
-    """`nodes` with `replay` filled for those over threshold whose call can be replayed."""
+def replayer(golden_dir: Path, target: Mapping[str, Any], golden: Mapping[str, Any],
+             ids: Mapping[str, str]) -> Callable[[str], TensorMetrics | None]:
+    """A function node id -> metrics of that op replayed on the golden inputs (None: not replayable)."""
     entry_of = {nid: name for name, nid in ids.items()}
-    out: list[NodeCompare] = []
-    budget = _MAX_REPLAYS
-    for nc in nodes:
-        over = any(m is not None and classify(m, nc.scales[i] if i < len(nc.scales) else math.nan, t)[0]
-                   for i, m in enumerate(nc.outputs))
-        entry = entry_of.get(nc.node, "")
-        if over and budget > 0 and entry in golden:
-            budget -= 1
-            metrics = replay_one(entry, golden, golden_dir, _out_dtype(target.get(entry)))
-            if metrics is not None:
-                nc = replace(nc, replay=metrics)
-        out.append(nc)
-    return out
+    budget = [_MAX_REPLAYS]
+
+    def run(node: str) -> TensorMetrics | None:
+        entry = entry_of.get(node, "")
+        if budget[0] <= 0 or entry not in golden:
+            return None
+        budget[0] -= 1
+        return replay_one(entry, golden, golden_dir, _out_dtype(target.get(entry)))
+
+    return run
 
 
 def _out_dtype(record: Any) -> str:

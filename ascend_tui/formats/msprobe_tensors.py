@@ -18,7 +18,7 @@ from ascend_tui.checks.precision import SHAPE_UNMATCH, Accumulator, TensorMetric
 from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.progress import Progress
 
-CHUNK = 1 << 18
+CHUNK = 1 << 16
 BATCH_BYTES = 32 << 20
 PARALLEL_BYTES = 256 << 20
 SCHEDULER_ENV = "ASCEND_TUI_SCHEDULER"
