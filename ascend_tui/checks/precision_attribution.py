@@ -151,13 +151,29 @@ def _input_errors(graph: OpGraph, nc: NodeCompare, by_node: Mapping[str, NodeCom
     n_in = max(len(nc.inputs or ()), max(edges, default=-1) + 1)
     for slot in range(n_in):
         edge = edges.get(slot)
-        producers.append(edge.src if edge is not None else None)
         m = nc.inputs[slot] if nc.inputs is not None and slot < len(nc.inputs) else None
-        if m is None and edge is not None and (p := by_node.get(edge.src)) is not None \
-                and edge.out_slot < len(p.outputs):
-            m = p.outputs[edge.out_slot]
+        src = edge.src if edge is not None else None
+        if m is None and edge is not None:
+            src, m = _measured(graph, edge.src, edge.out_slot, by_node)
+        producers.append(src)
         errors.append(error_measure(m))
     return errors, producers
+
+
+def _measured(graph: OpGraph, node: str, slot: int, by_node: Mapping[str, NodeCompare], depth: int = 8
+              ) -> tuple[str, TensorMetrics | None]:
+    """The nearest producer with metrics, walking up first inputs through ops the reference run did not have
+    (a cast that is a no-op in float32, a view): (that node, its metrics) or (`node`, None)."""
+    start = node
+    for _ in range(depth):
+        p = by_node.get(node)
+        if p is not None and slot < len(p.outputs) and p.outputs[slot] is not None:
+            return node, p.outputs[slot]
+        up = next((e for e in graph.producers(node) if e.in_slot == 0), None) if node in graph else None
+        if up is None or graph.node(node).is_placeholder:
+            break
+        node, slot = up.src, up.out_slot
+    return start, None
 
 
 def findings(graph: OpGraph, verdicts: Mapping[str, Verdict], params: Sequence[ParamDiff] = ()) -> list[Finding]:
