@@ -159,13 +159,10 @@ class Accumulator:
             np.divide(re, br, out=re)
             np.abs(re, out=re)
             top = float(re.max())
-            if not math.isfinite(top):  # golden zeros: msprobe adds eps to both sides there
-                zero = np.equal(br, 0, out=mask)
-                nr = np.add(nr, self.eps, out=np.array(nr, dtype=self.rel_dtype), where=zero)
-                br = np.add(br, self.eps, out=np.array(br, dtype=self.rel_dtype), where=zero)
-                np.subtract(nr, br, out=re)
-                np.divide(re, br, out=re)
-                np.abs(re, out=re)
+            if not math.isfinite(top):  # golden zeros: msprobe adds eps to both sides there, in this dtype
+                at = np.flatnonzero(np.equal(br, 0, out=mask))
+                eps = self.rel_dtype.type(self.eps)
+                re[at] = np.abs(((nr[at] + eps) - (br[at] + eps)) / (br[at] + eps))
                 top = float(re.max())
         self.max_rel = max(self.max_rel, top)
         self.c1 += int(np.count_nonzero(np.less(re, 0.001, out=mask)))

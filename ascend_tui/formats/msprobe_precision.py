@@ -117,9 +117,8 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
         rows = msprobe_compare.match(titems, gitems, fuzzy=fuzzy)
         prepared.append((td, gd, th, tdata, mode, rows, gdata))
     notes: list[str] = []
-    if any(p[4] == "tensor" for p in prepared) and not msprobe_tensors.torch_available():
-        notes.append(msprobe_tensors.NO_TORCH)
-        prepared = [(*p[:4], "statistics", *p[5:]) for p in prepared]
+    if replay and any(p[4] == "tensor" for p in prepared) and not msprobe_tensors.torch_available():
+        notes.append("isolated replay needs PyTorch (pip install torch): attribution uses the amplification rule")
     _tensor_metrics(prepared, workers, scheduler, progress, cancel)
     ranks = []
     for td, gd, th, tdata, mode, rows, gdata in prepared:

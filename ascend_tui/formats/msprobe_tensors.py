@@ -1,7 +1,7 @@
 """Reading msprobe tensor files and computing pair metrics, spread over processes or a dask cluster.
 
-Each `.pt` file is memory-mapped (`torch.load(..., weights_only=True, mmap=True)`) and read
-once, in chunks, by `checks.precision.Accumulator`; work goes out as batches of pairs to a
+Each `.pt` file is memory-mapped (`torch_pt`, without torch; `torch.load(..., weights_only=True,
+mmap=True)` for files that needs) and read once, in chunks, by `checks.precision.Accumulator`; work goes out as batches of pairs to a
 local process pool or, with a scheduler address, to `dask.distributed` workers that see the
 same paths. Results come back in submission order whatever the finishing order.
 """
@@ -16,14 +16,14 @@ from typing import Any, Iterator, Sequence
 
 from ascend_tui.checks.precision import SHAPE_UNMATCH, Accumulator, TensorMetrics
 from ascend_tui.errors import Cancelled, InputError
+from ascend_tui.formats import torch_pt
 from ascend_tui.progress import Progress
 
 CHUNK = 1 << 16
 BATCH_BYTES = 32 << 20
 PARALLEL_BYTES = 256 << 20
 SCHEDULER_ENV = "ASCEND_TUI_SCHEDULER"
-NO_TORCH = "reading msprobe tensor files needs PyTorch (pip install torch); the statistics in dump.json " \
-           "are compared instead"
+NO_TORCH = "this tensor file needs PyTorch to read (pip install torch)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +77,40 @@ def _np_dtype(t: Any) -> Any:
     return torch.empty(0, dtype=t.dtype).numpy().dtype
 
 
+def _open(path: str) -> Any:
+    """A tensor file as something with `numel`, `shape`, `compare_dtype` and `chunks(size)`.
+
+    The torch-free memory-mapped reader first (`torch_pt`); `torch.load(weights_only=True, mmap=True)`
+    for the files it does not handle.
+    """
+    try:
+        return torch_pt.open_tensor(path)
+    except torch_pt.Unsupported:
+        if not torch_available():
+            raise InputError(path, NO_TORCH) from None
+        return _TorchFlat(load_tensor(path))
+
+
+class _TorchFlat:
+    """A tensor loaded by torch, seen through the same interface as `torch_pt.FlatTensor`."""
+
+    def __init__(self, t: Any) -> None:
+        self.t = t
+        self.shape = tuple(t.shape)
+        self.numel = t.numel()
+        self.compare_dtype = _np_dtype(t)
+
+    def chunks(self, size: int) -> Iterator[Any]:
+        return _numpy_chunks(self.t, size)
+
+
 def compare_pair(target: str, golden: str, chunk: int = CHUNK) -> TensorMetrics:
     """Metrics of two tensor files, each read once in chunks."""
-    n, b = load_tensor(target), load_tensor(golden)
+    n, b = _open(target), _open(golden)
     if tuple(d for d in n.shape if d != 1) != tuple(d for d in b.shape if d != 1):
-        return TensorMetrics.marker(SHAPE_UNMATCH, "Shape of NPU and bench tensor do not match. Skipped.", n.numel())
-    acc = Accumulator(_np_dtype(n), _np_dtype(b), n.numel())
-    for cn, cb in zip(_numpy_chunks(n, chunk), _numpy_chunks(b, chunk)):
+        return TensorMetrics.marker(SHAPE_UNMATCH, "Shape of NPU and bench tensor do not match. Skipped.", n.numel)
+    acc = Accumulator(n.compare_dtype, b.compare_dtype, n.numel)
+    for cn, cb in zip(n.chunks(chunk), b.chunks(chunk)):
         acc.feed(cn, cb)
     return acc.result()
 
@@ -101,10 +128,11 @@ def compare_batch(pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any] | str
 
 
 def _one_thread() -> None:
-    """Keep each worker on one thread: parallelism comes from the processes, not from oversubscription."""
-    import torch
+    """Keep torch (when a file needed it) on one thread: parallelism comes from the processes."""
+    import sys
 
-    if torch.get_num_threads() != 1:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
         torch.set_num_threads(1)
 
 
@@ -135,8 +163,6 @@ def run_pairs(pairs: Sequence[Pair], *, workers: int | None = None, scheduler: s
     """Metrics of every pair, in order: inline for small jobs, else on processes or the dask cluster."""
     if not pairs:
         return []
-    if not torch_available():
-        raise InputError("", NO_TORCH)
     groups = batches(pairs)
     payload = [[(p.target, p.golden) for p in g] for g in groups]
     scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
@@ -177,13 +203,8 @@ def _check(cancel: threading.Event | None) -> None:
 
 def _on_processes(n: int, payload: list[list[tuple[str, str]]], cancel: threading.Event | None
                   ) -> Iterator[list[dict[str, Any] | str]]:
-    """Batches on a local process pool, results yielded in submission order.
-
-    torch is imported before forking, so workers start in milliseconds instead of each importing it.
-    """
+    """Batches on a local process pool (forked: workers start in milliseconds), results in submission order."""
     import multiprocessing as mp
-
-    import torch  # noqa: F401 - imported once here, inherited by the forked workers
 
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
