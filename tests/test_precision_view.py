@@ -68,7 +68,7 @@ async def test_open_target_and_golden_dumps_shows_the_compare_on_the_graph(tmp_p
         assert app.inv is not None and app.inv.run.source == "msprobe compare"
         await pilot.press("f")  # first finding: the op that introduces the error
         await pilot.pause()
-        assert app.inv.focused == CAUSE
+        assert app.main.nav.focused == CAUSE
         text = screen_text(app)
         assert "P" in next(line for line in text.splitlines() if "conv2d" in line and "∇" in line)
         detail = detail_text(app)
