@@ -211,3 +211,25 @@ def test_malformed_dumps_give_one_clear_error_line(tmp_path: Path, capsys: pytes
     with pytest.raises(InputError, match="rank folders"):
         compare(_step_folder(tmp_path, "many", None), root / "dump_fp32")
     assert main(["compare", str(root / "dump_bf16"), str(root / "dump_fp32"), "--threshold", "cosine=x"]) == 2
+
+
+def _leaf(v: float) -> dict:
+    return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": v, "Min": v, "Mean": v,
+            "Norm": v, "requires_grad": False, "data_name": "x.pt"}
+
+
+def test_fuzzy_matching_pairs_calls_in_order_when_call_indices_differ() -> None:
+    from ascend_tui.formats.msprobe_compare import items_of, match
+
+    target = {"Functional.gelu.0.forward": {"input_args": [_leaf(1.0)], "output": [_leaf(2.0)]},
+              "Functional.relu.3.forward": {"input_args": [_leaf(3.0)], "output": [_leaf(4.0)]},
+              "Functional.relu.4.forward": {"input_args": [_leaf(5.0)], "output": [_leaf(6.0)]}}
+    golden = {"Functional.relu.0.forward": {"input_args": [_leaf(3.0)], "output": [_leaf(4.0)]},
+              "Functional.relu.1.forward": {"input_args": [_leaf(5.0)], "output": [_leaf(6.0)]}}
+    t, g = items_of(target, Path("t.json")), items_of(golden, Path("g.json"))
+    exact = match(t, g)
+    assert all(r.golden is None for r in exact)
+    fuzzy = {r.target.name: r.golden.name if r.golden else None for r in match(t, g, fuzzy=True)}
+    assert fuzzy["Functional.relu.3.forward.output.0"] == "Functional.relu.0.forward.output.0"
+    assert fuzzy["Functional.relu.4.forward.input.0"] == "Functional.relu.1.forward.input.0"
+    assert fuzzy["Functional.gelu.0.forward.output.0"] is None
