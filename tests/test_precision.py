@@ -233,3 +233,19 @@ def test_fuzzy_matching_pairs_calls_in_order_when_call_indices_differ() -> None:
     assert fuzzy["Functional.relu.3.forward.output.0"] == "Functional.relu.0.forward.output.0"
     assert fuzzy["Functional.relu.4.forward.input.0"] == "Functional.relu.1.forward.input.0"
     assert fuzzy["Functional.gelu.0.forward.output.0"] is None
+
+
+def test_statistics_and_md5_dumps_compare_from_dump_json_alone(tmp_path: Path) -> None:
+    root = _need_fixtures()
+    out = tmp_path / "stats.csv"
+    assert main(["compare", str(root / "dump_statistics_fp32"), str(root / "dump_statistics_fp32"), "--csv",
+                 str(out), "-q"]) == 0
+    rows = _rows(out)
+    assert list(rows[0]) == header("statistics")
+    conv = next(r for r in rows if r["NPU Name"] == "Functional.conv2d.0.forward.output.0")
+    assert conv["Max diff"] == "0.0" and conv["NormRelativeErr"] == "0.0%" and conv["Result"] == "pass"
+    out = tmp_path / "md5.csv"
+    assert main(["compare", str(root / "dump_md5_fp32"), str(root / "dump_md5_fp32"), "--csv", str(out), "-q"]) == 0
+    rows = _rows(out)
+    assert list(rows[0]) == header("md5") and all(r["Result"] in ("pass", "N/A") for r in rows)
+    assert rows[0]["NPU MD5"] == rows[0]["BENCH MD5"] != "N/A"

@@ -66,11 +66,10 @@ class CompareResult:
 
 
 def _mode(header: Mapping[str, Any], items: Sequence[Item]) -> str:
-    task = str(header.get("task") or "")
-    if task == "tensor":
+    """tensor, md5 (summary_mode md5 or xor: a checksum per tensor) or statistics, as msprobe picks its columns."""
+    if str(header.get("task") or "") == "tensor":
         return "tensor"
-    if any(i.leaf is not None and i.leaf.md5 for i in items[:200]) and not any(
-            i.leaf is not None and i.leaf.stats for i in items[:200]):
+    if any(i.leaf is not None and i.leaf.md5 for i in items[:200]):
         return "md5"
     return "statistics"
 
