@@ -71,3 +71,13 @@ def test_check_command_runs_the_precision_check(tmp_path: Path, monkeypatch: pyt
     first = next(f for f in report["findings"] if f["severity"] == "error")
     assert first["check"] == "precision" and first["node"] == "layer2.0.norm/sub.0"
     assert "layer2.0.norm/sub.0" in capsys.readouterr().out
+
+
+def test_the_reference_runs_in_float64_on_request() -> None:
+    target = load_target(str(SAMPLES / "drifting_resnet.py"))
+    inv = investigate(target.model, target.inputs, checks=(PrecisionCheck(),), dtype="bfloat16", device="cpu",
+                      reference="cpu:float64")
+    assert inv.run.reference == "cpu:float64"
+    first = inv.first_finding("precision")
+    assert first is not None and first.node == "layer2.0.norm/sub.0"
+    assert inv.reference is not None and inv.reference is not inv.stats
