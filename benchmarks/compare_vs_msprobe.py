@@ -3,7 +3,7 @@
 Makes both dumps with real msprobe (`pip install mindstudio-probe==26.2.0`; one side has a
 perturbed conv weight), runs `msprobe compare` and `ascend-tui compare` on them as subprocesses,
 checks that every metric column agrees (to 1e-6), prints both times and the ratio, and deletes
-the dumps. Run: `python benchmarks/compare_vs_msprobe.py [--batch 24] [--keep DIR]`.
+the dumps. Run: `python benchmarks/compare_vs_msprobe.py [--batch 88] [--keep DIR]`.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def agree(theirs: dict[str, dict[str, str]], ours: dict[str, dict[str, str]]) ->
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--batch", type=int, default=24, help="CNN batch size (24 makes about 1 GB per dump)")
+    ap.add_argument("--batch", type=int, default=88, help="CNN batch size (88 makes about 1 GB per dump)")
     ap.add_argument("--keep", metavar="DIR", help="make the dumps in DIR and keep them")
     args = ap.parse_args()
     bindir = Path(sys.executable).parent
