@@ -249,3 +249,17 @@ def test_statistics_and_md5_dumps_compare_from_dump_json_alone(tmp_path: Path) -
     rows = _rows(out)
     assert list(rows[0]) == header("md5") and all(r["Result"] in ("pass", "N/A") for r in rows)
     assert rows[0]["NPU MD5"] == rows[0]["BENCH MD5"] != "N/A"
+
+
+def test_a_perturbed_weight_is_found_from_statistics_alone(tmp_path: Path) -> None:
+    t, g = _pair(tmp_path, precision_dumps.perturbed_weight, True, False)
+    for root in (t, g):
+        dump = root / "step0" / "rank0" / "dump.json"
+        data = json.loads(dump.read_text())
+        data["task"] = "statistics"
+        dump.write_text(json.dumps(data))
+        shutil.rmtree(root / "step0" / "rank0" / "dump_tensor_data")
+    result = compare(t, g)
+    assert result.ranks[0].mode == "statistics"
+    first = result.investigation.first_finding("precision")
+    assert first is not None and first.kind == "parameter-mismatch" and "L2 norm differs" in first.message

@@ -180,12 +180,13 @@ def findings(graph: OpGraph, verdicts: Mapping[str, Verdict], params: Sequence[P
     """Findings of the precision check: introduced nodes at their severity, inherited ones as info."""
     out: list[Finding] = []
     for p in params:
+        max_abs, cos, rel = p.metrics.value("max_abs"), p.metrics.value("cosine"), p.metrics.value("max_rel")
+        how = f"max abs {max_abs:.4g}, cosine {cos:.6f}" if not math.isnan(max_abs) else \
+            f"L2 norm differs by {rel:.2%}" if not math.isnan(rel) else "checksums differ"
         out.append(Finding(
             "precision", "parameter-mismatch", "error", p.node, "param", p.module, p.index,
-            f"parameter {p.name} differs between target and golden (max abs {p.metrics.value('max_abs'):.4g}, "
-            f"cosine {p.metrics.cosine})", attribution="introduced",
-            metrics={"parameter": p.name, "max_abs": p.metrics.value("max_abs"),
-                     "cosine": p.metrics.value("cosine")},
+            f"parameter {p.name} differs between target and golden ({how})", attribution="introduced",
+            metrics={"parameter": p.name, "max_abs": max_abs, "cosine": cos},
             hint="the two runs did not start from the same weights: load the same checkpoint on both sides"))
     for v in verdicts.values():
         node = graph.node(v.node)

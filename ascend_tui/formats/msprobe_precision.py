@@ -248,10 +248,13 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                                  tuple(_scale(r.golden) for r in outs),
                                  tuple(_as_tensor_metrics(r.metrics) for r in ins), None,
                                  tuple(r.target.name for r in outs)))
+    seen_params: set[str] = set()
     for row in rows:
-        if row.target.section == "parameters" and isinstance(row.metrics, TensorMetrics) \
-                and row.metrics.value("max_abs") > 0:
-            params.append(_param_diff(graph, row))
+        if row.target.section == "parameters" and _differs(row):
+            diff = _param_diff(graph, row)
+            if diff.name not in seen_params:  # a module called n times lists its parameters n times
+                seen_params.add(diff.name)
+                params.append(diff)
         elif row.node is None and row.target.leaf is not None and (k := out_key.get(row.target.leaf.key())):
             row.node, row.slot = k
     replay_op = None
@@ -280,6 +283,16 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
     return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, {k: v for k, v in _stack_text(td).items()})
 
 
+def _differs(row: Row) -> bool:
+    """The two sides of a parameter row are not equal (by values, statistics or checksum)."""
+    m, t, g = row.metrics, row.target.leaf, row.golden.leaf if row.golden is not None else None
+    if isinstance(m, TensorMetrics):
+        return m.value("max_abs") > 0
+    if isinstance(m, StatsMetrics):
+        return any(isinstance(d, float) and d != 0 for d in (m.max_diff, m.min_diff, m.mean_diff, m.norm_diff))
+    return t is not None and g is not None and t.md5 is not None and g.md5 is not None and t.md5 != g.md5
+
+
 def _param_diff(graph: Any, row: Row) -> ParamDiff:
     entry = row.target.entry
     m = msprobe_compare.MODULE_NAME.match(entry)
@@ -290,8 +303,9 @@ def _param_diff(graph: Any, row: Row) -> ParamDiff:
     index = min((graph.node(c).index for c in consumers if c in graph), default=-1)
     if nid not in graph:
         nid = consumers[0] if consumers else ""
-    assert isinstance(row.metrics, TensorMetrics)
-    return ParamDiff(nid, module, f"{module}.{pname}" if module else pname, row.metrics, index)
+    metrics = row.metrics if isinstance(row.metrics, TensorMetrics) else \
+        _as_tensor_metrics(row.metrics) or from_norm_rel(math.nan)
+    return ParamDiff(nid, module, f"{module}.{pname}" if module else pname, metrics, index)
 
 
 def _cell(x: Any) -> Any:
