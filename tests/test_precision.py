@@ -263,3 +263,10 @@ def test_a_perturbed_weight_is_found_from_statistics_alone(tmp_path: Path) -> No
     assert result.ranks[0].mode == "statistics"
     first = result.investigation.first_finding("precision")
     assert first is not None and first.kind == "parameter-mismatch" and "L2 norm differs" in first.message
+
+
+def test_dumps_of_different_models_are_shape_mismatches_not_a_clean_pass() -> None:
+    root = _need_fixtures()
+    inv = compare(root / "dump_bf16", root / "dump_ovf").investigation
+    first = inv.first_finding("precision")
+    assert first is not None and first.kind == "shape-mismatch" and first.node == "fc/linear.0"

@@ -279,8 +279,23 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                          "precision": {"columns": list(VIEW_COLUMNS), "rows": _view_rows(rows)}})
     graph.name = f"msprobe compare {td.parent.name}/{td.name}"
     inv = Investigation(graph, stats=built.stats, reference=reference, run=run,
-                        findings=findings(graph, verdicts, params))
+                        findings=[*findings(graph, verdicts, params), *_shape_findings(graph, rows)])
     return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, {k: v for k, v in _stack_text(td).items()})
+
+
+def _shape_findings(graph: Any, rows: Sequence[Row]) -> list[Finding]:
+    """One error per node whose output has another shape on the golden side: the two runs are not the same model."""
+    out: dict[str, Finding] = {}
+    for r in rows:
+        if r.node is None or r.node in out or r.target.section != "output" or r.golden is None \
+                or not any("shape" in m for m in r.messages) or r.node not in graph:
+            continue
+        n = graph.node(r.node)
+        out[r.node] = Finding("precision", "shape-mismatch", "error", n.id, n.op_type, n.module, n.index,
+                              f"output {r.target.name} is {r.target.shape} here but {r.golden.shape} in the golden "
+                              "dump: the two runs do not compute the same thing", attribution="introduced",
+                              hint="compare dumps of the same model and inputs (or map names with --fuzzy)")
+    return list(out.values())
 
 
 def _differs(row: Row) -> bool:
