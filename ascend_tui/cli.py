@@ -1,4 +1,4 @@
-"""Command line: `ascend-tui check|triage|open|graph|demo|serve|sanitize|devices`; exit 0 clean, 1 errors, 2 bad input."""
+"""Command line: `ascend-tui check|triage|compare|open|graph|demo|serve|sanitize|devices`; exit 0 clean, 1 errors, 2 bad input."""
 
 from __future__ import annotations
 
@@ -125,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("-q", "--quiet", action="store_true", help="no progress line")
 
     sub.add_parser("devices", help="which device backends work on this machine")
+    _add_compare_parser(sub)
     return parser
 
 
@@ -326,7 +327,27 @@ def _cmd_devices(_args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+def _add_compare_parser(sub: Any) -> None:
+    from ascend_tui.compare_cli import add_parser
+
+    add_parser(sub)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from ascend_tui.compare_cli import run_compare
+
+    _check_output_paths(args, [args.target, args.golden])
+    progress = ProgressLine(sys.stderr, args.quiet)
+    try:
+        inv, lines = run_compare(args, progress)
+    finally:
+        progress.done()
+    for line in lines:
+        print(line)
+    return EXIT_FINDINGS if inv.summary()["errors"] else EXIT_CLEAN
+
+
 _COMMANDS = {
-    "check": _cmd_check, "triage": _cmd_triage, "open": _cmd_open, "graph": _cmd_graph, "demo": _cmd_demo,
-    "serve": _cmd_serve, "sanitize": _cmd_sanitize, "devices": _cmd_devices,
+    "check": _cmd_check, "triage": _cmd_triage, "compare": _cmd_compare, "open": _cmd_open, "graph": _cmd_graph,
+    "demo": _cmd_demo, "serve": _cmd_serve, "sanitize": _cmd_sanitize, "devices": _cmd_devices,
 }

@@ -41,12 +41,14 @@ def test_triage_of_the_demo_names_each_cause_once_in_order(tmp_path: Path, capsy
                      "--json", str(out)])
     assert code == 1
     story = json.loads(out.read_text())["story"]
-    assert [(c["check"], c["kind"]) for c in story] == [("memory", "out_of_bounds"), ("overflow", "inf"),
+    assert [(c["check"], c["kind"]) for c in story] == [("overflow", "inf"), ("memory", "out_of_bounds"),
                                                        ("memory", "leak")]
+    assert story[0]["checks"] == ["overflow", "precision"], "the precision lost after the Inf is the overflow's"
+    assert "overflow-explains-precision" in story[0]["rules"]
     ids = {f["id"] for f in json.loads(out.read_text())["findings"]}
     assert all(set(c["explains"]) <= ids for c in story)
     printed = capsys.readouterr().out
-    assert printed.startswith("story: 3 causes") and "1. ERROR memory: out of bounds at `embed`" in printed
+    assert printed.startswith("story: 3 causes") and "2. ERROR memory: out of bounds at `embed`" in printed
 
 
 def test_baseline_passes_an_unchanged_run_and_fails_on_one_new_error(tmp_path: Path) -> None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.memory import MemoryScreen
 from ascend_tui.app.screens.overflow import OverflowScreen
+from ascend_tui.app.screens.precision import PrecisionScreen
 from ascend_tui.app.screens.story import StoryScreen
 
-VIEWS: list[type[CheckView]] = [StoryScreen, OverflowScreen, MemoryScreen]
+VIEWS: list[type[CheckView]] = [StoryScreen, PrecisionScreen, OverflowScreen, MemoryScreen]
 
 
 def view_by_id(view_id: str) -> type[CheckView] | None:

@@ -86,6 +86,8 @@ def load_paths(paths: Sequence[str], live: RunOptions, progress: Progress,
         loaded = Loaded(run_checks(target, live, names, progress, cancel, on_partial), target)
         if missing:
             loaded.notes.append(f"not part of this version yet: the {', '.join(missing)} check")
+    elif rest and is_msprobe_pair(first, rest[0]):
+        loaded = Loaded(compare_dumps(first, rest.pop(0), progress, cancel))
     else:
         from ascend_tui.formats import open_path
 
@@ -97,6 +99,21 @@ def load_paths(paths: Sequence[str], live: RunOptions, progress: Progress,
         _check(cancel)
         loaded.notes.append(merge_path(loaded.inv, extra, progress, cancel))
     return loaded
+
+
+def is_msprobe_pair(first: str, second: str) -> bool:
+    """Two msprobe dumps: the first is the target, the second the golden run to compare it with."""
+    from ascend_tui.formats import kind_of
+
+    return kind_of(first) == "msprobe dump" and kind_of(second) == "msprobe dump"
+
+
+def compare_dumps(target: str, golden: str, progress: Progress, cancel: threading.Event) -> Investigation:
+    """The precision compare of two msprobe dumps, as an investigation on the target's graph."""
+    from ascend_tui.formats.msprobe_precision import compare
+
+    progress(f"comparing {Path(target).name} with {Path(golden).name}", 0, None)
+    return compare(Path(target), Path(golden), progress=progress, cancel=cancel).investigation
 
 
 def load_model(spec: str, progress: Progress) -> Target:

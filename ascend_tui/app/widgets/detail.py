@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import linecache
 import math
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from rich.style import Style
@@ -169,6 +170,7 @@ def _statistics(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> 
             if inv.reference is not None:
                 r = getattr(ref, field) if ref else None
                 out.append(f"  {magnitude(r):>{_COL}}", _value_style(field, r, style))
+        _precision(out, inv, node_id, slot, style)
         meta = node.outputs[slot] if slot < len(node.outputs) else None
         dtype = meta.dtype if meta is not None else inv.run.dtype
         if target is not None:
@@ -176,6 +178,37 @@ def _statistics(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> 
         _histogram(out, inv, node_id, slot, dtype, style)
     if not shown:
         out.append("\n\nno statistics recorded for this operator", style("detail--muted"))
+
+
+_PRECISION_INDEX: weakref.WeakKeyDictionary[Any, dict[tuple[str, int], dict[str, Any]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _precision(out: Text, inv: Investigation, node_id: str, slot: int, style: StyleOf) -> None:
+    """The precision check's metrics of this output against the reference (from `run.extra["precision"]`)."""
+    index = _PRECISION_INDEX.get(inv)
+    if index is None:
+        raw = (inv.run.extra or {}).get("precision")
+        cols = list(raw.get("columns") or []) if isinstance(raw, dict) else []
+        index = {}
+        for r in raw.get("rows", []) if cols else []:
+            row = dict(zip(cols, r))
+            if isinstance(row.get("node"), str) and isinstance(row.get("slot"), int) and row["slot"] >= 0:
+                index.setdefault((row["node"], row["slot"]), row)
+        _PRECISION_INDEX[inv] = index
+    row = index.get((node_id, slot))
+    if row is None:
+        return
+    parts = []
+    for label, key in (("cosine", "cosine"), ("max abs", "max_abs"), ("max rel", "max_rel"), ("1‰", "one_thousandth")):
+        v = row.get(key)
+        parts.append(f"{label} {v:.6f}" if key == "cosine" and isinstance(v, float) else f"{label} {magnitude(v)}"
+                     if isinstance(v, (int, float)) else f"{label} {v}")
+    result = str(row.get("result") or "")
+    out.append("\n  vs reference  ", style("detail--muted"))
+    out.append(" · ".join(parts), style(f"detail--{result}") if result in ("error", "warning") else Style())
+    if row.get("attribution"):
+        out.append(f" ({row['attribution']})", style("detail--muted"))
 
 
 _COL = 11  # a column of statistics: "-3.382e+04" and "16,777,216" fit, and two columns fit at 80x24

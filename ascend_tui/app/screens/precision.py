@@ -1,0 +1,190 @@
+"""`PrecisionScreen`: one row per compared tensor with msprobe's metrics and our attribution.
+
+Rows come from the precision check's table in the run (`run.extra["precision"]`), written by the
+offline msprobe compare and the live check alike. Any column sorts (its number key; again
+reverses), `i` keeps only introduced rows, Enter focuses the row's operator on the graph.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Footer, Static
+
+from ascend_tui import fmt
+from ascend_tui.app.screens.check_view import CheckView
+from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
+
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+
+CHECK = "precision"
+# (table key, header, numeric): the columns shown, in msprobe's order.
+COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("name", "tensor", False), ("cosine", "cosine", True), ("max_abs", "max abs err", True),
+    ("max_rel", "max rel err", True), ("rmse", "rmse", True), ("one_thousandth", "1‰ ratio", True),
+    ("result", "result", False), ("attribution", "attribution", False),
+)
+_TONE: dict[str, Tone] = {"error": "error", "warning": "warning"}
+
+
+def table(inv: Investigation) -> list[dict[str, Any]]:
+    """The precision check's rows as dicts (empty when the run has none)."""
+    raw = (inv.run.extra or {}).get(CHECK)
+    if not isinstance(raw, dict) or not isinstance(raw.get("rows"), list):
+        return []
+    cols = list(raw.get("columns") or [])
+    return [dict(zip(cols, r)) for r in raw["rows"] if isinstance(r, list) and len(r) == len(cols)]
+
+
+def _number(v: Any) -> float:
+    if isinstance(v, bool) or v is None:
+        return math.nan
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+_FIXED = frozenset({"cosine", "one_thousandth"})
+NAME_WIDTH = 40  # long msprobe names keep their tail (".backward.output.2"), where they differ
+
+
+def _cell(key: str, v: Any, numeric: bool) -> str:
+    """A cell as text: cosine and ratios with 6 decimals (as msprobe rounds), errors as magnitudes."""
+    if not numeric:
+        text = "" if v is None else str(v)
+        return "…" + text[-(NAME_WIDTH - 1):] if key == "name" and len(text) > NAME_WIDTH else text
+    x = _number(v)
+    if math.isnan(x):
+        return str(v) if v is not None else "—"
+    return f"{x:.6f}" if key in _FIXED else fmt.magnitude(x)
+
+
+class PrecisionScreen(CheckView):
+    """The precision view: compared tensors, sortable by any column, filterable to introduced errors."""
+
+    VIEW_ID = "precision"
+    TITLE = "Precision"
+    KEY = "P"
+    CHECK = "precision"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "close", "back", id="view.close"),
+        Binding("i", "toggle_introduced", "introduced only", id="precision.introduced"),
+        *[Binding(str(i + 1), f"sort({i})", f"sort by {label}", id=f"precision.sort-{key}", show=i < 2)
+          for i, (key, label, _n) in enumerate(COLUMNS)],
+    ]
+
+    DEFAULT_CSS = """
+    PrecisionScreen #precision-summary { height: auto; padding: 0 1; background: $panel; }
+    PrecisionScreen #precision-status { height: 1; padding: 0 1; color: $text-muted; }
+    """
+
+    def __init__(self, inv: Investigation) -> None:
+        super().__init__(inv)
+        self.records = table(inv)
+        self.sort_column: int | None = None
+        self.descending = False
+        self.introduced_only = False
+
+    @classmethod
+    def available(cls, inv: Investigation | None) -> bool:
+        return inv is not None and (bool(table(inv)) or super().available(inv))
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._summary(), id="precision-summary", markup=False)
+        yield RowTable(self._columns(), self._rows(), empty="no compared tensors", id="precision-table")
+        yield Static("", id="precision-status", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "Precision"
+        table_ = self.query_one(RowTable)
+        table_.focus()
+        self._update_status(table_)
+
+    # -- content ----------------------------------------------------------------------------
+
+    def _summary(self) -> str:
+        found = [f for f in self.inv.findings if f.check == CHECK]
+        introduced = [f for f in found if f.attribution == "introduced" and f.severity != "info"]
+        inherited = sum(1 for f in found if f.attribution == "inherited")
+        bad = sum(1 for r in self.records if r.get("result") == "error")
+        first = f" · first introduced: {introduced[0].node}" if introduced else ""
+        golden = self.inv.run.reference or "reference"
+        return (f"target {self.inv.run.dtype} vs {golden} · {fmt.plural(len(self.records), 'tensor')} compared, "
+                f"{fmt.count(bad)} over the error threshold · {len(introduced)} introduced, "
+                f"{inherited} inherited{first}")
+
+    def _columns(self) -> list[Column]:
+        cols = []
+        for i, (_key, label, numeric) in enumerate(COLUMNS):
+            mark = ("▼" if self.descending else "▲") if self.sort_column == i else ""
+            width = {"name": NAME_WIDTH, "result": 8, "attribution": 11}.get(COLUMNS[i][0])
+            cols.append(Column(label + mark, width, align="right" if numeric else "left", grow=i == 0))
+        return cols
+
+    def _rows(self) -> list[Row]:
+        records = [r for r in self.records if not self.introduced_only or r.get("attribution") == "introduced"]
+        if self.sort_column is not None:
+            key, _label, numeric = COLUMNS[self.sort_column]
+            if numeric:
+                present = [r for r in records if not math.isnan(_number(r.get(key)))]
+                absent = [r for r in records if math.isnan(_number(r.get(key)))]
+                present.sort(key=lambda r: _number(r.get(key)), reverse=self.descending)
+                records = present + absent
+            else:
+                records = sorted(records, key=lambda r: str(r.get(key) or ""), reverse=self.descending)
+        rows = []
+        for r in records:
+            cells = tuple(_cell(key, r.get(key), numeric) for key, _label, numeric in COLUMNS)
+            tone = _TONE.get(str(r.get("result")), "")
+            tones: tuple[Tone, ...] = ("",) * 7 + (("bad",) if r.get("attribution") == "introduced" else ("muted",))
+            node = r.get("node")
+            rows.append(Row(cells, key=node if isinstance(node, str) and node in self.inv.graph else None,
+                            tone=tone, cell_tones=tones, data=r))
+        return rows
+
+    def _refresh(self) -> None:
+        self.query_one(RowTable).set_rows(self._rows(), self._columns())
+        self._update_status(self.query_one(RowTable))
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _update_status(self, table_: RowTable) -> None:
+        position, total = table_.position()
+        shown = "introduced only · " if self.introduced_only else ""
+        if not total:
+            text = f"{shown}nothing to show · i all rows · esc back"
+        else:
+            text = (f"{shown}row {position} of {total} · 1-8 sort · i introduced only · enter focuses the op "
+                    f"on the graph · esc back")
+        self.query_one("#precision-status", Static).update(text)
+
+    @on(RowTable.Highlighted)
+    def _highlighted(self, event: RowTable.Highlighted) -> None:
+        self._update_status(event.table)
+
+    @on(RowTable.Chosen)
+    def _chosen(self, event: RowTable.Chosen) -> None:
+        if event.row.key is not None:
+            self.dismiss(event.row.key)
+
+    def action_sort(self, column: int) -> None:
+        if self.sort_column == column:
+            self.descending = not self.descending
+        else:
+            self.sort_column, self.descending = column, False
+        self._refresh()
+
+    def action_toggle_introduced(self) -> None:
+        self.introduced_only = not self.introduced_only
+        self._refresh()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
