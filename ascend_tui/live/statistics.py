@@ -1,0 +1,297 @@
+"""Per-output statistics and log2-magnitude histograms, taken at the cost of about one read of each output.
+
+Three routes, one result (min, max, sum, L2 norm, NaN/Inf/zero counts; all in float32 values,
+sums accumulated in float64):
+- small CPU tensors are copied (one `memmove`, no torch call) into a per-dtype host batch
+  and reduced all together with vectorised numpy passes when the batch fills or the run ends;
+- large CPU tensors are reduced in cache-sized chunks, so the output is read from memory once;
+- on accelerators the reductions stay queued on the device (`tensor_stats_row`): no sync per op.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+from typing import Any
+
+import numpy as np
+
+from ascend_tui.evidence import HIST_BINS, HIST_EDGES_LOG2, HIST_SAMPLE, STAT_FIELDS
+
+SMALL = 16384  # elements: below this a copy into the host batch beats a handful of torch calls
+CHUNK = 262144  # elements per chunk of a large CPU tensor: 1 MiB of float32 stays in L2 for every pass
+BATCH_BYTES = 32 << 20  # host batch size per dtype before it is reduced and reused
+_RUN = 64
+# The bin of every float32 biased exponent (a positive float's bits >> 23): floor(log2|x|) = e - 127.
+_BIN_OF_EXPONENT = np.clip((np.arange(256) - 127 - HIST_EDGES_LOG2[0]) // (HIST_EDGES_LOG2[1] - HIST_EDGES_LOG2[0]) + 1,
+                           0, HIST_BINS - 1)
+
+
+# -- the host batch (small CPU tensors) ----------------------------------------------------------
+
+
+class _Arena:
+    """Raw elements of one dtype, back to back, and where each tensor starts."""
+
+    __slots__ = ("np_dtype", "kind", "itemsize", "buf", "addr", "used", "starts", "slots", "hist")
+
+    def __init__(self, np_dtype: Any, kind: str) -> None:
+        self.np_dtype, self.kind = np.dtype(np_dtype), kind
+        self.itemsize = self.np_dtype.itemsize
+        self.buf = np.empty(SMALL * 4, dtype=self.np_dtype)
+        self.addr = self.buf.ctypes.data
+        self.used = 0
+        self.starts: list[int] = []
+        self.slots: list[int] = []
+        self.hist: list[bool] = []
+
+
+class HostBatch:
+    """Statistics (and histograms) of small CPU tensors, reduced in batches with numpy.
+
+    `add` copies a tensor's elements and returns its slot; `rows()` / `histograms()` give the
+    finished rows by slot. Copying is one `memmove` of the tensor's bytes (never a numpy view of
+    the user's tensor: that would make its storage non-resizable).
+    """
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+        self._kinds = {torch.float32: (np.float32, "f"), torch.float16: (np.float16, "f"),
+                       torch.float64: (np.float64, "f"), torch.bfloat16: (np.uint16, "bf"),
+                       torch.int64: (np.int64, "i"), torch.int32: (np.int32, "i"), torch.int16: (np.int16, "i"),
+                       torch.int8: (np.int8, "i"), torch.uint8: (np.uint8, "i"), torch.bool: (np.uint8, "i")}
+        self._arenas: dict[Any, _Arena] = {}
+        self._values = np.empty((256, 7), dtype=np.float64)
+        self._hist = np.zeros((256, HIST_BINS + 1), dtype=np.int64)
+        self._n = 0
+
+    def add(self, t: Any, hist: bool) -> int | None:
+        """Copy a small contiguous CPU tensor in and return its slot; None when it does not fit this route."""
+        arena = self._arenas.get(t.dtype)
+        if arena is None:
+            kind = self._kinds.get(t.dtype)
+            if kind is None:
+                return None
+            arena = self._arenas[t.dtype] = _Arena(*kind)
+        n = t.numel()
+        ptr = t.data_ptr()
+        if ptr == 0:
+            return None
+        if arena.used + n > arena.buf.size:
+            self._grow(arena, n)
+        ctypes.memmove(arena.addr + arena.used * arena.itemsize, ptr, n * arena.itemsize)
+        slot = self._n
+        self._n += 1
+        if slot >= self._values.shape[0]:
+            self._values = np.concatenate([self._values, np.empty_like(self._values)])
+            self._hist = np.concatenate([self._hist, np.zeros_like(self._hist)])
+        arena.starts.append(arena.used)
+        arena.slots.append(slot)
+        arena.hist.append(hist and arena.kind != "i")
+        arena.used += n
+        return slot
+
+    def _grow(self, arena: _Arena, n: int) -> None:
+        if (arena.used + n) * arena.itemsize > BATCH_BYTES:
+            self._reduce(arena)
+        if arena.used + n > arena.buf.size:
+            bigger = np.empty(max(2 * arena.buf.size, arena.used + n), dtype=arena.np_dtype)
+            bigger[: arena.used] = arena.buf[: arena.used]
+            arena.buf, arena.addr = bigger, bigger.ctypes.data
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        """(values [slots, 7]: min, max, sum, norm, nan, inf, zeros; histograms [slots, HIST_BINS + 1])."""
+        for arena in self._arenas.values():
+            self._reduce(arena)
+        return self._values[: self._n], self._hist[: self._n]
+
+    def _reduce(self, arena: _Arena) -> None:
+        """Reduce every pending tensor of `arena` into its rows, then empty the arena."""
+        if not arena.starts:
+            return
+        data = arena.buf[: arena.used]
+        if arena.kind == "bf":
+            a = (data.astype(np.uint32) << 16).view(np.float32)
+        else:
+            a = data.astype(np.float32, copy=False)
+        starts = np.asarray(arena.starts, dtype=np.int64)
+        slots = np.asarray(arena.slots, dtype=np.int64)
+        out = np.empty((len(starts), 7), dtype=np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            out[:, 0] = np.minimum.reduceat(a, starts)
+            out[:, 1] = np.maximum.reduceat(a, starts)
+            wide = a.astype(np.float64)
+            out[:, 2] = np.add.reduceat(wide, starts)
+            np.multiply(wide, wide, out=wide)
+            out[:, 3] = np.sqrt(np.add.reduceat(wide, starts))
+        out[:, 6] = np.add.reduceat(a == 0, starts, dtype=np.int64)
+        out[:, 4:6] = 0
+        if arena.kind != "i" and not np.isfinite(out[:, 2]).all():
+            out[:, 4] = np.add.reduceat(np.isnan(a), starts, dtype=np.int64)
+            out[:, 5] = np.add.reduceat(np.isinf(a), starts, dtype=np.int64)
+        self._values[slots] = out
+        want = np.asarray(arena.hist, dtype=bool)
+        if want.any():
+            ends = np.append(starts[1:], arena.used)
+            self._hist[slots[want]] = _batch_histograms(a, starts[want], (ends - starts)[want])
+        arena.used = 0
+        arena.starts, arena.slots, arena.hist = [], [], []
+
+
+def _batch_histograms(a: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """`histogram_row` for many segments of one float32 array at once (same sample, same bins)."""
+    rows = len(starts)
+    small = lens <= HIST_SAMPLE
+    take = np.where(small, lens, HIST_SAMPLE)
+    row_of = np.repeat(np.arange(rows), take)
+    pos = np.arange(int(take.sum())) - np.repeat(np.cumsum(take) - take, take)  # position within the sample
+    base = np.repeat(starts, take)
+    first = np.cumsum(take) - take
+    for r in np.flatnonzero(~small):  # evenly spaced runs of a segment bigger than the sample
+        pos[first[r]: first[r] + HIST_SAMPLE] = _sample_offsets(int(lens[r]))
+    v = np.abs(a[base + pos])
+    keep = v > 0  # drops zeros and NaN
+    v, row_of = v[keep], row_of[keep]
+    bins = _BIN_OF_EXPONENT[v.view(np.uint32) >> 23]
+    out = np.empty((rows, HIST_BINS + 1), dtype=np.int64)
+    out[:, :HIST_BINS] = np.bincount(row_of * HIST_BINS + bins, minlength=rows * HIST_BINS).reshape(rows, HIST_BINS)
+    out[:, HIST_BINS] = np.bincount(row_of, minlength=rows)
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _sample_offsets(n: int) -> np.ndarray:
+    """Offsets of `HIST_SAMPLE // _RUN` evenly spaced runs of `_RUN` consecutive elements of `n`."""
+    starts = np.linspace(0, n - _RUN, HIST_SAMPLE // _RUN).astype(np.int64)
+    return (starts[:, None] + np.arange(_RUN)).ravel()
+
+
+# -- large CPU tensors ---------------------------------------------------------------------------
+
+
+def cpu_stats_chunked(torch: Any, t: Any) -> np.ndarray | None:
+    """min, max, sum, norm, nan, inf, zeros of a CPU tensor, reduced chunk by chunk so each element is read
+    from memory once (the passes over a chunk hit the cache)."""
+    if t.is_complex() or t.layout != torch.strided:
+        return None
+    x = t.detach()
+    x = x.reshape(-1) if x.is_contiguous() else x.contiguous().view(-1)
+    if x.numel() == 0:
+        return None
+    mn, mx, total, squares, zeros, nan, inf = math.inf, -math.inf, 0.0, 0.0, 0, 0, 0
+    nan_seen = False
+    for c in x.split(CHUNK):
+        if c.dtype != torch.float32:
+            c = c.float()
+        lo_t, hi_t = torch.aminmax(c)
+        lo, hi = lo_t.item(), hi_t.item()
+        s = c.sum().item()
+        total += s
+        squares += torch.linalg.vector_norm(c).item() ** 2
+        if lo != lo or hi != hi:
+            nan_seen = True
+        else:
+            mn, mx = min(mn, lo), max(mx, hi)
+        if lo <= 0 <= hi or lo != lo:
+            zeros += int((c == 0).sum())
+        if not math.isfinite(s):
+            nan += int(torch.isnan(c).sum())
+            inf += int(torch.isinf(c).sum())
+    if nan_seen:
+        mn = mx = math.nan
+    return np.array([mn, mx, total, math.sqrt(squares), nan, inf, zeros], dtype=np.float64)
+
+
+# -- accelerators: queued on the device ----------------------------------------------------------
+
+
+def tensor_stats_row(torch: Any, t: Any) -> tuple[Any, Any] | None:
+    """Reductions of `t` on its own device: min, max, sum, L2 norm, and the NaN, Inf and zero counts.
+
+    Returns (float32 [min, max, sum, norm], int64 [nan, inf, zeros]), or None for tensors without
+    numbers to reduce (empty, complex, meta). Every reduction stays queued on the device (no sync).
+    """
+    if t.is_complex() or t.device.type == "meta" or t.layout != torch.strided:
+        return None
+    n = t.numel()
+    if n == 0:
+        return None
+    x = t.detach()
+    if x.dtype != torch.float32:
+        x = x.float()  # float64 too: one dtype for every row, and NPUs have no float64 reductions
+    count = torch.int32 if n < 2**31 else torch.int64  # a bool sum into int32 is 4x faster than int64
+    mn, mx = torch.aminmax(x)
+    values = torch.stack((mn, mx, x.sum(), torch.linalg.vector_norm(x)))
+    counts = torch.stack((torch.isnan(x).sum(dtype=count), torch.isinf(x).sum(dtype=count),
+                          (x == 0).sum(dtype=count)))
+    # Counts stay integers: float32 is exact only up to 2**24, and activations are larger than that.
+    return values, counts.long()
+
+
+def histogram_row(torch: Any, t: Any) -> Any | None:
+    """log2|x| bin counts of an evenly strided sample of a floating tensor, then the sample's size.
+
+    A sample keeps the cost per op small and fixed. On accelerators the counts are queued on the
+    device like the statistics (a torch tensor); on the CPU numpy does it without torch's per-op
+    overhead (a numpy array). Zeros and NaN are left out (the statistics count them); Inf falls
+    in the top bin.
+    """
+    if not t.is_floating_point() or t.numel() == 0 or not t.is_contiguous() or t.device.type == "meta":
+        return None
+    flat = t.detach().reshape(-1)
+    n = flat.numel()
+    if flat.device.type == "cpu":
+        # Never call .numpy() on the user's tensor: sharing its storage with numpy makes it
+        # non-resizable (resize_ would then fail); gather or copy a sample of our own first.
+        if n > HIST_SAMPLE:  # 64 evenly spaced runs of 64: a few cache lines each, not 4096 scattered reads
+            sample = flat.index_select(0, _sample_index(torch, n)).float()
+        else:
+            sample = flat.to(torch.float32, copy=True)
+        a = np.abs(sample.numpy())
+        a = a[a > 0]  # drops zeros and NaN
+        row = np.empty(HIST_BINS + 1, dtype=np.int64)
+        row[:HIST_BINS] = np.bincount(_BIN_OF_EXPONENT[a.view(np.uint32) >> 23], minlength=HIST_BINS)
+        row[HIST_BINS] = a.size
+        return row
+    sample = flat[:: max(1, n // HIST_SAMPLE)][:HIST_SAMPLE]
+    sample = torch.nan_to_num(sample.float().abs(), nan=0.0, posinf=math.inf)
+    bins = torch.bucketize(sample, _hist_edges(torch, sample.device), right=True)
+    counts = torch.bincount(bins, minlength=HIST_BINS + 1)[: HIST_BINS + 1].clone()
+    zeros = (sample == 0).sum()
+    counts[0] -= zeros  # zeros (and NaN) landed in the first bin
+    counts[HIST_BINS] = sample.numel() - zeros
+    return counts
+
+
+@functools.lru_cache(maxsize=256)
+def _sample_index(torch: Any, n: int) -> Any:
+    return torch.from_numpy(_sample_offsets(n))
+
+
+_EDGES: dict[Any, Any] = {}
+
+
+def _hist_edges(torch: Any, device: Any) -> Any:
+    edges = _EDGES.get(device)
+    if edges is None:
+        edges = _EDGES[device] = torch.tensor([2.0 ** e for e in HIST_EDGES_LOG2], device=device)
+    return edges
+
+
+def finish_rows(raw: np.ndarray, numel: np.ndarray) -> np.ndarray:
+    """Turn rows (min, max, sum, norm, nan, inf, zeros) and their numels into `STAT_FIELDS` order."""
+    out = np.empty((raw.shape[0], len(STAT_FIELDS)), dtype=np.float64)
+    mn, mx, total, norm, nan, inf, zeros = (raw[:, i] for i in range(7))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[:, 0] = mn
+        out[:, 1] = mx
+        out[:, 2] = total / numel
+        out[:, 3] = norm
+        out[:, 4] = np.fmax(np.abs(mn), np.abs(mx))
+        out[:, 4] = np.where(np.isnan(mn) | np.isnan(mx), np.nan, out[:, 4])
+    out[:, 5] = nan
+    out[:, 6] = inf
+    out[:, 7] = zeros
+    out[:, 8] = numel
+    return out
