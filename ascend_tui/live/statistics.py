@@ -19,13 +19,16 @@ import numpy as np
 
 from ascend_tui.evidence import HIST_BINS, HIST_EDGES_LOG2, HIST_SAMPLE, STAT_FIELDS
 
-SMALL = 16384  # elements: below this a copy into the host batch beats a handful of torch calls
+SMALL = 8192  # elements: up to this a copy into the host batch beats a handful of torch calls
 CHUNK = 262144  # elements per chunk of a large CPU tensor: 1 MiB of float32 stays in L2 for every pass
+# (and 0/1 sums of a chunk stay exact in float32, which is exact to 2**24)
 BATCH_BYTES = 32 << 20  # host batch size per dtype before it is reduced and reused
 _RUN = 64
 # The bin of every float32 biased exponent (a positive float's bits >> 23): floor(log2|x|) = e - 127.
 _BIN_OF_EXPONENT = np.clip((np.arange(256) - 127 - HIST_EDGES_LOG2[0]) // (HIST_EDGES_LOG2[1] - HIST_EDGES_LOG2[0]) + 1,
                            0, HIST_BINS - 1)
+_BIN_CODE = _BIN_OF_EXPONENT.astype(np.uint8)
+_SKIP = 15  # bin code of zeros and NaN: past every real bin, counted and dropped
 
 
 # -- the host batch (small CPU tensors) ----------------------------------------------------------
@@ -140,24 +143,41 @@ class HostBatch:
 
 
 def _batch_histograms(a: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """`histogram_row` for many segments of one float32 array at once (same sample, same bins)."""
+    """`histogram_row` for many segments of one float32 array at once (same sample, same bins).
+
+    A segment of at most `HIST_SAMPLE` values is its own sample: every value gets a bin code
+    (`_SKIP` for zeros and NaN, which are left out) and one `bincount` of segment * 16 + code
+    counts them all. A longer segment gathers its evenly spaced runs first.
+    """
     rows = len(starts)
-    small = lens <= HIST_SAMPLE
-    take = np.where(small, lens, HIST_SAMPLE)
-    row_of = np.repeat(np.arange(rows), take)
-    pos = np.arange(int(take.sum())) - np.repeat(np.cumsum(take) - take, take)  # position within the sample
-    base = np.repeat(starts, take)
-    first = np.cumsum(take) - take
-    for r in np.flatnonzero(~small):  # evenly spaced runs of a segment bigger than the sample
-        pos[first[r]: first[r] + HIST_SAMPLE] = _sample_offsets(int(lens[r]))
-    v = np.abs(a[base + pos])
-    keep = v > 0  # drops zeros and NaN
-    v, row_of = v[keep], row_of[keep]
-    bins = _BIN_OF_EXPONENT[v.view(np.uint32) >> 23]
-    out = np.empty((rows, HIST_BINS + 1), dtype=np.int64)
-    out[:, :HIST_BINS] = np.bincount(row_of * HIST_BINS + bins, minlength=rows * HIST_BINS).reshape(rows, HIST_BINS)
-    out[:, HIST_BINS] = np.bincount(row_of, minlength=rows)
+    out = np.zeros((rows, HIST_BINS + 1), dtype=np.int64)
+    whole = lens <= HIST_SAMPLE
+    if whole.any():
+        idx = np.flatnonzero(whole)
+        parts = [a[int(s): int(s + n)] for s, n in zip(starts[idx], lens[idx])] if not whole.all() else None
+        values = np.concatenate(parts) if parts is not None else a[int(starts[0]): int(starts[-1] + lens[-1])]
+        if parts is None and not np.array_equal(starts[1:], starts[:-1] + lens[:-1]):
+            values = np.concatenate([a[int(s): int(s + n)] for s, n in zip(starts, lens)])
+        key = np.repeat(np.arange(len(idx), dtype=np.int32) * 16, lens[idx])
+        key += _bin_codes(values)
+        counts = np.bincount(key, minlength=16 * len(idx)).reshape(len(idx), 16)
+        out[idx, :HIST_BINS] = counts[:, :HIST_BINS]
+        out[idx, HIST_BINS] = counts[:, :HIST_BINS].sum(axis=1)
+    for r in np.flatnonzero(~whole):
+        seg = a[int(starts[r]): int(starts[r] + lens[r])]
+        codes = _bin_codes(seg[_sample_offsets(int(lens[r]))])
+        kept = codes[codes != _SKIP]
+        out[r, :HIST_BINS] = np.bincount(kept, minlength=HIST_BINS)
+        out[r, HIST_BINS] = kept.size
     return out
+
+
+def _bin_codes(a: np.ndarray) -> np.ndarray:
+    """The histogram bin of every float32 value as uint8; `_SKIP` for zeros and NaN (left out)."""
+    bits = a.view(np.uint32) & np.uint32(0x7FFFFFFF)  # |x|
+    codes = _BIN_CODE[bits >> 23]
+    codes[(bits == 0) | (bits > 0x7F800000)] = _SKIP
+    return codes
 
 
 @functools.lru_cache(maxsize=256)
@@ -193,8 +213,12 @@ def cpu_stats_chunked(torch: Any, t: Any) -> np.ndarray | None:
             nan_seen = True
         else:
             mn, mx = min(mn, lo), max(mx, hi)
-        if lo <= 0 <= hi or lo != lo:
+        if lo != lo or hi != hi:
             zeros += int((c == 0).sum())
+        elif lo == 0 or hi == 0:  # one-signed (ReLU-like, many zeros): zeros are what sign() leaves out
+            zeros += c.numel() - abs(int(torch.sign(c).sum().item()))  # 0/1 sums are exact below 2**24
+        elif lo < 0 < hi:  # mixed signs, few zeros: count_nonzero predicts well
+            zeros += c.numel() - int(torch.count_nonzero(c))
         if not math.isfinite(s):
             nan += int(torch.isnan(c).sum())
             inf += int(torch.isinf(c).sum())
