@@ -59,7 +59,7 @@ class _Ref:
 
 
 _DTYPE_NAMES: dict[Any, str] = {}
-_METAS: dict[tuple[Any, Any], TensorMeta] = {}
+_METAS: dict[tuple[Any, ...], TensorMeta] = {}
 
 
 def dtype_name(dtype: Any) -> str:
@@ -72,11 +72,10 @@ def dtype_name(dtype: Any) -> str:
 
 def tensor_meta(t: Any) -> TensorMeta:
     """The (shared, immutable) `TensorMeta` of `t`'s shape and dtype."""
-    shape = t.shape
-    key = (shape, t.dtype)
+    key = (t.dtype, *t.shape)  # plain ints: hashing and comparing a torch.Size costs 3x more
     meta = _METAS.get(key)
     if meta is None:
-        meta = _METAS[key] = TensorMeta(tuple(shape), dtype_name(t.dtype))
+        meta = _METAS[key] = TensorMeta(key[1:], dtype_name(t.dtype))
         if len(_METAS) > 65536:  # dynamic shapes could grow it without bound
             _METAS.clear()
     return meta
@@ -153,7 +152,10 @@ class Recorder:
         self._const_count = 0
         self._named: dict[int, tuple[str, str]] = {}
         self._keepalive: list[Any] = []
-        if model is not None:
+        self._module_names: tuple[int, dict[int, str]] | None = None
+        if isinstance(model, torch.nn.Module):
+            self._name_tensors(model)
+        elif model is not None:
             for name, p in model.named_parameters(remove_duplicate=True):
                 self._named[id(p)] = ("param", name)
                 self._keepalive.append(p)
@@ -168,6 +170,32 @@ class Recorder:
                 label = keystr(path).replace("][", ".").strip("[]").replace("'", "")
                 self._named.setdefault(id(leaf), ("input", label or "0"))
                 self._keepalive.append(leaf)
+
+    def _name_tensors(self, model: Any) -> None:
+        """Parameters, buffers, module classes and module names in one walk over the modules.
+
+        The same names `named_parameters()` / `named_buffers()` give (a tensor shared by two
+        modules keeps its first name), without walking the module tree three times.
+        """
+        params: set[int] = set()
+        buffers: set[int] = set()
+        names: dict[int, str] = {}
+        for name, mod in model.named_modules():
+            self._module_class[name] = type(mod).__name__
+            if name:
+                names[id(mod)] = name
+            prefix = f"{name}." if name else ""
+            for key, p in mod._parameters.items():
+                if p is not None and id(p) not in params:
+                    params.add(id(p))
+                    self._named[id(p)] = ("param", prefix + key)
+                    self._keepalive.append(p)
+            for key, b in mod._buffers.items():
+                if b is not None and id(b) not in buffers:
+                    buffers.add(id(b))
+                    self._named[id(b)] = ("buffer", prefix + key)
+                    self._keepalive.append(b)
+        self._module_names = (id(model), names)
 
     # -- module attribution -----------------------------------------------------------------
 
@@ -184,7 +212,10 @@ class Recorder:
         """
         from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
-        names = {id(mod): name for name, mod in model.named_modules() if name != ""}
+        if self._module_names is not None and self._module_names[0] == id(model):
+            names = self._module_names[1]
+        else:
+            names = {id(mod): name for name, mod in model.named_modules() if name != ""}
         if not names:
             return []
         stack = self.module_stack
@@ -307,8 +338,12 @@ class Recorder:
         in_tensors = tensor_leaves(args, tensor)
         if kwargs:
             in_tensors += tensor_leaves(kwargs.values(), tensor)
-        source_of = self.source_of
-        refs = [source_of(x) for x in in_tensors]
+        producers = self._producers
+        refs = []
+        for x in in_tensors:  # source_of's common case inlined: a live tensor we made, no in-place writes yet
+            entry = producers.get(id(x))
+            refs.append(entry[1] if entry is not None and not self._writers and entry[0]() is x
+                        else self.source_of(x))
         if isinstance(out, tensor):
             out_tensors = [out]
         elif isinstance(out, (list, tuple)):
@@ -318,18 +353,16 @@ class Recorder:
         index = self.op_count
         self.op_count += 1
         graph = self.graph
-        graph.add_node(OpNode(
-            node_id, facts.op_type, module, index,
-            inputs=tuple(map(tensor_meta, in_tensors)), outputs=tuple(map(tensor_meta, out_tensors)),
-            source=user_source(3) if self.want_source else None,
-            phase=self.phase, module_class=self._module_class.get(module, ""), attrs=facts.attrs,
+        graph.add_node(OpNode(  # positionally: id, op_type, module, index, kind, inputs, outputs, source, ...
+            node_id, facts.op_type, module, index, "op", tuple(map(tensor_meta, in_tensors)),
+            tuple(map(tensor_meta, out_tensors)), user_source(3) if self.want_source else None,
+            self.phase, self._module_class.get(module, ""), facts.attrs,
         ))
         for slot, ref in enumerate(refs):
             graph.add_edge(ref.node, node_id, ref.slot, slot)
         if (facts.same_values and len(out_tensors) == 1 and in_tensors
                 and out_tensors[0].numel() == in_tensors[0].numel() and out_tensors[0].dtype == in_tensors[0].dtype):
             self._same_as = (refs[0].node, refs[0].slot)
-        producers = self._producers
         for slot, t in enumerate(out_tensors):
             producers[id(t)] = (weakref.ref(t), _Ref(node_id, slot, index))
             if not facts.unwritten_output:  # allocator garbage: measured once an op writes it
