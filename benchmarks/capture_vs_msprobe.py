@@ -19,14 +19,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
 from torch import nn
 
-from benchmarks.capture_overhead import TransformerBlock
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's ascend_tui and benchmarks
+from benchmarks.capture_overhead import TransformerBlock  # noqa: E402
 
 TINY_GOAL_US = 30.0
 MSPROBE_GOAL = 0.5
