@@ -113,3 +113,15 @@ def test_a_full_batch_is_reduced_and_reused_without_losing_rows(monkeypatch: pyt
     for slot, t in zip(slots, tensors):
         assert_row(values[slot], t)
         np.testing.assert_array_equal(hists[slot], histogram_row(torch, t))
+
+
+def test_a_negated_view_is_measured_by_its_values_not_its_memory() -> None:
+    from ascend_tui.live.capture import capture
+
+    class Neg(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch._neg_view(x * 1)
+
+    r = capture(Neg(), (torch.tensor([1.0, 2.0, 3.0]),))
+    node = next(n.id for n in r.graph if n.op_type == "aten._neg_view")
+    assert (r.stats.get(node).min, r.stats.get(node).max) == (-3.0, -1.0)

@@ -29,6 +29,7 @@ from ascend_tui.live.statistics import (
     cpu_stats_chunked,
     finish_rows,
     histogram_row,
+    negated,
     tensor_stats_row,
 )
 
@@ -299,16 +300,25 @@ class Recorder:
                 return
             contiguous = t.is_contiguous()
             hist = contiguous and t.is_floating_point()
+            neg = t.is_neg()
+            if neg:  # measure the memory as it is (torch calls here may not resolve the bit), then negate
+                t = self._torch._neg_view(t)
             if n <= SMALL:
-                row = self._batch.add(t if contiguous else t.detach().contiguous(), hist)
+                row = self._batch.add(t if contiguous else t.detach().contiguous(), hist, neg)
                 if row is not None:
                     self._queue(key, row, n, row if hist else None)
                     return
             found = cpu_stats_chunked(self._torch, t)
             if found is not None:
-                self._queue(key, found, n, histogram_row(self._torch, t) if hist else None)
+                self._queue(key, negated(found) if neg else found, n, histogram_row(self._torch, t) if hist else None)
             return
+        neg = t.is_neg()
+        if neg:
+            t = self._torch._neg_view(t)
         values = tensor_stats_row(self._torch, t)
+        if values is not None and neg:  # (min, max, sum, norm) of -x: (-max, -min, -sum, norm), still queued
+            v = values[0]
+            values = (self._torch.stack((-v[1], -v[0], -v[2], v[3])), values[1])
         if values is not None:
             self._queue(key, values, t.numel(), histogram_row(self._torch, t))
 

@@ -65,12 +65,16 @@ class HostBatch:
                        torch.int64: (np.int64, "i"), torch.int32: (np.int32, "i"), torch.int16: (np.int16, "i"),
                        torch.int8: (np.int8, "i"), torch.uint8: (np.uint8, "i"), torch.bool: (np.uint8, "i")}
         self._arenas: dict[Any, _Arena] = {}
+        self._negate: list[int] = []
         self._values = np.empty((256, 7), dtype=np.float64)
         self._hist = np.zeros((256, HIST_BINS + 1), dtype=np.int64)
         self._n = 0
 
-    def add(self, t: Any, hist: bool) -> int | None:
-        """Copy a small contiguous CPU tensor in and return its slot; None when it does not fit this route."""
+    def add(self, t: Any, hist: bool, negate: bool = False) -> int | None:
+        """Copy a small contiguous CPU tensor in and return its slot; None when it does not fit this route.
+
+        `negate`: the values are the negatives of what the memory holds (a negated view).
+        """
         arena = self._arenas.get(t.dtype)
         if arena is None:
             kind = self._kinds.get(t.dtype)
@@ -78,7 +82,10 @@ class HostBatch:
                 return None
             arena = self._arenas[t.dtype] = _Arena(*kind)
         n = t.numel()
-        ptr = t.data_ptr()
+        try:
+            ptr = t.data_ptr()
+        except RuntimeError:  # no plain storage (a wrapper subclass): the torch route measures it
+            return None
         if ptr == 0:
             return None
         if arena.used + n > arena.buf.size:
@@ -93,6 +100,8 @@ class HostBatch:
         arena.slots.append(slot)
         arena.hist.append(hist and arena.kind != "i")
         arena.used += n
+        if negate:
+            self._negate.append(slot)
         return slot
 
     def _grow(self, arena: _Arena, n: int) -> None:
@@ -107,6 +116,9 @@ class HostBatch:
         """(values [slots, 7]: min, max, sum, norm, nan, inf, zeros; histograms [slots, HIST_BINS + 1])."""
         for arena in self._arenas.values():
             self._reduce(arena)
+        if self._negate:
+            negated(self._values[self._negate], out=self._values, rows=self._negate)
+            self._negate = []
         return self._values[: self._n], self._hist[: self._n]
 
     def _reduce(self, arena: _Arena) -> None:
@@ -185,6 +197,15 @@ def _sample_offsets(n: int) -> np.ndarray:
     """Offsets of `HIST_SAMPLE // _RUN` evenly spaced runs of `_RUN` consecutive elements of `n`."""
     starts = np.linspace(0, n - _RUN, HIST_SAMPLE // _RUN).astype(np.int64)
     return (starts[:, None] + np.arange(_RUN)).ravel()
+
+
+def negated(values: np.ndarray, *, out: np.ndarray | None = None, rows: Any = None) -> np.ndarray:
+    """Rows (min, max, sum, norm, nan, inf, zeros) of memory turned into those of its negated view."""
+    flipped = values.copy()
+    flipped[..., 0], flipped[..., 1], flipped[..., 2] = -values[..., 1], -values[..., 0], -values[..., 2]
+    if out is not None:
+        out[rows] = flipped
+    return flipped
 
 
 # -- large CPU tensors ---------------------------------------------------------------------------
