@@ -125,3 +125,34 @@ def test_a_negated_view_is_measured_by_its_values_not_its_memory() -> None:
     r = capture(Neg(), (torch.tensor([1.0, 2.0, 3.0]),))
     node = next(n.id for n in r.graph if n.op_type == "aten._neg_view")
     assert (r.stats.get(node).min, r.stats.get(node).max) == (-3.0, -1.0)
+
+
+def test_underflow_evidence_is_the_same_from_the_host_batch_and_from_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ascend_tui.live.capture as capture_module
+    from ascend_tui.live.capture import capture
+    from ascend_tui.live.overflow_live import reference_recorder
+
+    class Tiny(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x * 1e-6  # many values below float16's smallest subnormal (~6e-8) once scaled
+            z = y.view(-1).reshape(x.shape)  # views carry their input's counts
+            return torch.cat([z, torch.zeros(2, x.shape[1]), x.double() * 1e-30], 0)
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 50, generator=g)
+    x[0, 0] = float("nan")
+    recorder = reference_recorder("float16")
+
+    def evidence() -> dict:
+        r = capture(Tiny(), (x,), recorder_class=recorder)
+        return r.recorder.evidence("float16")
+
+    batched = evidence()
+    monkeypatch.setattr(capture_module, "SMALL", 0)  # every output through the torch route
+    direct = evidence()
+    assert batched.keys() == direct.keys() and len(batched) >= 5
+    for key in direct:
+        a, b = batched[key], direct[key]
+        assert (a.flushed, a.nonzero) == (b.flushed, b.nonzero), key
+        assert a.min_abs == pytest.approx(b.min_abs, nan_ok=True), key
+    assert any(e.flushed > 0 for e in direct.values())

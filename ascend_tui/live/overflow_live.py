@@ -13,7 +13,6 @@ Options (`ctx.options`): `range_dtype`, `inf_nan_mode`, `headroom_bits`, `underf
 from __future__ import annotations
 
 import functools
-
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -23,6 +22,7 @@ from ascend_tui.checks.overflow import RangeEvidence, analyze, range_of
 from ascend_tui.errors import AscendTuiError
 from ascend_tui.graph.opgraph import OpNode, derive
 from ascend_tui.live.capture import Recorder, _dispatch_mode_class, call_model, dtype_name, iter_tensors
+from ascend_tui.live.statistics import HostBatch
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
@@ -286,11 +286,23 @@ class EvidenceRecorder(GradRecorder):
         self.dtype = dtype
         self.extra_keys: list[tuple[str, int]] = []
         self.extra_rows: list[Any] = []
+        # Small CPU outputs: counted with their statistics in the host batch (slot per key);
+        # views and copies: the same counts as the output whose values they hold.
+        self._batch = HostBatch(self._torch, flush_below=flush_below)
+        self._batched: list[tuple[tuple[str, int], int]] = []
+        self._copied: list[tuple[tuple[str, int], tuple[str, int]]] = []
 
     def measure(self, node_id: str, slot: int, t: Any) -> None:
+        copies, rows = len(self._stat_copies), len(self._stat_rows)
         super().measure(node_id, slot, t)
         torch = self._torch
         if not t.is_floating_point() or t.numel() == 0 or t.layout != torch.strided or t.device.type == "meta":
+            return
+        if len(self._stat_copies) > copies:
+            self._copied.append(((node_id, slot), self._stat_copies[-1][1]))
+            return
+        if len(self._stat_rows) > rows and type(self._stat_rows[-1]) is int:
+            self._batched.append(((node_id, slot), self._stat_rows[-1]))
             return
         a = t.detach().abs()
         if a.dtype != torch.float32 and a.dtype != torch.float64:
@@ -303,10 +315,19 @@ class EvidenceRecorder(GradRecorder):
 
     def evidence(self, dtype: str) -> dict[tuple[str, int], RangeEvidence]:
         """The counts, brought to the host in one transfer."""
-        if not self.extra_rows:
-            return {}
-        rows = self._torch.stack(self.extra_rows).cpu().numpy()
-        return {k: RangeEvidence(dtype, int(r[0]), int(r[1]), float(r[2])) for k, r in zip(self.extra_keys, rows)}
+        found: dict[tuple[str, int], RangeEvidence] = {}
+        if self.extra_rows:
+            rows = self._torch.stack(self.extra_rows).cpu().numpy()
+            found = {k: RangeEvidence(dtype, int(r[0]), int(r[1]), float(r[2])) for k, r in zip(self.extra_keys, rows)}
+        if self._batched:
+            batch = self._batch.evidence()
+            for key, row in self._batched:
+                r = batch[row]
+                found[key] = RangeEvidence(dtype, int(r[0]), int(r[1]), float(r[2]))
+        for key, source in self._copied:  # in recording order, so a view of a view finds its counts
+            if source in found:
+                found[key] = found[source]
+        return found
 
 
 def reference_recorder(dtype: str) -> Callable[..., EvidenceRecorder] | None:

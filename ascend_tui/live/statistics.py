@@ -58,8 +58,9 @@ class HostBatch:
     the user's tensor: that would make its storage non-resizable).
     """
 
-    def __init__(self, torch: Any) -> None:
+    def __init__(self, torch: Any, flush_below: float | None = None) -> None:
         self._torch = torch
+        self.flush_below = flush_below  # also count, per floating tensor, what a narrower dtype flushes
         self._kinds = {torch.float32: (np.float32, "f"), torch.float16: (np.float16, "f"),
                        torch.float64: (np.float64, "f"), torch.bfloat16: (np.uint16, "bf"),
                        torch.int64: (np.int64, "i"), torch.int32: (np.int32, "i"), torch.int16: (np.int16, "i"),
@@ -68,6 +69,7 @@ class HostBatch:
         self._negate: list[int] = []
         self._values = np.empty((256, 7), dtype=np.float64)
         self._hist = np.zeros((256, HIST_BINS + 1), dtype=np.int64)
+        self._evidence = np.zeros((256, 3), dtype=np.float64)
         self._n = 0
 
     def add(self, t: Any, hist: bool, negate: bool = False) -> int | None:
@@ -96,6 +98,7 @@ class HostBatch:
         if slot >= self._values.shape[0]:
             self._values = np.concatenate([self._values, np.empty_like(self._values)])
             self._hist = np.concatenate([self._hist, np.zeros_like(self._hist)])
+            self._evidence = np.concatenate([self._evidence, np.zeros_like(self._evidence)])
         arena.starts.append(arena.used)
         arena.slots.append(slot)
         arena.hist.append(hist and arena.kind != "i")
@@ -111,6 +114,11 @@ class HostBatch:
             bigger = np.empty(max(2 * arena.buf.size, arena.used + n), dtype=arena.np_dtype)
             bigger[: arena.used] = arena.buf[: arena.used]
             arena.buf, arena.addr = bigger, bigger.ctypes.data
+
+    def evidence(self) -> np.ndarray:
+        """Per slot of a floating tensor: values below `flush_below` but not zero, non-zero values, smallest |x| > 0."""
+        self.finish()
+        return self._evidence[: self._n]
 
     def finish(self) -> tuple[np.ndarray, np.ndarray]:
         """(values [slots, 7]: min, max, sum, norm, nan, inf, zeros; histograms [slots, HIST_BINS + 1])."""
@@ -146,12 +154,27 @@ class HostBatch:
             out[:, 4] = np.add.reduceat(np.isnan(a), starts, dtype=np.int64)
             out[:, 5] = np.add.reduceat(np.isinf(a), starts, dtype=np.int64)
         self._values[slots] = out
+        if self.flush_below is not None and arena.kind != "i":
+            self._evidence[slots] = _evidence_rows(data if arena.kind == "f" and data.dtype == np.float64 else a,
+                                                   starts, self.flush_below)
         want = np.asarray(arena.hist, dtype=bool)
         if want.any():
             ends = np.append(starts[1:], arena.used)
             self._hist[slots[want]] = _batch_histograms(a, starts[want], (ends - starts)[want])
         arena.used = 0
         arena.starts, arena.slots, arena.hist = [], [], []
+
+
+def _evidence_rows(a: np.ndarray, starts: np.ndarray, flush_below: float) -> np.ndarray:
+    """(flushed, non-zero, smallest non-zero |x|) per segment, as `EvidenceRecorder` measures one tensor."""
+    v = np.abs(a)
+    nonzero = v != 0  # NaN counts as non-zero, and makes the smallest NaN, as the torch route does
+    out = np.empty((len(starts), 3), dtype=np.float64)
+    out[:, 0] = np.add.reduceat(nonzero & (v < flush_below), starts, dtype=np.int64)
+    out[:, 1] = np.add.reduceat(nonzero, starts, dtype=np.int64)
+    with np.errstate(invalid="ignore"):
+        out[:, 2] = np.minimum.reduceat(np.where(nonzero, v, np.inf), starts)
+    return out
 
 
 def _batch_histograms(a: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
