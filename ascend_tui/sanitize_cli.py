@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TextIO
 
+from ascend_tui.progress import Progress
 from ascend_tui.errors import InputError
 from ascend_tui.formats.sanitizer import SanitizerParser, investigation_from_log, parse_file
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
-Progress = Callable[[str, int, "int | None"], None]
 TOOLS = ("mssanitizer", "compute-sanitizer")
 # Memcheck plus the leak check, as each tool's manual spells it; the command follows.
 TOOL_FLAGS: dict[str, tuple[str, ...]] = {

@@ -106,8 +106,8 @@ def bare_mode() -> Any:
 
 
 def measure_ours(model: nn.Module, inputs: tuple[torch.Tensor, ...], reps: int) -> dict[str, float]:
-    from ascend_tui.investigation import investigate
-    from ascend_tui.live.capture import capture
+    from ascend_tui import investigate
+    from ascend_tui.live.recording import capture
 
     ops = capture(model, inputs, stats=False, source=False).op_count
     bare = bare_mode()

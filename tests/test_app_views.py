@@ -15,9 +15,11 @@ from textual.widgets import TabbedContent
 
 from ascend_tui.app.config import load_themes, variable_defaults
 from ascend_tui.app.screens.help import HelpScreen
-from ascend_tui.app.screens.memory import MemoryScreen, fmt_bytes, leak_trend, memory_items, memory_series
+from ascend_tui.app.screens.memory import MemoryScreen, leak_trend, memory_items, memory_series
+from ascend_tui.fmt import nbytes
 from ascend_tui.app.screens.overflow import OverflowScreen, amplification_chains, dtype_max, headroom
 from ascend_tui.app.screens.row_table import RowTable
+from ascend_tui.app.app import InvestigatorApp
 from ascend_tui.investigation import Investigation
 
 
@@ -199,7 +201,7 @@ def test_leak_trend_and_sizes() -> None:
     trend = leak_trend(memory_investigation().memory_samples)
     assert trend is not None
     assert (trend.per_step, trend.grew, trend.steps) == (pytest.approx(1024 * 1024), 5, 5)
-    assert fmt_bytes(1536) == "1.5 KiB" and fmt_bytes(-512) == "-512 B"
+    assert nbytes(1536) == "1.5 KiB" and nbytes(-512) == "-512 B" and nbytes(-0.2) == "0 B"
     assert leak_trend([]) is None
 
 
@@ -471,3 +473,45 @@ async def test_q_closes_a_view_instead_of_quitting_the_app() -> None:
             await pilot.press("q")
             await pilot.pause()
             assert app.is_running and app.results == [None]
+
+
+async def test_story_view_opens_each_cause_onto_its_evidence_and_jumps(tmp_path: Path) -> None:
+    from ascend_tui.app.screens.story import StoryScreen
+    from ascend_tui.app.screens.row_table import RowTable
+
+    inv = overflow_investigation()
+    app = InvestigatorApp(inv, theme="textual-dark", export_dir=tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        await pilot.press("S")
+        await pilot.pause()
+        story = app.screen
+        assert isinstance(story, StoryScreen) and story.causes
+        table = story.query_one(RowTable)
+        first_cause_rows = [r for r in table.rows if r.data == story.causes[0].id]
+        assert first_cause_rows and len(table.rows) > len(story.causes), "the first cause opens onto its evidence"
+        await pilot.press("left")
+        assert len(table.rows) == len(story.causes), "left closes it"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is app.main and app.main.ops.current == story.causes[0].node
+
+
+async def test_from_a_finding_R_lands_on_its_cause_in_the_story(tmp_path: Path) -> None:
+    from ascend_tui.app.screens.story import StoryScreen
+    from ascend_tui.app.screens.row_table import RowTable
+
+    inv = overflow_investigation()
+    inherited = next(f for f in inv.findings if f.attribution == "inherited")
+    app = InvestigatorApp(inv, theme="textual-dark", export_dir=tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        app.main.go(inherited.node)
+        await pilot.press("R")
+        await pilot.pause()
+        story = app.screen
+        assert isinstance(story, StoryScreen)
+        row = story.query_one(RowTable).current
+        assert row is not None and row.data.startswith("cause-")
+        cause = next(c for c in story.causes if c.id == row.data)
+        assert any(fid.endswith("@" + inherited.node) for fid in cause.explains)

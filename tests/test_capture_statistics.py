@@ -116,7 +116,7 @@ def test_a_full_batch_is_reduced_and_reused_without_losing_rows(monkeypatch: pyt
 
 
 def test_a_negated_view_is_measured_by_its_values_not_its_memory() -> None:
-    from ascend_tui.live.capture import capture
+    from ascend_tui.live.recording import capture
 
     class Neg(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -128,27 +128,27 @@ def test_a_negated_view_is_measured_by_its_values_not_its_memory() -> None:
 
 
 def test_underflow_evidence_is_the_same_from_the_host_batch_and_from_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ascend_tui.live.capture as capture_module
-    from ascend_tui.live.capture import capture
-    from ascend_tui.live.overflow_live import reference_recorder
+    import ascend_tui.live.overflow_live as overflow_live
+    from ascend_tui.live.overflow_live import EvidenceObserver
+    from ascend_tui.live.recording import capture
 
     class Tiny(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             y = x * 1e-6  # many values below float16's smallest subnormal (~6e-8) once scaled
-            z = y.view(-1).reshape(x.shape)  # views carry their input's counts
+            z = y.view(-1).reshape(x.shape)
             return torch.cat([z, torch.zeros(2, x.shape[1]), x.double() * 1e-30], 0)
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(6, 50, generator=g)
     x[0, 0] = float("nan")
-    recorder = reference_recorder("float16")
 
     def evidence() -> dict:
-        r = capture(Tiny(), (x,), recorder_class=recorder)
-        return r.recorder.evidence("float16")
+        observer = EvidenceObserver(flush_below=2.0**-24, dtype="float16")
+        capture(Tiny(), (x,), observers=[observer])
+        return observer.result()
 
     batched = evidence()
-    monkeypatch.setattr(capture_module, "SMALL", 0)  # every output through the torch route
+    monkeypatch.setattr(overflow_live, "SMALL", 0)  # every tensor through the torch route
     direct = evidence()
     assert batched.keys() == direct.keys() and len(batched) >= 5
     for key in direct:

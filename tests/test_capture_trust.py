@@ -15,8 +15,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from ascend_tui.investigation import investigate  # noqa: E402
-from ascend_tui.live.capture import capture  # noqa: E402
+from ascend_tui import investigate  # noqa: E402
+from ascend_tui.live.recording import capture  # noqa: E402
 from ascend_tui.live.frames import is_user_file  # noqa: E402
 
 

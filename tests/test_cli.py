@@ -13,7 +13,7 @@ from conftest import ROOT, SAMPLES
 
 pytest.importorskip("torch")
 
-REPORT_KEYS = {"schema", "target", "device", "run", "graph", "findings", "summary"}
+REPORT_KEYS = {"schema", "target", "device", "run", "graph", "findings", "summary", "story"}
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -351,7 +351,7 @@ def test_report_findings_follow_the_report_schema() -> None:
     assert report["schema"] == "ascend-tui.report/1"
     assert {f["severity"] for f in report["findings"]} == {"error", "warning", "info"}
     for f in report["findings"]:
-        assert REPORT_FINDING_KEYS <= set(f) and set(f) - REPORT_FINDING_KEYS <= {"hint"}
+        assert REPORT_FINDING_KEYS <= set(f) and set(f) - REPORT_FINDING_KEYS <= {"hint", "id"}
         assert f["check"] == "overflow" and f["kind"] in ("inf", "nan", "saturation", "overflow", "underflow")
         assert f["severity"] in ("error", "warning", "info") and f["attribution"] in ("introduced", "inherited", None)
         assert isinstance(f["index"], int) and isinstance(f["message"], str) and isinstance(f["metrics"], dict)

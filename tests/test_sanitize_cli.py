@@ -22,14 +22,14 @@ FINDING_KEYS = {"check", "kind", "severity", "node", "op_type", "module", "index
 
 def validate_report(report: dict[str, Any]) -> None:
     """The names issue 2 fixes for `ascend-tui.report/1`, exactly."""
-    assert set(report) == {"schema", "target", "device", "run", "graph", "findings", "summary"}
+    assert set(report) == {"schema", "target", "device", "run", "graph", "findings", "summary", "story"}
     assert report["schema"] == "ascend-tui.report/1"
     assert set(report["device"]) == {"backend", "name", "inf_nan_mode"}
     assert set(report["run"]) == {"checks", "dtype", "reference", "iterations"}
     assert set(report["graph"]) == {"nodes", "edges"}
     assert set(report["summary"]) == {"errors", "warnings"}
     for f in report["findings"]:
-        assert FINDING_KEYS <= set(f) <= FINDING_KEYS | {"hint"}
+        assert FINDING_KEYS <= set(f) <= FINDING_KEYS | {"hint", "id"}
         assert f["check"] == "memory" and f["severity"] in ("error", "warning", "info")
         assert isinstance(f["message"], str) and isinstance(f["index"], int)
     assert report["summary"]["errors"] == sum(f["severity"] == "error" for f in report["findings"])
@@ -63,7 +63,7 @@ def test_clean_log_exits_0(tmp_path: Path) -> None:
 
 def test_log_mapped_onto_a_saved_graph(fixtures: Path, tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
-    from ascend_tui.live.capture import capture
+    from ascend_tui.live.recording import capture
 
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
     graph = capture(model, (torch.randn(3, 8),)).graph

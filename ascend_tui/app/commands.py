@@ -84,10 +84,10 @@ class InvestigatorCommands(Provider):
             if self._offered(screen, cmd.action):
                 out.append((cmd.text, cmd.help, self._runner(screen, cmd.action)))
         inv = getattr(app, "inv", None)
-        for spec in VIEWS:
-            action = f"open_view('{spec.id}')"
-            if inv is not None and spec.available(inv) and self._offered(app, action):
-                out.append((f"{spec.id}: open view", f"the {spec.title.lower()} view (key {spec.key})",
+        for view in VIEWS:
+            action = f"open_view('{view.VIEW_ID}')"
+            if view.available(inv) and self._offered(app, action):
+                out.append((f"{view.VIEW_ID}: open view", f"the {view.TITLE.lower()} view (key {view.KEY})",
                             self._runner(app, action)))
         for name in _live_checks():
             action = f"run_check('{name}')"

@@ -17,11 +17,14 @@ from typing import Any
 
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding
-from ascend_tui.formats import msprobe
-from ascend_tui.formats.msprobe import build, parse_leaves
+from ascend_tui.formats.msprobe import (build, dominant_dtype, parse_leaves, rank_folders, read_dump,
+                                        source_from_lines)
+from ascend_tui.formats.msprobe import load as load_dump
+from ascend_tui.formats.msprobe import sniff as sniff_dump
 from ascend_tui.formats.msprobe_graph import MODULE_NAME, Leaf, Progress, stats_row
 from ascend_tui.graph.opgraph import read_json
 from ascend_tui.investigation import Investigation, RunInfo
+from ascend_tui.formats.reader import FunctionReader
 
 _REPORT = re.compile(r"^anomaly_analyze_.*\.json$")
 _RANK_KEY = re.compile(r"(\d+)$")
@@ -90,11 +93,11 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     inv: Investigation | None = None
     if dump is not None:
         rank_dir = _rank_dir(Path(dump), rank)
-        inv = msprobe.load(rank_dir, progress, cancel)
+        inv = load_dump(rank_dir, progress, cancel)
         notes.append(f"merged onto the dump at {rank_dir} (given)")
     elif (rank_dir := _find_dump(report, flagged, rank)) is not None:
         try:
-            inv = msprobe.load(rank_dir, progress, cancel)
+            inv = load_dump(rank_dir, progress, cancel)
             notes.append(f"merged onto the dump at {rank_dir} (found next to the overflow_check output)")
         except InputError as exc:
             notes.append(f"the dump found at {rank_dir} could not be read ({exc.line()})")
@@ -120,10 +123,10 @@ def _standalone(report: Path, flagged: list[dict[str, Any]], progress: Progress 
         modules = [str(m) for m in item.get("construct_info") or () if MODULE_NAME.match(str(m))]
         if modules:
             construct[name] = max(modules, key=lambda m: len(MODULE_NAME.match(m)["path"]))  # type: ignore[index]
-        if isinstance(item.get("stack_info"), list) and (loc := msprobe.source_from_lines(item["stack_info"])):
+        if isinstance(item.get("stack_info"), list) and (loc := source_from_lines(item["stack_info"])):
             stacks[name] = loc
     built = build(data, construct, stacks, report, progress, cancel)
-    run = RunInfo(target=str(report), source="msprobe", dtype=msprobe.dominant_dtype(built.graph),
+    run = RunInfo(target=str(report), source="msprobe", dtype=dominant_dtype(built.graph),
                   device={"backend": "offline", "name": "msprobe overflow_check", "inf_nan_mode": True},
                   checks=("overflow",), extra={"edges": dict(built.match_counts)})
     built.graph.name = f"msprobe overflow_check {report.name}"
@@ -179,7 +182,7 @@ def _add_findings(inv: Investigation, flagged: list[dict[str, Any]], rank: str, 
 
 def _rank_dir(dump: Path, rank: str) -> Path:
     """The rank folder of `dump` that matches the result's rank key (`rank_1` -> rank1, or the second folder)."""
-    folders, _ = msprobe.rank_folders(dump)
+    folders, _ = rank_folders(dump)
     n = _rank_number(rank)
     named = [f for f in folders if f.name == f"rank{n}"]
     return named[0] if named else folders[min(n, len(folders) - 1)]
@@ -197,7 +200,7 @@ def _find_dump(report: Path, flagged: list[dict[str, Any]], rank: str) -> Path |
         except OSError:
             continue
         for candidate in (ancestor, *children):
-            if candidate in seen or not msprobe.sniff(candidate):
+            if candidate in seen or not sniff_dump(candidate):
                 continue
             seen.add(candidate)
             try:
@@ -216,7 +219,7 @@ def _holds(dump_file: Path, flagged: list[dict[str, Any]]) -> bool:
     text = dump_file.read_text(encoding="utf-8", errors="replace")
     if not all(f'"{item["op_name"]}"' in text for item in flagged):
         return False
-    _, data = msprobe.read_dump(dump_file)
+    _, data = read_dump(dump_file)
     for item in flagged:
         record = data.get(item["op_name"])
         if not isinstance(record, dict):
@@ -228,3 +231,6 @@ def _holds(dump_file: Path, flagged: list[dict[str, Any]]) -> bool:
         if [leaf.key() for leaf in theirs] != [leaf.key() for leaf in ours]:
             return False
     return True
+
+
+READER = FunctionReader("msprobe overflow_check", sniff, load)

@@ -7,6 +7,7 @@ from typing import Any
 
 from ascend_tui.graph.opgraph import OpGraph
 from ascend_tui.investigation import INVESTIGATION_SCHEMA, Investigation, RunInfo
+from ascend_tui.formats.reader import FunctionReader
 
 
 def _head(path: Path, n: int = 256) -> bytes:
@@ -32,3 +33,7 @@ def load_investigation(path: Path, **_: Any) -> Investigation:
 def load_graph(path: Path, **_: Any) -> Investigation:
     graph = OpGraph.load(path)
     return Investigation(graph, run=RunInfo(target=str(path), source="graph"))
+
+
+INVESTIGATION_READER = FunctionReader("investigation", sniff_investigation, load_investigation)
+GRAPH_READER = FunctionReader("graph", sniff_graph, load_graph)

@@ -16,8 +16,10 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ascend_tui.progress import Progress
 from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.evidence import MemoryEvent, MemorySample
+from ascend_tui.formats.reader import FunctionReader
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
@@ -26,7 +28,6 @@ RECORD, OPERATOR = "memory_record.csv", "operator_memory.csv"
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 TOOL = "ascend profiler"
 _UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
-Progress = Callable[[str, int, "int | None"], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,3 +245,5 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                   extra={"memory_holders": holders})
     return Investigation(graph, memory_events=blocks, memory_samples=samples, run=run)
 
+
+READER = FunctionReader("profiler memory", sniff, load)

@@ -14,9 +14,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from ascend_tui.progress import Progress
 from ascend_tui.checks.memory_log import describe
 from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.evidence import MemoryEvent
+from ascend_tui.formats.reader import FunctionReader
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
@@ -24,7 +26,6 @@ if TYPE_CHECKING:
 MSSAN, CSAN = "mssanitizer", "compute-sanitizer"
 TOOL_TITLES = {MSSAN: "msSanitizer", CSAN: "compute-sanitizer"}
 SNIFF_BYTES = 64 * 1024
-Progress = Callable[[str, int, "int | None"], None]
 
 _N = r"(\d[\d,]*)"
 _HEX = r"(0x[0-9a-fA-F]+)"
@@ -555,3 +556,6 @@ def investigation_from_log(log: SanitizerLog, base: Investigation | None = None,
     inv.add_findings([*findings_from_events(inv.graph, events, pool_enabled=pool_enabled),
                       *hidden_error_findings(log.hidden_errors(), tools)])
     return inv
+
+
+READER = FunctionReader("sanitizer log", sniff, load)

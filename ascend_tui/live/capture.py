@@ -20,6 +20,7 @@ import numpy as np
 
 from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import HIST_BINS, HistogramTable, StatsTable, TensorMeta
+from ascend_tui.graph.ids import IdMinter, api_op
 from ascend_tui.graph.opgraph import OpGraph, OpNode
 from ascend_tui.live.aten import SAME_VALUES, overload_facts, storage_key, written_args
 from ascend_tui.live.frames import stop_at, user_source
@@ -32,11 +33,10 @@ from ascend_tui.live.statistics import (
     negated,
     tensor_stats_row,
 )
+from ascend_tui.progress import Progress
 
-Progress = Callable[[str, int, "int | None"], None]
-
-__all__ = ["SAME_VALUES", "CaptureResult", "Recorder", "call_model", "capture", "dtype_name", "iter_tensors",
-           "user_source"]
+__all__ = ["SAME_VALUES", "CaptureResult", "Inputs", "Recorder", "call_model", "dtype_name", "iter_tensors",
+           "split_inputs", "user_source"]
 
 
 @dataclass(slots=True)
@@ -137,7 +137,12 @@ class Recorder:
         self.phase = "forward"
         self.module_stack: list[str] = []
         self._module_class: dict[str, str] = {}
-        self._counters: dict[tuple[str, str], int] = {}
+        self.ids = IdMinter()
+        self.api_ids = IdMinter()
+        self.api: str | None = None
+        self.api_module = ""
+        self.api_id: str | None = None
+        self.taps: list[Callable[[str, int, Any], None]] = []
         # id(tensor) -> (weak reference to it, who made its values); the reference tells a live
         # tensor from a dead one whose id was reused.
         self._producers: dict[int, tuple[Any, _Ref]] = {}
@@ -156,7 +161,7 @@ class Recorder:
         self._module_names: tuple[int, dict[int, str]] | None = None
         if isinstance(model, torch.nn.Module):
             self._name_tensors(model)
-        elif model is not None:
+        elif hasattr(model, "named_parameters"):
             for name, p in model.named_parameters(remove_duplicate=True):
                 self._named[id(p)] = ("param", name)
                 self._keepalive.append(p)
@@ -165,12 +170,12 @@ class Recorder:
                 self._keepalive.append(b)
             for name, mod in model.named_modules():
                 self._module_class[name] = type(mod).__name__
-        leaves, _ = tree_flatten_with_path(inputs)
-        for path, leaf in leaves:
-            if isinstance(leaf, torch.Tensor):
-                label = keystr(path).replace("][", ".").strip("[]").replace("'", "")
-                self._named.setdefault(id(leaf), ("input", label or "0"))
-                self._keepalive.append(leaf)
+        for part in split_inputs(inputs):
+            for path, leaf in tree_flatten_with_path(part)[0]:
+                if isinstance(leaf, torch.Tensor):
+                    label = keystr(path).replace("][", ".").strip("[]").replace("'", "")
+                    self._named.setdefault(id(leaf), ("input", label or "0"))
+                    self._keepalive.append(leaf)
 
     def _name_tensors(self, model: Any) -> None:
         """Parameters, buffers, module classes and module names in one walk over the modules.
@@ -238,13 +243,23 @@ class Recorder:
     # -- recording ---------------------------------------------------------------------------
 
     def next_id(self, module: str, op: str) -> str:
-        key = (module, op)
-        k = self._counters.get(key, 0)
-        self._counters[key] = k + 1
-        prefix = f"{module}/" if module else ""
-        if self.phase != "forward":
-            prefix = f"{self.phase}:{prefix}"
-        return f"{prefix}{op}.{k}"
+        return self.ids.mint(module, op, self.phase)
+
+    def enter_api(self, name: str) -> None:
+        """A framework API call (`F.conv2d`, `Tensor.__add__`) starts; the aten ops it runs belong to it."""
+        self.api, self.api_module, self.api_id = api_op(name), self.module, None
+
+    def leave_api(self) -> None:
+        self.api = self.api_id = None
+
+    def current_api(self) -> str | None:
+        """The API-level id of the call running now (`conv1/conv2d.0`, as msprobe's dumps are named), minted on
+        its first aten op so calls that run none (`size`, `dim`) take no number."""
+        if self.api is None:
+            return None
+        if self.api_id is None:
+            self.api_id = self.api_ids.mint(self.api_module, self.api, self.phase)
+        return self.api_id
 
     def _producer(self, t: Any) -> _Ref | None:
         entry = self._producers.get(id(t))
@@ -287,7 +302,9 @@ class Recorder:
         return ref
 
     def measure(self, node_id: str, slot: int, t: Any) -> None:
-        """Take (or queue) the statistics of `t` for output `slot` of `node_id`."""
+        """Take (or queue) the statistics of `t` for output `slot` of `node_id` (and show it to the observers' taps)."""
+        for tap in self.taps:
+            tap(node_id, slot, t)
         if not self.want_stats:
             return
         key = (node_id, slot)
@@ -366,7 +383,7 @@ class Recorder:
         graph.add_node(OpNode(  # positionally: id, op_type, module, index, kind, inputs, outputs, source, ...
             node_id, facts.op_type, module, index, "op", tuple(map(tensor_meta, in_tensors)),
             tuple(map(tensor_meta, out_tensors)), user_source(3) if self.want_source else None,
-            self.phase, self._module_class.get(module, ""), facts.attrs,
+            self.phase, self._module_class.get(module, ""), facts.attrs if self.api is None else self._attrs(func),
         ))
         for slot, ref in enumerate(refs):
             graph.add_edge(ref.node, node_id, ref.slot, slot)
@@ -390,6 +407,13 @@ class Recorder:
         if self.progress is not None and (index & 15) == 0:
             self.progress(self.phase_label, index, self.expected_ops)
         return node_id
+
+    def _attrs(self, func: Any) -> dict[str, Any] | None:
+        api = self.current_api()
+        attrs = {"api": api} if api is not None else {}
+        if func._overloadname != "default":
+            attrs["overload"] = func._overloadname
+        return attrs or None
 
     def finish_stats(self) -> StatsTable:
         """Bring every queued statistic to the host at once: two transfers per device, whatever the op count."""
@@ -454,73 +478,32 @@ class Recorder:
         return HistogramTable(keys, np.concatenate([data, data[extra]]) if extra else data)
 
 
-def _dispatch_mode_class() -> type:
-    from torch.utils._python_dispatch import TorchDispatchMode
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """Positional and keyword inputs together, for models called as `model(*args, **kwargs)`."""
 
-    class CaptureMode(TorchDispatchMode):
-        """Records every aten call into a `Recorder`."""
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
-        def __init__(self, recorder: Recorder) -> None:
-            super().__init__()
-            self.recorder = recorder
 
-        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
-            self.recorder.before(func, args, kwargs)
-            out = func(*args, **kwargs)
-            self.recorder.record(func, args, kwargs, out)
-            return out
-
-    return CaptureMode
+def split_inputs(inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """`(args, kwargs)` from an `Inputs`, a tuple/list (positional), a dict (keywords) or one value."""
+    if isinstance(inputs, Inputs):
+        return tuple(inputs.args), dict(inputs.kwargs)
+    if isinstance(inputs, dict):
+        return (), inputs
+    if isinstance(inputs, (tuple, list)):
+        return tuple(inputs), {}
+    return (inputs,), {}
 
 
 def call_model(model: Any, inputs: Any) -> Any:
-    """Call `model` with a tuple of positional inputs or a dict of keyword inputs."""
-    if isinstance(inputs, dict):
-        return model(**inputs)
-    if isinstance(inputs, (tuple, list)):
-        return model(*inputs)
-    return model(inputs)
+    """Call `model` with its inputs: positional, keyword, or both (`Inputs`)."""
+    args, kwargs = split_inputs(inputs)
+    return model(*args, **kwargs)
 
 
 stop_at(call_model)  # source stacks end at the model's call: what started the run is not the model
-
-
-def capture(
-    model: Any,
-    inputs: Any,
-    *,
-    stats: bool = True,
-    source: bool = True,
-    progress: Progress | None = None,
-    cancel: threading.Event | None = None,
-    phase_label: str = "capturing",
-    expected_ops: int | None = None,
-    grad: bool = False,
-    recorder_class: Callable[..., Recorder] | None = None,
-) -> CaptureResult:
-    """Run `model(*inputs)` once under capture and return the graph of what executed.
-
-    `recorder_class` (a `Recorder` subclass or factory taking the same arguments) lets a check
-    measure more in the same run; the result keeps the recorder for it to read.
-    """
-    import torch
-
-    recorder = (recorder_class or Recorder)(model, inputs, stats=stats, source=source, progress=progress,
-                                            cancel=cancel, phase_label=phase_label, expected_ops=expected_ops)
-    handles = recorder.install_hooks(model)
-    mode = _dispatch_mode_class()(recorder)
-    try:
-        with torch.set_grad_enabled(grad), mode:
-            outputs = call_model(model, inputs)
-    finally:
-        for h in handles:
-            h.remove()
-    table = recorder.finish_stats()
-    if progress is not None:
-        progress(phase_label, recorder.op_count, recorder.op_count)
-    return CaptureResult(recorder.graph, table, outputs, recorder.op_count, recorder=recorder,
-                         histograms=recorder.finish_histograms())
 
 
 def iter_tensors(obj: Any) -> Iterator[Any]:

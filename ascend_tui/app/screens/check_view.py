@@ -1,0 +1,34 @@
+"""The base of every per-check view: what it is called, the key that opens it and when it is offered."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from textual.screen import Screen
+
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+
+
+class CheckView(Screen[str | None]):
+    """A screen built from an investigation that dismisses with the operator to focus on the graph (or None).
+
+    It never changes the investigation. Subclasses set the four class attributes and may
+    widen `available` (the memory view also shows memory samples with no findings).
+    """
+
+    VIEW_ID: ClassVar[str] = ""
+    TITLE: ClassVar[str] = ""
+    KEY: ClassVar[str] = ""
+    CHECK: ClassVar[str] = ""
+
+    def __init__(self, inv: Investigation) -> None:
+        super().__init__()
+        self.inv = inv
+
+    @classmethod
+    def available(cls, inv: Investigation | None) -> bool:
+        """Offered only when the investigation holds this check's evidence."""
+        if inv is None:
+            return False
+        return cls.CHECK in inv.run.checks or any(f.check == cls.CHECK for f in inv.findings)

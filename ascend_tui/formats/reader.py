@@ -1,0 +1,33 @@
+"""What a reader is: a name, a cheap sniff, and a load that returns an `Investigation` or raises `InputError`."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Protocol
+
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+    from ascend_tui.progress import Progress
+
+
+class Reader(Protocol):
+    """One artifact format: `sniff` looks at names and the first bytes only; `load` reads it all."""
+
+    @property
+    def name(self) -> str: ...
+
+    def sniff(self, path: Path) -> bool: ...
+
+    def load(self, path: Path, progress: Progress | None = None,
+             cancel: threading.Event | None = None) -> Investigation: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionReader:
+    """A reader made of a module's `sniff` and `load` functions."""
+
+    name: str
+    sniff: Callable[[Path], bool]
+    load: Callable[..., Investigation]
