@@ -30,6 +30,7 @@ from ascend_tui.live.statistics import (
     cpu_stats_chunked,
     finish_rows,
     histogram_row,
+    histogram_sample,
     negated,
     tensor_stats_row,
 )
@@ -327,7 +328,12 @@ class Recorder:
                     return
             found = cpu_stats_chunked(self._torch, t)
             if found is not None:
-                self._queue(key, negated(found) if neg else found, n, histogram_row(self._torch, t) if hist else None)
+                binned = None
+                if hist:  # the sample joins the host batch, which bins it with everything else
+                    binned = self._batch.add(histogram_sample(self._torch, t), True)
+                    if binned is None:
+                        binned = histogram_row(self._torch, t)
+                self._queue(key, negated(found) if neg else found, n, binned)
             return
         neg = t.is_neg()
         if neg:
