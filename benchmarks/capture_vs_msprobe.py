@@ -1,6 +1,6 @@
 """Capture cost per operator, side by side with msprobe's statistics dump, in one process.
 
-Run: python benchmarks/capture_vs_msprobe.py [--reps 5] [--threads N] [--no-msprobe]
+Run: python benchmarks/capture_vs_msprobe.py [--reps 5] [--threads N] [--clock wall|cpu] [--no-msprobe]
 
 Three models defined here (nothing is downloaded): a 300-layer `Linear(16,16)+ReLU` net (900
 tiny aten ops, where per-operator overhead is everything), an 8-block CNN and a 6-block
@@ -84,14 +84,17 @@ def models() -> list[tuple[str, nn.Module, tuple[torch.Tensor, ...]]]:
     ]
 
 
+CLOCK: Callable[[], float] = time.perf_counter
+
+
 def best(fn: Callable[[], Any], reps: int) -> float:
-    """Best wall time of `reps` calls after one warm-up."""
+    """Best time (`CLOCK`) of `reps` calls after one warm-up."""
     fn()
     times = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(CLOCK() - t0)
     return min(times)
 
 
@@ -174,12 +177,17 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--no-msprobe", action="store_true", help="skip msprobe even when it is installed")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall time, or this process's CPU time (steadier on a shared machine; with one "
+                             "torch thread it is the work done)")
     args = parser.parse_args()
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.threads:
         torch.set_num_threads(args.threads)
     entries = models()
     with_msprobe = not args.no_msprobe and msprobe_available()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.reps}; "
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.reps} ({args.clock} clock); "
           f"msprobe: {'yes' if with_msprobe else 'not installed (pip install mindstudio-probe==26.2.0)'}")
     ours = {name: measure_ours(model, inputs, args.reps) for name, model, inputs in entries}
     ms = measure_msprobe(entries, {n: int(r["ops"]) for n, r in ours.items()}, args.reps) if with_msprobe else {}
