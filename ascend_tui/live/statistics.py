@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -247,7 +248,7 @@ def cpu_stats_chunked(torch: Any, t: Any) -> np.ndarray | None:
     nan_seen = False
     for c in (x,) if x.numel() <= CHUNK else x.split(CHUNK):
         if c.dtype != torch.float32:
-            c = c.float()
+            c = _scratch(torch, c.numel(), 0).copy_(c)
         lo, hi = c.amin().item(), c.amax().item()  # two vectorised passes beat aminmax's one here
         s = c.sum().item()
         total += s
@@ -259,8 +260,10 @@ def cpu_stats_chunked(torch: Any, t: Any) -> np.ndarray | None:
         if lo != lo or hi != hi:
             zeros += int((c == 0).sum())
         elif lo == 0 or hi == 0:  # one-signed (ReLU-like, many zeros): zeros are what sign() leaves out
-            zeros += c.numel() - abs(int(torch.sign(c).sum().item()))  # 0/1 sums are exact below 2**24
-        elif lo < 0 < hi and c.abs().amin().item() == 0:  # mixed signs: count only when a zero exists
+            signs = torch.sign(c, out=_scratch(torch, c.numel(), 1))
+            zeros += c.numel() - abs(int(signs.sum().item()))  # 0/1 sums are exact below 2**24
+        elif lo < 0 < hi and torch.abs(c, out=_scratch(torch, c.numel(), 1)).amin().item() == 0:
+            # mixed signs: counted only when a zero exists
             zeros += c.numel() - int(torch.count_nonzero(c))
         if not math.isfinite(s):
             nan += int(torch.isnan(c).sum())
@@ -268,6 +271,18 @@ def cpu_stats_chunked(torch: Any, t: Any) -> np.ndarray | None:
     if nan_seen:
         mn = mx = math.nan
     return np.array([mn, mx, total, math.sqrt(squares), nan, inf, zeros], dtype=np.float64)
+
+
+_LOCAL = threading.local()
+
+
+def _scratch(torch: Any, n: int, which: int) -> Any:
+    """A float32 buffer of `n` <= `CHUNK` elements, reused (per thread): a fresh 1 MiB temporary per chunk
+    costs its page faults every time."""
+    bufs = getattr(_LOCAL, "bufs", None)
+    if bufs is None:
+        bufs = _LOCAL.bufs = (torch.empty(CHUNK, dtype=torch.float32), torch.empty(CHUNK, dtype=torch.float32))
+    return bufs[which][:n]
 
 
 # -- accelerators: queued on the device ----------------------------------------------------------
