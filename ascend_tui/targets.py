@@ -127,13 +127,15 @@ def load_target(spec: str) -> Target:
 
 def model_error(exc: BaseException, target: str, during: str) -> TargetError:
     """Turn an exception raised inside the user's model into a `TargetError` with only their frames."""
-    import torch
+    from ascend_tui.live.frames import is_user_file
 
-    ours = (os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__))) + os.sep + "torch" + os.sep,
-            os.path.dirname(os.path.abspath(__file__)) + os.sep)
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(ours)]
-    where = f"line {frames[-1].lineno}: " if frames else ""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if is_user_file(f.filename)]
     path = split_spec(target)[0] if target else "model"
+    where = ""
+    if frames:  # a line number is only ever shown with its own file
+        last = frames[-1]
+        own = target and os.path.realpath(last.filename) == os.path.realpath(path)
+        where = f"line {last.lineno}: " if own else f"{last.filename}:{last.lineno}: "
     text = "".join(traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)).rstrip()
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     lowered = message.lower()

@@ -1,7 +1,8 @@
 """Capture overhead: plain eager forward vs forward under `live.capture` (statistics on), same process.
 
 Run: python benchmarks/capture_overhead.py [--reps 5] [--threads N]
-Prints per-model medians and the ratio capture/plain. Goal: at most 1.5x on CPU.
+Prints per-model medians and the ratio capture/plain. Goals on CPU: ResNet-18 at most 1.3x, the
+transformer block at most 1.5x.
 `make_cnn()` and `make_transformer()` are shared with the other benchmarks.
 """
 
@@ -127,9 +128,11 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.reps} repetitions (median)")
-    ratios = [measure("resnet18", *make_cnn(), args.reps), measure("transformer", *make_transformer(), args.reps)]
-    worst = max(ratios)
-    print(f"worst ratio {worst:.2f}x (goal <= 1.5x): {'met' if worst <= 1.5 else 'NOT met'}")
+    goals = {"resnet18": 1.3, "transformer": 1.5}
+    ratios = {"resnet18": measure("resnet18", *make_cnn(), args.reps),
+              "transformer": measure("transformer", *make_transformer(), args.reps)}
+    for name, goal in goals.items():
+        print(f"{name}: {ratios[name]:.2f}x (goal <= {goal}x): {'met' if ratios[name] <= goal else 'NOT met'}")
 
 
 if __name__ == "__main__":

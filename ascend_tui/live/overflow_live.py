@@ -24,6 +24,7 @@ from ascend_tui.graph.opgraph import OpNode, derive
 from ascend_tui.live.capture import Recorder, call_model, dtype_name, iter_tensors
 from ascend_tui.live.context import LiveContext, Run, guarded, prepare, torch_dtype
 from ascend_tui.live.recording import Call, Watcher, recording
+from ascend_tui.live.statistics import SMALL, HostBatch
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
@@ -303,12 +304,22 @@ class EvidenceObserver(Watcher):
         self.dtype = dtype
         self.keys: list[tuple[str, int]] = []
         self.rows: list[Any] = []
+        # Small contiguous CPU tensors are counted all at once at the end, in a host batch.
+        self._batch: HostBatch | None = None
+        self._batched: list[tuple[tuple[str, int], int]] = []
 
     def output(self, node: str, slot: int, t: Any) -> None:
         import torch
 
         if not t.is_floating_point() or t.numel() == 0 or t.layout != torch.strided or t.device.type == "meta":
             return
+        if t.is_cpu and t.numel() <= SMALL and t.is_contiguous() and not t.is_neg():
+            if self._batch is None:
+                self._batch = HostBatch(torch, flush_below=self.flush_below)
+            row = self._batch.add(t, False)
+            if row is not None:
+                self._batched.append(((node, slot), row))
+                return
         a = t.detach().abs()
         if a.dtype != torch.float32 and a.dtype != torch.float64:
             a = a.float()
@@ -325,12 +336,18 @@ class EvidenceObserver(Watcher):
 
     def result(self) -> dict[tuple[str, int], RangeEvidence]:
         """The counts, brought to the host in one transfer."""
-        if not self.rows:
-            return {}
-        import torch
+        found: dict[tuple[str, int], RangeEvidence] = {}
+        if self.rows:
+            import torch
 
-        rows = torch.stack(self.rows).cpu().numpy()
-        return {k: RangeEvidence(self.dtype, int(r[0]), int(r[1]), float(r[2])) for k, r in zip(self.keys, rows)}
+            rows = torch.stack(self.rows).cpu().numpy()
+            found = {k: RangeEvidence(self.dtype, int(r[0]), int(r[1]), float(r[2])) for k, r in zip(self.keys, rows)}
+        if self._batch is not None and self._batched:
+            batch = self._batch.evidence()
+            for key, row in self._batched:
+                r = batch[row]
+                found[key] = RangeEvidence(self.dtype, int(r[0]), int(r[1]), float(r[2]))
+        return found
 
 
 def evidence_pass(ctx: LiveContext, dtype: str) -> tuple[dict[tuple[str, int], RangeEvidence], Any]:

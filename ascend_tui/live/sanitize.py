@@ -35,6 +35,7 @@ from ascend_tui.checks.memory import (
 )
 from ascend_tui.evidence import Finding, MemoryEvent, MemorySample, StatsTable
 from ascend_tui.graph.opgraph import OpGraph
+from ascend_tui.live.aten import storage_key, write_positions
 from ascend_tui.live.capture import CaptureResult, Recorder, call_model, dtype_name, iter_tensors
 from ascend_tui.live.context import LiveContext, Run
 from ascend_tui.live.device import Device
@@ -46,7 +47,6 @@ from ascend_tui.live.sanitize_tracking import (
     LeakTracker,
     UnwrittenRead,
     holders,
-    storage_key,
 )
 
 from ascend_tui.progress import Progress
@@ -144,7 +144,7 @@ class Sanitizer:
             plan = _Plan(
                 name, tuple(a.name for a in schema.arguments),
                 frozenset(a.name for a in schema.arguments if a.is_out),
-                frozenset(a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write),
+                frozenset(name for _, name in write_positions(func)),
                 bool(func.is_view), name in METADATA_OPS, INDEX_RULES.get(name),
                 fresh=name in ("lift_fresh", "lift") or not (
                     name in _ALIASING_OPS or any(r.alias_info is not None for r in schema.returns)))

@@ -12,6 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from ascend_tui.live.aten import storage_key
 from ascend_tui.live.capture import dtype_name, iter_tensors
 
 MAX_VIEWS = 4
@@ -45,14 +46,6 @@ class Allocation:
         self.reports = 0
 
 
-def storage_key(t: Any) -> int | None:
-    """The identity of `t`'s storage (its `StorageImpl` address), None for tensors without one."""
-    try:
-        return int(t.untyped_storage()._cdata)
-    except Exception:  # noqa: BLE001 - sparse, meta and wrapper tensors have no plain storage
-        return None
-
-
 class InitTracker:
     """Written-masks of allocations born uninitialized, dropped once fully written or freed."""
 
@@ -82,7 +75,10 @@ class InitTracker:
             return
         mask = self._torch.zeros(n, dtype=self._torch.bool, device=t.device)
         mask[:written_elements] = True
-        self.entries[int(t.untyped_storage()._cdata)] = Allocation(self._weak(t.untyped_storage()), mask, t, node, op)
+        key = storage_key(t)
+        if key is None:
+            return
+        self.entries[key] = Allocation(self._weak(t.untyped_storage()), mask, t, node, op)
 
     def region(self, entry: Allocation, t: Any) -> Any | None:
         """The part of the mask `t` covers, shaped like `t`; None when `t` views the bytes as another dtype."""

@@ -1,0 +1,136 @@
+"""Which stack frames are the user's, and the source location of the current call in the user's code.
+
+Locations point at the user's model, never at the machinery around it: frames in torch,
+ascend_tui, textual, the standard library (threading, concurrent.futures, runpy, ...) and
+installed entry scripts (`ascend-tui`) are left out, and the walk ends at the function that
+called the model (`stop_at`). Capture asks on every aten call, so
+each code object is classified once and each distinct call stack is turned into a
+`SourceLocation` once.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import sysconfig
+from types import CodeType, FrameType
+from typing import Any
+
+from ascend_tui.evidence import SourceLocation
+
+STACK_DEPTH = 8
+_LIBRARY, _USER, _STOP = 0, 1, 2
+_PREFIXES: tuple[str, ...] | None = None
+_SITE = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+# Keyed by id(code): hashing a code object hashes its constants, nested code objects included,
+# on every lookup (~15 us for a script's module code). `_KEEP` holds each code object, so an id
+# is never reused while it is a key.
+_USER_CODE: dict[int, int] = {}  # id(code) -> _LIBRARY, _USER or _STOP
+_KEEP: list[CodeType] = []
+_LOCATIONS: dict[tuple[int, ...], SourceLocation] = {}
+
+
+def _package_dir(name: str) -> str | None:
+    spec = importlib.util.find_spec(name)
+    origin = spec.origin if spec is not None else None
+    return os.path.dirname(os.path.abspath(origin)) + os.sep if origin else None
+
+
+def _library_prefixes() -> tuple[str, ...]:
+    """Directories whose files are never the user's (computed once; finds packages without importing them)."""
+    global _PREFIXES
+    if _PREFIXES is None:
+        found = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep]  # ascend_tui
+        for name in ("torch", "textual"):
+            try:
+                path = _package_dir(name)
+            except (ImportError, ValueError):
+                path = None
+            if path:
+                found.append(path)
+        for key in ("scripts",):  # console-script launchers such as the `ascend-tui` entry script
+            path = sysconfig.get_paths().get(key)
+            if path:
+                found.append(os.path.abspath(path) + os.sep)
+        _PREFIXES = tuple(found)
+    return _PREFIXES
+
+
+def _stdlib_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    return tuple({os.path.abspath(paths[k]) + os.sep for k in ("stdlib", "platstdlib") if paths.get(k)})
+
+
+_STDLIB = _stdlib_dirs()
+
+
+def is_user_file(filename: str) -> bool:
+    """Whether a frame in `filename` is the user's code (not torch, ascend_tui, textual, the stdlib or a launcher)."""
+    if not filename or filename.startswith("<"):
+        return False
+    path = filename if os.path.isabs(filename) else os.path.abspath(filename)
+    if path.startswith(_library_prefixes()):
+        return False
+    if path.startswith(_STDLIB) and not any(s in path for s in _SITE):
+        return False
+    return True
+
+
+def stop_at(function: Any) -> None:
+    """Make `function`'s frame the outer end of every source stack: what called the model is not the model.
+
+    Capture calls the model through one function; the frames above it (the CLI, the app's
+    worker thread, a script calling `investigate`) say where the run was started, not where an
+    operator was called, and the walk up the stack ends there.
+    """
+    code = function.__code__
+    _KEEP.append(code)
+    _USER_CODE[id(code)] = _STOP
+
+
+def _classify(code: CodeType) -> int:
+    found = _USER_CODE.get(id(code))
+    if found is None:
+        if len(_KEEP) > 65536:  # generated code (exec per call) could grow it without bound
+            stops = {k: v for k, v in _USER_CODE.items() if v == _STOP}
+            kept = [c for c in _KEEP if id(c) in stops]
+            _USER_CODE.clear()
+            _USER_CODE.update(stops)
+            _KEEP[:] = kept
+            _LOCATIONS.clear()
+        _KEEP.append(code)
+        found = _USER_CODE[id(code)] = _USER if is_user_file(code.co_filename) else _LIBRARY
+    return found
+
+
+def user_source(skip: int = 2) -> SourceLocation | None:
+    """The innermost frames of the user's code that led to the current call (cached per distinct call stack)."""
+    frame: FrameType | None = sys._getframe(skip)
+    key: list[int] = []
+    users: list[FrameType] = []
+    user_code = _USER_CODE
+    while frame is not None:
+        code = frame.f_code
+        kind = user_code.get(id(code))
+        if kind is None:
+            kind = _classify(code)
+        if kind == _USER:
+            key.append(id(code))
+            key.append(frame.f_lasti)
+            users.append(frame)
+            if len(users) == STACK_DEPTH:
+                break
+        elif kind == _STOP:
+            break
+        frame = frame.f_back
+    if not users:
+        return None
+    k = tuple(key)
+    found = _LOCATIONS.get(k)
+    if found is None:
+        lines = tuple(f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}" for f in users)
+        first = users[0]
+        found = _LOCATIONS[k] = SourceLocation(first.f_code.co_filename, first.f_lineno, first.f_code.co_name,
+                                               lines)
+    return found

@@ -1,0 +1,385 @@
+"""Per-output statistics and log2-magnitude histograms, taken at the cost of about one read of each output.
+
+Three routes, one result (min, max, sum, L2 norm, NaN/Inf/zero counts; all in float32 values,
+sums accumulated in float64):
+- small CPU tensors are copied (one `memmove`, no torch call) into a per-dtype host batch
+  and reduced all together with vectorised numpy passes when the batch fills or the run ends;
+- large CPU tensors are reduced in cache-sized chunks, so the output is read from memory once;
+- on accelerators the reductions stay queued on the device (`tensor_stats_row`): no sync per op.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import threading
+from typing import Any
+
+import numpy as np
+
+from ascend_tui.evidence import HIST_BINS, HIST_EDGES_LOG2, HIST_SAMPLE, STAT_FIELDS
+
+SMALL = 8192  # elements: up to this a copy into the host batch beats a handful of torch calls
+CHUNK = 262144  # elements per chunk of a large CPU tensor: 1 MiB of float32 stays in L2 for every pass
+# (and 0/1 sums of a chunk stay exact in float32, which is exact to 2**24)
+BATCH_BYTES = 32 << 20  # host batch size per dtype before it is reduced and reused
+_RUN = 64
+# The bin of every float32 biased exponent (a positive float's bits >> 23): floor(log2|x|) = e - 127.
+_BIN_OF_EXPONENT = np.clip((np.arange(256) - 127 - HIST_EDGES_LOG2[0]) // (HIST_EDGES_LOG2[1] - HIST_EDGES_LOG2[0]) + 1,
+                           0, HIST_BINS - 1)
+_BIN_CODE = _BIN_OF_EXPONENT.astype(np.uint8)
+_SKIP = 15  # bin code of zeros and NaN: past every real bin, counted and dropped
+
+
+# -- the host batch (small CPU tensors) ----------------------------------------------------------
+
+
+class _Arena:
+    """Raw elements of one dtype, back to back, and where each tensor starts."""
+
+    __slots__ = ("np_dtype", "kind", "itemsize", "buf", "addr", "used", "starts", "slots", "hist")
+
+    def __init__(self, np_dtype: Any, kind: str) -> None:
+        self.np_dtype, self.kind = np.dtype(np_dtype), kind
+        self.itemsize = self.np_dtype.itemsize
+        self.buf = np.empty(SMALL * 4, dtype=self.np_dtype)
+        self.addr = self.buf.ctypes.data
+        self.used = 0
+        self.starts: list[int] = []
+        self.slots: list[int] = []
+        self.hist: list[bool] = []
+
+
+class HostBatch:
+    """Statistics (and histograms) of small CPU tensors, reduced in batches with numpy.
+
+    `add` copies a tensor's elements and returns its slot; `rows()` / `histograms()` give the
+    finished rows by slot. Copying is one `memmove` of the tensor's bytes (never a numpy view of
+    the user's tensor: that would make its storage non-resizable).
+    """
+
+    def __init__(self, torch: Any, flush_below: float | None = None) -> None:
+        self._torch = torch
+        self.flush_below = flush_below  # also count, per floating tensor, what a narrower dtype flushes
+        self._kinds = {torch.float32: (np.float32, "f"), torch.float16: (np.float16, "f"),
+                       torch.float64: (np.float64, "f"), torch.bfloat16: (np.uint16, "bf"),
+                       torch.int64: (np.int64, "i"), torch.int32: (np.int32, "i"), torch.int16: (np.int16, "i"),
+                       torch.int8: (np.int8, "i"), torch.uint8: (np.uint8, "i"), torch.bool: (np.uint8, "i")}
+        self._arenas: dict[Any, _Arena] = {}
+        self._negate: list[int] = []
+        self._values = np.empty((256, 7), dtype=np.float64)
+        self._hist = np.zeros((256, HIST_BINS + 1), dtype=np.int64)
+        self._evidence = np.zeros((256, 3), dtype=np.float64)
+        self._n = 0
+
+    def add(self, t: Any, hist: bool, negate: bool = False) -> int | None:
+        """Copy a small contiguous CPU tensor in and return its slot; None when it does not fit this route.
+
+        `negate`: the values are the negatives of what the memory holds (a negated view).
+        """
+        arena = self._arenas.get(t.dtype)
+        if arena is None:
+            kind = self._kinds.get(t.dtype)
+            if kind is None:
+                return None
+            arena = self._arenas[t.dtype] = _Arena(*kind)
+        n = t.numel()
+        try:
+            ptr = t.data_ptr()
+        except RuntimeError:  # no plain storage (a wrapper subclass): the torch route measures it
+            return None
+        if ptr == 0:
+            return None
+        if arena.used + n > arena.buf.size:
+            self._grow(arena, n)
+        ctypes.memmove(arena.addr + arena.used * arena.itemsize, ptr, n * arena.itemsize)
+        slot = self._n
+        self._n += 1
+        if slot >= self._values.shape[0]:
+            self._values = np.concatenate([self._values, np.empty_like(self._values)])
+            self._hist = np.concatenate([self._hist, np.zeros_like(self._hist)])
+            self._evidence = np.concatenate([self._evidence, np.zeros_like(self._evidence)])
+        arena.starts.append(arena.used)
+        arena.slots.append(slot)
+        arena.hist.append(hist and arena.kind != "i")
+        arena.used += n
+        if negate:
+            self._negate.append(slot)
+        return slot
+
+    def _grow(self, arena: _Arena, n: int) -> None:
+        if (arena.used + n) * arena.itemsize > BATCH_BYTES:
+            self._reduce(arena)
+        if arena.used + n > arena.buf.size:
+            bigger = np.empty(max(2 * arena.buf.size, arena.used + n), dtype=arena.np_dtype)
+            bigger[: arena.used] = arena.buf[: arena.used]
+            arena.buf, arena.addr = bigger, bigger.ctypes.data
+
+    def evidence(self) -> np.ndarray:
+        """Per slot of a floating tensor: values below `flush_below` but not zero, non-zero values, smallest |x| > 0."""
+        self.finish()
+        return self._evidence[: self._n]
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        """(values [slots, 7]: min, max, sum, norm, nan, inf, zeros; histograms [slots, HIST_BINS + 1])."""
+        for arena in self._arenas.values():
+            self._reduce(arena)
+        if self._negate:
+            negated(self._values[self._negate], out=self._values, rows=self._negate)
+            self._negate = []
+        return self._values[: self._n], self._hist[: self._n]
+
+    def _reduce(self, arena: _Arena) -> None:
+        """Reduce every pending tensor of `arena` into its rows, then empty the arena."""
+        if not arena.starts:
+            return
+        data = arena.buf[: arena.used]
+        if arena.kind == "bf":
+            a = (data.astype(np.uint32) << 16).view(np.float32)
+        else:
+            a = data.astype(np.float32, copy=False)
+        starts = np.asarray(arena.starts, dtype=np.int64)
+        slots = np.asarray(arena.slots, dtype=np.int64)
+        out = np.empty((len(starts), 7), dtype=np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            out[:, 0] = np.minimum.reduceat(a, starts)
+            out[:, 1] = np.maximum.reduceat(a, starts)
+            wide = a.astype(np.float64)
+            out[:, 2] = np.add.reduceat(wide, starts)
+            np.multiply(wide, wide, out=wide)
+            out[:, 3] = np.sqrt(np.add.reduceat(wide, starts))
+        out[:, 6] = np.add.reduceat(a == 0, starts, dtype=np.int64)
+        out[:, 4:6] = 0
+        if arena.kind != "i" and not np.isfinite(out[:, 2]).all():
+            out[:, 4] = np.add.reduceat(np.isnan(a), starts, dtype=np.int64)
+            out[:, 5] = np.add.reduceat(np.isinf(a), starts, dtype=np.int64)
+        self._values[slots] = out
+        if self.flush_below is not None and arena.kind != "i":
+            self._evidence[slots] = _evidence_rows(data if arena.kind == "f" and data.dtype == np.float64 else a,
+                                                   starts, self.flush_below)
+        want = np.asarray(arena.hist, dtype=bool)
+        if want.any():
+            ends = np.append(starts[1:], arena.used)
+            self._hist[slots[want]] = _batch_histograms(a, starts[want], (ends - starts)[want])
+        arena.used = 0
+        arena.starts, arena.slots, arena.hist = [], [], []
+
+
+def _evidence_rows(a: np.ndarray, starts: np.ndarray, flush_below: float) -> np.ndarray:
+    """(flushed, non-zero, smallest non-zero |x|) per segment, as `EvidenceRecorder` measures one tensor."""
+    v = np.abs(a)
+    nonzero = v != 0  # NaN counts as non-zero, and makes the smallest NaN, as the torch route does
+    out = np.empty((len(starts), 3), dtype=np.float64)
+    out[:, 0] = np.add.reduceat(nonzero & (v < flush_below), starts, dtype=np.int64)
+    out[:, 1] = np.add.reduceat(nonzero, starts, dtype=np.int64)
+    with np.errstate(invalid="ignore"):
+        out[:, 2] = np.minimum.reduceat(np.where(nonzero, v, np.inf), starts)
+    return out
+
+
+def _batch_histograms(a: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """`histogram_row` for many segments of one float32 array at once (same sample, same bins).
+
+    A segment of at most `HIST_SAMPLE` values is its own sample: every value gets a bin code
+    (`_SKIP` for zeros and NaN, which are left out) and one `bincount` of segment * 16 + code
+    counts them all. A longer segment gathers its evenly spaced runs first.
+    """
+    rows = len(starts)
+    out = np.zeros((rows, HIST_BINS + 1), dtype=np.int64)
+    whole = lens <= HIST_SAMPLE
+    if whole.any():
+        idx = np.flatnonzero(whole)
+        parts = [a[int(s): int(s + n)] for s, n in zip(starts[idx], lens[idx])] if not whole.all() else None
+        values = np.concatenate(parts) if parts is not None else a[int(starts[0]): int(starts[-1] + lens[-1])]
+        if parts is None and not np.array_equal(starts[1:], starts[:-1] + lens[:-1]):
+            values = np.concatenate([a[int(s): int(s + n)] for s, n in zip(starts, lens)])
+        key = np.repeat(np.arange(len(idx), dtype=np.int32) * 16, lens[idx])
+        key += _bin_codes(values)
+        counts = np.bincount(key, minlength=16 * len(idx)).reshape(len(idx), 16)
+        out[idx, :HIST_BINS] = counts[:, :HIST_BINS]
+        out[idx, HIST_BINS] = counts[:, :HIST_BINS].sum(axis=1)
+    for r in np.flatnonzero(~whole):
+        seg = a[int(starts[r]): int(starts[r] + lens[r])]
+        codes = _bin_codes(seg[_sample_offsets(int(lens[r]))])
+        kept = codes[codes != _SKIP]
+        out[r, :HIST_BINS] = np.bincount(kept, minlength=HIST_BINS)
+        out[r, HIST_BINS] = kept.size
+    return out
+
+
+def _bin_codes(a: np.ndarray) -> np.ndarray:
+    """The histogram bin of every float32 value as uint8; `_SKIP` for zeros and NaN (left out)."""
+    bits = a.view(np.uint32) & np.uint32(0x7FFFFFFF)  # |x|
+    codes = _BIN_CODE[bits >> 23]
+    codes[(bits == 0) | (bits > 0x7F800000)] = _SKIP
+    return codes
+
+
+@functools.lru_cache(maxsize=256)
+def _sample_offsets(n: int) -> np.ndarray:
+    """Offsets of `HIST_SAMPLE // _RUN` evenly spaced runs of `_RUN` consecutive elements of `n`."""
+    starts = np.linspace(0, n - _RUN, HIST_SAMPLE // _RUN).astype(np.int64)
+    return (starts[:, None] + np.arange(_RUN)).ravel()
+
+
+def negated(values: np.ndarray, *, out: np.ndarray | None = None, rows: Any = None) -> np.ndarray:
+    """Rows (min, max, sum, norm, nan, inf, zeros) of memory turned into those of its negated view."""
+    flipped = values.copy()
+    flipped[..., 0], flipped[..., 1], flipped[..., 2] = -values[..., 1], -values[..., 0], -values[..., 2]
+    if out is not None:
+        out[rows] = flipped
+    return flipped
+
+
+# -- large CPU tensors ---------------------------------------------------------------------------
+
+
+def cpu_stats_chunked(torch: Any, t: Any) -> np.ndarray | None:
+    """min, max, sum, norm, nan, inf, zeros of a CPU tensor, reduced chunk by chunk so each element is read
+    from memory once (the passes over a chunk hit the cache)."""
+    if t.is_complex() or t.layout != torch.strided:
+        return None
+    x = t.detach()
+    x = x.reshape(-1) if x.is_contiguous() else x.contiguous().view(-1)
+    if x.numel() == 0:
+        return None
+    mn, mx, total, squares, zeros, nan, inf = math.inf, -math.inf, 0.0, 0.0, 0, 0, 0
+    nan_seen = False
+    for c in (x,) if x.numel() <= CHUNK else x.split(CHUNK):
+        if c.dtype != torch.float32:
+            c = _scratch(torch, c.numel(), 0).copy_(c)
+        lo, hi = c.amin().item(), c.amax().item()  # two vectorised passes beat aminmax's one here
+        s = c.sum().item()
+        total += s
+        squares += torch.linalg.vector_norm(c).item() ** 2
+        if lo != lo or hi != hi:
+            nan_seen = True
+        else:
+            mn, mx = min(mn, lo), max(mx, hi)
+        if lo != lo or hi != hi:
+            zeros += int((c == 0).sum())
+        elif lo == 0 or hi == 0:  # one-signed (ReLU-like, many zeros): zeros are what sign() leaves out
+            signs = torch.sign(c, out=_scratch(torch, c.numel(), 1))
+            zeros += c.numel() - abs(int(signs.sum().item()))  # 0/1 sums are exact below 2**24
+        elif lo < 0 < hi and torch.abs(c, out=_scratch(torch, c.numel(), 1)).amin().item() == 0:
+            # mixed signs: counted only when a zero exists
+            zeros += c.numel() - int(torch.count_nonzero(c))
+        if not math.isfinite(s):
+            nan += int(torch.isnan(c).sum())
+            inf += int(torch.isinf(c).sum())
+    if nan_seen:
+        mn = mx = math.nan
+    return np.array([mn, mx, total, math.sqrt(squares), nan, inf, zeros], dtype=np.float64)
+
+
+_LOCAL = threading.local()
+
+
+def _scratch(torch: Any, n: int, which: int) -> Any:
+    """A float32 buffer of `n` <= `CHUNK` elements, reused (per thread): a fresh 1 MiB temporary per chunk
+    costs its page faults every time."""
+    bufs = getattr(_LOCAL, "bufs", None)
+    if bufs is None:
+        bufs = _LOCAL.bufs = (torch.empty(CHUNK, dtype=torch.float32), torch.empty(CHUNK, dtype=torch.float32))
+    return bufs[which][:n]
+
+
+# -- accelerators: queued on the device ----------------------------------------------------------
+
+
+def tensor_stats_row(torch: Any, t: Any) -> tuple[Any, Any] | None:
+    """Reductions of `t` on its own device: min, max, sum, L2 norm, and the NaN, Inf and zero counts.
+
+    Returns (float32 [min, max, sum, norm], int64 [nan, inf, zeros]), or None for tensors without
+    numbers to reduce (empty, complex, meta). Every reduction stays queued on the device (no sync).
+    """
+    if t.is_complex() or t.device.type == "meta" or t.layout != torch.strided:
+        return None
+    n = t.numel()
+    if n == 0:
+        return None
+    x = t.detach()
+    if x.dtype != torch.float32:
+        x = x.float()  # float64 too: one dtype for every row, and NPUs have no float64 reductions
+    count = torch.int32 if n < 2**31 else torch.int64  # a bool sum into int32 is 4x faster than int64
+    mn, mx = torch.aminmax(x)
+    values = torch.stack((mn, mx, x.sum(), torch.linalg.vector_norm(x)))
+    counts = torch.stack((torch.isnan(x).sum(dtype=count), torch.isinf(x).sum(dtype=count),
+                          (x == 0).sum(dtype=count)))
+    # Counts stay integers: float32 is exact only up to 2**24, and activations are larger than that.
+    return values, counts.long()
+
+
+def histogram_row(torch: Any, t: Any) -> Any | None:
+    """log2|x| bin counts of an evenly strided sample of a floating tensor, then the sample's size.
+
+    A sample keeps the cost per op small and fixed. On accelerators the counts are queued on the
+    device like the statistics (a torch tensor); on the CPU numpy does it without torch's per-op
+    overhead (a numpy array). Zeros and NaN are left out (the statistics count them); Inf falls
+    in the top bin.
+    """
+    if not t.is_floating_point() or t.numel() == 0 or not t.is_contiguous() or t.device.type == "meta":
+        return None
+    flat = t.detach().reshape(-1)
+    n = flat.numel()
+    if flat.device.type == "cpu":
+        # Never call .numpy() on the user's tensor: sharing its storage with numpy makes it
+        # non-resizable (resize_ would then fail); gather or copy a sample of our own first.
+        if n > HIST_SAMPLE:  # 64 evenly spaced runs of 64: a few cache lines each, not 4096 scattered reads
+            sample = flat.index_select(0, _sample_index(torch, n)).float()
+        else:
+            sample = flat.to(torch.float32, copy=True)
+        a = np.abs(sample.numpy())
+        a = a[a > 0]  # drops zeros and NaN
+        row = np.empty(HIST_BINS + 1, dtype=np.int64)
+        row[:HIST_BINS] = np.bincount(_BIN_OF_EXPONENT[a.view(np.uint32) >> 23], minlength=HIST_BINS)
+        row[HIST_BINS] = a.size
+        return row
+    sample = flat[:: max(1, n // HIST_SAMPLE)][:HIST_SAMPLE]
+    sample = torch.nan_to_num(sample.float().abs(), nan=0.0, posinf=math.inf)
+    bins = torch.bucketize(sample, _hist_edges(torch, sample.device), right=True)
+    counts = torch.bincount(bins, minlength=HIST_BINS + 1)[: HIST_BINS + 1].clone()
+    zeros = (sample == 0).sum()
+    counts[0] -= zeros  # zeros (and NaN) landed in the first bin
+    counts[HIST_BINS] = sample.numel() - zeros
+    return counts
+
+
+def histogram_sample(torch: Any, t: Any) -> Any:
+    """The values `histogram_row` bins for a contiguous CPU tensor larger than the sample: evenly spaced
+    runs, gathered into a tensor of our own (for a host batch to bin with everything else)."""
+    return t.detach().reshape(-1).index_select(0, _sample_index(torch, t.numel()))
+
+
+@functools.lru_cache(maxsize=256)
+def _sample_index(torch: Any, n: int) -> Any:
+    return torch.from_numpy(_sample_offsets(n))
+
+
+_EDGES: dict[Any, Any] = {}
+
+
+def _hist_edges(torch: Any, device: Any) -> Any:
+    edges = _EDGES.get(device)
+    if edges is None:
+        edges = _EDGES[device] = torch.tensor([2.0 ** e for e in HIST_EDGES_LOG2], device=device)
+    return edges
+
+
+def finish_rows(raw: np.ndarray, numel: np.ndarray) -> np.ndarray:
+    """Turn rows (min, max, sum, norm, nan, inf, zeros) and their numels into `STAT_FIELDS` order."""
+    out = np.empty((raw.shape[0], len(STAT_FIELDS)), dtype=np.float64)
+    mn, mx, total, norm, nan, inf, zeros = (raw[:, i] for i in range(7))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[:, 0] = mn
+        out[:, 1] = mx
+        out[:, 2] = total / numel
+        out[:, 3] = norm
+        out[:, 4] = np.fmax(np.abs(mn), np.abs(mx))
+        out[:, 4] = np.where(np.isnan(mn) | np.isnan(mx), np.nan, out[:, 4])
+    out[:, 5] = nan
+    out[:, 6] = inf
+    out[:, 7] = zeros
+    out[:, 8] = numel
+    return out

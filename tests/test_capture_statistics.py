@@ -1,0 +1,158 @@
+"""Every statistics route (host batch, chunked CPU pass, on-device rows) gives the same exact answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ascend_tui.live.statistics import (  # noqa: E402
+    CHUNK,
+    SMALL,
+    HostBatch,
+    cpu_stats_chunked,
+    histogram_row,
+    tensor_stats_row,
+)
+
+
+def reference(t: torch.Tensor) -> tuple[float, float, float, float, int, int, int]:
+    """min, max, sum, norm, nan, inf, zeros of `t`'s float32 values, the obvious way."""
+    x = t.detach().float().reshape(-1).double()
+    has_nan = bool(torch.isnan(x).any())
+    mn = float("nan") if has_nan else float(x.min())
+    mx = float("nan") if has_nan else float(x.max())
+    return (mn, mx, float(x.sum()), float(x.square().sum().sqrt()), int(torch.isnan(x).sum()),
+            int(torch.isinf(x).sum()), int((x == 0).sum()))
+
+
+def patterned(n: int, kind: str, dtype: torch.dtype) -> torch.Tensor:
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(n, generator=g)
+    if kind == "relu":
+        x = x.relu()
+    elif kind == "negative":
+        x = -x.abs()
+        x[:: 7] = 0.0
+    elif kind == "mixed":
+        x[:: 11] = 0.0
+        x[1] = -0.0
+    elif kind == "nonfinite":
+        x[3] = float("nan")
+        x[-2] = float("inf")
+        x[:: 13] = 0.0
+    if dtype == torch.bool:
+        return x > 0
+    if not dtype.is_floating_point:
+        return (x * 10).to(dtype)
+    return x.to(dtype)
+
+
+def assert_row(got: np.ndarray, t: torch.Tensor) -> None:
+    want = reference(t)
+    np.testing.assert_array_equal(got[[0, 1, 4, 5, 6]], np.array(want, dtype=np.float64)[[0, 1, 4, 5, 6]])
+    assert got[2] == pytest.approx(want[2], rel=1e-5, abs=1e-3, nan_ok=True)
+    assert got[3] == pytest.approx(want[3], rel=1e-5, nan_ok=True)
+
+
+SIZES = [5, 3000, SMALL, SMALL + 1, 2 * CHUNK + 17]
+KINDS = ["relu", "negative", "mixed", "nonfinite"]
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_float32_routes_are_exact(n: int, kind: str) -> None:
+    t = patterned(n, kind, torch.float32)
+    if n <= SMALL:
+        batch = HostBatch(torch)
+        slot = batch.add(t, True)
+        values, hists = batch.finish()
+        assert_row(values[slot], t)
+        np.testing.assert_array_equal(hists[slot], histogram_row(torch, t))
+    else:
+        assert_row(cpu_stats_chunked(torch, t), t)
+    values, counts = tensor_stats_row(torch, t)  # the accelerator route, run on the CPU
+    assert_row(np.concatenate([values.double().numpy(), counts.double().numpy()]), t)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32,
+                                   torch.uint8, torch.bool])
+@pytest.mark.parametrize("n", [7, 5000, CHUNK + 3])
+def test_other_dtypes_are_measured_in_float32_like_every_route(dtype: torch.dtype, n: int) -> None:
+    t = patterned(n, "mixed" if dtype != torch.uint8 else "relu", dtype)
+    if n <= SMALL:
+        batch = HostBatch(torch)
+        slot = batch.add(t, t.is_floating_point())
+        values, hists = batch.finish()
+        assert_row(values[slot], t)
+        if t.is_floating_point():
+            np.testing.assert_array_equal(hists[slot], histogram_row(torch, t))
+    else:
+        assert_row(cpu_stats_chunked(torch, t), t)
+
+
+def test_many_tensors_in_one_batch_keep_their_own_rows() -> None:
+    batch = HostBatch(torch)
+    tensors = [patterned(n, kind, torch.float32) for n in (5, 64, 4095, 4096, 4097, 8000) for kind in KINDS]
+    slots = [batch.add(t, True) for t in tensors]
+    values, hists = batch.finish()
+    for slot, t in zip(slots, tensors):
+        assert_row(values[slot], t)
+        np.testing.assert_array_equal(hists[slot], histogram_row(torch, t))
+
+
+def test_a_full_batch_is_reduced_and_reused_without_losing_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ascend_tui.live.statistics as statistics
+
+    monkeypatch.setattr(statistics, "BATCH_BYTES", 64 * 1024)  # a few tensors per batch
+    batch = HostBatch(torch)
+    tensors = [patterned(5000, KINDS[i % 4], torch.float32) for i in range(12)]
+    slots = [batch.add(t, True) for t in tensors]
+    values, hists = batch.finish()
+    for slot, t in zip(slots, tensors):
+        assert_row(values[slot], t)
+        np.testing.assert_array_equal(hists[slot], histogram_row(torch, t))
+
+
+def test_a_negated_view_is_measured_by_its_values_not_its_memory() -> None:
+    from ascend_tui.live.recording import capture
+
+    class Neg(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch._neg_view(x * 1)
+
+    r = capture(Neg(), (torch.tensor([1.0, 2.0, 3.0]),))
+    node = next(n.id for n in r.graph if n.op_type == "aten._neg_view")
+    assert (r.stats.get(node).min, r.stats.get(node).max) == (-3.0, -1.0)
+
+
+def test_underflow_evidence_is_the_same_from_the_host_batch_and_from_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ascend_tui.live.overflow_live as overflow_live
+    from ascend_tui.live.overflow_live import EvidenceObserver
+    from ascend_tui.live.recording import capture
+
+    class Tiny(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x * 1e-6  # many values below float16's smallest subnormal (~6e-8) once scaled
+            z = y.view(-1).reshape(x.shape)
+            return torch.cat([z, torch.zeros(2, x.shape[1]), x.double() * 1e-30], 0)
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 50, generator=g)
+    x[0, 0] = float("nan")
+
+    def evidence() -> dict:
+        observer = EvidenceObserver(flush_below=2.0**-24, dtype="float16")
+        capture(Tiny(), (x,), observers=[observer])
+        return observer.result()
+
+    batched = evidence()
+    monkeypatch.setattr(overflow_live, "SMALL", 0)  # every tensor through the torch route
+    direct = evidence()
+    assert batched.keys() == direct.keys() and len(batched) >= 5
+    for key in direct:
+        a, b = batched[key], direct[key]
+        assert (a.flushed, a.nonzero) == (b.flushed, b.nonzero), key
+        assert a.min_abs == pytest.approx(b.min_abs, nan_ok=True), key
+    assert any(e.flushed > 0 for e in direct.values())
