@@ -156,3 +156,17 @@ def test_underflow_evidence_is_the_same_from_the_host_batch_and_from_torch(monke
         assert (a.flushed, a.nonzero) == (b.flushed, b.nonzero), key
         assert a.min_abs == pytest.approx(b.min_abs, nan_ok=True), key
     assert any(e.flushed > 0 for e in direct.values())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_host_batch_flush_count_is_what_the_cast_really_flushes(dtype: str) -> None:
+    """Subnormals and ties included: numpy's count equals `x.to(dtype) == 0` on log-uniform magnitudes."""
+    from ascend_tui.live.statistics import flushed_by_cast
+
+    g = torch.Generator().manual_seed(1)
+    low = -50.0 if dtype == "bfloat16" else -20.0
+    x = torch.exp(torch.empty(20000).uniform_(low * 6.0, -12.0, generator=g))
+    x[:4] = torch.tensor([2.0**-25, 2.0**-25 * 1.0000001, 2.0**-134, 2.0**-133])  # float16 and bfloat16 ties
+    expect = (x.to(getattr(torch, dtype)) == 0)
+    got = flushed_by_cast(x.numpy(), dtype, 0.0)
+    assert got.sum() == int(expect.sum()) and (got == expect.numpy()).all()

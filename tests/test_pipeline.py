@@ -132,7 +132,7 @@ def test_live_capture_and_msprobe_dump_name_the_same_calls_the_same(fixtures: Pa
 
     x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
     model = TinyCNN()
-    rec = GradRecorder(model, (x,))
+    rec = GradRecorder(model, (x,), api_ids=True)
     grad_capture(rec, model, (x,), lambda out: F.cross_entropy(out.float(), y))
     live = {rec.graph.node(n).attrs.get("api") for n in rec.graph.execution_order() if rec.graph.node(n).attrs}
     dump = open_path(fixtures / "msprobe" / "dump_fp32")
@@ -171,3 +171,15 @@ def test_app_and_cli_give_the_same_findings_for_every_sanitizer_log(log: str, fi
     assert cli_alone.findings, "every fixture log reports something"
     assert key(app_alone) == key(cli_alone)
     assert key(app_mapped) == key(cli_mapped)
+
+
+def test_api_ids_are_asked_for_and_leave_fused_fast_paths_alone_otherwise() -> None:
+    """Naming API calls takes a TorchFunctionMode, which would turn off nn.MultiheadAttention's fast path."""
+    mha = nn.MultiheadAttention(16, 2, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    plain = capture(mha, (x, x, x))
+    named = capture(mha, (x, x, x), api_ids=True)
+    assert not any((n.attrs or {}).get("api") for n in plain.graph)
+    assert any((n.attrs or {}).get("api") for n in named.graph)
+    inv = investigate(mha, (x, x, x), checks=(), device="cpu", settings={"api_ids": True})
+    assert any((n.attrs or {}).get("api") for n in inv.graph)

@@ -120,6 +120,7 @@ class Recorder:
         cancel: threading.Event | None = None,
         phase_label: str = "capturing",
         expected_ops: int | None = None,
+        api_ids: bool = False,
     ) -> None:
         import torch
         from torch.utils._pytree import keystr, tree_flatten_with_path
@@ -139,6 +140,7 @@ class Recorder:
         self.module_stack: list[str] = []
         self._module_class: dict[str, str] = {}
         self.ids = IdMinter()
+        self.want_api = api_ids  # name each op's framework API call as msprobe does (recording's ApiMode)
         self.api_ids = IdMinter()
         self.api: str | None = None
         self.api_module = ""

@@ -18,7 +18,8 @@ class RunOptions:
 
     `checks` holds check names (`"overflow"`, `"memory"`) or `LiveCheck` objects (a check the
     runner has never heard of runs just the same). `settings` carries check-specific knobs
-    (`headroom_bits`, `underflow_fraction`, `range_dtype`, `inf_nan_mode`, ...).
+    (`headroom_bits`, `underflow_fraction`, `range_dtype`, `inf_nan_mode`, ...) and `api_ids`
+    (name each op's framework API call as msprobe does; see `live.recording`).
     """
 
     checks: tuple[Any, ...] = ("overflow",)

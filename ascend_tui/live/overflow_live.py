@@ -315,7 +315,7 @@ class EvidenceObserver(Watcher):
             return
         if t.is_cpu and t.numel() <= SMALL and t.is_contiguous() and not t.is_neg():
             if self._batch is None:
-                self._batch = HostBatch(torch, flush_below=self.flush_below)
+                self._batch = HostBatch(torch, flush_below=self.flush_below, flush_dtype=self.dtype)
             row = self._batch.add(t, False)
             if row is not None:
                 self._batched.append(((node, slot), row))

@@ -131,7 +131,10 @@ def recording(model: Any, recorder: Recorder, observers: Sequence[Any] = (), *, 
     """Record everything `model` runs inside the block; hooks are removed and modes left whatever happens.
 
     `autocast` is None (leave the caller's autocast state alone) or an `(device_type, dtype)`
-    pair to run under `torch.autocast`.
+    pair to run under `torch.autocast`. A recorder made with `api_ids=True` also names each
+    op's framework API call (`attrs["api"]`, msprobe's ids) through a `TorchFunctionMode`; that
+    costs ~15 us per call and turns off torch's fused fast paths (nn.MultiheadAttention's), so
+    it is off unless asked.
     """
     import torch
 
@@ -143,7 +146,8 @@ def recording(model: Any, recorder: Recorder, observers: Sequence[Any] = (), *, 
             stack.enter_context(torch.set_grad_enabled(grad))
             if autocast is not None:
                 stack.enter_context(torch.autocast(device_type=autocast[0], dtype=autocast[1]))
-            stack.enter_context(_api_mode_class()(recorder))
+            if recorder.want_api:
+                stack.enter_context(_api_mode_class()(recorder))
             stack.enter_context(mode)
             yield mode
     finally:
@@ -164,11 +168,13 @@ def capture(
     expected_ops: int | None = None,
     grad: bool = False,
     autocast: Any = None,
+    api_ids: bool = False,
     recorder_class: Callable[..., Recorder] | None = None,
 ) -> CaptureResult:
     """Run `model` on `inputs` once under capture (and `observers`) and return the graph of what executed."""
     recorder = (recorder_class or Recorder)(model, inputs, stats=stats, source=source, progress=progress,
-                                            cancel=cancel, phase_label=phase_label, expected_ops=expected_ops)
+                                            cancel=cancel, phase_label=phase_label, expected_ops=expected_ops,
+                                            api_ids=api_ids)
     with recording(model, recorder, observers, grad=grad, autocast=autocast):
         outputs = call_model(model, inputs)
     table = recorder.finish_stats()

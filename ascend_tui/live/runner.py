@@ -84,8 +84,10 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
     ctx = LiveContext(options, dev, run_dtype, t_model, t_inputs, model, inputs, progress, cancel, checks=checks)
     target_run = Run("target", t_model, t_inputs, dev)
     observers = [o for c in checks for o in c.observers(ctx, target_run)]
+    api_ids = bool(options.setting("api_ids", False))
     ctx.target = guarded(options.target, "the model's forward", lambda: capture(
-        t_model, t_inputs, observers=observers, progress=progress, cancel=cancel, phase_label="capturing target"))
+        t_model, t_inputs, observers=observers, progress=progress, cancel=cancel, phase_label="capturing target",
+        api_ids=api_ids))
     ref_stats = None
     if options.reference and any(c.needs_reference for c in checks):
         ref_backend, _, ref_dtype = options.reference.partition(":")
@@ -98,7 +100,7 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
             ref_observers = [o for c in checks for o in c.observers(ctx, ref_run)]
             ctx.reference = guarded(options.target, "the reference forward", lambda: capture(
                 r_model, r_inputs, observers=ref_observers, progress=progress, cancel=cancel,
-                phase_label="capturing reference", expected_ops=ctx.target.op_count))
+                phase_label="capturing reference", expected_ops=ctx.target.op_count, api_ids=api_ids))
             ref_stats = ctx.reference.stats
     run = RunInfo(target=options.target, device=dev.info().to_json(), checks=tuple(c.name for c in checks),
                   dtype=dtype_name(run_dtype), reference=options.reference, iterations=options.iterations,

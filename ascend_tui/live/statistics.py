@@ -59,9 +59,10 @@ class HostBatch:
     the user's tensor: that would make its storage non-resizable).
     """
 
-    def __init__(self, torch: Any, flush_below: float | None = None) -> None:
+    def __init__(self, torch: Any, flush_below: float | None = None, flush_dtype: str = "") -> None:
         self._torch = torch
         self.flush_below = flush_below  # also count, per floating tensor, what a narrower dtype flushes
+        self.flush_dtype = flush_dtype  # ... by casting to it (round to nearest even), when it is known
         self._kinds = {torch.float32: (np.float32, "f"), torch.float16: (np.float16, "f"),
                        torch.float64: (np.float64, "f"), torch.bfloat16: (np.uint16, "bf"),
                        torch.int64: (np.int64, "i"), torch.int32: (np.int32, "i"), torch.int16: (np.int16, "i"),
@@ -157,7 +158,7 @@ class HostBatch:
         self._values[slots] = out
         if self.flush_below is not None and arena.kind != "i":
             self._evidence[slots] = _evidence_rows(data if arena.kind == "f" and data.dtype == np.float64 else a,
-                                                   starts, self.flush_below)
+                                                   starts, self.flush_below, self.flush_dtype)
         want = np.asarray(arena.hist, dtype=bool)
         if want.any():
             ends = np.append(starts[1:], arena.used)
@@ -166,12 +167,25 @@ class HostBatch:
         arena.starts, arena.slots, arena.hist = [], [], []
 
 
-def _evidence_rows(a: np.ndarray, starts: np.ndarray, flush_below: float) -> np.ndarray:
-    """(flushed, non-zero, smallest non-zero |x|) per segment, as `EvidenceRecorder` measures one tensor."""
+def flushed_by_cast(v: np.ndarray, dtype: str, flush_below: float) -> np.ndarray:
+    """Which magnitudes `v` a cast to `dtype` rounds to zero (round to nearest even: subnormals and ties included)."""
+    if dtype == "float16":
+        return v.astype(np.float16) == 0
+    if dtype == "bfloat16":  # the top half of a float32, rounded to nearest even
+        bits = v.astype(np.float32).view(np.uint32)
+        rounded = (bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16
+        return (rounded & np.uint32(0x7FFF)) == 0
+    return v <= flush_below / 2  # no such dtype here: at most half the smallest subnormal (the tie) rounds to 0
+
+
+def _evidence_rows(a: np.ndarray, starts: np.ndarray, flush_below: float, dtype: str = "") -> np.ndarray:
+    """(flushed, non-zero, smallest non-zero |x|) per segment, as `EvidenceObserver` measures one tensor."""
     v = np.abs(a)
     nonzero = v != 0  # NaN counts as non-zero, and makes the smallest NaN, as the torch route does
     out = np.empty((len(starts), 3), dtype=np.float64)
-    out[:, 0] = np.add.reduceat(nonzero & (v < flush_below), starts, dtype=np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        flushed = flushed_by_cast(v, dtype, flush_below)
+    out[:, 0] = np.add.reduceat(nonzero & flushed, starts, dtype=np.int64)
     out[:, 1] = np.add.reduceat(nonzero, starts, dtype=np.int64)
     with np.errstate(invalid="ignore"):
         out[:, 2] = np.minimum.reduceat(np.where(nonzero, v, np.inf), starts)
