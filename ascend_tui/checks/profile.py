@@ -287,7 +287,13 @@ STAGES = ("computing", "communication", "free")
 
 
 def cluster_summary(steps: Sequence[StepTime]) -> ClusterSummary:
-    """The per-rank view of step_trace rows from many ranks: who is slow, and in which stage against the median."""
+    """Who holds the cluster back, and in which stage.
+
+    Collectives make every rank's step equally long, so the wall time does not tell the slow rank:
+    the others wait for it in communication. The slow rank is the one with the most time of its own
+    (computing + free, i.e. compute and host-side idle); its slow stage is the one of the two furthest
+    above the median rank.
+    """
     by_rank: dict[int, list[StepTime]] = {}
     for s in steps:
         by_rank.setdefault(s.rank, []).append(s)
@@ -298,15 +304,10 @@ def cluster_summary(steps: Sequence[StepTime]) -> ClusterSummary:
                               sum(r.communication_not_overlapped for r in rows) / n, sum(r.free for r in rows) / n))
     if not ranks:
         return ClusterSummary((), -1, "", 0.0)
-    slow = max(ranks, key=lambda r: (r.total, -r.rank))
+    slow = max(ranks, key=lambda r: (r.computing + r.free, -r.rank))
     medians = {st: float(np.median([getattr(r, st) for r in ranks])) for st in STAGES}
-    # a rank that computes longer makes the others wait in communication: its own excess is the cause
-    excess = {st: getattr(slow, st) - medians[st] for st in STAGES}
+    excess = {st: getattr(slow, st) - medians[st] for st in ("computing", "free")}
     stage = max(excess, key=lambda st: excess[st])
-    slowest_compute = max(ranks, key=lambda r: r.computing)
-    if slowest_compute.computing - medians["computing"] > 0.05 * medians["computing"] and stage == "communication":
-        slow, stage = slowest_compute, "computing"
-        excess["computing"] = slow.computing - medians["computing"]
     return ClusterSummary(tuple(ranks), slow.rank, stage, float(excess[stage]))
 
 
