@@ -11,6 +11,7 @@ from typing import Any, Sequence, TextIO
 
 from ascend_tui import __version__
 from ascend_tui.errors import AscendTuiError, Cancelled, InputError, TargetError
+from ascend_tui.profile_cli import add_parser as add_profile_parser
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
 
@@ -101,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     san.add_argument("cmd", nargs=argparse.REMAINDER, help="-- command to run under the sanitizer")
 
     sub.add_parser("devices", help="which device backends work on this machine")
+    add_profile_parser(sub)
     return parser
 
 
@@ -248,7 +250,14 @@ def _cmd_devices(_args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from ascend_tui.profile_cli import run_profile
+
+    _check_output_paths(args, [args.target, args.baseline or ""])
+    return run_profile(args, ProgressLine(sys.stderr, args.quiet), _finish)
+
+
 _COMMANDS = {
     "check": _cmd_check, "open": _cmd_open, "demo": _cmd_demo, "serve": _cmd_serve,
-    "sanitize": _cmd_sanitize, "devices": _cmd_devices,
+    "sanitize": _cmd_sanitize, "devices": _cmd_devices, "profile": _cmd_profile,
 }

@@ -144,6 +144,8 @@ def _kernel_table(kernels: list[dict[str, Any]], procs: dict[Any, str], threads:
 
 def type_from_name(name: str) -> str:
     """`aclnnMatmul_MatMulV3_MatMulV3` -> `MatMulV3`, `trans_TransData_12` -> `TransData`, `Conv2D1` -> `Conv2D`."""
+    if name.startswith("hcom_") and "__" in name:
+        return name.split("__")[0] + "_"  # hcom_allReduce__586_0_1 -> hcom_allReduce_, as kernel_details types it
     parts = [p for p in name.split("_") if p and not p.isdigit()]
     last = parts[-1] if parts else name
     stripped = last.rstrip("0123456789")
