@@ -62,12 +62,24 @@ def categories(table: KernelTable) -> Codes:
     if table.n == 0:
         return Codes()
     name, typ, core = table.text["name"], table.text["type"], table.text["core"]
-    key = np.stack([name.codes, typ.codes, core.codes], axis=1)
-    uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+    uniq, inverse = unique_rows([name, typ, core])
     labels = [category_of(typ.values[t], name.values[n], core.values[c]) for n, t, c in uniq]
     index = {c: i for i, c in enumerate(dict.fromkeys(labels))}
     codes = np.array([index[c] for c in labels], np.int32)[inverse.reshape(-1)]
     return Codes(codes, list(index))
+
+
+def unique_rows(columns: Sequence[Codes]) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct code combinations as rows, the index of each row's combination): one int64 key per row,
+    not a sort over a 2-D array."""
+    key = np.zeros(len(columns[0]), np.int64)
+    for c in columns:
+        key = key * max(len(c.values), 1) + c.codes
+    if len(columns) > 1 and math.prod(max(len(c.values), 1) for c in columns) >= 2**62:
+        uniq2, inverse = np.unique(np.stack([c.codes for c in columns], axis=1), axis=0, return_inverse=True)
+        return uniq2, inverse.reshape(-1)
+    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return np.stack([c.codes[first] for c in columns], axis=1), inverse.reshape(-1)
 
 
 def column(table: KernelTable, by: str) -> Codes:
@@ -208,8 +220,7 @@ def intensity(op_type: str, in_shapes: str, in_dtypes: str, out_shapes: str, out
 def roofline(table: KernelTable, rows: np.ndarray) -> np.ndarray:
     """`intensity` of the given rows (computed once per distinct type/shape/dtype combination)."""
     cols = ("type", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes")
-    key = np.stack([table.text[c].codes[rows] for c in cols], axis=1)
-    uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+    uniq, inverse = unique_rows([table.text[c].take(rows) for c in cols])
     vals = np.array([intensity(*(table.text[c].values[k] for c, k in zip(cols, row))) for row in uniq], np.float64)
     return vals[inverse.reshape(-1)]
 

@@ -19,6 +19,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ascend_tui.errors import Cancelled, InputError
+import ascend_tui.formats.fast_csv as fast_csv
 from ascend_tui.progress import Progress
 from ascend_tui.timing import NO_INT, NO_START, Codes, HostOp, KernelTable, OpStat, StepTime
 
@@ -138,61 +139,125 @@ def _starts(path: Path, column: str, cells: Sequence[str], first_record: int) ->
                          where=f"record {first_record + i}") from None
 
 
-def iter_kernel_chunks(path: Path, *, chunk: int = CHUNK, cancel: threading.Event | None = None,
+def iter_kernel_chunks(path: Path, *, block: int = fast_csv.BLOCK, cancel: threading.Event | None = None,
                        progress: Progress | None = None) -> Iterator[KernelTable]:
-    """The kernel rows of `path` as `KernelTable`s of at most `chunk` rows each, in file order."""
+    """The kernel rows of `path` as `KernelTable`s, one per block of about `block` bytes, in file order.
+
+    Each block is split with numpy (`fast_csv`); a block it cannot split cleanly goes through the
+    csv module, which names the bad record.
+    """
     reader, header, fh = open_csv(path)
+    fh.close()  # type: ignore[attr-defined]
     cols = kernel_columns(header)
     if "name" not in cols or "dur_us" not in cols:
-        fh.close()  # type: ignore[attr-defined]
         raise InputError(path, "not a kernel table: no Name/Op Name and Duration(us) columns "
                                f"(columns: {', '.join(header[:12])})", where="1")
     metrics = {h: i for i, h in enumerate(header) if _METRIC.match(h)}
-    width = len(header)
     done = 0
     try:
-        while True:
-            if cancel is not None and cancel.is_set():
-                raise Cancelled()
-            try:
-                rows = list(itertools.islice(reader, chunk))
-            except csv.Error as exc:
-                raise InputError(path, f"not a readable CSV file: {exc}", where=str(reader.line_num)) from None
-            except UnicodeDecodeError as exc:
-                raise InputError(path, f"not a text file (byte {exc.start} is not UTF-8)") from None
-            if not rows:
-                return
-            rows = [r for r in rows if len(r) >= width or (len(r) > 1 and any(r))]
-            short = next((k for k, r in enumerate(rows) if len(r) < min(width, max(cols.values()) + 1)), None)
-            if short is not None:
-                raise InputError(path, f"record {done + short + 2} has {len(rows[short])} cells, the header "
-                                       f"{width} (truncated file?)")
-            columns = list(zip(*rows)) if rows else []
-            n = len(rows)
-            first = done + 2
-            text = {k: Codes.of(columns[cols[k]]) for k in ("name", "type", "core", "state", "input_shapes",
-                                                              "input_dtypes", "input_formats", "output_shapes",
-                                                              "output_dtypes", "output_formats") if k in cols}
-            ints = {k: _ints(path, header[cols[k]], columns[cols[k]], first)
-                    for k in ("block_dim", "mix_block_dim", "step", "stream", "device") if k in cols}
-            if "start_ns" in cols:
-                ints["start_ns"] = _starts(path, header[cols["start_ns"]], columns[cols["start_ns"]], first)
-            floats = {k: _floats(path, header[cols[k]], columns[cols[k]], first)
-                      for k in ("dur_us", "wait_us") if k in cols}
-            mets = {h: _floats(path, h, columns[i], first).astype(np.float32) for h, i in metrics.items()}
-            done += n
-            del rows, columns
-            yield KernelTable(n, text, ints, floats, mets)
-            if progress is not None:
-                progress(f"reading {path.name}", done, None)
-    finally:
-        fh.close()  # type: ignore[attr-defined]
+        with path.open("rb") as raw:
+            first = raw.readline()
+            width = len(next(csv.reader([first.decode("utf-8-sig").rstrip("\r\n")])))
+            for buf in fast_csv.blocks(raw, size=block):
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled()
+                try:
+                    text = buf.tobytes().decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise InputError(path, f"not a text file (byte {len(first) + exc.start} of a block is not "
+                                           "UTF-8)") from None
+                split = fast_csv.Split.of(buf, width)
+                table = _fast_table(split, cols, metrics) if split is not None else None
+                tables = [table] if table is not None else \
+                    _csv_tables(path, header, cols, metrics, text, done)
+                for t in tables:
+                    done += t.n
+                    yield t
+                if progress is not None:
+                    progress(f"reading {path.name}", done, None)
+    except OSError as exc:
+        raise InputError(path, exc.strerror or str(exc)) from None
+
+
+TEXT_KEYS = ("name", "type", "core", "state", "input_shapes", "input_dtypes", "input_formats", "output_shapes",
+             "output_dtypes", "output_formats")
+INT_KEYS = ("block_dim", "mix_block_dim", "step", "stream", "device")
+
+
+def _fast_table(split: fast_csv.Split, cols: dict[str, int], metrics: dict[str, int]) -> KernelTable | None:
+    """A block's table from numpy-split fields; None when a cell needs the csv module's judgement."""
+    ints: dict[str, np.ndarray] = {}
+    for k in INT_KEYS:
+        if k in cols:
+            f = split.floats(cols[k])
+            if f is None:
+                return None
+            v = np.full(split.n, NO_INT, np.int64)
+            ok = np.isfinite(f)
+            v[ok] = f[ok].astype(np.int64)
+            v[v == INVALID_ID] = NO_INT
+            ints[k] = v
+    if "start_ns" in cols:
+        start = split.starts_ns(cols["start_ns"])
+        if start is None:
+            return None
+        ints["start_ns"] = start
+    floats = {}
+    for k in ("dur_us", "wait_us"):
+        if k in cols:
+            f = split.floats(cols[k])
+            if f is None:
+                return None
+            floats[k] = f
+    mets = {}
+    for h, i in metrics.items():
+        f = split.floats(i)
+        if f is None:
+            return None
+        mets[h] = f.astype(np.float32)
+    text = {k: split.codes(cols[k]) for k in TEXT_KEYS if k in cols}
+    return KernelTable(split.n, text, ints, floats, mets)
+
+
+def _csv_tables(path: Path, header: list[str], cols: dict[str, int], metrics: dict[str, int], text: str,
+                done: int) -> list[KernelTable]:
+    """A block's tables through the csv module (the slow path, with exact record numbers in errors)."""
+    import io
+
+    reader = csv.reader(io.StringIO(text, newline=""))
+    width = len(header)
+    out = []
+    while True:
+        try:
+            rows = list(itertools.islice(reader, CHUNK))
+        except csv.Error as exc:
+            raise InputError(path, f"not a readable CSV file: {exc}", where=f"record {done + reader.line_num}") from None
+        if not rows:
+            return out
+        rows = [r for r in rows if len(r) >= width or (len(r) > 1 and any(r))]
+        short = next((k for k, r in enumerate(rows) if len(r) < min(width, max(cols.values()) + 1)), None)
+        if short is not None:
+            raise InputError(path, f"record {done + short + 2} has {len(rows[short])} cells, the header "
+                                   f"{width} (truncated file?)")
+        if not rows:
+            continue
+        columns = list(zip(*rows))
+        n = len(rows)
+        first = done + 2
+        tx = {k: Codes.of(c.strip() for c in columns[cols[k]]) for k in TEXT_KEYS if k in cols}
+        ints = {k: _ints(path, header[cols[k]], columns[cols[k]], first) for k in INT_KEYS if k in cols}
+        if "start_ns" in cols:
+            ints["start_ns"] = _starts(path, header[cols["start_ns"]], columns[cols["start_ns"]], first)
+        floats = {k: _floats(path, header[cols[k]], columns[cols[k]], first) for k in ("dur_us", "wait_us") if k in cols}
+        mets = {h: _floats(path, h, columns[i], first).astype(np.float32) for h, i in metrics.items()}
+        done += n
+        out.append(KernelTable(n, tx, ints, floats, mets))
 
 
 def read_kernels(path: Path, *, cancel: threading.Event | None = None, progress: Progress | None = None,
-                 chunk: int = CHUNK) -> KernelTable:
+                 block: int = fast_csv.BLOCK) -> KernelTable:
     """Every kernel row of `path` in one `KernelTable`."""
-    return KernelTable.concat(list(iter_kernel_chunks(path, chunk=chunk, cancel=cancel, progress=progress)))
+    return KernelTable.concat(list(iter_kernel_chunks(path, block=block, cancel=cancel, progress=progress)))
 
 
 def read_records(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
