@@ -9,8 +9,9 @@ from __future__ import annotations
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.memory import MemoryScreen
 from ascend_tui.app.screens.overflow import OverflowScreen
+from ascend_tui.app.screens.profile import ProfileScreen
 
-VIEWS: list[type[CheckView]] = [OverflowScreen, MemoryScreen]
+VIEWS: list[type[CheckView]] = [OverflowScreen, MemoryScreen, ProfileScreen]
 
 
 def view_by_id(view_id: str) -> type[CheckView] | None:
