@@ -8,27 +8,28 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
+    from ascend_tui.live.options import RunOptions
+    from ascend_tui.live.runner import investigate
+    from ascend_tui.live.watch import Watch as watch
 
-__all__ = ["Investigation", "investigate", "watch", "__version__"]
+__all__ = ["Investigation", "RunOptions", "investigate", "watch", "__version__"]
 
-
-def investigate(model: Any, inputs: Any, **kwargs: Any) -> Investigation:
-    """Run `model` on `inputs` under capture and the requested checks; see `investigation.investigate`."""
-    from ascend_tui.investigation import investigate as _investigate
-
-    return _investigate(model, inputs, **kwargs)
-
-
-def watch(model: Any, **kwargs: Any) -> Any:
-    """Watch a user's own loop for overflow at low cost; see `live.watch.Watch`."""
-    from ascend_tui.live.watch import Watch
-
-    return Watch(model, **kwargs)
+# Re-exported as they are (the same objects, with their own signatures), imported on first use so
+# that `import ascend_tui` stays cheap and torch-free.
+_EXPORTS = {
+    "Investigation": ("ascend_tui.investigation", "Investigation"),
+    "RunOptions": ("ascend_tui.live.options", "RunOptions"),
+    "investigate": ("ascend_tui.live.runner", "investigate"),
+    "watch": ("ascend_tui.live.watch", "Watch"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Investigation":
-        from ascend_tui.investigation import Investigation
+    if name not in _EXPORTS:
+        raise AttributeError(name)
+    import importlib
 
-        return Investigation
-    raise AttributeError(name)
+    module, attr = _EXPORTS[name]
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value

@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("target", help="path/to/model.py[:factory] (the factory returns (model, inputs)), or an "
                        "artifact to report on offline: msprobe dump folder, sanitizer log, saved investigation")
     check.add_argument("--checks", default="overflow",
-                       help="comma-separated: overflow,precision,memory,profile, or none (graph only)")
+                       help="comma-separated: overflow,precision,memory,profile; all; or none (graph only)")
     check.add_argument("--device", default="auto", help="auto|cpu|cuda|npu (npu:1 for another card)")
     check.add_argument("--dtype", choices=("float16", "bfloat16", "float32"), default=None,
                        help="cast the model and floating inputs to this dtype on the device")
@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", metavar="PATH", help="write the report (schema ascend-tui.report/1)")
     check.add_argument("--junit", metavar="PATH", help="write JUnit XML, one failure per error finding")
     check.add_argument("--save", metavar="PATH", help="save the investigation for `ascend-tui open`")
+    check.add_argument("--markdown", metavar="PATH", help="write the Markdown report (what the app's export writes)")
     check.add_argument("-q", "--quiet", action="store_true", help="no progress line")
 
     op = sub.add_parser("open", help="open model files, investigations, dumps or logs in the app")
@@ -137,7 +138,7 @@ def _indent(text: str) -> str:
 def _check_output_paths(args: argparse.Namespace, inputs: Sequence[str]) -> None:
     """Refuse to write a report over one of the files we were asked to read."""
     sources = {Path(p).resolve() for p in inputs if p}
-    for flag in ("json", "junit", "save"):
+    for flag in ("json", "junit", "save", "markdown"):
         out = getattr(args, flag, None)
         if not out:
             continue
@@ -159,6 +160,10 @@ def _write_outputs(inv: Any, args: argparse.Namespace) -> None:
         write_junit(inv, args.junit)
     if getattr(args, "save", None):
         inv.save(args.save)
+    if getattr(args, "markdown", None):
+        from ascend_tui.export import write_export
+
+        write_export(inv, args.markdown, "markdown")
 
 
 def _finish(inv: Any, args: argparse.Namespace) -> int:
@@ -185,18 +190,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
     offline = Path(args.target)
     if offline.exists() and (offline.is_dir() or offline.suffix != ".py"):
         return _check_offline(offline, args)
-    from ascend_tui.investigation import investigate
+    from ascend_tui.live.options import RunOptions
+    from ascend_tui.live.runner import run_live
     from ascend_tui.targets import load_target
 
     progress = ProgressLine(sys.stderr, args.quiet)
     progress(f"loading {args.target}", 0, None)
     target = load_target(args.target)
+    options = RunOptions(checks=checks, device=args.device, dtype=args.dtype,
+                         reference=None if args.reference == "none" else args.reference, iterations=args.iterations,
+                         backward=args.backward, loss=target.loss, target=args.target)
     try:
-        inv = investigate(
-            target.model, target.inputs, checks=checks, device=args.device, dtype=args.dtype,
-            reference=None if args.reference == "none" else args.reference, iterations=args.iterations,
-            backward=args.backward, loss=target.loss, target=args.target, progress=progress,
-        )
+        inv = run_live(target.model, target.inputs, options, progress=progress)
     finally:
         progress.done()
     return _finish(inv, args)

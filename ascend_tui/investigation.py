@@ -7,12 +7,10 @@ The CLI and the app hold one `Investigation` each; neither knows how the evidenc
 from __future__ import annotations
 
 import gc
-import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from ascend_tui.progress import Progress
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import (
     SEVERITY_RANK,
@@ -57,7 +55,7 @@ class RunInfo:
 
 
 class Investigation:
-    """Graph + evidence + findings, with a focused operator and the walks from it."""
+    """Graph + evidence + findings, and the walks over them; where a user stands is the interface's `Navigator`."""
 
     def __init__(
         self,
@@ -81,8 +79,6 @@ class Investigation:
         self.memory_events: list[MemoryEvent] = list(memory_events)
         self.memory_samples: list[MemorySample] = list(memory_samples)
         self.run = run or RunInfo()
-        self.focused: str | None = None
-        self.history: list[str] = []
         self._by_node: dict[str, list[Finding]] = {}
         self.add_findings(findings)
 
@@ -153,30 +149,13 @@ class Investigation:
         n = self.graph.node(node)
         return n.index if n.index >= 0 else -1
 
-    # -- focus and walking -------------------------------------------------------------------
+    # -- walking --------------------------------------------------------------------------
 
-    def focus(self, node: str, *, remember: bool = True) -> str:
-        """Make `node` the focused operator, remembering where we came from."""
-        self.graph.node(node)
-        if remember and self.focused is not None and self.focused != node:
-            self.history.append(self.focused)
-            del self.history[:-256]
-        self.focused = node
-        return node
-
-    def back(self) -> str | None:
-        """Return to the previously focused operator."""
-        if not self.history:
-            return None
-        self.focused = self.history.pop()
-        return self.focused
-
-    def step(self, delta: int, node: str | None = None) -> str | None:
-        """The operator `delta` steps away in execution order from `node` (or the focus)."""
+    def step(self, delta: int, node: str | None) -> str | None:
+        """The operator `delta` steps away in execution order from `node` (the first or last when None)."""
         order = self.graph.execution_order()
         if not order:
             return None
-        node = node or self.focused
         if node is None or self.graph.node(node).is_placeholder:
             return order[0] if delta >= 0 else order[-1]
         i = self.graph.node(node).index
@@ -184,24 +163,18 @@ class Investigation:
         pos = max(0, min(len(order) - 1, pos + delta))
         return order[pos]
 
-    def next(self, node: str | None = None) -> str | None:
+    def next(self, node: str | None) -> str | None:
         return self.step(1, node)
 
-    def previous(self, node: str | None = None) -> str | None:
+    def previous(self, node: str | None) -> str | None:
         return self.step(-1, node)
 
-    def step_into_producer(self, slot: int = 0, node: str | None = None) -> str | None:
-        """The operator that produced input `slot` of `node` (or the focus)."""
-        node = node or self.focused
-        if node is None:
-            return None
+    def step_into_producer(self, slot: int, node: str) -> str | None:
+        """The operator that produced input `slot` of `node`."""
         return self.graph.producer(node, slot)
 
-    def trace_root_cause(self, node: str | None = None) -> RootCause | None:
+    def trace_root_cause(self, node: str) -> RootCause | None:
         """The root cause recorded by the most severe finding on `node` that has one."""
-        node = node or self.focused
-        if node is None:
-            return None
         for f in self.findings_for(node):
             if f.root_cause is not None:
                 return f.root_cause
@@ -304,34 +277,3 @@ def _event_from_json(d: Mapping[str, Any]) -> MemoryEvent:
     d = dict(d)
     d["frames"] = tuple(d.get("frames") or ())
     return MemoryEvent(**d)
-
-
-def investigate(
-    model: Any,
-    inputs: Any,
-    checks: Sequence[str] = ("overflow",),
-    device: str = "auto",
-    dtype: str | None = None,
-    reference: str | None = "cpu:float32",
-    *,
-    iterations: int = 1,
-    backward: bool = False,
-    loss: Callable[[Any], Any] | None = None,
-    target: str = "",
-    progress: Progress | None = None,
-    cancel: threading.Event | None = None,
-    options: Mapping[str, Any] | None = None,
-    on_partial: Callable[[Investigation], None] | None = None,
-) -> Investigation:
-    """Run `model` on `inputs` on `device` in `dtype` under capture and the named checks.
-
-    `reference` ("cpu:float32", or None) is the second run that range and precision checks
-    compare against; it is skipped when it would repeat the target run. `on_partial` receives
-    a snapshot once the graph is captured and again after each check but the last, so an
-    interface can show results as they come.
-    """
-    from ascend_tui.live.runner import run_live
-
-    return run_live(model, inputs, checks=tuple(checks), device=device, dtype=dtype, reference=reference,
-                    iterations=iterations, backward=backward, loss=loss, target=target,
-                    progress=progress, cancel=cancel, options=dict(options or {}), on_partial=on_partial)

@@ -98,7 +98,7 @@ def _median_time(fn: Callable[[], Any], reps: int) -> float:
 
 
 def measure(name: str, model: nn.Module, inputs: tuple[torch.Tensor, ...], reps: int) -> float:
-    from ascend_tui.live.capture import capture
+    from ascend_tui.live.recording import capture
 
     def plain() -> None:
         with torch.no_grad():

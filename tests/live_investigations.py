@@ -48,7 +48,7 @@ class EmbedShift(nn.Module):
 def captured(model: Any, inputs: tuple[Any, ...], dtype: str | None = None,
              checks: tuple[str, ...] = ()) -> Investigation:
     """Capture `model` on the CPU, with a float32 reference run when a check compares against one."""
-    from ascend_tui.investigation import investigate
+    from ascend_tui.live.runner import investigate
 
     torch.manual_seed(0)
     return investigate(model, inputs, checks=checks, device="cpu", dtype=dtype, reference="cpu:float32",

@@ -17,7 +17,7 @@ from ascend_tui.app.app import InvestigatorApp
 from ascend_tui.app.messages import ChecksFinished, InvestigationLoaded, ProgressReported, ResultsArrived
 from ascend_tui.app.screens.dialogs import ErrorDialog
 from ascend_tui.app.widgets.progress import RunProgress
-from ascend_tui.app.workers import LiveOptions
+from ascend_tui.live.options import RunOptions
 
 pytestmark = pytest.mark.live
 torch = pytest.importorskip("torch")
@@ -77,7 +77,7 @@ async def test_opening_a_saved_investigation_loads_it_in_a_worker(tmp_path: Path
 async def test_opening_a_model_file_runs_it_with_progress_and_shows_the_graph(tmp_path: Path) -> None:
     model = tmp_path / "model.py"
     model.write_text(MODEL_FILE)
-    app = Recording([str(model)], theme="textual-dark", export_dir=tmp_path, live=LiveOptions(checks=()))
+    app = Recording([str(model)], theme="textual-dark", export_dir=tmp_path, live=RunOptions(checks=()))
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(app, pilot)
         phases = [m.text() for m in app.posted if isinstance(m, ProgressReported)]
@@ -96,7 +96,7 @@ async def test_results_appear_as_each_check_finishes(tmp_path: Path) -> None:
     model = tmp_path / "model.py"
     model.write_text(MODEL_FILE)
     app = Recording([str(model)], theme="textual-dark", export_dir=tmp_path,
-                    live=LiveOptions(checks=("overflow", "memory")))
+                    live=RunOptions(checks=("overflow", "memory")))
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(app, pilot)
         partial = [m for m in app.posted if isinstance(m, ResultsArrived)]
@@ -133,7 +133,7 @@ async def test_escape_cancels_a_running_job_and_keeps_what_was_shown(tmp_path: P
 
     inv = nan_investigation()
     model = Gated()
-    app = Recording(inv, theme="textual-dark", export_dir=tmp_path, live=LiveOptions(checks=()))
+    app = Recording(inv, theme="textual-dark", export_dir=tmp_path, live=RunOptions(checks=()))
     async with app.run_test(size=(100, 30)) as pilot:
         app.target = Target("gated.py", tmp_path / "gated.py", "build", types.ModuleType("gated"), model,
                             (torch.zeros(2),))
@@ -223,3 +223,29 @@ async def test_a_sanitizer_log_after_the_investigation_maps_its_events_onto_the_
         notes = [n.message for n in app._notifications if log.name in n.message]
         assert len(notes) == 1 and f"{len(app.inv.memory_events)} memory events" in notes[0]
         assert app.main.ops.border_title == "operators 6 of 6"
+
+
+async def test_walking_survives_a_rerun_of_the_checks(tmp_path: Path) -> None:
+    """Navigation belongs to the interface: after walking up and a re-run, `b` still goes back the way we came."""
+    model = tmp_path / "model.py"
+    model.write_text(MODEL_FILE)
+    app = Recording([str(model)], theme="textual-dark", export_dir=tmp_path, live=RunOptions(checks=("overflow",)))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        last = app.inv.graph.execution_order()[-1]
+        app.main.go(last)
+        await pilot.press("1", "p", "p")  # addmm's input 1 is the activation (0 is the bias)
+        walked = app.main.ops.current
+        assert walked == "0/addmm.0"
+        first = app.inv
+        await pilot.press("x")
+        await settle(app, pilot)
+        assert app.inv is not first, "the re-run replaced the investigation"
+        assert app.main.ops.current == walked, "the cursor stays where the user walked"
+        await pilot.press("b")
+        await pilot.pause()
+        assert app.main.ops.current != walked
+        await pilot.press("b")
+        await pilot.pause()
+        assert app.main.ops.current == last
+        assert "nowhere to go back to" not in [n.message for n in app._notifications]

@@ -15,7 +15,8 @@ from textual.widgets import TabbedContent
 
 from ascend_tui.app.config import load_themes, variable_defaults
 from ascend_tui.app.screens.help import HelpScreen
-from ascend_tui.app.screens.memory import MemoryScreen, fmt_bytes, leak_trend, memory_items, memory_series
+from ascend_tui.app.screens.memory import MemoryScreen, leak_trend, memory_items, memory_series
+from ascend_tui.fmt import nbytes
 from ascend_tui.app.screens.overflow import OverflowScreen, amplification_chains, dtype_max, headroom
 from ascend_tui.app.screens.row_table import RowTable
 from ascend_tui.investigation import Investigation
@@ -199,7 +200,7 @@ def test_leak_trend_and_sizes() -> None:
     trend = leak_trend(memory_investigation().memory_samples)
     assert trend is not None
     assert (trend.per_step, trend.grew, trend.steps) == (pytest.approx(1024 * 1024), 5, 5)
-    assert fmt_bytes(1536) == "1.5 KiB" and fmt_bytes(-512) == "-512 B"
+    assert nbytes(1536) == "1.5 KiB" and nbytes(-512) == "-512 B" and nbytes(-0.2) == "0 B"
     assert leak_trend([]) is None
 
 

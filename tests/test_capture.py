@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from ascend_tui.live.capture import capture  # noqa: E402
+from ascend_tui.live.recording import capture  # noqa: E402
 
 
 class SmallCNN(nn.Module):

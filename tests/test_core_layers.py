@@ -27,3 +27,39 @@ def test_checks_and_graph_never_import_textual() -> None:
         for path in (root / folder).rglob("*.py"):
             text = path.read_text()
             assert "import textual" not in text and "from textual" not in text, path
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def test_no_import_cycles_in_the_package() -> None:
+    """The layer drawing in docs/architecture.md holds only if imports never loop (function-level ones too)."""
+    tool = ROOT.parent / "shared" / "tools" / "import_cycles.py"
+    assert tool.is_file(), f"the import-cycle tool is missing at {tool}"
+    proc = subprocess.run([sys.executable, str(tool), str(ROOT / "ascend_tui")], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout
+
+
+def test_nothing_imports_a_private_name_from_another_module() -> None:
+    import ast
+
+    offenders = []
+    for path in (ROOT / "ascend_tui").rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ascend_tui") \
+                    and node.module != module:
+                offenders += [f"{module}: {node.module}.{a.name}" for a in node.names
+                              if a.name.startswith("_") and not a.name.startswith("__")]
+    assert offenders == []
+
+
+def test_the_live_runner_and_the_app_import_without_torch() -> None:
+    """The app starts over SSH without torch; live code imports it only when a model runs."""
+    code = ("import sys, ascend_tui.live.runner, ascend_tui.app.app, ascend_tui\n"
+            "assert ascend_tui.investigate is ascend_tui.live.runner.investigate\n"
+            "print('torch' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"

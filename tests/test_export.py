@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from app_fixtures import memory_investigation, overflow_investigation
 
-from ascend_tui.app.export import default_export_path, op_summary, report_markdown, write_export
+from ascend_tui.export import default_export_path, op_summary, report_markdown, write_export
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding
+from ascend_tui.investigation import Investigation
 from ascend_tui.report import REPORT_SCHEMA
 
 
@@ -133,7 +134,7 @@ def test_default_export_path_never_replaces_an_earlier_export(tmp_path: Path) ->
 
 
 def test_export_module_does_not_import_textual() -> None:
-    code = "import sys, ascend_tui.app.export; print('textual' in sys.modules)"
+    code = "import sys, ascend_tui.export; print('textual' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -143,3 +144,17 @@ def test_finding_without_node_is_reported_without_crashing() -> None:
     inv.add_findings([Finding("memory", "unprinted_errors", "info", "", "", "", -1, "3 more errors were not printed")])
     md = report_markdown(inv)
     assert "3 more errors were not printed" in md
+
+
+def test_check_writes_the_same_markdown_the_app_exports(tmp_path: Path) -> None:
+    """One export module: `check --markdown` and the app's `e` write the same report."""
+    from ascend_tui import cli
+
+    inv = overflow_investigation()
+    saved = tmp_path / "run.atui.json"
+    inv.save(saved)
+    out = tmp_path / "report.md"
+    code = cli.main(["check", str(saved), "--markdown", str(out), "-q"])
+    assert code == 1, "the investigation holds an error"
+    assert out.read_text() == report_markdown(Investigation.load(saved))
+    assert cli.main(["check", str(saved), "--markdown", str(saved), "-q"]) == 2, "never over an input"

@@ -8,6 +8,7 @@ import pytest
 
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import ChainLink, Finding, MemoryEvent, MemorySample, RootCause, StatsTable, TensorStats
+from ascend_tui.navigation import Navigator
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.report import build_report
 from test_graph import diamond
@@ -41,20 +42,30 @@ def test_findings_are_ordered_and_indexed() -> None:
 
 
 def test_step_through_and_back() -> None:
-    inv = make()
-    inv.focus(inv.first_finding().node)
-    assert inv.focus(inv.next()) == "mul.0"
-    assert inv.next() == "mul.0", "stays on the last op"
-    assert inv.focus(inv.previous()) == "add.0"
-    assert inv.focus(inv.step_into_producer(1)) == "enc.inner/tanh.0"
-    assert inv.focus(inv.step_into_producer(0)) == "enc/relu.0"
-    assert inv.step_into_producer(0) == "input:0"
-    assert inv.back() == "enc.inner/tanh.0"
-    assert inv.back() == "add.0"
+    inv, nav = make(), Navigator()
+    nav.focus(inv.first_finding().node)
+    assert nav.focus(inv.next(nav.focused)) == "mul.0"
+    assert inv.next(nav.focused) == "mul.0", "stays on the last op"
+    assert nav.focus(inv.previous(nav.focused)) == "add.0"
+    assert nav.focus(inv.step_into_producer(1, nav.focused)) == "enc.inner/tanh.0"
+    assert nav.focus(inv.step_into_producer(0, nav.focused)) == "enc/relu.0"
+    assert inv.step_into_producer(0, nav.focused) == "input:0"
+    assert nav.back() == "enc.inner/tanh.0"
+    assert nav.back() == "add.0"
     assert inv.trace_root_cause("add.0").node == "input:0"
     assert inv.step(1, "input:0") == "enc/relu.0"
-    with pytest.raises(KeyError):
-        inv.focus("missing")
+
+
+def test_navigator_survives_a_newer_investigation_of_the_same_model() -> None:
+    """Partial results and re-runs replace the investigation; the user's place and way back stay."""
+    nav = Navigator()
+    for node in ("add.0", "mul.0", "enc/relu.0"):
+        nav.focus(node)
+    nav.rebase(make())
+    assert nav.focused == "enc/relu.0" and nav.back() == "mul.0" and nav.back() == "add.0"
+    nav.focus("gone/op.0")
+    nav.rebase(make())
+    assert nav.focused == "add.0", "a focus the new graph lacks falls back to where the user came from"
 
 
 def test_save_and_load_keep_everything(tmp_path: Path) -> None:

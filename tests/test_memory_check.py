@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
+from ascend_tui.fmt import nbytes
 from ascend_tui.checks.memory import (
     IndexViolation,
     LeakRecord,
     UninitRead,
     dedupe,
-    format_bytes,
     growth_per_iteration,
     index_root_cause,
     leak_findings,
@@ -247,7 +247,7 @@ def test_events_dedupe_and_sizes() -> None:
     assert (event.tool, event.kind, event.node, event.kernel) == ("live", "out_of_bounds", "embed/embedding.0",
                                                                    "aten.embedding")
     assert event.extra["valid_high"] == 512
-    assert format_bytes(512) == "512 B" and format_bytes(3 * 1024 * 1024) == "3.0 MiB"
+    assert nbytes(512) == "512 B" and nbytes(3 * 1024 * 1024) == "3.0 MiB"
 
 
 def test_memory_check_needs_no_torch() -> None:

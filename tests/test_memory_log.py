@@ -51,7 +51,7 @@ def test_kernel_names_that_say_nothing() -> None:
 def graph() -> Any:
     """A tiny model whose embedding index is shifted by an offset, then a linear layer and a residual add."""
     torch = pytest.importorskip("torch")
-    from ascend_tui.live.capture import capture
+    from ascend_tui.live.recording import capture
 
     class Shifted(torch.nn.Module):
         def __init__(self) -> None:

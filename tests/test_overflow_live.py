@@ -194,7 +194,7 @@ def test_saturation_by_clamped_values() -> None:
     torch.manual_seed(0)
     model, x = Scaled(), torch.randn(4, 8) * 10
     with SaturatingNPU():
-        inv = ascend_tui.investigate(model, (x,), device="cpu", dtype="float16", options={"inf_nan_mode": False})
+        inv = ascend_tui.investigate(model, (x,), device="cpu", dtype="float16", settings={"inf_nan_mode": False})
     (err,) = errors(inv)
     assert (err.node, err.kind) == ("mul.0", "saturation") and "saturates at ±6.55e4" in err.message
     assert not any(f.kind in ("inf", "nan") for f in inv.findings)

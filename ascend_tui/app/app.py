@@ -7,7 +7,6 @@ failure into a notification (user errors) or a dialog (our bugs), never a crash.
 
 from __future__ import annotations
 
-import importlib
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
@@ -17,35 +16,26 @@ from textual.app import App
 from textual.binding import BindingType
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from ascend_tui.app.commands import InvestigatorCommands
+from ascend_tui.app.config import DEFAULT_THEME, load_keymap, load_themes, variable_defaults
 from ascend_tui.app.keys import APP_BINDINGS
 from ascend_tui.app.messages import ChecksFinished, InvestigationLoaded, ProgressReported, ResultsArrived
 from ascend_tui.app.screens.main import MainScreen
 from ascend_tui.app.views import view_by_id
 from ascend_tui.app.widgets.detail import Detail
 from ascend_tui.app.widgets.progress import RunProgress
-from ascend_tui.app.workers import LiveOptions, ProgressPoster
+from ascend_tui.app.workers import ProgressPoster
 from ascend_tui.errors import AscendTuiError, Cancelled, InputError, TargetError
+from ascend_tui.export import default_export_path, op_summary, write_export
+from ascend_tui.fmt import plural
 from ascend_tui.investigation import Investigation
+from ascend_tui.live.options import RunOptions
 
 if TYPE_CHECKING:
     from ascend_tui.targets import Target
 
 JOB_GROUP = "job"
 FALLBACK_THEME = "textual-dark"
-
-
-def optional(module: str, name: str) -> Any | None:
-    """`module.name` when that module is installed, else None (parts of the app land one by one)."""
-    try:
-        return getattr(importlib.import_module(module), name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module:
-            return None
-        raise
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 class InvestigatorApp(App[None]):
@@ -60,34 +50,28 @@ class InvestigatorApp(App[None]):
         source: Sequence[str | Path] | Investigation | None = None,
         *,
         theme: str | None = None,
-        live: LiveOptions | None = None,
+        live: RunOptions | None = None,
         export_dir: str | Path | None = None,
     ) -> None:
         self.paths: list[str] = [] if source is None or isinstance(source, Investigation) else [str(p) for p in source]
         self.inv: Investigation | None = source if isinstance(source, Investigation) else None
-        self.live = live or LiveOptions()
+        self.live = live or RunOptions(checks=("all",))
         self.export_dir = Path(export_dir) if export_dir is not None else Path.cwd()
         self.target: Target | None = None
         self.config_warnings: list[str] = []
-        commands = optional("ascend_tui.app.commands", "InvestigatorCommands")
-        if commands is not None:
-            self.COMMANDS = App.COMMANDS | {commands}
+        self.COMMANDS = App.COMMANDS | {InvestigatorCommands}
         super().__init__()
         self._setup_themes(theme)
-        load_keymap = optional("ascend_tui.app.config", "load_keymap")
-        if load_keymap is not None:
-            self.set_keymap(load_keymap(self.config_warnings))
+        self.set_keymap(load_keymap(self.config_warnings))
         self.main = MainScreen()
 
     # -- configuration ------------------------------------------------------------------------
 
     def _setup_themes(self, wanted: str | None) -> None:
         """Register the bundled and user themes (Textual's ansi-dark/ansi-light are built in) and pick one."""
-        load_themes = optional("ascend_tui.app.config", "load_themes")
-        default = optional("ascend_tui.app.config", "DEFAULT_THEME") or FALLBACK_THEME
-        if load_themes is not None:
-            for theme in load_themes(self.config_warnings):
-                self.register_theme(theme)
+        for theme in load_themes(self.config_warnings):
+            self.register_theme(theme)
+        default = DEFAULT_THEME
         name = wanted or default
         if self.get_theme(name) is None:
             if wanted:
@@ -97,8 +81,7 @@ class InvestigatorApp(App[None]):
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """Our own theme variables (`$metric-bad`, `$badge-error`, ...) for themes that do not set them."""
-        defaults = optional("ascend_tui.app.config", "variable_defaults")
-        return defaults(self.current_theme) if defaults is not None else {}
+        return variable_defaults(self.current_theme)
 
     async def on_mount(self) -> None:
         await self.push_screen(self.main)
@@ -118,8 +101,8 @@ class InvestigatorApp(App[None]):
         self.main.set_investigation(inv, focus)
         summary = inv.summary()
         name = Path(inv.run.target).name if inv.run.target else (inv.graph.name or inv.run.source)
-        self.sub_title = (f"{name} · {len(inv.graph.execution_order()):,} ops · {_count(summary['errors'], 'error')}"
-                          f" · {_count(summary['warnings'], 'warning')} · {inv.run.dtype}")
+        self.sub_title = (f"{name} · {plural(len(inv.graph.execution_order()), 'op')} · {plural(summary['errors'], 'error')}"
+                          f" · {plural(summary['warnings'], 'warning')} · {inv.run.dtype}")
         self.refresh_bindings()
 
     @on(InvestigationLoaded)
@@ -232,7 +215,7 @@ class InvestigatorApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """False hides a binding (a part of the app not installed, a view with no evidence); None dims it."""
         if action == "copy_summary":
-            return False if optional("ascend_tui.app.export", "op_summary") is None else self.inv is not None or None
+            return self.inv is not None or None
         if action == "open_view":
             view = view_by_id(str(parameters[0]))
             return view is not None and view.available(self.inv)
@@ -248,11 +231,9 @@ class InvestigatorApp(App[None]):
             self.main.escape()
 
     def action_help(self) -> None:
-        help_screen = optional("ascend_tui.app.screens.help", "HelpScreen")
-        if help_screen is None:
-            self.action_show_help_panel()
-        else:
-            self.push_screen(help_screen(self.screen))
+        from ascend_tui.app.screens.help import HelpScreen
+
+        self.push_screen(HelpScreen(self.screen))
 
     def action_open_dialog(self) -> None:
         from ascend_tui.app.screens.dialogs import OpenDialog
@@ -315,20 +296,10 @@ class InvestigatorApp(App[None]):
         if self.inv is None:
             return
         formats = ("json", "markdown") if fmt == "all" else (fmt,)
-        write = optional("ascend_tui.app.export", "write_export")
         written: list[str] = []
         try:
             for kind in formats:
-                if write is None:
-                    if kind != "json":
-                        continue
-                    from ascend_tui.report import write_json
-
-                    path = self.export_dir / "ascend-tui-report.json"
-                    write_json(self.inv, path)
-                else:
-                    default_path = optional("ascend_tui.app.export", "default_export_path")
-                    path = write(self.inv, default_path(kind, self.export_dir), kind, inputs=self.paths)
+                path = write_export(self.inv, default_export_path(kind, self.export_dir), kind, inputs=self.paths)
                 written.append(str(path))
         except (InputError, OSError) as exc:
             self.notify(str(exc), title="export failed", severity="error", markup=False)
@@ -337,9 +308,8 @@ class InvestigatorApp(App[None]):
 
     def action_copy_summary(self) -> None:
         """Copy the focused operator's summary to the clipboard (OSC 52 reaches the SSH client)."""
-        summary = optional("ascend_tui.app.export", "op_summary")
         node = self.main.ops.current
-        if summary is None or self.inv is None or node is None:
+        if self.inv is None or node is None:
             return
-        self.copy_to_clipboard(summary(self.inv, node))
+        self.copy_to_clipboard(op_summary(self.inv, node))
         self.notify(f"copied the summary of {node}", markup=False)

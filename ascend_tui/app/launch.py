@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Sequence
 from ascend_tui.errors import InputError
 
 if TYPE_CHECKING:
-    from ascend_tui.app.workers import LiveOptions
+    from ascend_tui.live.options import RunOptions
 
 DEMO_CHECKS = ("overflow", "memory")
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
@@ -52,13 +52,13 @@ def run_demo(theme: str | None = None) -> int:
     return 0
 
 
-def demo_options() -> LiveOptions:
+def demo_options() -> RunOptions:
     """The demo's run: CPU, float16 against a float32 reference, overflow and memory checks, three
     iterations so the leak shows (the reference run is sanitized too, so the bad index cannot crash it).
     """
-    from ascend_tui.app.workers import LiveOptions
+    from ascend_tui.live.options import RunOptions
 
-    return LiveOptions(checks=DEMO_CHECKS, device="cpu", dtype="float16", iterations=3, reference="cpu:float32")
+    return RunOptions(checks=DEMO_CHECKS, device="cpu", dtype="float16", iterations=3, reference="cpu:float32")
 
 
 def is_loopback(host: str) -> bool:

@@ -6,36 +6,23 @@ cancel event (passed straight into domain code) and returns records the app post
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ascend_tui.progress import Progress
-from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.app.messages import ProgressReported
+from ascend_tui.errors import Cancelled, InputError
+from ascend_tui.live.options import RunOptions
+from ascend_tui.progress import Progress
 
 if TYPE_CHECKING:
     from textual.message import Message
 
-    from ascend_tui.evidence import MemoryEvent
     from ascend_tui.investigation import Investigation
     from ascend_tui.targets import Target
 
-
-
-@dataclass(frozen=True, slots=True)
-class LiveOptions:
-    """How live checks run from the app: which checks (None: every one available), where and in what dtype."""
-
-    checks: tuple[str, ...] | None = None
-    device: str = "auto"
-    dtype: str | None = None
-    iterations: int = 1
-    reference: str | None = "cpu:float32"
 
 
 @dataclass(slots=True)
@@ -66,25 +53,16 @@ class ProgressPoster:
 
 
 def available_checks() -> tuple[str, ...]:
-    """Live checks whose code is installed in this version (their modules import lazily)."""
-    from ascend_tui.live.runner import LIVE_CHECKS, available_checks as declared
+    """Names of the checks that run live in this version."""
+    from ascend_tui.live.runner import available_checks as live_checks
 
-    out = []
-    for name in declared():
-        module = LIVE_CHECKS[name].partition(":")[0]
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except ModuleNotFoundError:
-            found = False
-        if found:
-            out.append(name)
-    return tuple(out)
+    return live_checks()
 
 
 def split_checks(wanted: Sequence[str] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(checks that can run here, requested checks that cannot); None asks for every available one."""
     have = available_checks()
-    if wanted is None:
+    if wanted is None or "all" in wanted:
         return have, ()
     return tuple(c for c in wanted if c in have), tuple(c for c in wanted if c not in have)
 
@@ -96,7 +74,7 @@ def is_model_file(path: str) -> bool:
     return split_spec(path)[0].suffix == ".py"
 
 
-def load_paths(paths: Sequence[str], live: LiveOptions, progress: Progress,
+def load_paths(paths: Sequence[str], live: RunOptions, progress: Progress,
                cancel: threading.Event, on_partial: Callable[[Investigation], None] | None = None) -> Loaded:
     """Open the first path as the investigation; map later sanitizer logs (and findings) onto its graph."""
     if not paths:
@@ -127,15 +105,13 @@ def load_model(spec: str, progress: Progress) -> Target:
     return load_target(spec)
 
 
-def run_checks(target: Target, live: LiveOptions, checks: Sequence[str] | None, progress: Progress,
+def run_checks(target: Target, live: RunOptions, checks: Sequence[str] | None, progress: Progress,
                cancel: threading.Event, on_partial: Callable[[Investigation], None] | None = None) -> Investigation:
     """Capture `target` on the device and run `checks` (None: all available) in a worker thread."""
-    from ascend_tui.investigation import investigate
+    from ascend_tui.live.runner import run_live
 
-    names = split_checks(checks)[0]
-    return investigate(target.model, target.inputs, checks=names, device=live.device, dtype=live.dtype,
-                       reference=live.reference, iterations=live.iterations, loss=target.loss,
-                       target=target.spec, progress=progress, cancel=cancel, on_partial=on_partial)
+    options = live.but(checks=split_checks(checks)[0], loss=target.loss, target=target.spec)
+    return run_live(target.model, target.inputs, options, progress=progress, cancel=cancel, on_partial=on_partial)
 
 
 def merge_path(inv: Investigation, path: str, progress: Progress, cancel: threading.Event) -> str:
@@ -144,9 +120,14 @@ def merge_path(inv: Investigation, path: str, progress: Progress, cancel: thread
 
     progress(f"reading {Path(path).name}", 0, None)
     if kind_of(path) == "sanitizer log":
-        from ascend_tui.formats.sanitizer import parse_file
+        from ascend_tui.formats.sanitizer import investigation_from_log, parse_file
 
-        return _map_log(inv, parse_file(Path(path), progress, cancel).events, path)
+        before = len(inv.findings), len(inv.memory_events)
+        investigation_from_log(parse_file(Path(path), progress, cancel), inv)
+        events = inv.memory_events[before[1]:]
+        placed = sum(1 for e in events if e.node and e.node in inv.graph)
+        return (f"{Path(path).name}: {len(events)} memory events, {placed} placed on operators, "
+                f"{len(inv.findings) - before[0]} findings")
     other = open_path(path, progress=progress, cancel=cancel)
     inside = [f for f in other.findings if f.node in inv.graph]
     inv.add_findings(inside)
@@ -155,18 +136,6 @@ def merge_path(inv: Investigation, path: str, progress: Progress, cancel: thread
     skipped = len(other.findings) - len(inside)
     note = f"{Path(path).name}: {len(inside)} findings added"
     return note + (f", {skipped} on operators not in this graph" if skipped else "")
-
-
-def _map_log(inv: Investigation, raw: Sequence[MemoryEvent], path: str) -> str:
-    """Map a sanitizer log's events onto the graph by kernel name and size, and add their findings."""
-    from ascend_tui.checks.memory_log import findings_from_events, prepare_events
-
-    events = prepare_events(inv.graph, raw)
-    findings = findings_from_events(inv.graph, events)
-    inv.memory_events.extend(events)
-    inv.add_findings(findings)
-    placed = sum(1 for e in events if e.node and e.node in inv.graph)
-    return f"{Path(path).name}: {len(events)} memory events, {placed} placed on operators, {len(findings)} findings"
 
 
 def _check(cancel: threading.Event) -> None:

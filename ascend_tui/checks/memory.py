@@ -15,6 +15,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
+from ascend_tui.fmt import nbytes
 from ascend_tui.evidence import ChainLink, Finding, MemoryEvent, MemorySample, RootCause, Severity, StatsTable
 from ascend_tui.graph.opgraph import OpGraph, OpNode
 
@@ -162,16 +163,6 @@ def write_kind(op: str, flags: Mapping[str, Any]) -> WriteKind:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def format_bytes(n: float) -> str:
-    """`1.5 KiB` — sizes the way people read them."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
 
 
 def _where(node: OpNode | None) -> str:
@@ -435,14 +426,14 @@ def leak_findings(
         via = f" through {', '.join(leak.via)}" if leak.via else ""
         if iterations < LEAK_MIN_ITERATIONS:
             severity: Severity = "info"
-            message = (f"{leak.tensor} made by {n.op_type} ({format_bytes(total)}) is still alive after the call"
+            message = (f"{leak.tensor} made by {n.op_type} ({nbytes(total)}) is still alive after the call"
                        f"{held}{via}; run with --iterations 3 to tell a leak from state kept on purpose")
         elif kept >= LEAK_MIN_ITERATIONS and kept == iterations:
             severity = "error" if iterations >= LEAK_ERROR_ITERATIONS else "warning"
             explained += per_iter
             message = (f"{leak.tensor} made by {n.op_type} stays alive across calls: tensors from all {kept} "
-                       f"iterations are still held, {format_bytes(per_iter)} per iteration "
-                       f"({format_bytes(total)} in all){held}{via}")
+                       f"iterations are still held, {nbytes(per_iter)} per iteration "
+                       f"({nbytes(total)} in all){held}{via}")
         else:
             continue
         reason = (f"{_where(n)} creates tensors that are kept after the call returns"
@@ -477,7 +468,7 @@ def _trend_finding(graph: OpGraph, samples: Sequence[MemorySample], iterations: 
     if not order:
         return None
     n = graph.node(order[-1])
-    message = (f"device allocated memory grows by {format_bytes(slope)} per iteration ({counter}) with no "
+    message = (f"device allocated memory grows by {nbytes(slope)} per iteration ({counter}) with no "
                f"surviving tensor seen at the operator level: memory is held below the dispatcher or outside "
                f"the model call")
     return Finding(CHECK, "leak", "warning", n.id, n.op_type, n.module, n.index, message,

@@ -22,6 +22,7 @@ from ascend_tui.evidence import SourceLocation, StatsTable, TensorMeta
 from ascend_tui.formats.msprobe_graph import (
     API_NAME, FLOAT_DTYPES, MODULE_NAME, PARAM_GRAD, Builder, Built, Entry, Leaf, Progress,
 )
+from ascend_tui.graph.ids import api_op
 from ascend_tui.graph.opgraph import OpGraph, read_json
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.formats.reader import FunctionReader
@@ -31,8 +32,6 @@ _STEP_DIR = re.compile(r"^step(\d+)$")
 _STACK_LINE = re.compile(r"^\s*File\s+(?P<file>.*?),\s*line\s+(?P<line>\d+),\s*in\s+(?P<func>[^,\n]*)", re.S)
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3")
 _MAX_SCAN = 4096
-_DUNDER_OPS = frozenset({"add", "sub", "mul", "truediv", "floordiv", "div", "matmul", "mod", "pow",
-                         "and", "or", "xor", "lshift", "rshift"})
 _STACK_FRAMES = 16
 
 
@@ -211,18 +210,6 @@ def parse_leaves(value: Any, name: str, path: Path, tensors: list[Leaf], scalars
             parse_leaves(v, f"{name}.{k}", path, tensors, scalars)
 
 
-def short_op(api: str) -> str:
-    """`mul` for `__mul__`/`__rmul__`, `add_` for `__iadd__`, `div` for `__truediv__`; other names unchanged."""
-    if not (api.startswith("__") and api.endswith("__")):
-        return api
-    core = api.strip("_")
-    inplace = False
-    if core not in _DUNDER_OPS and core[:1] in ("i", "r") and core[1:] in _DUNDER_OPS:
-        inplace, core = core[0] == "i", core[1:]
-    core = "div" if core == "truediv" else core
-    return core + "_" if inplace else core
-
-
 def parse_entry(name: str, record: Any, path: Path) -> Entry | None:
     """Classify one dump.json record; None for records that are not ops (parameter gradients)."""
     if PARAM_GRAD.match(name):
@@ -232,7 +219,7 @@ def parse_entry(name: str, record: Any, path: Path) -> Entry | None:
     if m := MODULE_NAME.match(name):
         entry = Entry(name, "module", m["cls"], f"Module.{m['cls']}", m["dir"], m["path"], m["cls"])
     elif m := API_NAME.match(name):
-        entry = Entry(name, "api", short_op(m["api"]), f"{m['prefix']}.{short_op(m['api'])}", m["dir"])
+        entry = Entry(name, "api", api_op(m["api"]), f"{m['prefix']}.{api_op(m['api'])}", m["dir"])
     else:
         return None
     entry.phase = entry.direction

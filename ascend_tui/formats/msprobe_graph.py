@@ -19,6 +19,7 @@ import numpy as np
 from ascend_tui.progress import Progress
 from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import STAT_FIELDS, SourceLocation, StatsTable, TensorMeta
+from ascend_tui.graph.ids import IdMinter
 from ascend_tui.graph.opgraph import OpGraph, OpNode
 
 
@@ -170,7 +171,7 @@ class Builder:
         self.params: dict[Any, list[tuple[str, str, Leaf]]] = {}
         self.by_shape: dict[tuple[int, ...], list[tuple[str, str, Leaf]]] = {}
         self.param_leaves: dict[tuple[str, str], Leaf] = {}
-        self.counters: Counter[tuple[str, str, str]] = Counter()
+        self.minter = IdMinter()
         self.ids: dict[str, str] = {}
         self.matches: Counter[str] = Counter()
         self.inputs = 0
@@ -225,12 +226,7 @@ class Builder:
             nid = f"backward:{fwd}"
             if nid not in self.graph:
                 return nid
-        base = f"{entry.module}/{entry.op}" if entry.module else entry.op
-        key = (entry.phase, entry.module, entry.op)
-        k = self.counters[key]
-        self.counters[key] += 1
-        prefix = "" if entry.phase == "forward" else f"{entry.phase}:"
-        return f"{prefix}{base}.{k}"
+        return self.minter.mint(entry.module, entry.op, entry.phase)
 
     def build(self, progress: Progress | None, cancel: threading.Event | None) -> None:
         for e in self.entries:

@@ -38,3 +38,20 @@ def node_id(module: str, op: str, k: int, phase: str = FORWARD) -> str:
     if phase != FORWARD:
         prefix = f"{phase}:{prefix}"
     return f"{prefix}{op}.{k}"
+
+
+_DUNDER_OPS = frozenset({"add", "sub", "mul", "truediv", "floordiv", "div", "matmul", "mod", "pow",
+                         "and", "or", "xor", "lshift", "rshift"})
+
+
+def api_op(api: str) -> str:
+    """The op name of a framework API as ids spell it: `mul` for `__mul__`/`__rmul__`, `add_` for `__iadd__`,
+    `div` for `__truediv__`; other names unchanged. msprobe's records and live capture's API calls share it."""
+    if not (api.startswith("__") and api.endswith("__")):
+        return api
+    core = api.strip("_")
+    inplace = False
+    if core not in _DUNDER_OPS and core[:1] in ("i", "r") and core[1:] in _DUNDER_OPS:
+        inplace, core = core[0] == "i", core[1:]
+    core = "div" if core == "truediv" else core
+    return core + "_" if inplace else core

@@ -29,9 +29,10 @@ from ascend_tui.evidence import (
     StatsTable,
     TensorMeta,
 )
+from ascend_tui.graph.ids import IdMinter, api_op
 from ascend_tui.graph.opgraph import OpGraph, OpNode
+from ascend_tui.progress import Progress
 
-Progress = Callable[[str, int, "int | None"], None]
 
 _TORCH_DIR = ""
 _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -118,7 +119,12 @@ class Recorder:
         self.phase = "forward"
         self.module_stack: list[str] = []
         self._module_class: dict[str, str] = {}
-        self._counters: dict[tuple[str, str], int] = {}
+        self.ids = IdMinter()
+        self.api_ids = IdMinter()
+        self.api: str | None = None
+        self.api_module = ""
+        self.api_id: str | None = None
+        self.taps: list[Callable[[str, int, Any], None]] = []
         self._producers: Any = WeakIdKeyDictionary()
         self._writers: dict[int, _Ref] = {}
         self._stat_keys: list[tuple[str, int]] = []
@@ -131,7 +137,7 @@ class Recorder:
         self._const_count = 0
         self._named: dict[int, tuple[str, str]] = {}
         self._keepalive: list[Any] = []
-        if model is not None:
+        if hasattr(model, "named_parameters"):
             for name, p in model.named_parameters(remove_duplicate=True):
                 self._named[id(p)] = ("param", name)
                 self._keepalive.append(p)
@@ -140,12 +146,12 @@ class Recorder:
                 self._keepalive.append(b)
             for name, mod in model.named_modules():
                 self._module_class[name] = type(mod).__name__
-        leaves, _ = tree_flatten_with_path(inputs)
-        for path, leaf in leaves:
-            if isinstance(leaf, torch.Tensor):
-                label = keystr(path).replace("][", ".").strip("[]").replace("'", "")
-                self._named.setdefault(id(leaf), ("input", label or "0"))
-                self._keepalive.append(leaf)
+        for part in split_inputs(inputs):
+            for path, leaf in tree_flatten_with_path(part)[0]:
+                if isinstance(leaf, torch.Tensor):
+                    label = keystr(path).replace("][", ".").strip("[]").replace("'", "")
+                    self._named.setdefault(id(leaf), ("input", label or "0"))
+                    self._keepalive.append(leaf)
 
     # -- module attribution -----------------------------------------------------------------
 
@@ -177,13 +183,23 @@ class Recorder:
     # -- recording ---------------------------------------------------------------------------
 
     def next_id(self, module: str, op: str) -> str:
-        key = (module, op)
-        k = self._counters.get(key, 0)
-        self._counters[key] = k + 1
-        prefix = f"{module}/" if module else ""
-        if self.phase != "forward":
-            prefix = f"{self.phase}:{prefix}"
-        return f"{prefix}{op}.{k}"
+        return self.ids.mint(module, op, self.phase)
+
+    def enter_api(self, name: str) -> None:
+        """A framework API call (`F.conv2d`, `Tensor.__add__`) starts; the aten ops it runs belong to it."""
+        self.api, self.api_module, self.api_id = api_op(name), self.module, None
+
+    def leave_api(self) -> None:
+        self.api = self.api_id = None
+
+    def current_api(self) -> str | None:
+        """The API-level id of the call running now (`conv1/conv2d.0`, as msprobe's dumps are named), minted on
+        its first aten op so calls that run none (`size`, `dim`) take no number."""
+        if self.api is None:
+            return None
+        if self.api_id is None:
+            self.api_id = self.api_ids.mint(self.api_module, self.api, self.phase)
+        return self.api_id
 
     def _storage_key(self, t: Any) -> int | None:
         try:
@@ -227,7 +243,9 @@ class Recorder:
         return ref
 
     def measure(self, node_id: str, slot: int, t: Any) -> None:
-        """Queue on-device statistics of `t` for output `slot` of `node_id`."""
+        """Queue on-device statistics of `t` for output `slot` of `node_id` (and show it to the observers' taps)."""
+        for tap in self.taps:
+            tap(node_id, slot, t)
         if not self.want_stats:
             return
         if self._same_as is not None:  # a view or copy holding exactly its input's values
@@ -272,7 +290,7 @@ class Recorder:
             outputs=tuple(TensorMeta(tuple(x.shape), dtype_name(x.dtype)) for x in out_tensors),
             source=user_source(3) if self.want_source else None,
             phase=self.phase, module_class=self._module_class.get(module, ""),
-            attrs={"overload": func._overloadname} if func._overloadname != "default" else None,
+            attrs=self._attrs(func),
         )
         self.graph.add_node(node)
         for slot, ref in enumerate(refs):
@@ -296,6 +314,13 @@ class Recorder:
         if self.progress is not None and (index & 15) == 0:
             self.progress(self.phase_label, index, self.expected_ops)
         return node_id
+
+    def _attrs(self, func: Any) -> dict[str, Any] | None:
+        api = self.current_api()
+        attrs = {"api": api} if api is not None else {}
+        if func._overloadname != "default":
+            attrs["overload"] = func._overloadname
+        return attrs or None
 
     def finish_stats(self) -> StatsTable:
         """Bring every queued statistic to the host at once: two transfers per device, whatever the op count."""
@@ -489,70 +514,29 @@ def finish_rows(raw: np.ndarray, numel: np.ndarray) -> np.ndarray:
     return out
 
 
-def _dispatch_mode_class() -> type:
-    from torch.utils._python_dispatch import TorchDispatchMode
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """Positional and keyword inputs together, for models called as `model(*args, **kwargs)`."""
 
-    class CaptureMode(TorchDispatchMode):
-        """Records every aten call into a `Recorder`."""
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
-        def __init__(self, recorder: Recorder) -> None:
-            super().__init__()
-            self.recorder = recorder
 
-        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
-            self.recorder.before(func, args, kwargs)
-            out = func(*args, **kwargs)
-            self.recorder.record(func, args, kwargs, out)
-            return out
-
-    return CaptureMode
+def split_inputs(inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """`(args, kwargs)` from an `Inputs`, a tuple/list (positional), a dict (keywords) or one value."""
+    if isinstance(inputs, Inputs):
+        return tuple(inputs.args), dict(inputs.kwargs)
+    if isinstance(inputs, dict):
+        return (), inputs
+    if isinstance(inputs, (tuple, list)):
+        return tuple(inputs), {}
+    return (inputs,), {}
 
 
 def call_model(model: Any, inputs: Any) -> Any:
-    """Call `model` with a tuple of positional inputs or a dict of keyword inputs."""
-    if isinstance(inputs, dict):
-        return model(**inputs)
-    if isinstance(inputs, (tuple, list)):
-        return model(*inputs)
-    return model(inputs)
-
-
-def capture(
-    model: Any,
-    inputs: Any,
-    *,
-    stats: bool = True,
-    source: bool = True,
-    progress: Progress | None = None,
-    cancel: threading.Event | None = None,
-    phase_label: str = "capturing",
-    expected_ops: int | None = None,
-    grad: bool = False,
-    recorder_class: Callable[..., Recorder] | None = None,
-) -> CaptureResult:
-    """Run `model(*inputs)` once under capture and return the graph of what executed.
-
-    `recorder_class` (a `Recorder` subclass or factory taking the same arguments) lets a check
-    measure more in the same run; the result keeps the recorder for it to read.
-    """
-    import torch
-
-    recorder = (recorder_class or Recorder)(model, inputs, stats=stats, source=source, progress=progress,
-                                            cancel=cancel, phase_label=phase_label, expected_ops=expected_ops)
-    handles = recorder.install_hooks(model)
-    mode = _dispatch_mode_class()(recorder)
-    try:
-        with torch.set_grad_enabled(grad), mode:
-            outputs = call_model(model, inputs)
-    finally:
-        for h in handles:
-            h.remove()
-    table = recorder.finish_stats()
-    if progress is not None:
-        progress(phase_label, recorder.op_count, recorder.op_count)
-    return CaptureResult(recorder.graph, table, outputs, recorder.op_count, recorder=recorder,
-                         histograms=recorder.finish_histograms())
+    """Call `model` with its inputs: positional, keyword, or both (`Inputs`)."""
+    args, kwargs = split_inputs(inputs)
+    return model(*args, **kwargs)
 
 
 def iter_tensors(obj: Any) -> Iterator[Any]:

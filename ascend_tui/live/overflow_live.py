@@ -1,84 +1,101 @@
 """The live overflow check: the target and reference captures, plus what only a live run can measure.
 
-On top of the runner's captures it may run three more passes, each only when it adds evidence:
-- a float32 evidence pass (on the reference device) measuring, per output, how many non-zero
-  values the target dtype flushes to zero and the smallest non-zero magnitude;
-- on NPUs in saturation mode, a pass reading the float-status overflow flag after every op;
-- with `--backward`, a forward+backward pass whose gradient ops join the graph (phase
-  "backward", `attrs["forward"]` naming the forward op each gradient belongs to).
-Options (`ctx.options`): `range_dtype`, `inf_nan_mode`, `headroom_bits`, `underflow_fraction`,
-`overflow_evidence` (False skips the evidence pass).
+It observes the runner's two runs: on NPUs in saturation mode the target run reads the
+float-status overflow flag after every op (`FlagObserver`); the float32 reference run counts,
+per output, the non-zero values the target dtype flushes to zero and the smallest non-zero
+magnitude (`EvidenceObserver`). It makes its own passes only where those cannot serve:
+with `--backward`, a forward+backward pass whose gradient ops join the graph (phase
+"backward", `attrs["forward"]` naming the forward op each gradient belongs to), and then the
+float32 evidence pass. Settings (`options.settings`): `range_dtype`, `inf_nan_mode`,
+`headroom_bits`, `underflow_fraction`, `overflow_evidence` (False skips the evidence).
 """
 
 from __future__ import annotations
 
-import functools
-
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from ascend_tui.checks.overflow import RangeEvidence, analyze, range_of
 from ascend_tui.errors import AscendTuiError
 from ascend_tui.graph.opgraph import OpNode, derive
-from ascend_tui.live.capture import Recorder, _dispatch_mode_class, call_model, dtype_name, iter_tensors
+from ascend_tui.live.capture import Recorder, call_model, dtype_name, iter_tensors
+from ascend_tui.live.context import LiveContext, Run, guarded, prepare, torch_dtype
+from ascend_tui.live.recording import Call, Watcher, recording
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
     from ascend_tui.live.device import Device
-    from ascend_tui.live.runner import LiveContext
 
 
-def run(ctx: LiveContext, inv: Investigation) -> None:
-    """Add overflow, NaN, saturation, range and underflow findings (forward and, if asked, backward)."""
-    from ascend_tui.live.runner import _guarded
+class OverflowCheck:
+    """The `overflow` live check: Inf/NaN origins, saturation, range risk and underflow, forward and backward."""
 
-    opts = ctx.options
-    dtype = str(opts.get("range_dtype") or dtype_name(ctx.dtype))
-    if range_of(dtype) is None:
-        dtype = "float32"
-    inf_nan = bool(opts.get("inf_nan_mode", ctx.device.inf_nan_mode))
-    flags = None
-    if not inf_nan and ctx.device.read_overflow_flag() is not None:
-        ctx.report("reading the overflow flag per op", 0, None)
-        flags = _guarded(inv.run.target, "the overflow-flag pass",
-                         lambda: flag_pass(ctx.device, ctx.model, ctx.inputs))
-    if ctx.backward:
-        ctx.report("capturing backward", 0, None)
-        recorder = GradRecorder(ctx.model, ctx.inputs, cancel=ctx.cancel)
-        sanitized = "memory" in inv.run.checks
-        _guarded(inv.run.target, "the backward pass",
-                 lambda: grad_capture(recorder, ctx.model, ctx.inputs, ctx.loss, sanitized=sanitized))
-        same = inv.reference is inv.stats
-        inv.graph, inv.stats = recorder.graph, recorder.finish_stats()
-        inv.histograms = recorder.finish_histograms()
-        if same:
-            inv.reference = inv.stats
-    evidence: dict[tuple[str, int], RangeEvidence] = {}
-    low = range_of(dtype)
-    if opts.get("overflow_evidence", True) and ctx.reference_spec and low is not None \
-            and (low.low_precision or _any_nonfinite(inv)):
-        shared = ctx.reference.recorder if ctx.reference is not None else None
-        try:
-            if isinstance(shared, EvidenceRecorder) and not ctx.backward and shared.dtype == dtype:
-                evidence, ref_stats = shared.evidence(dtype), ctx.reference.stats  # measured in the reference run
+    name = "overflow"
+    needs_reference = True
+
+    def __init__(self) -> None:
+        self.flags: FlagObserver | None = None
+        self.evidence: EvidenceObserver | None = None
+
+    def dtype(self, ctx: LiveContext) -> str:
+        """The dtype whose range the check judges: `range_dtype` when set, else the run's."""
+        dtype = str(ctx.options.setting("range_dtype") or dtype_name(ctx.dtype))
+        return dtype if range_of(dtype) is not None else "float32"
+
+    def observers(self, ctx: LiveContext, run: Run) -> list[Watcher]:
+        if run.role == "target":
+            inf_nan = bool(ctx.options.setting("inf_nan_mode", ctx.device.inf_nan_mode))
+            if not inf_nan and ctx.device.read_overflow_flag() is not None:
+                self.flags = FlagObserver(ctx.device)
+                return [self.flags]
+        elif run.role == "reference":
+            rng = range_of(self.dtype(ctx))
+            if rng is not None and rng.low_precision and ctx.options.setting("overflow_evidence", True):
+                self.evidence = EvidenceObserver(flush_below=rng.smallest_subnormal, dtype=self.dtype(ctx))
+                return [self.evidence]
+        return []
+
+    def run(self, ctx: LiveContext, inv: Investigation) -> None:
+        """Add overflow, NaN, saturation, range and underflow findings (forward and, if asked, backward)."""
+        opts = ctx.options
+        dtype = self.dtype(ctx)
+        inf_nan = bool(opts.setting("inf_nan_mode", ctx.device.inf_nan_mode))
+        flags = self.flags.flags if self.flags is not None else None
+        if opts.backward:
+            ctx.report("capturing backward", 0, None)
+            recorder = GradRecorder(ctx.model, ctx.inputs, cancel=ctx.cancel)
+            guarded(opts.target, "the backward pass",
+                    lambda: grad_capture(recorder, ctx.model, ctx.inputs, opts.loss, ctx.rerun_observers()))
+            same = inv.reference is inv.stats
+            inv.graph, inv.stats = recorder.graph, recorder.finish_stats()
+            inv.histograms = recorder.finish_histograms()
+            if same:
+                inv.reference = inv.stats
+        evidence: dict[tuple[str, int], RangeEvidence] = {}
+        low = range_of(dtype)
+        if opts.setting("overflow_evidence", True) and opts.reference and low is not None \
+                and (low.low_precision or _any_nonfinite(inv)):
+            try:
+                if self.evidence is not None and not opts.backward and ctx.reference is not None:
+                    evidence, ref_stats = self.evidence.result(), ctx.reference.stats  # measured in the reference run
+                else:
+                    ctx.report("measuring underflow in float32", 0, None)
+                    evidence, ref_stats = evidence_pass(ctx, dtype)
+            except AscendTuiError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - optional evidence: the check goes on with the captures it has
+                inv.run.extra.setdefault("notes", []).append(
+                    f"overflow: the float32 evidence pass failed ({type(exc).__name__}: {exc}); underflow is "
+                    f"estimated from zero counts only")
             else:
-                ctx.report("measuring underflow in float32", 0, None)
-                evidence, ref_stats = evidence_pass(ctx, dtype, sanitized="memory" in inv.run.checks)
-        except AscendTuiError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - optional evidence: the check goes on with the captures it has
-            inv.run.extra.setdefault("notes", []).append(
-                f"overflow: the float32 evidence pass failed ({type(exc).__name__}: {exc}); underflow is estimated "
-                f"from zero counts only")
-        else:
-            if inv.reference is not None and inv.reference is not inv.stats:
-                _merge_missing(inv.reference, ref_stats)
-    findings = analyze(inv.graph, inv.stats, dtype=dtype, reference=inv.reference, inf_nan_mode=inf_nan,
-                       overflow_flags=flags, headroom_bits=float(opts.get("headroom_bits", 1.0)),
-                       evidence=evidence, underflow_fraction=float(opts.get("underflow_fraction", 0.05)))
-    inv.replace_findings("overflow", findings)
+                if inv.reference is not None and inv.reference is not inv.stats:
+                    _merge_missing(inv.reference, ref_stats)
+        findings = analyze(inv.graph, inv.stats, dtype=dtype, reference=inv.reference, inf_nan_mode=inf_nan,
+                           overflow_flags=flags, headroom_bits=float(opts.setting("headroom_bits", 1.0)),
+                           evidence=evidence, underflow_fraction=float(opts.setting("underflow_fraction", 0.05)))
+        inv.replace_findings("overflow", findings)
 
 
 def _any_nonfinite(inv: Investigation) -> bool:
@@ -99,35 +116,23 @@ def _merge_missing(into: Any, extra: Any) -> None:
 # -- NPU float-status flags per op -------------------------------------------------------------
 
 
-def flag_pass(device: Device, model: Any, inputs: Any) -> dict[str, bool]:
-    """Run the forward once, clearing and reading the device's overflow flag around every op."""
-    import torch
+class FlagObserver(Watcher):
+    """Clears the device's float-status overflow flag before every op and reads it right after (one sync per op)."""
 
-    recorder = Recorder(model, inputs, stats=False, source=False)
-    flags: dict[str, bool] = {}
-    base = _dispatch_mode_class()
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.flags: dict[str, bool] = {}
+        self._hit = False
 
-    class FlagMode(base):  # type: ignore[misc, valid-type]
-        """Capture mode that reads the float-status flag after each op (one sync per op)."""
+    def before(self, call: Call) -> None:
+        self.device.clear_overflow_flag()
 
-        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
-            device.clear_overflow_flag()
-            out = func(*args, **kwargs)
-            hit = device.read_overflow_flag()
-            node = self.recorder.record(func, args, kwargs, out)
-            if hit:
-                flags[node] = True
-            return out
+    def ran(self, call: Call, out: Any) -> None:
+        self._hit = bool(self.device.read_overflow_flag())
 
-    handles = recorder.install_hooks(model)
-    try:
-        with torch.no_grad(), FlagMode(recorder):
-            call_model(model, inputs)
-    finally:
-        for h in handles:
-            h.remove()
-    return flags
+    def after(self, call: Call, node: str, out: Any) -> None:
+        if self._hit:
+            self.flags[node] = True
 
 
 # -- backward: gradient ops named after their forward op ---------------------------------------
@@ -162,7 +167,11 @@ class GradRecorder(Recorder):
                     self._pending.append((node_id, weakref.ref(t)))
         elif self.current is not None:
             node = self.graph.node(node_id)
-            self.graph.replace_node(derive(node, attrs={**(node.attrs or {}), "forward": self.current[0]}))
+            attrs = {**(node.attrs or {}), "forward": self.current[0]}
+            fwd = self.graph.get(self.current[0])
+            if fwd is not None and fwd.attrs and "api" in fwd.attrs:
+                attrs["api"] = f"backward:{fwd.attrs['api']}"  # as msprobe names the backward of an API call
+            self.graph.replace_node(derive(node, attrs=attrs))
         return node_id
 
     def hook_backward(self) -> None:
@@ -207,26 +216,14 @@ def default_loss(outputs: Any) -> Any:
     return total
 
 
-def capture_mode(recorder: Recorder, model: Any, inputs: Any, *, sanitized: bool = False) -> Any:
-    """The dispatch mode that records into `recorder`: the sanitizer's (bad indices clamped, so a model the
-    memory check is looking at cannot crash this run) or plain capture's."""
-    if sanitized:
-        from ascend_tui.live.sanitize import Sanitizer, _sanitize_mode_class
-
-        return _sanitize_mode_class()(recorder, Sanitizer(model, inputs))
-    return _dispatch_mode_class()(recorder)
-
-
-def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable[[Any], Any] | None = None, *,
-                 sanitized: bool = False) -> None:
+def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable[[Any], Any] | None = None,
+                 observers: Sequence[Any] = ()) -> None:
     """Forward and backward under `recorder`: gradient ops get phase "backward", parameter grads become nodes.
 
     The model's `.grad`s and buffers are put back afterwards, so the user's training state is untouched.
     """
     import torch
 
-    handles = recorder.install_hooks(model)
-    mode = capture_mode(recorder, model, inputs, sanitized=sanitized)
     named = model.named_parameters() if hasattr(model, "named_parameters") else ()
     params = [(n, p) for n, p in named if p.requires_grad]
     saved = [(p, p.grad) for _, p in params]
@@ -234,20 +231,15 @@ def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable
     for p, _ in saved:
         p.grad = None
     try:
-        with torch.enable_grad(), mode:
+        with recording(model, recorder, observers, grad=True):
             outputs = call_model(model, inputs)
             value = (loss or default_loss)(outputs)
-            for h in handles:
-                h.remove()
-            handles = []
             recorder.hook_backward()
             recorder.phase = "backward"
             value.backward()
         recorder.current = None
         _grad_nodes(recorder, params)
     finally:
-        for h in handles:
-            h.remove()
         recorder.remove_hooks()
         for p, g in saved:
             p.grad = g
@@ -277,19 +269,18 @@ def _grad_nodes(recorder: Recorder, params: list[tuple[str, Any]]) -> None:
 # -- float32 evidence pass ---------------------------------------------------------------------
 
 
-class EvidenceRecorder(GradRecorder):
-    """Also counts, per output, the non-zero values below a dtype's smallest subnormal and the smallest |x| > 0."""
+class EvidenceObserver(Watcher):
+    """Counts, per measured tensor, the non-zero values below a dtype's smallest subnormal and the smallest |x| > 0."""
 
-    def __init__(self, model: Any, inputs: Any, *, flush_below: float = 0.0, dtype: str = "", **kwargs: Any) -> None:
-        super().__init__(model, inputs, **kwargs)
+    def __init__(self, *, flush_below: float, dtype: str) -> None:
         self.flush_below = flush_below
         self.dtype = dtype
-        self.extra_keys: list[tuple[str, int]] = []
-        self.extra_rows: list[Any] = []
+        self.keys: list[tuple[str, int]] = []
+        self.rows: list[Any] = []
 
-    def measure(self, node_id: str, slot: int, t: Any) -> None:
-        super().measure(node_id, slot, t)
-        torch = self._torch
+    def output(self, node: str, slot: int, t: Any) -> None:
+        import torch
+
         if not t.is_floating_point() or t.numel() == 0 or t.layout != torch.strided or t.device.type == "meta":
             return
         a = t.detach().abs()
@@ -298,52 +289,35 @@ class EvidenceRecorder(GradRecorder):
         nonzero = a != 0
         flushed = (nonzero & (a < self.flush_below)).sum()
         smallest = torch.where(nonzero, a, torch.full((), float("inf"), dtype=a.dtype, device=a.device)).amin()
-        self.extra_keys.append((node_id, slot))
-        self.extra_rows.append(torch.stack((flushed.double(), nonzero.sum().double(), smallest.double())))
+        self.keys.append((node, slot))
+        self.rows.append(torch.stack((flushed.double(), nonzero.sum().double(), smallest.double())))
 
-    def evidence(self, dtype: str) -> dict[tuple[str, int], RangeEvidence]:
+    def result(self) -> dict[tuple[str, int], RangeEvidence]:
         """The counts, brought to the host in one transfer."""
-        if not self.extra_rows:
+        if not self.rows:
             return {}
-        rows = self._torch.stack(self.extra_rows).cpu().numpy()
-        return {k: RangeEvidence(dtype, int(r[0]), int(r[1]), float(r[2])) for k, r in zip(self.extra_keys, rows)}
+        import torch
+
+        rows = torch.stack(self.rows).cpu().numpy()
+        return {k: RangeEvidence(self.dtype, int(r[0]), int(r[1]), float(r[2])) for k, r in zip(self.keys, rows)}
 
 
-def reference_recorder(dtype: str) -> Callable[..., EvidenceRecorder] | None:
-    """For the runner's float32 reference run: a recorder that also measures underflow into `dtype`.
-
-    Measuring there saves the separate evidence pass, a whole extra forward on the reference device.
-    """
-    rng = range_of(dtype)
-    if rng is None or not rng.low_precision:
-        return None
-    return functools.partial(EvidenceRecorder, flush_below=rng.smallest_subnormal, dtype=dtype)
-
-
-def evidence_pass(ctx: LiveContext, dtype: str, *, sanitized: bool = False
-                  ) -> tuple[dict[tuple[str, int], RangeEvidence], Any]:
+def evidence_pass(ctx: LiveContext, dtype: str) -> tuple[dict[tuple[str, int], RangeEvidence], Any]:
     """Run the model in float32 on the reference device and measure underflow and tiny magnitudes per output."""
-    import torch
-
     from ascend_tui.live.device import select
-    from ascend_tui.live.runner import prepare, torch_dtype
 
-    backend, _, ref_dtype = str(ctx.reference_spec).partition(":")
+    backend, _, ref_dtype = str(ctx.options.reference).partition(":")
     dev = select(backend or "cpu")
     model, inputs = prepare(ctx.original_model, ctx.original_inputs, dev, torch_dtype(ref_dtype or "float32"),
                             copy_model=True)
     rng = range_of(dtype)
     assert rng is not None
-    recorder = EvidenceRecorder(model, inputs, cancel=ctx.cancel, flush_below=rng.smallest_subnormal, dtype=dtype,
-                                source=False)
-    if ctx.backward:
-        grad_capture(recorder, model, inputs, ctx.loss, sanitized=sanitized)
+    observer = EvidenceObserver(flush_below=rng.smallest_subnormal, dtype=dtype)
+    observers = [observer, *ctx.rerun_observers(model, inputs, dev)]
+    recorder = GradRecorder(model, inputs, cancel=ctx.cancel, source=False)
+    if ctx.options.backward:
+        grad_capture(recorder, model, inputs, ctx.options.loss, observers)
     else:
-        handles = recorder.install_hooks(model)
-        try:
-            with torch.no_grad(), capture_mode(recorder, model, inputs, sanitized=sanitized):
-                call_model(model, inputs)
-        finally:
-            for h in handles:
-                h.remove()
-    return recorder.evidence(dtype), recorder.finish_stats()
+        with recording(model, recorder, observers):
+            call_model(model, inputs)
+    return observer.result(), recorder.finish_stats()

@@ -1,224 +1,122 @@
-"""Run the live checks: capture the target (and a reference) on a device, then each check in turn.
+"""Run live checks: capture the target (and a reference) on a device with every check's observers, then each check.
 
-Checks plug in through `LIVE_CHECKS`: a check name maps to `module:function` taking
-`(LiveContext, Investigation)` and adding its findings and evidence to the investigation.
+`investigate` is the public entry point (re-exported as `ascend_tui.investigate`). The runner
+knows checks only through the `LiveCheck` protocol: it asks each for its observers on the
+target and reference runs, records both runs once each, and calls `run` in order.
 """
 
 from __future__ import annotations
 
-import copy
-import importlib
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ascend_tui.errors import InputError
-from ascend_tui.investigation import CHECK_NAMES, Investigation, Progress, RunInfo
-from ascend_tui.live.capture import CaptureResult, capture, dtype_name
-from ascend_tui.live.device import Device, select
+from ascend_tui.investigation import CHECK_NAMES, Investigation, RunInfo
+from ascend_tui.live.capture import dtype_name
+from ascend_tui.live.context import LiveCheck, LiveContext, Run, guarded, model_dtype, prepare, torch_dtype
+from ascend_tui.live.device import select
+from ascend_tui.live.options import RunOptions
+from ascend_tui.live.overflow_live import OverflowCheck
+from ascend_tui.live.recording import capture
+from ascend_tui.live.sanitize import MemoryCheck
+from ascend_tui.progress import Progress
 
-LIVE_CHECKS: dict[str, str] = {
-    "overflow": "ascend_tui.live.overflow_live:run",
-    "memory": "ascend_tui.live.sanitize:run",
-}
-DTYPES = ("float16", "bfloat16", "float32")
-NEEDS_REFERENCE = frozenset({"overflow", "precision"})  # checks that compare against the float32 reference
-# Checks that measure more during the reference run itself, instead of running the model again:
-# "module:function" taking the run's dtype name and returning a Recorder class, or None.
-REFERENCE_RECORDERS: dict[str, str] = {"overflow": "ascend_tui.live.overflow_live:reference_recorder"}
-
-
-@dataclass(slots=True)
-class LiveContext:
-    """What a live check needs: the prepared model and inputs, the device and the run options."""
-
-    model: Any
-    inputs: Any
-    device: Device
-    dtype: Any
-    reference_spec: str | None
-    iterations: int = 1
-    backward: bool = False
-    loss: Callable[[Any], Any] | None = None
-    progress: Progress | None = None
-    cancel: threading.Event | None = None
-    target: CaptureResult | None = None
-    reference: CaptureResult | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    original_model: Any = None
-    original_inputs: Any = None
-
-    def report(self, phase: str, done: int, total: int | None = None) -> None:
-        if self.progress is not None:
-            self.progress(phase, done, total)
+LIVE_CHECKS: list[type[LiveCheck]] = [OverflowCheck, MemoryCheck]
+"""The checks that run live, by name; any object following `LiveCheck` may be passed in `RunOptions.checks` too."""
 
 
 def available_checks() -> tuple[str, ...]:
-    """Checks that can run live in this version."""
-    return tuple(c for c in CHECK_NAMES if c in LIVE_CHECKS)
+    """Names of the checks that run live in this version, in the order they are listed."""
+    return tuple(c.name for c in LIVE_CHECKS)
 
 
-def parse_checks(spec: str | tuple[str, ...]) -> tuple[str, ...]:
-    """`overflow,memory` -> ('overflow', 'memory'); `none` -> (); unknown names raise InputError."""
+def parse_checks(spec: str | tuple[Any, ...]) -> tuple[Any, ...]:
+    """`"overflow,memory"` -> ('overflow', 'memory'); `none` -> (); `all` -> every live check; unknown names
+    raise `InputError`. Check objects pass through unchanged.
+    """
     names = spec if isinstance(spec, tuple) else tuple(s.strip() for s in spec.split(",") if s.strip())
     if names in ((), ("none",)):
         return ()
+    live = available_checks()
+    if names == ("all",):
+        return live
     for name in names:
+        if not isinstance(name, str):
+            continue
         if name not in CHECK_NAMES:
-            raise InputError("--checks", f"unknown check {name!r} (choose from {', '.join(CHECK_NAMES)}, none)")
-        if name not in LIVE_CHECKS:
+            raise InputError("--checks", f"unknown check {name!r} (choose from {', '.join(CHECK_NAMES)}, all, none)")
+        if name not in live:
             raise InputError("--checks", f"the {name} check is not part of this version yet "
-                                         f"(available: {', '.join(available_checks())})")
+                                         f"(available: {', '.join(live)})")
     return names
 
 
-def torch_dtype(name: str | None) -> Any:
-    import torch
-
-    if name is None:
-        return None
-    if name not in DTYPES:
-        raise InputError("--dtype", f"unknown dtype {name!r} (choose from {', '.join(DTYPES)})")
-    return getattr(torch, name)
+def resolve_checks(checks: tuple[Any, ...]) -> tuple[LiveCheck, ...]:
+    """A fresh check object per name (checks keep what their observers saw), objects as they are."""
+    by_name = {c.name: c for c in LIVE_CHECKS}
+    return tuple(by_name[c]() if isinstance(c, str) else c for c in parse_checks(tuple(checks)))
 
 
-def prepare(model: Any, inputs: Any, device: Device, dtype: Any, *, copy_model: bool) -> tuple[Any, Any]:
-    """Put `model` and the floating-point `inputs` on `device` in `dtype` (a copy when asked)."""
-    import torch
-    from torch.utils._pytree import tree_map
-
-    if copy_model:
-        model = copy.deepcopy(model)
-    if isinstance(model, torch.nn.Module):
-        model = model.to(device.torch_device)
-        if dtype is not None:
-            model = model.to(dtype)
-
-    def move(x: Any) -> Any:
-        if isinstance(x, torch.Tensor):
-            x = x.to(device.torch_device)
-            if dtype is not None and x.is_floating_point():
-                x = x.to(dtype)
-        return x
-
-    return model, tree_map(move, inputs)
-
-
-def model_dtype(model: Any, inputs: Any) -> Any:
-    """The floating dtype the model computes in: its first floating parameter's, else its inputs'."""
-    import torch
-    from torch.utils._pytree import tree_flatten
-
-    if isinstance(model, torch.nn.Module):
-        for p in model.parameters():
-            if p.is_floating_point():
-                return p.dtype
-    for leaf in tree_flatten(inputs)[0]:
-        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point():
-            return leaf.dtype
-    return torch.float32
-
-
-def _capture_reference(model: Any, inputs: Any, device: Device, *, sanitized: bool, progress: Progress | None,
-                       cancel: threading.Event | None, expected_ops: int,
-                       recorder_class: Callable[..., Any] | None = None) -> CaptureResult:
-    """The float32 reference run; sanitized (indices clamped) when the target run was, so it cannot crash."""
-    if sanitized:
-        from ascend_tui.live.sanitize import capture_sanitized
-
-        return capture_sanitized(model, inputs, progress=progress, cancel=cancel, device=device,
-                                 phase_label="capturing reference (sanitized)", expected_ops=expected_ops)
-    return capture(model, inputs, progress=progress, cancel=cancel, phase_label="capturing reference",
-                   expected_ops=expected_ops, recorder_class=recorder_class)
-
-
-def _reference_recorder(checks: tuple[str, ...], run_dtype: Any) -> Callable[..., Any] | None:
-    """The recorder class a requested check wants the reference run to use (the first that asks)."""
-    for name in checks:
-        ref = REFERENCE_RECORDERS.get(name)
-        if ref is not None:
-            module_name, _, func = ref.partition(":")
-            found = getattr(importlib.import_module(module_name), func)(dtype_name(run_dtype))
-            if found is not None:
-                return found
-    return None
-
-
-def _guarded(target: str, during: str, fn: Callable[[], Any]) -> Any:
-    """Run user code; its exceptions become a `TargetError` naming the file and line."""
-    from ascend_tui.errors import AscendTuiError
-    from ascend_tui.targets import model_error
-
-    try:
-        return fn()
-    except AscendTuiError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - anything the model raises is the user's error
-        raise model_error(exc, target, during) from None
-
-
-def run_live(
-    model: Any,
-    inputs: Any,
-    *,
-    checks: tuple[str, ...],
-    device: str,
-    dtype: str | None,
-    reference: str | None,
-    iterations: int = 1,
-    backward: bool = False,
-    loss: Callable[[Any], Any] | None = None,
-    target: str = "",
-    progress: Progress | None = None,
-    cancel: threading.Event | None = None,
-    options: dict[str, Any] | None = None,
-    on_partial: Callable[[Investigation], None] | None = None,
-) -> Investigation:
-    """Capture `model` on the device (and the reference), then run each check; see `investigate`."""
-    checks = parse_checks(tuple(checks))
-    dev = select(device)
-    want = torch_dtype(dtype)
-    natural = model_dtype(model, inputs)
-    run_dtype = want or natural
+def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress | None = None,
+             cancel: threading.Event | None = None,
+             on_partial: Callable[[Investigation], None] | None = None) -> Investigation:
+    """Capture `model` on the device (and the reference) with every check's observers, then run each check."""
+    checks = resolve_checks(tuple(options.checks))
+    dev = select(options.device)
+    want = torch_dtype(options.dtype)
+    run_dtype = want or model_dtype(model, inputs)
     if want is not None and not dev.supports_dtype(want):
         raise InputError("--dtype", f"{dtype_name(want)} does not run on {dev.backend} here")
     moved = dev.backend != "cpu" or want is not None
     t_model, t_inputs = prepare(model, inputs, dev, want, copy_model=moved) if moved else (model, inputs)
-    ctx = LiveContext(t_model, t_inputs, dev, run_dtype, reference, iterations, backward, loss, progress, cancel,
-                      options=dict(options or {}), original_model=model, original_inputs=inputs)
-    if "memory" in checks:
-        from ascend_tui.live.sanitize import capture_sanitized
-
-        # The sanitizer clamps bad indices, so a model with an out-of-range index still runs to the end.
-        ctx.target = _guarded(target, "the model's forward", lambda: capture_sanitized(
-            t_model, t_inputs, progress=progress, cancel=cancel, phase_label="capturing target (sanitized)",
-            iterations=iterations, device=dev))
-    else:
-        ctx.target = _guarded(target, "the model's forward", lambda: capture(
-            t_model, t_inputs, progress=progress, cancel=cancel, phase_label="capturing target"))
+    ctx = LiveContext(options, dev, run_dtype, t_model, t_inputs, model, inputs, progress, cancel, checks=checks)
+    target_run = Run("target", t_model, t_inputs, dev)
+    observers = [o for c in checks for o in c.observers(ctx, target_run)]
+    ctx.target = guarded(options.target, "the model's forward", lambda: capture(
+        t_model, t_inputs, observers=observers, progress=progress, cancel=cancel, phase_label="capturing target"))
     ref_stats = None
-    if reference and NEEDS_REFERENCE.intersection(checks):
-        ref_backend, _, ref_dtype = reference.partition(":")
-        same = ref_backend == dev.backend and (ref_dtype or "float32") == dtype_name(run_dtype)
-        if not same:
+    if options.reference and any(c.needs_reference for c in checks):
+        ref_backend, _, ref_dtype = options.reference.partition(":")
+        if ref_backend == dev.backend and (ref_dtype or "float32") == dtype_name(run_dtype):
+            ref_stats = ctx.target.stats  # the reference would repeat the target run
+        else:
             r_dev = select(ref_backend)
             r_model, r_inputs = prepare(model, inputs, r_dev, torch_dtype(ref_dtype or "float32"), copy_model=True)
-            ctx.reference = _guarded(target, "the reference forward", lambda: _capture_reference(
-                r_model, r_inputs, r_dev, sanitized="memory" in checks, progress=progress, cancel=cancel,
-                expected_ops=ctx.target.op_count, recorder_class=_reference_recorder(checks, run_dtype)))
+            ref_run = Run("reference", r_model, r_inputs, r_dev)
+            ref_observers = [o for c in checks for o in c.observers(ctx, ref_run)]
+            ctx.reference = guarded(options.target, "the reference forward", lambda: capture(
+                r_model, r_inputs, observers=ref_observers, progress=progress, cancel=cancel,
+                phase_label="capturing reference", expected_ops=ctx.target.op_count))
             ref_stats = ctx.reference.stats
-        else:
-            ref_stats = ctx.target.stats
-    info = dev.info()
-    run = RunInfo(target=target, device=info.to_json(), checks=checks, dtype=dtype_name(run_dtype),
-                  reference=reference, iterations=iterations, source="live",
-                  extra={"backward": backward} if backward else {})
+    run = RunInfo(target=options.target, device=dev.info().to_json(), checks=tuple(c.name for c in checks),
+                  dtype=dtype_name(run_dtype), reference=options.reference, iterations=options.iterations,
+                  source="live", extra={"backward": options.backward} if options.backward else {})
     inv = Investigation(ctx.target.graph, stats=ctx.target.stats, reference=ref_stats, run=run,
                         histograms=ctx.target.histograms)
-    for i, name in enumerate(checks):
+    for i, check in enumerate(checks):
         if on_partial is not None:
             on_partial(inv.snapshot())
-        module_name, _, func = LIVE_CHECKS[name].partition(":")
-        ctx.report(f"checking {name} ({i + 1} of {len(checks)})", 0, None)
-        getattr(importlib.import_module(module_name), func)(ctx, inv)
+        ctx.report(f"checking {check.name} ({i + 1} of {len(checks)})", 0, None)
+        check.run(ctx, inv)
     return inv
+
+
+def investigate(model: Any, inputs: Any = (), options: RunOptions | None = None, *,
+                progress: Progress | None = None, cancel: threading.Event | None = None,
+                on_partial: Callable[[Investigation], None] | None = None, **settings: Any) -> Investigation:
+    """Run `model` on `inputs` on a device under capture and the requested checks.
+
+    `options` (a `RunOptions`) says which checks, where, in which dtype and against which
+    reference (`"cpu:float32"`, or None; skipped when it would repeat the target run); any of
+    its fields may also be given as keywords (`checks=("overflow",), dtype="float16"`), which
+    override `options`. `inputs` is a tuple of positional inputs, a dict of keyword inputs,
+    one tensor, or `live.capture.Inputs(args, kwargs)`. `on_partial` receives a snapshot once
+    the graph is captured and again after each check but the last, so an interface can show
+    results as they come; `cancel` stops the run at the next operator.
+    """
+    opts = options or RunOptions()
+    if settings:
+        if isinstance(settings.get("checks"), list):
+            settings["checks"] = tuple(settings["checks"])
+        opts = opts.but(**settings)
+    return run_live(model, inputs, opts, progress=progress, cancel=cancel, on_partial=on_partial)

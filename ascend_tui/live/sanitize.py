@@ -14,7 +14,7 @@ import dataclasses
 import gc
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ascend_tui.checks.memory import (
     ALLOC_OPS,
@@ -33,10 +33,12 @@ from ascend_tui.checks.memory import (
     uninitialized_finding,
     write_kind,
 )
-from ascend_tui.evidence import Finding, MemoryEvent, MemorySample
+from ascend_tui.evidence import Finding, MemoryEvent, MemorySample, StatsTable
 from ascend_tui.graph.opgraph import OpGraph
-from ascend_tui.live.capture import CaptureResult, Progress, Recorder, call_model, dtype_name, iter_tensors
+from ascend_tui.live.capture import CaptureResult, Recorder, call_model, dtype_name, iter_tensors
+from ascend_tui.live.context import LiveContext, Run
 from ascend_tui.live.device import Device
+from ascend_tui.live.recording import Call, Watcher, capture, recording
 from ascend_tui.live.sanitize_tracking import (
     MAX_VIEWS,
     BornStorage,
@@ -47,9 +49,10 @@ from ascend_tui.live.sanitize_tracking import (
     storage_key,
 )
 
+from ascend_tui.progress import Progress
+
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
-    from ascend_tui.live.runner import LiveContext
 
 _MAX_REPORTS_PER_ALLOC = 3
 Bound = dict[str, tuple[Any, int | str | None]]  # schema argument -> (value, position or keyword)
@@ -91,7 +94,7 @@ class _Bad:
     violation: IndexViolation
 
 
-def _bind(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Bound:
+def bind_arguments(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Bound:
     """Each schema argument's value and where it sits (position, keyword, or None for a default)."""
     out: Bound = {}
     for i, arg in enumerate(func._schema.arguments):
@@ -301,60 +304,58 @@ class Sanitizer:
                 self.init.write(t, self._touched(plan, t, bound) if partial else None)
 
 
-def _sanitize_mode_class() -> type:
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
+class SanitizeObserver(Watcher):
+    """Checks each aten call before it runs (clamping bad indices), then notes what it wrote and created."""
 
-    import torch
+    def __init__(self, sanitizer: Sanitizer) -> None:
+        import torch
 
-    class SanitizeMode(TorchDispatchMode):
-        """Checks each aten call before it runs, records it, then notes what it wrote and created."""
+        self._torch = torch
+        self.sanitizer = sanitizer
+        self._pending: tuple[_Plan, Bound, list[_Bad], list[UnwrittenRead], list[tuple[Any, int]]] | None = None
 
-        def __init__(self, recorder: Recorder, sanitizer: Sanitizer) -> None:
-            super().__init__()
-            self.recorder = recorder
-            self.sanitizer = sanitizer
+    def before(self, call: Call) -> None:
+        s = self.sanitizer
+        func, args, kwargs = call.func, call.args, call.kwargs
+        plan = s.plan(func)
+        bound = bind_arguments(func, args, kwargs)
+        bad = s.bounds(plan, bound) if plan.rule is not None else []
+        for b in bad:
+            if b.violation.clamped:
+                call.run_args, call.run_kwargs = _replace(call.run_args, call.run_kwargs, b.where, s.clamp(b))
+        run_bound = bind_arguments(func, call.run_args, call.run_kwargs) if bad else bound
+        for name in plan.written - plan.outs:
+            value = bound[name][0]
+            if isinstance(value, self._torch.Tensor):
+                call.recorder.source_of(value)
+        reads = s.reads_before(plan, run_bound)
+        grown = []
+        if plan.name in ("resize_", "resize_as_"):
+            t = args[0]
+            grown = [(t, t.untyped_storage().nbytes() // max(t.element_size(), 1))]
+        self._pending = (plan, run_bound, bad, reads, grown)
 
-        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
-            s = self.sanitizer
-            plan = s.plan(func)
-            bound = _bind(func, args, kwargs)
-            run_args, run_kwargs = args, kwargs
-            bad = s.bounds(plan, bound) if plan.rule is not None else []
+    def after(self, call: Call, node: str, out: Any) -> None:
+        from torch.utils._pytree import tree_flatten
+
+        assert self._pending is not None
+        plan, run_bound, bad, reads, grown = self._pending
+        self._pending = None
+        s = self.sanitizer
+        grown = [(t, n) for t, n in grown if t.untyped_storage().nbytes() // t.element_size() > n]
+        s.writes_after(plan, run_bound, out, node, grown)
+        if bad or reads:
+            slots = [x for x in tree_flatten((call.args, call.kwargs))[0] if isinstance(x, self._torch.Tensor)]
             for b in bad:
-                if b.violation.clamped:
-                    run_args, run_kwargs = _replace(run_args, run_kwargs, b.where, s.clamp(b))
-            run_bound = _bind(func, run_args, run_kwargs) if bad else bound
-            for name in plan.written - plan.outs:
-                value = bound[name][0]
-                if isinstance(value, torch.Tensor):
-                    self.recorder.source_of(value)
-            reads = s.reads_before(plan, run_bound)
-            grown = []
-            if plan.name in ("resize_", "resize_as_"):
-                t = args[0]
-                grown = [(t, t.untyped_storage().nbytes() // max(t.element_size(), 1))]
-            out = func(*run_args, **run_kwargs)
-            node = self.recorder.record(func, args, kwargs, out)
-            grown = [(t, n) for t, n in grown if t.untyped_storage().nbytes() // t.element_size() > n]
-            s.writes_after(plan, run_bound, out, node, grown)
-            if bad or reads:
-                slots = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
-                for b in bad:
-                    s.violations.append(dataclasses.replace(b.violation, node=node, slot=_slot(slots, b.tensor),
-                                                            indexed_slot=_slot(slots, b.indexed)))
-                for r in reads:
-                    s.reads.append(UninitRead(
-                        node, _slot(slots, r.tensor), r.alloc.node, r.alloc.op, r.alloc.desc, r.unwritten,
-                        r.read_numel, r.alloc_numel, r.written, r.first, r.last,
-                        s.iteration))
-            outs = list(iter_tensors(out))
-            if outs:
-                s.leaks.on_outputs(outs, node, self.recorder.module, f"aten.{plan.name}", plan.fresh)
-            return out
-
-    return SanitizeMode
+                s.violations.append(dataclasses.replace(b.violation, node=node, slot=_slot(slots, b.tensor),
+                                                        indexed_slot=_slot(slots, b.indexed)))
+            for r in reads:
+                s.reads.append(UninitRead(
+                    node, _slot(slots, r.tensor), r.alloc.node, r.alloc.op, r.alloc.desc, r.unwritten,
+                    r.read_numel, r.alloc_numel, r.written, r.first, r.last, s.iteration))
+        outs = list(iter_tensors(out))
+        if outs:
+            s.leaks.on_outputs(outs, node, call.recorder.module, f"aten.{plan.name}", plan.fresh)
 
 
 def _slot(tensors: list[Any], t: Any) -> int:
@@ -421,6 +422,94 @@ def _leak_records(san: Sanitizer, model: Any, held: set[int]) -> list[LeakRecord
     return records
 
 
+class SanitizeSession:
+    """The sanitizer over the iterations of one run: every iteration is checked, the first gives the graph.
+
+    Iteration 0 may be any recorded run carrying `observer()` (the runner's target capture);
+    `run_rest` makes the others, and `result` adds leaks over all of them and the memory trend.
+    """
+
+    def __init__(self, model: Any, inputs: Any, device: Device | None = None, iterations: int = 1) -> None:
+        self.model, self.inputs = model, inputs
+        self.dev = device or _device_of(model, inputs)
+        self.san = Sanitizer(model, inputs)
+        self.iterations = max(1, int(iterations))
+        self.samples = [_sample(self.dev, self.san, set(), 0, "before the first iteration")]
+        self.findings: list[Finding] = []
+        self.first: CaptureResult | None = None
+        self.held: set[int] = set()
+        self._start(0)
+
+    def observer(self) -> SanitizeObserver:
+        """What watches one iteration's aten calls."""
+        return SanitizeObserver(self.san)
+
+    def _start(self, it: int) -> None:
+        self.san.iteration = self.san.leaks.iteration = it
+        self.san.violations, self.san.reads = [], []
+
+    def collect(self, rec: Recorder, stats: StatsTable | None) -> None:
+        """Turn what the observer saw in the iteration just run into findings."""
+        san = self.san
+        found = [out_of_bounds_finding(rec.graph, v, stats) for v in san.violations]
+        found += [uninitialized_finding(rec.graph, u) for u in san.reads]
+        if san.iteration > 0 and self.first is not None:
+            found = [_on_graph(f, self.first.graph) for f in found]
+        self.findings += found
+
+    def sample(self) -> None:
+        """Memory after the iteration just run (once the caller dropped its outputs), then start the next one."""
+        it, san = self.san.iteration, self.san
+        self.dev.synchronize()
+        if self.dev.has_memory_counters or any(True for _ in san.leaks.alive(self.held)):
+            gc.collect(1)  # cycles made during the call are young; a full collection costs ~0.2 s
+        self.samples.append(_sample(self.dev, san, self.held, it + 1, f"after iteration {it + 1}"))
+        san.leaks.prune()
+        self._start(it + 1)
+
+    def first_done(self, first: CaptureResult) -> None:
+        """Iteration 0 was `first`: keep its graph and hold its outputs."""
+        self.first = first
+        self.held = _keys(first.outputs)
+        assert first.recorder is not None
+        self.collect(first.recorder, first.stats)
+        self.sample()
+
+    def run_rest(self, progress: Progress | None, cancel: threading.Event | None, phase_label: str,
+                 observers: Sequence[Any] = ()) -> None:
+        """Iterations 1 .. N-1, each checked the same way (bad indices clamped, so every one completes)."""
+        assert self.first is not None
+        n = self.first.op_count
+        for it in range(1, self.iterations):
+            label = f"{phase_label} (iteration {it + 1}/{self.iterations})"
+            rec = Recorder(self.model, self.inputs, progress=progress, cancel=cancel, phase_label=label,
+                           expected_ops=n)
+            with recording(self.model, rec, [self.observer(), *observers]):
+                out = call_model(self.model, self.inputs)
+            self.collect(rec, rec.finish_stats() if self.san.violations else None)
+            del out, rec
+            self.sample()
+            if progress is not None:
+                progress(label, n, n)
+
+    def result(self) -> SanitizedCapture:
+        """The first iteration's capture with every finding, the leaks over all iterations and the memory trend."""
+        first, san, held = self.first, self.san, self.held
+        assert first is not None
+        if any(True for _ in san.leaks.alive(held)):
+            gc.collect()  # before calling anything a leak, free every cycle, old ones included
+        held -= set(holders(self.model, held))  # an output the model also keeps counts as kept, though we hold it
+        counter = "device.memory_allocated" if self.dev.has_memory_counters else _CPU_COUNTER
+        leaks = leak_findings(first.graph, _leak_records(san, self.model, held), self.iterations, self.samples,
+                              counter)
+        findings = dedupe(self.findings) + leaks
+        events = [memory_event(f, f.metrics.get("bytes_per_iteration") if f.kind == "leak" else None)
+                  for f in findings]
+        return SanitizedCapture(first.graph, first.stats, first.outputs, first.op_count, histograms=first.histograms,
+                                recorder=first.recorder, findings=findings, events=events, samples=self.samples,
+                                iterations=self.iterations)
+
+
 def capture_sanitized(
     model: Any,
     inputs: Any,
@@ -431,65 +520,20 @@ def capture_sanitized(
     iterations: int = 1,
     device: Device | None = None,
     expected_ops: int | None = None,
+    observers: Sequence[Any] = (),
 ) -> SanitizedCapture:
-    """Run `model(*inputs)` `iterations` times under the sanitizer; the graph and statistics are the first run's.
+    """Run `model` `iterations` times under the sanitizer; the graph and statistics are the first run's.
 
     Bad indices are clamped into range (and reported) so the run completes on any device;
     later iterations are checked the same way and feed the leak and memory-trend evidence.
     """
-    import torch
-
-    iterations = max(1, int(iterations))
-    dev = device or _device_of(model, inputs)
-    san = Sanitizer(model, inputs)
-    mode_cls = _sanitize_mode_class()
-    counter = "device.memory_allocated" if dev.has_memory_counters else _CPU_COUNTER
-    samples = [_sample(dev, san, set(), 0, "before the first iteration")]
-    findings: list[Finding] = []
-    main: tuple[OpGraph, Any, Any, int] | None = None
-    held: set[int] = set()
-    for it in range(iterations):
-        san.iteration = san.leaks.iteration = it
-        san.violations, san.reads = [], []
-        label = phase_label if iterations == 1 else f"{phase_label} (iteration {it + 1}/{iterations})"
-        rec = Recorder(model, inputs, stats=True, source=True, progress=progress, cancel=cancel,
-                       phase_label=label, expected_ops=main[3] if main else expected_ops)
-        handles = rec.install_hooks(model)
-        try:
-            with torch.set_grad_enabled(False), mode_cls(rec, san):
-                out = call_model(model, inputs)
-        finally:
-            for h in handles:
-                h.remove()
-        stats = rec.finish_stats() if (it == 0 or san.violations) else None
-        if it == 0:
-            histograms = rec.finish_histograms()
-        found = [out_of_bounds_finding(rec.graph, v, stats) for v in san.violations]
-        found += [uninitialized_finding(rec.graph, u) for u in san.reads]
-        if main is None:
-            main = (rec.graph, stats, out, rec.op_count)
-            held = _keys(out)
-        else:
-            found = [_on_graph(f, main[0]) for f in found]
-        findings += found
-        del out, rec
-        dev.synchronize()
-        if dev.has_memory_counters or any(True for _ in san.leaks.alive(held)):
-            gc.collect(1)  # cycles made during the call are young; a full collection costs ~0.2 s
-        samples.append(_sample(dev, san, held, it + 1, f"after iteration {it + 1}"))
-        san.leaks.prune()
-        if progress is not None:
-            progress(label, main[3], main[3])
-    assert main is not None
-    graph, stats, outputs, op_count = main
-    if any(True for _ in san.leaks.alive(held)):
-        gc.collect()  # before calling anything a leak, free every cycle, old ones included
-    held -= set(holders(model, held))  # an output the model also keeps counts as kept, though we hold it too
-    leaks = leak_findings(graph, _leak_records(san, model, held), iterations, samples, counter)
-    findings = dedupe(findings) + leaks
-    events = [memory_event(f, f.metrics.get("bytes_per_iteration") if f.kind == "leak" else None) for f in findings]
-    return SanitizedCapture(graph, stats, outputs, op_count, histograms=histograms, findings=findings,
-                            events=events, samples=samples, iterations=iterations)
+    session = SanitizeSession(model, inputs, device, iterations)
+    label = phase_label if session.iterations == 1 else f"{phase_label} (iteration 1/{session.iterations})"
+    first = capture(model, inputs, observers=[session.observer(), *observers], progress=progress, cancel=cancel,
+                    phase_label=label, expected_ops=expected_ops)
+    session.first_done(first)
+    session.run_rest(progress, cancel, phase_label, observers)
+    return session.result()
 
 
 def _sample(dev: Device, san: Sanitizer, held: set[int], time: int, label: str) -> MemorySample:
@@ -501,12 +545,35 @@ def _sample(dev: Device, san: Sanitizer, held: set[int], time: int, label: str) 
     return MemorySample(float(time), float(alive), 0.0, f"live: {label} ({_CPU_COUNTER})")
 
 
-def run(ctx: LiveContext, inv: Investigation) -> None:
-    """The `memory` live check: sanitizer findings, memory events and the per-iteration trend into `inv`."""
-    cap = ctx.target
-    if not isinstance(cap, SanitizedCapture):
-        cap = capture_sanitized(ctx.model, ctx.inputs, progress=ctx.progress, cancel=ctx.cancel,
-                                phase_label="sanitizing", iterations=ctx.iterations, device=ctx.device)
-    inv.replace_findings("memory", [_on_graph(f, inv.graph) for f in cap.findings])
-    inv.memory_events[:] = [e for e in inv.memory_events if e.tool != "live"] + list(cap.events)
-    inv.memory_samples[:] = [s for s in inv.memory_samples if not s.label.startswith("live: ")] + list(cap.samples)
+class MemoryCheck:
+    """The `memory` live check: index bounds, reads of unwritten memory and leaks over `--iterations`.
+
+    It watches the target run (its first iteration), makes the other iterations itself, and
+    keeps every other run of the same model safe by clamping bad indices there too.
+    """
+
+    name = "memory"
+    needs_reference = False
+
+    def __init__(self) -> None:
+        self.session: SanitizeSession | None = None
+
+    def observers(self, ctx: LiveContext, run: Run) -> list[Watcher]:
+        if run.role == "target":
+            self.session = SanitizeSession(run.model, run.inputs, run.device, ctx.options.iterations)
+            return [self.session.observer()]
+        return [SanitizeObserver(Sanitizer(run.model, run.inputs))]
+
+    def run(self, ctx: LiveContext, inv: Investigation) -> None:
+        """Sanitizer findings, memory events and the per-iteration trend into `inv`."""
+        if self.session is None or ctx.target is None:
+            cap = capture_sanitized(ctx.model, ctx.inputs, progress=ctx.progress, cancel=ctx.cancel,
+                                    iterations=ctx.options.iterations, device=ctx.device)
+        else:
+            self.session.first_done(ctx.target)
+            self.session.run_rest(ctx.progress, ctx.cancel, "sanitizing",
+                                  [o for o in ctx.rerun_observers() if not isinstance(o, SanitizeObserver)])
+            cap = self.session.result()
+        inv.replace_findings("memory", [_on_graph(f, inv.graph) for f in cap.findings])
+        inv.memory_events[:] = [e for e in inv.memory_events if e.tool != "live"] + list(cap.events)
+        inv.memory_samples[:] = [s for s in inv.memory_samples if not s.label.startswith("live: ")] + list(cap.samples)

@@ -263,9 +263,10 @@ class Watch:
     def _capture(self, step: int, inputs: Any) -> Any:
         """The re-run itself, with the model's buffers and the RNG put back as they were."""
         from ascend_tui.investigation import Investigation, RunInfo
-        from ascend_tui.live import overflow_live
-        from ascend_tui.live.capture import capture
-        from ascend_tui.live.runner import LiveContext
+        from ascend_tui.live.context import LiveContext
+        from ascend_tui.live.options import RunOptions
+        from ascend_tui.live.overflow_live import OverflowCheck
+        from ascend_tui.live.recording import capture
 
         torch = self._torch
         cuda = self._backend == "cuda"
@@ -284,12 +285,14 @@ class Watch:
             inv = Investigation(result.graph, stats=result.stats, run=RunInfo(
                 target=type(self.model).__name__, device=info, checks=("overflow",), dtype=self.dtype,
                 reference=None, source="watch", extra={"step": step, "rng_restored": self._rng is not None}))
-            options: dict[str, Any] = {"headroom_bits": self.headroom_bits, "overflow_evidence": False}
+            settings: dict[str, Any] = {"headroom_bits": self.headroom_bits, "overflow_evidence": False}
             if self._inf_nan is not None:
-                options["inf_nan_mode"] = self._inf_nan
-            ctx = LiveContext(self.model, inputs, device, getattr(torch, self.dtype, torch.float32), None,
-                              backward=self.loss is not None, loss=self.loss, target=result, options=options)
-            overflow_live.run(ctx, inv)
+                settings["inf_nan_mode"] = self._inf_nan
+            options = RunOptions(checks=("overflow",), reference=None, backward=self.loss is not None,
+                                 loss=self.loss, settings=settings)
+            ctx = LiveContext(options, device, getattr(torch, self.dtype, torch.float32), self.model, inputs,
+                              self.model, inputs, target=result)
+            OverflowCheck().run(ctx, inv)
             return inv
         finally:
             self._paused = False

@@ -23,6 +23,7 @@ from ascend_tui.app.widgets.module_tree import ModuleTree
 from ascend_tui.app.widgets.neighbours import Neighbours
 from ascend_tui.app.widgets.op_list import OpList
 from ascend_tui.app.widgets.progress import RunProgress
+from ascend_tui.navigation import Navigator
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
@@ -41,7 +42,7 @@ class MainScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__(id="main")
         self.inv: Investigation | None = None
-        self.step_mode = False
+        self.nav = Navigator()
         self._slot: int | None = None
         self._chain: list[str] = []
         self._stepped = False
@@ -75,23 +76,28 @@ class MainScreen(Screen[None]):
         return self.query_one("#ops", OpList)
 
     def set_investigation(self, inv: Investigation, focus: str | None = None) -> None:
-        """Show `inv`, with the cursor on `focus` (or its focused operator, or its first finding)."""
+        """Show `inv`, with the cursor on `focus` (or where the user was, or the first finding).
+
+        The navigator survives: a newer investigation of the same model (partial results, a
+        re-run) keeps the focus, the way back and step mode.
+        """
         self.inv = inv
-        self._chain, self._slot, self.step_mode = [], None, False
+        self._chain, self._slot = [], None
+        self.nav.rebase(inv)
         self.ops.set_investigation(inv)
         tree = self.query_one(ModuleTree)
         if not tree.has_class("-hidden"):
             tree.set_investigation(inv)
         else:
             tree.index = None
-        start = focus if focus in inv.graph else inv.focused
+        start = focus if focus in inv.graph else self.nav.focused
         if start is None and (first := inv.first_finding()) is not None and first.node in inv.graph:
             start = first.node
         if start is not None and start in inv.graph:
-            inv.focus(start, remember=False)
+            self.nav.focus(start, remember=False)
             self.ops.show(start)
         elif (cur := self.ops.current) is not None:
-            inv.focus(cur, remember=False)
+            self.nav.focus(cur, remember=False)
         self._repaint()
         self.refresh_bindings()
 
@@ -102,14 +108,13 @@ class MainScreen(Screen[None]):
         self._paint_breadcrumb()
 
     def _paint_breadcrumb(self) -> None:
-        inv = self.inv
         here = self.ops.current
-        trail: list[str] = list(inv.history[-16:]) if inv else []
-        if inv is not None and inv.focused is not None and inv.focused != here:
-            trail.append(inv.focused)
+        trail = self.nav.trail(16)
+        if trail and trail[-1] == here:
+            trail.pop()
         mode = []
         rows = self.ops.rows
-        if self.step_mode and rows is not None and here is not None:
+        if self.nav.stepping and rows is not None and here is not None:
             mode.append(f"STEP {rows.row_of[here] + 1}/{len(rows.ids)}")
         if self._slot is not None:
             mode.append(f"slot {self._slot}")
@@ -127,7 +132,7 @@ class MainScreen(Screen[None]):
         """Walks are dimmed (None) until something is loaded; the step keys exist only in step mode."""
         if action in WALK_ACTIONS and self.inv is None:
             return None
-        if action == "step" and not self.step_mode:
+        if action == "step" and not self.nav.stepping:
             return False
         return True
 
@@ -136,8 +141,8 @@ class MainScreen(Screen[None]):
     def _commit(self) -> str | None:
         """Make the operator under the cursor the focus (remembered), so `back` can return to it."""
         cur = self.ops.current
-        if self.inv is not None and cur is not None and cur != self.inv.focused:
-            self.inv.focus(cur)
+        if self.inv is not None and cur is not None and cur != self.nav.focused:
+            self.nav.focus(cur)
         return cur
 
     def go(self, node_id: str, *, remember: bool = True) -> bool:
@@ -151,7 +156,7 @@ class MainScreen(Screen[None]):
                         markup=False)
             return False
         self._commit()
-        self.inv.focus(node_id, remember=remember)
+        self.nav.focus(node_id, remember=remember)
         if not self.ops.show(node_id):
             self.ops.set_filters(flagged=False, search="", module=None)
             self.query_one("#search", Input).value = ""
@@ -175,7 +180,7 @@ class MainScreen(Screen[None]):
         assert self.inv is not None
         slot = self._take_slot()
         node = self._commit()
-        target = self.inv.step_into_producer(slot, node)
+        target = self.inv.step_into_producer(slot, node) if node is not None else None
         if target is None:
             inputs = len(self.inv.graph.node(node).inputs) if node else 0
             why = "it has no inputs" if not inputs else f"input {slot} has no producer" if slot < inputs \
@@ -204,7 +209,7 @@ class MainScreen(Screen[None]):
         if node in self._chain and node != self._chain[0] and self._chain[-1] != node:
             self._hop(node)
             return
-        rc = self.inv.trace_root_cause(node)
+        rc = self.inv.trace_root_cause(node) if node is not None else None
         if rc is None:
             if node in self._chain:
                 self.notify("end of the root-cause chain", markup=False)
@@ -256,9 +261,9 @@ class MainScreen(Screen[None]):
 
     def action_step_mode(self) -> None:
         """Toggle step mode: left/right walk execution order one operator at a time, filters off."""
-        self.step_mode = not self.step_mode
+        self.nav.stepping = not self.nav.stepping
         self._stepped = False
-        if self.step_mode and (self.ops.flagged_only or self.ops.search or self.ops.module):
+        if self.nav.stepping and (self.ops.flagged_only or self.ops.search or self.ops.module):
             self.ops.set_filters(flagged=False, search="", module=None)
             self.query_one("#search", Input).value = ""
         self._paint_breadcrumb()
@@ -277,7 +282,7 @@ class MainScreen(Screen[None]):
     def action_back(self) -> None:
         assert self.inv is not None
         self._commit()
-        node = self.inv.back()
+        node = self.nav.back()
         if node is None:
             self.notify("nowhere to go back to", markup=False)
             return
@@ -326,7 +331,7 @@ class MainScreen(Screen[None]):
             return True
         if self.clear_search():
             return True
-        if self.step_mode:
+        if self.nav.stepping:
             self.action_step_mode()
             return True
         return False

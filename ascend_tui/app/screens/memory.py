@@ -16,9 +16,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Sparkline, Static, TabbedContent, TabPane
 
-from ascend_tui.app.export import fmt_value
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
+from ascend_tui.fmt import magnitude, nbytes
 from ascend_tui.evidence import SEVERITY_RANK, Finding, MemoryEvent, MemorySample
 
 if TYPE_CHECKING:
@@ -27,17 +27,6 @@ if TYPE_CHECKING:
 CHECK = "memory"
 BAR_WIDTH = 24
 _SEVERITY_TONE: dict[str, Tone] = {"error": "error", "warning": "warning", "info": "info"}
-
-
-def fmt_bytes(n: float) -> str:
-    """`1.5 MiB` — sizes the way memory tools print them."""
-    sign = "-" if n < 0 else ""
-    n = abs(float(n))
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.1f} {unit}"
-        n /= 1024
-    return f"{sign}{n:.1f} TiB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,8 +184,8 @@ class MemoryScreen(CheckView):
                 f"{on_ops} on operators, {doubtful} likely false positive{'s' * (doubtful != 1)}")
         lines = [f"{head} · {kind_text}" if kind_text else head]
         for name, t in list(self.trends.items())[:3]:
-            lines.append(f"{name + ': ' if name else ''}allocated {fmt_bytes(t.first)} → {fmt_bytes(t.last)}, "
-                         f"{fmt_bytes(t.per_step)} per step; grew in {t.grew} of {t.steps} steps")
+            lines.append(f"{name + ': ' if name else ''}allocated {nbytes(t.first)} → {nbytes(t.last)}, "
+                         f"{nbytes(t.per_step)} per step; grew in {t.grew} of {t.steps} steps")
         return "\n".join(lines)
 
     def _event_table(self) -> tuple[list[Column], list[Row]]:
@@ -324,13 +313,13 @@ def _trend_rows(series: list[MemorySample], reserved: bool, by_time: bool) -> li
     rows: list[Row] = []
     prev: float | None = None
     for x in series:
-        change = "" if prev is None else fmt_bytes(x.allocated_bytes - prev)
+        change = "" if prev is None else nbytes(x.allocated_bytes - prev)
         grew = prev is not None and x.allocated_bytes > prev
         share = (x.allocated_bytes - low) / (high - low) if high > low else 1.0
-        cells = [fmt_value(x.time) if by_time else (x.label or fmt_value(x.time)), fmt_bytes(x.allocated_bytes),
+        cells = [magnitude(x.time) if by_time else (x.label or magnitude(x.time)), nbytes(x.allocated_bytes),
                  ("+" if grew else "") + change]
         if reserved:
-            cells.append(fmt_bytes(x.reserved_bytes))
+            cells.append(nbytes(x.reserved_bytes))
         cells.append("█" * (1 + round((BAR_WIDTH - 1) * share)))
         tones: list[Tone] = ["", "", "warning" if grew else ""] + [""] * reserved + ["info"]
         rows.append(Row(tuple(cells), cell_tones=tuple(tones)))

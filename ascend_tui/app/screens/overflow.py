@@ -18,10 +18,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
-from ascend_tui.app.export import fmt_value
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 from ascend_tui.checks.overflow import range_of
+from ascend_tui.fmt import magnitude
 from ascend_tui.evidence import SEVERITY_RANK, Finding
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ class HeadroomRows(Sequence[Row]):
         d = self.data
         bits = float(d.bits[i])
         node = self.graph.node(d.nodes[i])
-        return Row((_bits_text(bits), fmt_value(float(d.abs_max[i])), d.dtypes[i], node.id, node.op_type,
+        return Row((_bits_text(bits), magnitude(float(d.abs_max[i])), d.dtypes[i], node.id, node.op_type,
                     node.module or "(root)"), key=node.id, cell_tones=(_bits_tone(bits),))
 
 
@@ -261,7 +261,7 @@ class OverflowScreen(CheckView):
         spreading = len(found) - origins
         dtype = self.inv.run.dtype
         top = dtype_max(dtype)
-        limit = f"max {fmt_value(top)}" if top is not None else "not a floating dtype"
+        limit = f"max {magnitude(top)}" if top is not None else "not a floating dtype"
         past = self.headroom.past_range()
         return (f"run dtype {dtype} ({limit}) · {origins} origin{'s' * (origins != 1)}, "
                 f"{spreading} propagating · {len(self.chains)} chain{'s' * (len(self.chains) != 1)} · "
@@ -294,12 +294,12 @@ class OverflowScreen(CheckView):
             reason = f": {rc.reason}" if rc is not None and rc.reason else ""
             rows.append(Row((f"{finding.kind} at {finding.node}{reason}",), key=finding.node, tone="section"))
             for i, hop in enumerate(hops, 1):
-                growth = "" if hop.growth is None else f"×{fmt_value(hop.growth)}"
-                target = "—" if hop.target_abs_max is None else fmt_value(hop.target_abs_max)
+                growth = "" if hop.growth is None else f"×{magnitude(hop.growth)}"
+                target = "—" if hop.target_abs_max is None else magnitude(hop.target_abs_max)
                 bad = hop.target_abs_max is not None and not math.isfinite(hop.target_abs_max)
                 grow_tone: Tone = "warning" if hop.growth is not None and hop.growth >= 2 else ""
                 cause = rc is not None and hop.node == rc.node
-                rows.append(Row((str(i), fmt_value(hop.magnitude), growth, target, hop.node, hop.op_type,
+                rows.append(Row((str(i), magnitude(hop.magnitude), growth, target, hop.node, hop.op_type,
                                  hop.module or "(root)"), key=hop.node, tone="bad" if cause else "",
                                 cell_tones=("", "", grow_tone, "bad" if bad else "")))
         return columns, rows

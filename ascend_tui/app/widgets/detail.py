@@ -17,6 +17,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from ascend_tui.checks.overflow import range_of
+from ascend_tui.fmt import magnitude
 from ascend_tui.evidence import HIST_EDGES_LOG2
 
 if TYPE_CHECKING:
@@ -164,10 +165,10 @@ def _statistics(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> 
         for label, field in STAT_ROWS:
             t = getattr(target, field) if target else None
             out.append(f"\n  {label:9}")
-            out.append(f"{_num(t):>{_COL}}", _value_style(field, t, style))
+            out.append(f"{magnitude(t):>{_COL}}", _value_style(field, t, style))
             if inv.reference is not None:
                 r = getattr(ref, field) if ref else None
-                out.append(f"  {_num(r):>{_COL}}", _value_style(field, r, style))
+                out.append(f"  {magnitude(r):>{_COL}}", _value_style(field, r, style))
         meta = node.outputs[slot] if slot < len(node.outputs) else None
         dtype = meta.dtype if meta is not None else inv.run.dtype
         if target is not None:
@@ -188,16 +189,6 @@ def _value_style(field: str, value: Any, style: StyleOf) -> Style:
     if isinstance(value, float) and not math.isfinite(value):
         return style("detail--bad")
     return Style()
-
-
-def _num(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
-        return f"{int(value):,}"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 def _magnitude_bar(out: Text, stats: TensorStats, dtype: str, style: StyleOf, width: int = 24) -> None:
@@ -294,7 +285,7 @@ def _finding(out: Text, f: Finding, style: StyleOf) -> None:
         out.append("\n    hint: ", style("detail--heading"))
         out.append(f.hint)
     if f.metrics:
-        items = ", ".join(f"{k}={_num(v) if isinstance(v, (int, float)) else v}" for k, v in f.metrics.items()
+        items = ", ".join(f"{k}={magnitude(v) if isinstance(v, (int, float)) else v}" for k, v in f.metrics.items()
                           if v is not None)
         if items:
             out.append(f"\n    {items}", style("detail--muted"))
@@ -303,7 +294,7 @@ def _finding(out: Text, f: Finding, style: StyleOf) -> None:
         out.append("\n    root cause: ", style("detail--heading"))
         out.append(f"{rc.node} — {rc.reason}")
         if rc.chain:
-            hops = " → ".join(f"{c.node} ({_num(c.value)})" for c in rc.chain[:8])
+            hops = " → ".join(f"{c.node} ({magnitude(c.value)})" for c in rc.chain[:8])
             more = f" → … {len(rc.chain) - 8} more" if len(rc.chain) > 8 else ""
             out.append(f"\n    chain: {hops}{more}", style("detail--muted"))
 

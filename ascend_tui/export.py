@@ -1,6 +1,6 @@
-"""Text a person takes out of the app: the Markdown report, the focused operator's summary, export files.
+"""Text a person takes away: the Markdown report, an operator's summary, export files.
 
-No Textual here: the same text comes out of the CLI, the app and the tests.
+No Textual here: the CLI (`check --markdown`), the app (`e`, `c`) and the tests use the same functions.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding, TensorStats
+from ascend_tui.fmt import magnitude
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
@@ -24,21 +25,6 @@ FORMATS: dict[str, str] = {"json": "json", "markdown": "md", "md": "md"}
 MAX_TABLE_ROWS = 200
 _SEVERITY_TITLES = {"error": "Errors", "warning": "Warnings", "info": "Notes"}
 _SUMMARY_STATS = ("min", "max", "mean", "abs_max", "l2norm", "nan_count", "inf_count", "zero_count")
-
-
-def fmt_value(value: Any) -> str:
-    """Numbers the way the app shows them: 4 significant digits, `inf`/`nan` spelled out."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    if value == int(value) and abs(value) < 1e6:
-        return str(int(value))
-    return f"{value:.4g}"
 
 
 def _cell(text: str) -> str:
@@ -117,7 +103,7 @@ def _severity_section(severity: str, found: list[Finding]) -> list[str]:
             reason = f" — {rc.reason}" if rc.reason else ""
             lines.append(f"- root cause: {_code(rc.node)}{reason}")
             if rc.chain:
-                hops = " → ".join(f"{_code(c.node)} ({fmt_value(c.value)})" for c in reversed(rc.chain))
+                hops = " → ".join(f"{_code(c.node)} ({magnitude(c.value)})" for c in reversed(rc.chain))
                 lines.append(f"- chain, source first: {hops}")
         if f.hint:
             lines.append(f"- hint: {f.hint}")
@@ -129,7 +115,7 @@ def _memory_section(inv: Investigation) -> list[str]:
     lines = [f"## Memory events ({len(events)})", "", "| kind | tool | operator | confidence | message |",
              "|---|---|---|---|---|"]
     for e in events[:MAX_TABLE_ROWS]:
-        conf = fmt_value(e.confidence) if e.confidence is not None else "—"
+        conf = magnitude(e.confidence) if e.confidence is not None else "—"
         if e.likely_false_positive:
             conf += " (likely false positive)"
         lines.append(f"| {_cell(e.kind)} | {_cell(e.tool)} | {_code(_cell(e.node)) if e.node else '—'} | "
@@ -171,7 +157,7 @@ def op_summary(inv: Investigation, node_id: str) -> str:
             reason = f" ({f.root_cause.reason})" if f.root_cause.reason else ""
             lines.append(f"    root cause: {f.root_cause.node}{reason}")
         if f.metrics:
-            lines.append("    metrics: " + ", ".join(f"{k}={fmt_value(v)}" for k, v in f.metrics.items()))
+            lines.append("    metrics: " + ", ".join(f"{k}={magnitude(v)}" for k, v in f.metrics.items()))
         if f.hint:
             lines.append(f"    hint: {f.hint}")
     return "\n".join(lines) + "\n"
@@ -186,8 +172,8 @@ def _stats_block(slot: int, target: TensorStats | None, reference: TensorStats |
     right = "reference" if reference is not None else ""
     lines = [f"output {slot}   {'target (' + dtype + ')':>16} {right:>16}".rstrip()]
     for name in _SUMMARY_STATS:
-        t = fmt_value(getattr(target, name)) if target is not None else "—"
-        r = fmt_value(getattr(reference, name)) if reference is not None else ""
+        t = magnitude(getattr(target, name)) if target is not None else "—"
+        r = magnitude(getattr(reference, name)) if reference is not None else ""
         lines.append(f"  {name:<10} {t:>16} {r:>16}".rstrip())
     return lines
 
