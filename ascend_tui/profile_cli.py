@@ -50,12 +50,24 @@ def load_profile(target: str, args: argparse.Namespace, progress: Progress | Non
     if path.exists() and not (path.is_file() and path.suffix == ".py"):
         inv = open_path(path, progress=progress) if not getattr(args, "scheduler", None) else _cluster(path, args)
     else:
-        from ascend_tui.live.profile import profile_target
-
         inv = profile_target(target, device=args.device, steps=args.steps, warmup=args.warmup, progress=progress)
     if inv.profile is None:
         raise InputError(target, f"holds no timing evidence (it reads as {inv.run.source or 'an investigation'})")
     return inv
+
+
+def profile_target(spec: str, *, device: str = "auto", steps: int = 3, warmup: int = 1,
+                   progress: Progress | None = None) -> Investigation:
+    """`ascend-tui profile model.py`: capture the graph, then profile `steps` steps and attribute ops to nodes."""
+    from ascend_tui.live.options import RunOptions
+    from ascend_tui.live.profile import ProfileCheck
+    from ascend_tui.live.runner import investigate
+    from ascend_tui.targets import load_target
+
+    target = load_target(spec)
+    options = RunOptions(checks=(ProfileCheck(),), device=device, reference=None, target=spec,
+                         settings={"profile_steps": steps, "profile_warmup": warmup})
+    return investigate(target.model, target.inputs, options, progress=progress)
 
 
 def _cluster(path: Path, args: argparse.Namespace) -> Investigation:

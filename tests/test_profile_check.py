@@ -41,7 +41,8 @@ def k(name: str, typ: str, dur: float, core: str = "AI_VECTOR_CORE", **kw: objec
     ("Cast", "trans_Cast_5", "AI_CPU", "aicpu"),
     ("MemcpyAsync", "MemcpyAsync", "", "memcpy"),
     ("Relu", "Relu", "AI_VECTOR_CORE", "vector"),
-    ("aten::relu", "aten::relu", "CPU", "host"),
+    ("aten::relu", "aten::relu", "CPU", "vector"),
+    ("enumerate(DataLoader)", "enumerate(DataLoader)", "HOST", "host"),
 ])
 def test_categories(typ: str, name: str, core: str, expected: str) -> None:
     assert category_of(typ, name, core) == expected

@@ -50,9 +50,9 @@ def category_of(op_type: str, name: str = "", core: str = "") -> str:
         return "layout"
     if _COMPUTE.search(base):
         return "compute"
-    if core_u in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "GPU", "DSA_SQE"):
+    if core_u in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "GPU", "CUDA", "CPU", "DSA_SQE"):
         return "vector"
-    if core_u == "CPU" or base.startswith("aten::"):
+    if core_u == "HOST":
         return "host"
     return "other"
 

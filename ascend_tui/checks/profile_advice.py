@@ -81,7 +81,8 @@ def _finding(kind: str, severity: str, t: KernelTable, rows: np.ndarray, nodes: 
     """A finding on the longest of `rows` (its node is that kernel's graph node)."""
     top = int(rows[np.argmax(t.dur_us[rows])]) if len(rows) else -1
     name = t.label("name", top) if top >= 0 else ""
-    return Finding("profile", kind, severity, nodes.get(name, name), t.label("type", top) if top >= 0 else "",
+    node = (t.label("node", top) if top >= 0 else "") or nodes.get(name, name)
+    return Finding("profile", kind, severity, node, t.label("type", top) if top >= 0 else "",
                    t.label("module", top) if top >= 0 else "", -1, message, metrics=metrics, hint=hint)
 
 
@@ -121,7 +122,7 @@ def _layout(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> lis
     where = ", ".join(f"{k} ({fmt.percent(v / time)})" for k, v in causes[:4])
     return [_finding("layout_conversion", "warning", t, rows, nodes,
                      f"layout conversions ({', '.join(k for k, _ in types.most_common(3))}) take "
-                     f"{fmt.percent(time / total)} of device time in {fmt.plural(len(rows), 'kernel')}; "
+                     f"{fmt.percent(time / total)} of kernel time in {fmt.plural(len(rows), 'kernel')}; "
                      f"caused by {where}",
                      "keep one memory layout through the model: drop permute()/contiguous() pairs around "
                      "normalisations, use channels_last throughout, or let the NPU keep its private format",
@@ -254,7 +255,7 @@ def _fusion(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Find
         saved = float(sum(t.dur_us[h[1:]].sum() for h in hits))
         out.append(_finding("fusion", "warning" if saved / total >= 0.02 else "info", t, rows, nodes,
                             f"{name}: {fmt.plural(len(hits), 'sequence')} of {len(hits[0])} kernels could be one "
-                            f"(up to {fmt.duration_us(saved)}, {fmt.percent(saved / total)} of device time)",
+                            f"(up to {fmt.duration_us(saved)}, {fmt.percent(saved / total)} of kernel time)",
                             hint, count=len(hits), saved_us=saved))
     return out
 
@@ -266,7 +267,7 @@ def _memcpy(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> lis
     if time / total < 0.05:
         return []
     return [_finding("memcpy", "warning", t, rows, nodes,
-                     f"memory copies take {fmt.percent(time / total)} of device time "
+                     f"memory copies take {fmt.percent(time / total)} of kernel time "
                      f"({fmt.plural(len(rows), 'copy', 'copies')}, {fmt.duration_us(time)})",
                      "keep tensors on the device; move inputs once with non_blocking=True from pinned memory",
                      share=time / total, total_us=time)]
@@ -294,8 +295,8 @@ def _host_bound(profile: Profile, nodes: Mapping[str, str]) -> list[Finding]:
                                     "shrink what is sent"))
         return out
     t = profile.kernels
-    if t.n < 2:
-        return []
+    if t.n < 2 or t.text["core"].values == ["CPU"]:
+        return []  # on the CPU the gaps between ops are the same thread's Python: nothing waits on the host
     ok = t.start_ns != np.iinfo(np.int64).min
     if ok.sum() < 2:
         return []
