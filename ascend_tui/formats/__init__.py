@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascend_tui.errors import InputError
-from ascend_tui.formats import (ascend_profiler, msprobe, msprobe_overflow, msprof_op, native, profiler_memory,
-                                sanitizer)
+from ascend_tui.formats import (ascend_profiler, cluster, msprobe, msprobe_overflow, msprof_op, native,
+                                profiler_memory, sanitizer)
 from ascend_tui.formats.reader import Reader
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ READERS: list[Reader] = [
     msprobe.READER,
     msprobe_overflow.READER,
     sanitizer.READER,
+    cluster.READER,
     ascend_profiler.READER,
     msprof_op.READER,
     profiler_memory.READER,
