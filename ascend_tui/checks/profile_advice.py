@@ -1,7 +1,7 @@
 """Advice from a profile: msprof-analyze's core rules plus the ones it lacks, as `check: "profile"` findings.
 
-Rules (thresholds from msprof-analyze 26.2.0 where it has them): `hotspot` (the types that take the
-time), `layout_conversion` (TransData / permute+contiguous / format casts, naming the modules or
+Rules (thresholds from msprof-analyze 26.2.0 where it has them): `hotspot` and `hot_op` (the types and
+single ops that take the time), `dynamic_shape` (operators compiled online), `layout_conversion` (TransData / permute+contiguous / format casts, naming the modules or
 neighbouring ops that cause them — msprof-analyze has no such rule), `unbound` (kernels over 20 µs
 whose busiest pipe is under 80%), `aicpu` (AI CPU kernels over 20 µs, and the dtypes that send them
 there), `block_dim` (block dim not a multiple of the core count), `fusion` (sequences a fused
@@ -71,6 +71,7 @@ def advise(profile: Profile, nodes: Mapping[str, str] | None = None, cores: Core
         out += _block_dim(t, nodes, cores, total)
         out += _fusion(t, nodes, total)
         out += _memcpy(t, cats, nodes, total)
+        out += _dynamic(t, nodes, total)
     out += _host_bound(profile, nodes)
     out += _sync(profile)
     return out
@@ -106,6 +107,13 @@ def _hotspots(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Fi
                             f"{fmt.plural(g.count, 'call')}, {fmt.duration_us(g.total_us)}, mean "
                             f"{fmt.duration_us(g.avg_us)} ({g.category}{bound})",
                             share=g.share, total_us=g.total_us, count=g.count))
+    for g in summarize(t, "name", rows)[:10]:  # single ops that are hot on their own light the graph's T badge
+        if g.share < HOTSPOT_SHARE:
+            break
+        top = _rows_of(t, "name", g.key)
+        out.append(_finding("hot_op", "info", t, top, nodes,
+                            f"{g.key} alone takes {fmt.percent(g.share)} of kernel time ({fmt.plural(g.count, 'call')}, "
+                            f"{fmt.duration_us(g.total_us)})", share=g.share, total_us=g.total_us, count=g.count))
     return out
 
 
@@ -271,6 +279,21 @@ def _memcpy(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> lis
                      f"({fmt.plural(len(rows), 'copy', 'copies')}, {fmt.duration_us(time)})",
                      "keep tensors on the device; move inputs once with non_blocking=True from pinned memory",
                      share=time / total, total_us=time)]
+
+
+def _dynamic(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Finding]:
+    """msprof-analyze's dynamic-shape rule: kernels compiled for dynamic shapes (OP State `dynamic`) recompile online."""
+    code = t.text["state"].code("dynamic")
+    if code < 0:
+        return []
+    rows = np.flatnonzero(t.text["state"].codes == code)
+    time = float(t.dur_us[rows].sum())
+    return [_finding("dynamic_shape", "info", t, rows, nodes,
+                     f"{fmt.plural(len(rows), 'kernel')} ({fmt.percent(time / total)} of kernel time) ran as "
+                     "dynamic-shape operators, compiled online",
+                     "with static shapes, turn online compilation off: torch_npu.npu.set_compile_mode(jit_compile=False)"
+                     " and torch_npu.npu.config.allow_internal_format = False",
+                     count=len(rows), share=time / total)]
 
 
 def _host_bound(profile: Profile, nodes: Mapping[str, str]) -> list[Finding]:
