@@ -47,10 +47,6 @@ def blocks(fh, first: bytes = b"", size: int = BLOCK) -> Iterator[np.ndarray]:  
         yield np.frombuffer(buf, np.uint8, count=cut + 1)
 
 
-_CLASS = np.zeros(256, np.uint8)
-_CLASS[COMMA], _CLASS[NL], _CLASS[QUOTE] = 1, 2, 3
-
-
 class Split:
     """The fields of the records in one block: record i's field j spans `start(j)[i]` to `end(j)[i]`."""
 
@@ -62,7 +58,7 @@ class Split:
     @classmethod
     def of(cls, buf: np.ndarray, width: int) -> Split | None:
         """Split `buf` into records of `width` fields; None when a record has another count."""
-        special = np.flatnonzero(_CLASS[buf]).astype(np.int32)
+        special = np.flatnonzero((buf == COMMA) | (buf == NL) | (buf == QUOTE)).astype(np.int32)
         kind = buf[special]
         if (kind == QUOTE).any():
             inside = np.cumsum(kind == QUOTE, dtype=np.int32) & 1
@@ -107,26 +103,25 @@ class Split:
         """Column j as an (n, W) uint8 matrix, NUL-padded; None when a cell is wider than MAX_WIDTH."""
         s, e = self.bounds(j)
         lengths = e - s
-        w = int(lengths.max()) if self.n else 0
+        w = max(int(lengths.max()) if self.n else 0, 1)
         if w > MAX_WIDTH:
             return None
-        w = max(w, 1)
-        size = len(self.buf)
-        # row k of this view is the buffer from byte k on: gathering a column is one fancy index
-        rows = np.lib.stride_tricks.as_strided(self.buf, shape=(max(size - w + 1, 0), w), strides=(1, 1),
-                                               writeable=False)
+        base = self.buf.base if isinstance(self.buf.base, bytes) else self.buf.tobytes()
+        size = len(base)
+        # every offset of the buffer as a w-byte string: a column is one 1-D fancy index
+        items = np.ndarray(shape=(size - w + 1,), dtype=f"S{w}", buffer=base, strides=(1,))
         tail = s + w > size
         if tail.any():
             m = np.zeros((self.n, w), np.uint8)
-            m[~tail] = rows[s[~tail]]
+            m[~tail] = items[s[~tail]].view(np.uint8).reshape(-1, w)
             for i in np.flatnonzero(tail):
                 cell = self.buf[s[i]:e[i]]
                 m[i, :len(cell)] = cell
         else:
-            m = rows[s]
+            m = items[s].view(np.uint8).reshape(self.n, w)
         if int(lengths.min()) < w:
-            m = m * (np.arange(w, dtype=np.int32)[None, :] < lengths[:, None])  # bool mask keeps uint8
-        return m.astype(np.uint8, copy=False)
+            m = np.where(np.arange(w, dtype=np.int32)[None, :] < lengths[:, None], m, np.uint8(0))
+        return m
 
     def floats(self, j: int) -> np.ndarray | None:
         """Column j as float64 (NaN for missing cells); None when a cell is not a number."""
