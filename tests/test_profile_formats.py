@@ -151,3 +151,59 @@ def test_bad_kernel_files(tmp_path: Path) -> None:
     (folder / "kernel_details.csv").write_text("Foo,Bar\n1,2\n")
     with pytest.raises(InputError, match="not a kernel table: no Name/Op Name and Duration"):
         open_path(tmp_path / "run_ascend_pt")
+
+
+def _csv_module_table(path: Path):  # the slow path, the reference for the numpy one
+    from ascend_tui.formats import profiler_csv as pc
+    from ascend_tui.timing import KernelTable
+
+    _, header, fh = pc.open_csv(path)
+    fh.close()
+    cols = pc.kernel_columns(header)
+    metrics = {h: i for i, h in enumerate(header) if pc._METRIC.match(h)}
+    text = path.read_bytes().decode("utf-8-sig").split("\n", 1)[1]
+    return KernelTable.concat(pc._csv_tables(path, header, cols, metrics, text, 0))
+
+
+def _same(a, b) -> None:
+    assert a.n == b.n
+    for k in a.text:
+        assert [a.text[k].at(i) for i in range(a.n)] == [b.text[k].at(i) for i in range(b.n)], k
+    for k in a.ints:
+        assert np.array_equal(a.ints[k], b.ints[k]), k
+    for k in (*a.floats, *a.metrics):
+        x = a.floats.get(k, a.metrics.get(k))
+        y = b.floats.get(k, b.metrics.get(k))
+        assert np.allclose(x, y, equal_nan=True), k
+
+
+@pytest.mark.parametrize("path", sorted(PROF.glob("**/kernel_details*.csv")) + sorted(PROF.glob("**/op_summary*.csv"))
+                         + sorted(PROF.glob("**/task_time*.csv")), ids=lambda p: p.parent.name + "/" + p.name)
+def test_numpy_split_matches_the_csv_module(path: Path) -> None:
+    _same(read_kernels(path), _csv_module_table(path))
+
+
+def test_tiny_blocks_with_quoted_newlines_and_blank_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks cut anywhere: inside a quoted multi-line cell, between CRLFs, around blank lines."""
+    header = "Name,Type,Start Time(us),Duration(us),Block Dim,Input Shapes\r\n"
+    rows = []
+    for i in range(60):
+        shapes = '"""4,8;\n16"""' if i % 7 == 0 else '"""32,3,224,224"""'
+        rows.append(f'op_{i},"Mat,Mul",1736408883704643.{i:03d}\t,{i * 1.5},{i % 5 or "N/A"},{shapes}\r\n')
+        if i % 11 == 0:
+            rows.append("\r\n")
+    path = tmp_path / "kernel_details.csv"
+    path.write_text(header + "".join(rows), newline="")
+    want = _csv_module_table(path)
+    for block in (7, 64, 333, 1 << 20):
+        got = read_kernels(path, block=block)
+        _same(got, want)
+    from ascend_tui.formats import profiler_csv
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the whole file should split with numpy, not fall back to the csv module")
+
+    monkeypatch.setattr(profiler_csv, "_csv_tables", refuse)
+    _same(read_kernels(path), want)
+    assert want.n == 60 and want.label("type", 0) == "Mat,Mul" and want.label("input_shapes", 0) == '"4,8;\n16"'
+    assert want.start_ns[5] == 1736408883704643005 and want.ints["block_dim"][5] == -1
