@@ -207,3 +207,29 @@ def test_tiny_blocks_with_quoted_newlines_and_blank_lines(tmp_path: Path, monkey
     _same(read_kernels(path), want)
     assert want.n == 60 and want.label("type", 0) == "Mat,Mul" and want.label("input_shapes", 0) == '"4,8;\n16"'
     assert want.start_ns[5] == 1736408883704643005 and want.ints["block_dim"][5] == -1
+
+
+def test_a_large_folder_shows_its_first_block_before_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ascend_tui.formats import fast_csv
+
+    folder = tmp_path / "big_ascend_pt" / OUT
+    folder.mkdir(parents=True)
+    lines = (PROF / "level1_2025-01" / OUT / "kernel_details.csv").read_bytes().split(b"\r\n")
+    body = [ln for ln in lines[1:] if ln]
+    (folder / "kernel_details.csv").write_bytes(b"\r\n".join([lines[0], *(body * 100)]) + b"\r\n")
+    monkeypatch.setattr(fast_csv, "BLOCK", 64 * 1024)  # ~9 blocks
+    seen: list[Investigation] = []
+    inv = open_path(tmp_path / "big_ascend_pt", on_partial=seen.append)
+    assert len(seen) == 1 and 0 < seen[0].profile.kernels.n < inv.profile.kernels.n == 2000
+    assert seen[0].profile.extra["partial"] and seen[0].profile.op_stats == inv.profile.op_stats
+    assert open_path(tmp_path / "big_ascend_pt").profile.kernels.n == 2000  # no callback, no partial work
+    # the app's open worker hands its partial-results callback through, so the first screen shows early
+    import threading
+
+    from ascend_tui.app.workers import load_paths
+    from ascend_tui.live.options import RunOptions
+
+    seen.clear()
+    loaded = load_paths([str(tmp_path / "big_ascend_pt")], RunOptions(), lambda *a: None, threading.Event(),
+                        seen.append)
+    assert len(seen) == 1 and loaded.inv.profile.kernels.n == 2000

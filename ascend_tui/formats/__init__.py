@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ascend_tui.errors import InputError
 from ascend_tui.formats import (ascend_profiler, cluster, msprobe, msprobe_overflow, msprof_op, native,
@@ -44,9 +44,10 @@ def kind_of(path: str | Path) -> str | None:
     return reader.name if reader is not None else None
 
 
-def open_path(path: str | Path, progress: Progress | None = None,
-              cancel: threading.Event | None = None) -> Investigation:
-    """Read any artifact the project understands into an `Investigation`."""
+def open_path(path: str | Path, progress: Progress | None = None, cancel: threading.Event | None = None,
+              on_partial: Callable[[Investigation], None] | None = None) -> Investigation:
+    """Read any artifact the project understands into an `Investigation` (readers that stream also hand
+    partial investigations to `on_partial` while they read)."""
     p = Path(path)
     if not p.exists():
         raise InputError(p, "no such file or folder")
@@ -54,4 +55,6 @@ def open_path(path: str | Path, progress: Progress | None = None,
     if reader is None:
         names = ", ".join(r.name for r in READERS)
         raise InputError(p, f"not a format ascend-tui reads (expected one of: {names})")
+    if on_partial is not None and getattr(reader, "streams", False):
+        return reader.load(p, progress=progress, cancel=cancel, on_partial=on_partial)
     return reader.load(p, progress=progress, cancel=cancel)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -68,15 +68,23 @@ def kernel_files(folder: Path) -> list[Path]:
     return []
 
 
-def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress: Progress | None = None) -> Profile:
-    """Everything about time in one profiler output folder."""
+def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress: Progress | None = None,
+                on_partial: Callable[[Profile], None] | None = None) -> Profile:
+    """Everything about time in one profiler output folder; `on_partial` sees the profile after the first
+    block of kernel rows when there is more to read (a million-row file shows long before it is read)."""
     files = kernel_files(folder)
-    kernels = KernelTable.concat([profiler_csv.read_kernels(f, cancel=cancel, progress=progress) for f in files])
     kind = "msprof" if folder.name == MSPROF_DIR or any(f.name.startswith(("op_summary", "task_time"))
                                                         for f in files) else "ascend_pt"
-    kernels = _fill_types(kernels)
     stats = [s for f in _first(folder, "op_statistic*.csv") for s in profiler_csv.read_op_statistic(f)]
     steps = [s for f in _first(folder, "step_trace_time*.csv") for s in profiler_csv.read_step_trace(f)]
+    chunks: list[KernelTable] = []
+    for f in files:
+        for chunk in profiler_csv.iter_kernel_chunks(f, cancel=cancel, progress=progress):
+            chunks.append(chunk)
+            if on_partial is not None and len(chunks) == 1:
+                on_partial(Profile(kind, _fill_types(chunk), tuple(stats), tuple(steps),
+                                   extra={"partial": True, "files": [f.name]}))
+    kernels = _fill_types(KernelTable.concat(chunks))
     host = [h for f in _first(folder, "operator_details*.csv") for h in profiler_csv.read_operator_details(f)]
     extra: dict[str, Any] = {"files": [f.name for f in files]}
     api = _first(folder, "api_statistic*.csv")
@@ -159,9 +167,16 @@ def sniff(path: Path) -> bool:
     return chrome_trace.sniff_json(path)
 
 
-def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:
-    """An `Investigation` of a profiler folder, kernel CSV or trace: time per kernel, advice, and memory."""
+def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None,
+         on_partial: Callable[[Investigation], None] | None = None) -> Investigation:
+    """An `Investigation` of a profiler folder, kernel CSV or trace: time per kernel, advice, and memory.
+
+    `on_partial` receives an investigation of the first block of kernel rows while the rest is read.
+    """
     path = Path(path)
+    partial = None if on_partial is None else \
+        (lambda p: on_partial(profile_investigation(p, path, source=f"{p.kind} profiler (reading)",
+                                                    device=_device(p))))
     if path.is_file():
         if path.suffix == ".json":
             profile = chrome_trace.read_trace(path, cancel)
@@ -174,7 +189,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     if folder is None:
         raise InputError(path, "not a profiler folder (no ASCEND_PROFILER_OUTPUT, mindstudio_profiler_output, "
                                "kernel_details.csv or op_summary_*.csv)")
-    profile = read_folder(folder, cancel=cancel, progress=progress)
+    profile = read_folder(folder, cancel=cancel, progress=progress, on_partial=partial)
     if profile.kernels.n == 0 and not profile.op_stats and not profile.steps:
         record, operator = profiler_memory.find_files(path)
         if record is None and operator is None:
@@ -192,4 +207,4 @@ def _device(profile: Profile) -> dict[str, Any]:
     return {"backend": "npu", "name": f"offline ({profile.kind} profile)", "inf_nan_mode": True}
 
 
-READER = FunctionReader("profiler", sniff, load)
+READER = FunctionReader("profiler", sniff, load, streams=True)

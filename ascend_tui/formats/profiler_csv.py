@@ -139,7 +139,7 @@ def _starts(path: Path, column: str, cells: Sequence[str], first_record: int) ->
                          where=f"record {first_record + i}") from None
 
 
-def iter_kernel_chunks(path: Path, *, block: int = fast_csv.BLOCK, cancel: threading.Event | None = None,
+def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threading.Event | None = None,
                        progress: Progress | None = None) -> Iterator[KernelTable]:
     """The kernel rows of `path` as `KernelTable`s, one per block of about `block` bytes, in file order.
 
@@ -158,7 +158,7 @@ def iter_kernel_chunks(path: Path, *, block: int = fast_csv.BLOCK, cancel: threa
         with path.open("rb") as raw:
             first = raw.readline()
             width = len(next(csv.reader([first.decode("utf-8-sig").rstrip("\r\n")])))
-            for buf in fast_csv.blocks(raw, size=block):
+            for buf in fast_csv.blocks(raw, size=block or fast_csv.BLOCK):
                 if cancel is not None and cancel.is_set():
                     raise Cancelled()
                 try:
@@ -255,7 +255,7 @@ def _csv_tables(path: Path, header: list[str], cols: dict[str, int], metrics: di
 
 
 def read_kernels(path: Path, *, cancel: threading.Event | None = None, progress: Progress | None = None,
-                 block: int = fast_csv.BLOCK) -> KernelTable:
+                 block: int | None = None) -> KernelTable:
     """Every kernel row of `path` in one `KernelTable`."""
     return KernelTable.concat(list(iter_kernel_chunks(path, block=block, cancel=cancel, progress=progress)))
 
