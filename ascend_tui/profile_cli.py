@@ -27,6 +27,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("target", help="*_ascend_pt / PROF_* / OPPROF_* folder, cluster folder, kernel_details.csv, "
                                   "trace JSON, or path/to/model.py[:factory]")
     p.add_argument("--baseline", metavar="DIR", help="an earlier profile to diff against (regressions first)")
+    p.add_argument("--graph", metavar="PATH", help="an investigation or graph to map kernels onto (by op name)")
     p.add_argument("--json", metavar="PATH", help="write the report with a `profile` section")
     p.add_argument("--save", metavar="PATH", help="save the investigation for `ascend-tui open`")
     p.add_argument("--open", action="store_true", help="browse the profile in the app afterwards")
@@ -53,6 +54,10 @@ def load_profile(target: str, args: argparse.Namespace, progress: Progress | Non
         inv = profile_target(target, device=args.device, steps=args.steps, warmup=args.warmup, progress=progress)
     if inv.profile is None:
         raise InputError(target, f"holds no timing evidence (it reads as {inv.run.source or 'an investigation'})")
+    if getattr(args, "graph", None):
+        from ascend_tui.formats.profile_inv import on_graph
+
+        inv = on_graph(inv.profile, open_path(args.graph, progress=progress), target)
     return inv
 
 
@@ -131,7 +136,11 @@ def print_summary(inv: Investigation, out: TextIO, top: int = 15) -> None:
     t = p.kernels
     w = out.write
     w(f"{inv.run.target}: {p.kind}, {fmt.plural(t.n, 'kernel')}, {fmt.duration_us(t.total_us())} of kernel time, "
-      f"{fmt.plural(step_count(t, p.steps), 'step')}\n\n")
+      f"{fmt.plural(step_count(t, p.steps), 'step')}\n")
+    if p.unmatched:
+        shown = ", ".join(p.unmatched[:8]) + (", ..." if len(p.unmatched) > 8 else "")
+        w(f"{fmt.plural(len(p.unmatched), 'op name')} matched no graph node: {shown}\n")
+    w("\n")
     _table(w, "category", summarize(t, "category"), top, bound=False)
     _table(w, "op type", summarize(t, "type"), top, bound=True)
     if any(t.names("module")):
@@ -188,7 +197,8 @@ def run_profile(args: argparse.Namespace, progress: Any, finish: Callable[[Any, 
         raise InputError("--steps", "needs --steps >= 1 and --warmup >= 0")
     try:
         inv = load_profile(args.target, args, progress)
-        base = load_profile(args.baseline, args, progress) if args.baseline else None
+        base = load_profile(args.baseline, argparse.Namespace(**{**vars(args), "graph": None}), progress) \
+            if args.baseline else None
     finally:
         progress.done()
     if base is not None:

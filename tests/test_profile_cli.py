@@ -46,3 +46,32 @@ def test_profile_bad_input_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert "'fast' is not a number" in err and err.count("\n") >= 1
     assert main(["profile", str(PROF / "level1_2025-01"), "--json", str(PROF / "level1_2025-01")]) == 2
+
+
+def test_kernels_map_onto_a_graph_and_the_unmatched_are_listed(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from ascend_tui.graph.opgraph import OpGraph, OpNode
+    from ascend_tui.investigation import Investigation
+
+    g = OpGraph("alexnet")
+    for i, (nid, op) in enumerate([("features.0/convolution.0", "aten.convolution"), ("features.1/relu.0", "aten.relu"),
+                                   ("trans_TransData_0", "TransData")]):
+        g.add_node(OpNode(id=nid, op_type=op, module=nid.partition("/")[0], index=i))
+    Investigation(g).save(tmp_path / "g.atui.json")
+    out = tmp_path / "r.json"
+    assert main(["profile", str(PROF / "level1_2025-01"), "--graph", str(tmp_path / "g.atui.json"),
+                 "--json", str(out), "-q"]) == 0
+    text = capsys.readouterr().out
+    assert "op names matched no graph node: aclnnDropoutGenMaskV2_DSAGenBitMask_DSAGenBitMask" in text
+    report = json.loads(out.read_text())
+    assert report["graph"]["nodes"] == 3  # the profile sits on the given graph
+    from ascend_tui.formats import open_path
+    from ascend_tui.formats.profile_inv import on_graph
+
+    inv = on_graph(open_path(PROF / "level1_2025-01").profile, Investigation.load(tmp_path / "g.atui.json"))
+    t = inv.profile.kernels
+    nodes = {t.label("name", i): t.label("node", i) for i in range(t.n)}
+    assert nodes["trans_TransData_0"] == "trans_TransData_0"  # exact id
+    assert nodes["Conv2D1"] == "features.0/convolution.0"  # Ascend type -> aten op
+    assert nodes["aclnnInplaceRelu_Relu_Relu"] == "features.1/relu.0"  # normalised name vs op type
+    assert "hcom_allReduce__586_0_1" in inv.profile.unmatched and nodes["hcom_allReduce__586_0_1"] == ""

@@ -333,13 +333,28 @@ def attribute(names: Sequence[str], node_ids: Sequence[str], op_types: Mapping[s
         by_type.setdefault(normalize(t), nid)
     out = {}
     for name in names:
+        k = normalize(name)
         if name in ids:
             out[name] = name
-        elif (k := normalize(name)) in norm_ids:
-            out[name] = norm_ids[k]
-        elif k in by_type:
-            out[name] = by_type[k]
+            continue
+        last = normalize(name.rstrip("_0123456789").rsplit("_", 1)[-1])  # aclnnInplaceRelu_Relu_Relu -> relu
+        for key in (k, OP_ALIASES.get(k, ""), last, OP_ALIASES.get(last, "")):
+            if not key:
+                continue
+            if key in norm_ids:
+                out[name] = norm_ids[key]
+                break
+            if key in by_type:
+                out[name] = by_type[key]
+                break
     return out
+
+
+# Ascend operator types -> the aten op a captured graph calls them (normalised)
+OP_ALIASES = {"conv2d": "convolution", "conv3d": "convolution", "conv2dv": "convolution", "matmul": "mm",
+              "matmulv": "mm", "batchmatmul": "bmm", "batchmatmulv": "bmm", "layernorm": "nativelayernorm",
+              "softmaxv": "softmax", "gelu": "gelu", "fastgelu": "gelu", "add": "add", "addv": "add",
+              "realdiv": "div", "transdata": "clone", "transposed": "permute", "tensormove": "copy"}
 
 
 def normalize(name: str) -> str:

@@ -74,3 +74,23 @@ def merge_memory(inv: Investigation, memory: Investigation) -> Investigation:
     inv.run.extra.update(memory.run.extra)
     inv.run.checks = (*inv.run.checks, "memory")
     return inv
+
+
+def on_graph(profile: Profile, graph_inv: Investigation, target: str = "") -> Investigation:
+    """Put a profile read offline onto an existing graph: kernel names map to nodes by exact id, then by
+    normalised name against node ids and op types; the names that match nothing stay in `Profile.unmatched`."""
+    from ascend_tui.checks.profile import attribute
+    from ascend_tui.timing import Codes
+
+    graph = graph_inv.graph
+    ops = [n for n in graph if not n.is_placeholder]
+    names = profile.kernels.text["name"]
+    mapping = attribute(names.values, [n.id for n in ops], {n.id: n.op_type for n in ops})
+    profile.kernels = profile.kernels.with_text("node", Codes(names.codes, [mapping.get(v, "") for v in names.values]))
+    profile.unmatched = tuple(sorted(v for v in names.values if v not in mapping))
+    graph_inv.profile = profile
+    graph_inv.run.checks = tuple(dict.fromkeys((*graph_inv.run.checks, "profile")))
+    graph_inv.run.extra["profile_unmatched"] = len(profile.unmatched)
+    graph_inv.run.target = graph_inv.run.target or target
+    graph_inv.replace_findings("profile", advise(profile))
+    return graph_inv
