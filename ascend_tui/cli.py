@@ -1,4 +1,4 @@
-"""Command line: `ascend-tui check|open|demo|serve|sanitize|devices`; exit 0 clean, 1 errors found, 2 bad input."""
+"""Command line: `ascend-tui check|triage|open|demo|serve|sanitize|devices`; exit 0 clean, 1 errors found, 2 bad input."""
 
 from __future__ import annotations
 
@@ -79,7 +79,23 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--junit", metavar="PATH", help="write JUnit XML, one failure per error finding")
     check.add_argument("--save", metavar="PATH", help="save the investigation for `ascend-tui open`")
     check.add_argument("--markdown", metavar="PATH", help="write the Markdown report (what the app's export writes)")
+    _gate_options(check)
     check.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+
+    tri = sub.add_parser("triage", help="every check that applies, in order, and one story from symptom to cause")
+    tri.add_argument("targets", nargs="+", help="a model file (path/to/model.py[:factory]), or artifacts: msprobe "
+                     "dumps, sanitizer logs, profiler folders, graphs, saved runs (the first one's graph carries the rest)")
+    tri.add_argument("--device", default="auto", help="auto|cpu|cuda|npu")
+    tri.add_argument("--dtype", choices=("float16", "bfloat16", "float32"), default=None)
+    tri.add_argument("--reference", default="cpu:float32", help="the reference run, or 'none'")
+    tri.add_argument("--iterations", type=int, default=2, help="forward passes (leaks need > 1; default 2)")
+    tri.add_argument("--backward", action="store_true", help="also run backward")
+    tri.add_argument("--json", metavar="PATH", help="write the report, with its story")
+    tri.add_argument("--junit", metavar="PATH", help="write JUnit XML")
+    tri.add_argument("--markdown", metavar="PATH", help="write the Markdown report")
+    tri.add_argument("--save", metavar="PATH", help="save the investigation for `ascend-tui open`")
+    tri.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    _gate_options(tri)
 
     op = sub.add_parser("open", help="open model files, investigations, dumps or logs in the app")
     op.add_argument("paths", nargs="*", help="model.py, *.atui.json, an msprobe dump folder, a sanitizer log")
@@ -107,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _gate_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--fail-on", choices=("error", "warning"), default="error",
+                        help="exit 1 when a finding of this severity or worse is found (default: error)")
+    parser.add_argument("--baseline", metavar="REPORT",
+                        help="an earlier --json report or saved run: only findings it did not have fail")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -129,6 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ascend-tui: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `ascend-tui triage ... | head`: the reader left; say nothing more
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_CLEAN
 
 
 def _indent(text: str) -> str:
@@ -136,19 +164,13 @@ def _indent(text: str) -> str:
 
 
 def _check_output_paths(args: argparse.Namespace, inputs: Sequence[str]) -> None:
-    """Refuse to write a report over one of the files we were asked to read."""
-    sources = {Path(p).resolve() for p in inputs if p}
-    for flag in ("json", "junit", "save", "markdown"):
+    """Refuse, before any work, every output option that would land on or inside what we were asked to read."""
+    from ascend_tui.outputs import check_output_path
+
+    for flag in ("json", "junit", "save", "csv", "markdown"):
         out = getattr(args, flag, None)
-        if not out:
-            continue
-        path = Path(out)
-        if path.resolve() in sources:
-            raise InputError(out, f"--{flag} would overwrite an input file; choose another path")
-        if path.is_dir():
-            raise InputError(out, f"--{flag} names a folder; give a file path")
-        if not path.parent.exists():
-            raise InputError(out, f"--{flag}: folder {path.parent} does not exist")
+        if out:
+            check_output_path(out, inputs, option=f"--{flag}")
 
 
 def _write_outputs(inv: Any, args: argparse.Namespace) -> None:
@@ -167,15 +189,22 @@ def _write_outputs(inv: Any, args: argparse.Namespace) -> None:
 
 
 def _finish(inv: Any, args: argparse.Namespace) -> int:
+    from ascend_tui.fmt import plural
+    from ascend_tui.gate import baseline_ids, gate
     from ascend_tui.report import format_findings
 
+    known = baseline_ids(args.baseline) if getattr(args, "baseline", None) else None
+    result = gate(inv, getattr(args, "fail_on", "error"), known)
     _write_outputs(inv, args)
     summary = inv.summary()
     for line in format_findings(inv):
         print(line)
-    print(f"{len(inv.graph)} nodes, {inv.graph.edge_count()} edges; "
-          f"{summary['errors']} errors, {summary['warnings']} warnings")
-    return EXIT_FINDINGS if summary["errors"] else EXIT_CLEAN
+    print(f"{plural(len(inv.graph), 'node')}, {plural(inv.graph.edge_count(), 'edge')}; "
+          f"{plural(summary['errors'], 'error')}, {plural(summary['warnings'], 'warning')}")
+    if known is not None:
+        print(f"baseline: {plural(len(result.failing), 'new finding')} at {result.threshold} or worse, "
+              f"{result.known} known")
+    return EXIT_CLEAN if result.passed else EXIT_FINDINGS
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -186,7 +215,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise InputError("--iterations", "must be at least 1")
     target_path = args.target.rpartition(":")[0] if args.target.count(":") and not Path(args.target).exists() \
         else args.target
-    _check_output_paths(args, [target_path])
+    _check_output_paths(args, [args.target, target_path])
     offline = Path(args.target)
     if offline.exists() and (offline.is_dir() or offline.suffix != ".py"):
         return _check_offline(offline, args)
@@ -217,6 +246,32 @@ def _check_offline(path: Path, args: argparse.Namespace) -> int:
         inv = open_path(path, progress=progress)
     finally:
         progress.done()
+    return _finish(inv, args)
+
+
+def _cmd_triage(args: argparse.Namespace) -> int:
+    from ascend_tui.live.options import RunOptions
+    from ascend_tui.targets import split_spec
+    from ascend_tui.triage import format_story, story_of, triage_artifacts, triage_model
+
+    if args.iterations < 1:
+        raise InputError("--iterations", "must be at least 1")
+    first = args.targets[0]
+    model = split_spec(first)[0].suffix == ".py" and len(args.targets) == 1
+    _check_output_paths(args, [str(split_spec(first)[0]) if model else p for p in args.targets])
+    progress = ProgressLine(sys.stderr, args.quiet)
+    try:
+        if model:
+            options = RunOptions(device=args.device, dtype=args.dtype, iterations=args.iterations,
+                                 reference=None if args.reference == "none" else args.reference,
+                                 backward=args.backward)
+            inv = triage_model(first, options, progress)
+        else:
+            inv = triage_artifacts(args.targets, progress)
+    finally:
+        progress.done()
+    for line in format_story(story_of(inv)):
+        print(line)
     return _finish(inv, args)
 
 
@@ -263,6 +318,6 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {
-    "check": _cmd_check, "open": _cmd_open, "demo": _cmd_demo, "serve": _cmd_serve,
+    "check": _cmd_check, "triage": _cmd_triage, "open": _cmd_open, "demo": _cmd_demo, "serve": _cmd_serve,
     "sanitize": _cmd_sanitize, "devices": _cmd_devices, "profile": _cmd_profile,
 }

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from ascend_tui.errors import InputError
+from ascend_tui.outputs import check_output_path
 from ascend_tui.evidence import Finding, TensorStats
 from ascend_tui.fmt import magnitude
 
@@ -203,14 +204,7 @@ def write_export(inv: Investigation, path: str | Path, fmt: str, *, inputs: Iter
     if kind is None:
         raise InputError(path, f"unknown export format {fmt!r} (expected json or markdown)")
     out = Path(path)
-    if out.is_dir():
-        raise InputError(out, "is a folder; give a file name for the report")
-    resolved = out.resolve()
-    for source in input_paths(inv, inputs):
-        if resolved == source or source in resolved.parents:
-            raise InputError(out, "is an input of this investigation (or inside one); choose another place")
-    if not resolved.parent.is_dir():
-        raise InputError(out, "its folder does not exist")
+    resolved = check_output_path(out, input_paths(inv, inputs), option="the export")
     text = (json.dumps(_plain(inv.to_report()), indent=2, allow_nan=False) + "\n") if kind == "json" \
         else report_markdown(inv)
     tmp = resolved.with_name(f".{resolved.name}.{os.getpid()}.tmp")
@@ -247,3 +241,15 @@ def default_export_path(fmt: str, folder: str | Path = ".") -> Path:
         candidate = base / f"{stem}-{n}.{kind}"
         n += 1
     return candidate
+
+
+def default_export_stem(folder: str | Path = ".", formats: Iterable[str] = ("json", "markdown")) -> Path:
+    """`ascend-tui-report` in `folder` (no suffix), numbered so no file of any of `formats` would be replaced."""
+    kinds = [FORMATS.get(f.lower(), "json") for f in formats]
+    base = Path(folder)
+    stem, n = "ascend-tui-report", 0
+    while True:
+        name = stem if n == 0 else f"{stem}-{n}"
+        if not any((base / f"{name}.{k}").exists() for k in kinds):
+            return base / name
+        n += 1

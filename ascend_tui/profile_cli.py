@@ -204,10 +204,11 @@ def run_profile(args: argparse.Namespace, progress: Any, finish: Callable[[Any, 
     if base is not None:
         attach_baseline(inv, base)
     print_summary(inv, sys.stdout, args.top)
-    json_path, args.json = args.json, None
-    code = finish(inv, args)
-    if json_path:
-        write_json(inv, json_path)
+    # the shared finish writes --save and prints the findings; our --baseline is a profile, not a report of
+    # known findings, and our --json carries a profile section, so neither goes through it
+    code = finish(inv, argparse.Namespace(**{**vars(args), "json": None, "junit": None, "baseline": None}))
+    if args.json:
+        write_json(inv, args.json)
     if args.open:
         from ascend_tui.app.app import InvestigatorApp
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape, quoteattr
 
+from ascend_tui.checks.story import finding_ids, tell
 from ascend_tui.graph.opgraph import write_json_atomic
 
 if TYPE_CHECKING:
@@ -15,17 +16,18 @@ REPORT_SCHEMA = "ascend-tui.report/1"
 
 
 def build_report(inv: Investigation) -> dict[str, Any]:
-    """The report dict; its names are a contract with the tools that read it."""
+    """The report dict; its names are a contract with the tools that read it (`id` and `story` were added)."""
     run = inv.run
     return {
         "schema": REPORT_SCHEMA,
         "target": run.target,
         "device": dict(run.device),
         "run": {"checks": list(run.checks), "dtype": run.dtype, "reference": run.reference,
-                "iterations": run.iterations},
+                "iterations": run.iterations, "notes": [str(n) for n in run.extra.get("notes", ()) or ()]},
         "graph": {"nodes": len(inv.graph), "edges": inv.graph.edge_count()},
-        "findings": [f.to_json() for f in inv.findings],
+        "findings": [{"id": fid, **f.to_json()} for fid, f in zip(finding_ids(inv.findings), inv.findings)],
         "summary": inv.summary(),
+        "story": [c.to_json() for c in tell(inv.graph, inv.findings)],
     }
 
 
@@ -61,7 +63,7 @@ def write_junit(inv: Investigation, path: str | Path) -> None:
 
 def format_findings(inv: Investigation, limit: int = 20) -> list[str]:
     """Errors and warnings as lines a person reads in a terminal; info findings are only counted."""
-    lines = []
+    lines = [f"note: {n}" for n in inv.run.extra.get("notes", ()) or ()]
     shown = sorted((f for f in inv.findings if f.severity in ("error", "warning")),
                    key=lambda f: (f.severity != "error", f.index))
     for f in shown[:limit]:

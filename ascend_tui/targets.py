@@ -1,4 +1,5 @@
-"""Load a user's model file: `path/to/model.py[:factory]` whose factory returns `(model, inputs)`."""
+"""Load a user's model file: `path/to/model.py[:factory]` whose factory returns `(model, inputs)` or
+`(model, args, kwargs)`; the model may be any callable (an `nn.Module`, a function, a compiled module)."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def load_target(spec: str) -> Target:
     module = load_module(path)
     fn = getattr(module, factory, None)
     if fn is None:
-        raise InputError(path, f"defines no {factory}() — it must return (model, inputs)")
+        raise InputError(path, f"defines no {factory}() — it must return (model, inputs) or (model, args, kwargs)")
     if not callable(fn):
         raise InputError(path, f"{factory} is not a function — it must return (model, inputs)")
     try:
@@ -103,11 +104,22 @@ def load_target(spec: str) -> Target:
             raise
         raise TargetError(path, f"{_first_user_line(exc, path)}{factory}() raised {type(exc).__name__}: {exc}",
                           user_traceback=user_traceback(exc, path)) from None
-    if not isinstance(result, tuple) or len(result) != 2:
-        raise InputError(path, f"{factory}() must return (model, inputs), got {type(result).__name__}")
-    model, inputs = result
+    if not isinstance(result, tuple) or len(result) not in (2, 3):
+        raise InputError(path, f"{factory}() must return (model, inputs) or (model, args, kwargs), "
+                               f"got {type(result).__name__}")
+    model = result[0]
     if not callable(model):
         raise InputError(path, f"{factory}() returned a model that is not callable ({type(model).__name__})")
+    if len(result) == 3:
+        args, kwargs = result[1], result[2]
+        if not isinstance(args, (tuple, list)) or not isinstance(kwargs, dict):
+            raise InputError(path, f"{factory}() returned (model, args, kwargs) with args a "
+                                   f"{type(args).__name__} and kwargs a {type(kwargs).__name__}: expected a tuple "
+                                   f"and a dict")
+        from ascend_tui.live.capture import Inputs
+
+        return Target(spec, path, factory, module, model, Inputs(tuple(args), dict(kwargs)))
+    inputs = result[1]
     if not isinstance(inputs, (tuple, list, dict)):
         inputs = (inputs,)
     return Target(spec, path, factory, module, model, tuple(inputs) if isinstance(inputs, list) else inputs)

@@ -13,7 +13,11 @@ SAMPLES = ROOT / "samples"
 
 @pytest.fixture
 def fixtures() -> Path:
-    """The shared real-format fixtures (CI lays shared/ beside the checkout)."""
+    """The shared real-format fixtures (CI lays shared/ beside the checkout).
+
+    Missing fixtures fail the test: a skip would let CI pass with every format test unrun.
+    """
     if not FIXTURES.is_dir():
-        pytest.skip(f"real-format fixtures not found at {FIXTURES}")
+        pytest.fail(f"real-format fixtures not found at {FIXTURES}: lay ../shared/fixtures beside the checkout",
+                    pytrace=False)
     return FIXTURES

@@ -108,13 +108,25 @@ async def test_export_writes_json_and_markdown_reports(tmp_path: Path) -> None:
     app = InvestigatorApp(inv, theme="textual-dark", export_dir=tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("e")
+        await pilot.pause()
+        assert not list(tmp_path.iterdir()), "nothing is written before the path is shown and confirmed"
+        field = app.screen.query_one("#path")
+        assert field.value == str(tmp_path / "ascend-tui-report")
+        await pilot.press("enter")
+        await pilot.pause()
         report = json.loads((tmp_path / "ascend-tui-report.json").read_text())
         assert report["schema"] == "ascend-tui.report/1"
         assert [f["node"] for f in report["findings"]] == [lookup]
         markdown = (tmp_path / "ascend-tui-report.md").read_text()
         assert "index 17 is out of range for 16 rows" in markdown
         await pilot.press("e")  # a second export never replaces the first
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
         assert (tmp_path / "ascend-tui-report-1.json").is_file()
+        await pilot.press("e", "escape")  # esc writes nothing
+        await pilot.pause()
+        assert not (tmp_path / "ascend-tui-report-2.json").exists()
 
 
 async def test_copy_puts_the_focused_operators_summary_on_the_clipboard(tmp_path: Path) -> None:

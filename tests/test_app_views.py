@@ -19,6 +19,7 @@ from ascend_tui.app.screens.memory import MemoryScreen, leak_trend, memory_items
 from ascend_tui.fmt import nbytes
 from ascend_tui.app.screens.overflow import OverflowScreen, amplification_chains, dtype_max, headroom
 from ascend_tui.app.screens.row_table import RowTable
+from ascend_tui.app.app import InvestigatorApp
 from ascend_tui.investigation import Investigation
 
 
@@ -424,6 +425,8 @@ async def test_palette_commands_read_area_verb_object_and_run_app_actions(tmp_pa
         await pilot.pause()
         await app.workers.wait_for_complete()
         await pilot.pause()
+        await pilot.press("enter")  # the export dialog shows the path; enter writes there
+        await pilot.pause()
         assert (tmp_path / "ascend-tui-report.md").read_text().startswith("# ascend-tui report: demo:overflow")
 
 
@@ -472,3 +475,69 @@ async def test_q_closes_a_view_instead_of_quitting_the_app() -> None:
             await pilot.press("q")
             await pilot.pause()
             assert app.is_running and app.results == [None]
+
+
+async def test_story_view_opens_each_cause_onto_its_evidence_and_jumps(tmp_path: Path) -> None:
+    from ascend_tui.app.screens.story import StoryScreen
+    from ascend_tui.app.screens.row_table import RowTable
+
+    inv = overflow_investigation()
+    app = InvestigatorApp(inv, theme="textual-dark", export_dir=tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        await pilot.press("S")
+        await pilot.pause()
+        story = app.screen
+        assert isinstance(story, StoryScreen) and story.causes
+        table = story.query_one(RowTable)
+        first_cause_rows = [r for r in table.rows if r.data == story.causes[0].id]
+        assert first_cause_rows and len(table.rows) > len(story.causes), "the first cause opens onto its evidence"
+        await pilot.press("left")
+        assert len(table.rows) == len(story.causes), "left closes it"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is app.main and app.main.ops.current == story.causes[0].node
+
+
+async def test_from_a_finding_R_lands_on_its_cause_in_the_story(tmp_path: Path) -> None:
+    from ascend_tui.app.screens.story import StoryScreen
+    from ascend_tui.app.screens.row_table import RowTable
+
+    inv = overflow_investigation()
+    inherited = next(f for f in inv.findings if f.attribution == "inherited")
+    app = InvestigatorApp(inv, theme="textual-dark", export_dir=tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        app.main.go(inherited.node)
+        await pilot.press("R")
+        await pilot.pause()
+        story = app.screen
+        assert isinstance(story, StoryScreen)
+        row = story.query_one(RowTable).current
+        assert row is not None and row.data.startswith("cause-")
+        cause = next(c for c in story.causes if c.id == row.data)
+        assert any(fid.endswith("@" + inherited.node) for fid in cause.explains)
+
+
+async def test_memory_view_lists_a_low_confidence_mapping_as_unmapped_with_its_guess(fixtures: Path,
+                                                                                     tmp_path: Path) -> None:
+    """A kernel that only might be `add.0` is not shown at `add.0`: the row says unmapped and names the guess."""
+    from ascend_tui.checks.memory_log import findings_from_events, prepare_events
+    from ascend_tui.formats.sanitizer import parse_file
+    from ascend_tui.graph.opgraph import OpGraph, OpNode
+
+    graph = OpGraph()
+    for i, nid in enumerate(("add.0", "blocks.0/add.0")):
+        graph.add_node(OpNode(nid, "aten.add", nid.rpartition("/")[0], i))
+    log = parse_file(fixtures / "sanitizer" / "mssanitizer_memcheck_doc_examples.log")
+    events = prepare_events(graph, log.events)
+    inv = Investigation(graph)
+    inv.memory_events = list(events)
+    inv.add_findings(findings_from_events(graph, events))
+    assert not inv.findings_for("add.0"), "a guess never becomes an error at that operator"
+    app = Host(lambda: MemoryScreen(inv))
+    async with app.run_test(size=(160, 30)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one("#events-table", RowTable)
+        row = next(r for r in table.rows if r.tone != "section" and "add_custom_kernel" in r.cells[2])
+        assert row.key is None and "unmapped; guess add.0, 2 candidates" in row.cells[2]

@@ -13,7 +13,7 @@ from conftest import ROOT, SAMPLES
 
 pytest.importorskip("torch")
 
-REPORT_KEYS = {"schema", "target", "device", "run", "graph", "findings", "summary"}
+REPORT_KEYS = {"schema", "target", "device", "run", "graph", "findings", "summary", "story"}
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -30,7 +30,8 @@ def test_graph_only_report_on_sample(tmp_path: Path) -> None:
     assert set(report) == REPORT_KEYS
     assert report["schema"] == "ascend-tui.report/1"
     assert report["device"]["backend"] == "cpu" and report["device"]["inf_nan_mode"] is True
-    assert report["run"] == {"checks": [], "dtype": "float32", "reference": "cpu:float32", "iterations": 1}
+    assert report["run"] == {"checks": [], "dtype": "float32", "reference": "cpu:float32", "iterations": 1,
+                             "notes": []}
     assert report["graph"]["nodes"] > 100 and report["graph"]["edges"] > report["graph"]["nodes"] // 2
     assert report["findings"] == [] and report["summary"] == {"errors": 0, "warnings": 0}
     assert "<testsuites>" in junit.read_text()
@@ -143,3 +144,40 @@ def test_check_on_junk_artifact(tmp_path: Path) -> None:
 def test_an_out_of_range_index_crash_points_to_the_memory_check() -> None:
     line = one_line_error(run_cli("check", str(SAMPLES / "shifted_index.py"), "--checks", "overflow"))
     assert "IndexError" in line and "--checks memory" in line
+
+
+def test_every_output_option_inside_an_input_folder_is_refused(tmp_path: Path, fixtures: Path) -> None:
+    """`--json DUMP/step0/rank/dump.json` once replaced the dump with our report: every output option is refused."""
+    import hashlib
+    import shutil
+
+    dump = tmp_path / "dump"
+    shutil.copytree(fixtures / "msprobe" / "dump_ovf", dump)
+
+    def digest() -> dict[str, str]:
+        return {str(p.relative_to(dump)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(dump.rglob("*")) if p.is_file()}
+
+    before = digest()
+    inner = [p for p in dump.rglob("*.json")]
+    assert inner
+    for flag in ("--json", "--junit", "--save", "--markdown"):
+        for out in (inner[0], inner[0].parent / "new-report.json"):
+            proc = run_cli("check", str(dump), flag, str(out), "-q")
+            assert proc.returncode == 2, (flag, out, proc.stdout)
+            line = one_line_error(proc)
+            assert flag in line and ("overwrite" in line or "inside the input folder" in line)
+    # a file of a multi-file artifact given alone protects its folder too; any other file only itself
+    from ascend_tui.errors import InputError
+    from ascend_tui.outputs import check_output_path
+
+    dump_json = next(dump.rglob("dump.json"))
+    with pytest.raises(InputError, match="inside the input folder"):
+        check_output_path(dump_json.parent / "construct.json", [dump_json], option="--junit")
+    assert check_output_path(tmp_path / "report.json", [tmp_path / "run.log"]) == (tmp_path / "report.json").resolve()
+    log = tmp_path / "run.log"
+    shutil.copy(fixtures / "sanitizer" / "mssanitizer_memcheck_doc_examples.log", log)
+    proc = run_cli("sanitize", "--log", str(log), "--json", str(log))
+    assert proc.returncode == 2 and "overwrite" in one_line_error(proc)
+    assert digest() == before and not (inner[0].parent / "new-report.json").exists()
+    assert log.read_bytes() == (fixtures / "sanitizer" / "mssanitizer_memcheck_doc_examples.log").read_bytes()

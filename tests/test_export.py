@@ -103,15 +103,15 @@ def test_export_never_writes_over_or_into_an_input(tmp_path: Path) -> None:
     dump.mkdir()
     inv = memory_investigation()
     inv.run.target = str(log)
-    with pytest.raises(InputError, match="is an input of this investigation"):
+    with pytest.raises(InputError, match="would overwrite an input file"):
         write_export(inv, log, "markdown")
     assert log.read_text() == "====== ERROR: illegal read of size 4\n"
-    with pytest.raises(InputError, match="is an input"):
+    with pytest.raises(InputError, match="is inside the input folder"):
         write_export(inv, dump / "report.md", "markdown", inputs=[dump])
     model = tmp_path / "model.py"
     model.write_text("")
     inv.run.target = f"{model}:build"
-    with pytest.raises(InputError, match="is an input"):
+    with pytest.raises(InputError, match="would overwrite an input file"):
         write_export(inv, model, "json")
 
 
@@ -119,7 +119,7 @@ def test_export_rejects_unknown_format_folders_and_missing_parents(tmp_path: Pat
     inv = overflow_investigation()
     with pytest.raises(InputError, match="unknown export format 'xml'"):
         write_export(inv, tmp_path / "r.xml", "xml")
-    with pytest.raises(InputError, match="is a folder"):
+    with pytest.raises(InputError, match="names a folder"):
         write_export(inv, tmp_path, "json")
     with pytest.raises(InputError, match="folder does not exist"):
         write_export(inv, tmp_path / "nope" / "r.json", "json")

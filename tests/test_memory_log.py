@@ -102,8 +102,13 @@ def test_ascend_kernels_map_with_their_confidence(fixtures: Path, graph: Any) ->
     mm = prepare_events(graph, parse_lines(_ms_log(fixtures, MATMUL), "ms.log").events)[0]
     assert (mm.node, mm.confidence) == ("proj/addmm.0", 0.85)
     add = prepare_events(graph, parse_lines(_ms_log(fixtures, "add_custom_kernel"), "ms.log").events)[0]
-    assert add.node == "add.0" and add.confidence == 0.3
-    assert add.extra["candidates"] == 2 and add.extra["other_nodes"] == ["add.1"]
+    # 0.3: a guess, not a fact: the event stays unmapped with its candidates, in the finding and its JSON too
+    assert add.node is None and add.confidence == 0.3 and add.extra["unmapped"] is True
+    assert add.extra["candidate_nodes"] == ["add.0", "add.1"]
+    (f,) = [f for f in findings_from_events(graph, [add]) if f.kind == "illegal_access"]
+    assert f.node == "" and f.severity == "error"
+    assert "not placed on an operator: the best guess `add.0` has confidence 0.30" in f.message
+    assert f.metrics["unmapped"] is True and f.metrics["candidate_nodes"] == ["add.0", "add.1"]
 
 
 def test_events_without_an_operator_stay_unplaced(fixtures: Path, graph: Any) -> None:

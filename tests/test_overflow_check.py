@@ -289,11 +289,66 @@ def test_mask_infinities_absorbed_by_softmax_are_not_errors() -> None:
     b.op("attn/_softmax.0", "_softmax", ["attn/masked_fill.0"], stats(1.0, lo=0.0))
     b.op("attn/bmm.1", "bmm", ["attn/_softmax.0", "input:0"], stats(3.0))
     (f,) = [f for f in b.run() if f.check == "overflow"]
-    assert f.severity == "info" and f.hint is None
-    assert f.message == "-Inf at `attn/masked_fill.0` never reaches the outputs (absorbed downstream): likely a mask"
-    # the same -Inf reaching the outputs is an error
+    assert (f.severity, f.kind, f.node, f.hint) == ("info", "mask", "attn/masked_fill.0", None)
+    assert f.message.startswith("`attn/masked_fill.0` holds -Inf: an intended mask (a constant set by masked_fill)")
+    # the mask added to data stays a mask, even where it reaches the outputs: never an origin error
     b.op("out/add.0", "add", ["attn/masked_fill.0", "attn/bmm.1"], stats(0, lo=-INF, hi=9, inf=20))
-    assert [f.node for f in errors(b.run())] == ["attn/masked_fill.0"]
+    assert errors(b.run()) == []
+
+
+def masked_attention(scale: float) -> Builder:
+    """A padded attention: mask = where(pad, 0, finfo.min) built first, scores = (q * scale) @ k, scores + mask."""
+    b = Builder()
+    fmin = -65504.0
+    b.place("input:0", stats(3.0, rms=1.0))
+    b.place("input:pad", stats(1.0, lo=0.0), dtype="bool")
+    b.op("scalar_tensor.0", "scalar_tensor", [], stats(65504.0, lo=fmin, hi=fmin))
+    b.op("where.0", "where", ["input:pad", "scalar_tensor.0"], stats(65504.0, lo=fmin, hi=0.0))
+    b.op("attn/q/linear.0", "linear", ["input:0"], stats(4.0))
+    b.op("attn/mul.0", "mul", ["attn/q/linear.0"], stats(4.0 * scale) if 4 * scale < 65504 else
+         stats(0, hi=INF, inf=9))
+    b.op("attn/k/linear.0", "linear", ["input:0"], stats(4.0))
+    b.op("attn/matmul.0", "matmul", ["attn/mul.0", "attn/k/linear.0"], stats(0, lo=-INF, hi=INF, inf=30)
+         if 4 * scale >= 65504 else stats(16 * scale))
+    b.op("attn/add.0", "add", ["attn/matmul.0", "where.0"], stats(0, lo=-INF, hi=INF, inf=40) if 4 * scale >= 65504
+         else stats(65504.0, lo=-INF, hi=16 * scale, inf=12))
+    b.op("attn/softmax.0", "_softmax", ["attn/add.0"], stats(0, nan=30) if 4 * scale >= 65504 else stats(1.0, lo=0))
+    b.op("out/linear.0", "linear", ["attn/softmax.0"], stats(0, nan=30) if 4 * scale >= 65504 else stats(2.0))
+    # the reference (float32) holds the mask at float32's min and the real magnitudes
+    b.s_ref = StatsTable()
+    for nid in b.g.execution_order() + ["input:0", "input:pad"]:
+        st = b.s.get(nid)
+        if nid in ("scalar_tensor.0", "where.0"):
+            st = stats(3.4028234663852886e38, lo=-3.4028234663852886e38, hi=0.0)
+        elif nid == "attn/mul.0":
+            st = stats(4.0 * scale)
+        elif nid == "attn/matmul.0":
+            st = stats(16.0 * scale)
+        elif nid == "attn/add.0":
+            st = stats(3.4028234663852886e38, lo=-3.4028234663852886e38, hi=16 * scale)
+        elif nid in ("attn/softmax.0",):
+            st = stats(1.0, lo=0.0)
+        elif nid == "out/linear.0":
+            st = stats(2.0)
+        if st is not None:
+            b.s_ref.add(nid, 0, st)
+    return b
+
+
+def test_a_padded_mask_is_never_the_origin_nor_a_hop_of_the_chain() -> None:
+    clean = masked_attention(1.0)
+    assert errors(clean.run(reference=clean.s_ref)) == []
+    assert [f.kind for f in clean.run(reference=clean.s_ref) if f.severity == "warning"] == []
+    bad = masked_attention(1e5)
+    found = bad.run(reference=bad.s_ref)
+    first = errors(found)[0]
+    assert first.node == "attn/mul.0", "the scaled query overflowed, not the mask"
+    chain = [link.node for link in first.root_cause.chain]
+    assert "where.0" not in chain and "scalar_tensor.0" not in chain
+    assert all(f.node not in ("where.0", "scalar_tensor.0", "attn/add.0") for f in errors(found))
+    assert "meets the mask from `scalar_tensor.0` at `attn/add.0`" in first.message
+    masks = [f for f in found if f.kind == "mask"]
+    assert [f.node for f in masks] == ["scalar_tensor.0"] and masks[0].severity == "info"
 
 
 def test_dumps_without_counts_or_edges() -> None:
@@ -351,7 +406,7 @@ def test_report_findings_follow_the_report_schema() -> None:
     assert report["schema"] == "ascend-tui.report/1"
     assert {f["severity"] for f in report["findings"]} == {"error", "warning", "info"}
     for f in report["findings"]:
-        assert REPORT_FINDING_KEYS <= set(f) and set(f) - REPORT_FINDING_KEYS <= {"hint"}
+        assert REPORT_FINDING_KEYS <= set(f) and set(f) - REPORT_FINDING_KEYS <= {"hint", "id"}
         assert f["check"] == "overflow" and f["kind"] in ("inf", "nan", "saturation", "overflow", "underflow")
         assert f["severity"] in ("error", "warning", "info") and f["attribution"] in ("introduced", "inherited", None)
         assert isinstance(f["index"], int) and isinstance(f["message"], str) and isinstance(f["metrics"], dict)
@@ -383,3 +438,51 @@ def test_the_check_imports_neither_torch_nor_textual() -> None:
             "print(any(m in sys.modules for m in ('torch', 'textual')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_metrics_mean_one_thing_and_reasons_stay_whole() -> None:
+    # a float32 run checked as float16: the near-limit warning keeps the run's own abs max apart from the reference's
+    b = Builder("float32")
+    b.place("input:0", stats(1.0, rms=0.5), dtype="float32")
+    b.op("mul.0", "mul", ["input:0"], stats(40000.0), dtype="float32")
+    ref = StatsTable()
+    ref.add("input:0", 0, stats(1.0, rms=0.5))
+    ref.add("mul.0", 0, stats(50000.0))
+    (warn,) = [f for f in b.run(dtype="float16", reference=ref) if f.severity == "warning"]
+    assert warn.metrics["abs_max"] == 40000.0 and warn.metrics["reference_abs_max"] == 50000.0
+    # a divisor whose id holds a ':' (a gradient op) survives whole in the reason
+    b = Builder()
+    b.place("input:0", stats(1.0, rms=0.5))
+    b.op("backward:var.0", "var", ["input:0"], stats(0.5, lo=0.0, zeros=3), phase="backward")
+    b.op("backward:div.0", "div", ["input:0", "backward:var.0"], stats(0, hi=INF, inf=3), phase="backward")
+    (err,) = errors(b.run())
+    assert err.root_cause.reason == "the divisor `backward:var.0` has 3 zeros"
+    assert json.loads(json.dumps(err.to_json()))["root_cause"]["reason"] == err.root_cause.reason
+
+
+def test_an_infinite_float32_reference_over_a_finite_target_does_not_crash() -> None:
+    b = Builder("float32")
+    b.place("input:0", stats(1.0, rms=0.5), dtype="float32")
+    b.op("mul.0", "mul", ["input:0"], stats(3.0), dtype="float32")
+    ref = StatsTable()
+    ref.add("mul.0", 0, stats(0, hi=INF, inf=1))
+    found = b.run(dtype="float16", reference=ref)
+    assert [f.node for f in errors(found)] == ["mul.0"]
+
+
+def test_saturation_that_changes_no_output_is_a_warning_with_the_evidence() -> None:
+    from ascend_tui.checks.effect import OutputEffect
+
+    b = Builder()
+    b.place("input:0", stats(1.0, rms=0.5))
+    b.op("mul.0", "mul", ["input:0"], stats(65504.0))
+    b.op("clamp.0", "clamp", ["mul.0"], stats(3.0))
+    ref = StatsTable()
+    for nid, st in (("input:0", stats(1.0, rms=0.5)), ("mul.0", stats(9e4)), ("clamp.0", stats(3.0))):
+        ref.add(nid, 0, st)
+    fine = OutputEffect("float16", "output 0", 1.0, 0.001, 0, 8, 0, 1)
+    (warn,) = [f for f in b.run(inf_nan_mode=False, reference=ref, effect=fine) if f.kind == "saturation"]
+    assert warn.severity == "warning" and "harmless as measured" in warn.message
+    broken = OutputEffect("float16", "output 0", 0.5, 0.7, 0, 8, 0, 1)
+    (err,) = [f for f in b.run(inf_nan_mode=False, reference=ref, effect=broken) if f.kind == "saturation"]
+    assert err.severity == "error"

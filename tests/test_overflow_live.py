@@ -45,7 +45,7 @@ def test_sample_check_exits_1_with_root_cause_and_chain(tmp_path: Path, capsys: 
     keys = {"check", "kind", "severity", "node", "op_type", "module", "index", "message", "attribution", "metrics",
             "root_cause"}
     for f in report["findings"]:
-        assert keys <= set(f) <= keys | {"hint"}
+        assert keys <= set(f) <= keys | {"hint", "id"}
         assert f["root_cause"] is None or set(f["root_cause"]) == {"node", "module", "reason", "chain"}
         assert all(set(c) == {"node", "module", "op_type", "value"} for c in (f["root_cause"] or {}).get("chain", []))
 
@@ -266,8 +266,9 @@ def test_masked_transformer_in_float16_has_no_false_alarms(tmp_path: Path) -> No
     code = cli.main(["check", str(ROOT / "samples" / "tiny_gpt.py"), "--dtype", "float16", "--json", str(out), "-q"])
     report = json.loads(out.read_text())
     assert code == 0 and report["summary"] == {"errors": 0, "warnings": 0}
-    masks = [f for f in report["findings"] if f["kind"] == "inf"]
-    assert masks and all(f["severity"] == "info" and "likely a mask" in f["message"] for f in masks)
+    masks = [f for f in report["findings"] if f["kind"] == "mask"]
+    assert masks and all(f["severity"] == "info" and "an intended mask" in f["message"] for f in masks)
+    assert not [f for f in report["findings"] if f["kind"] == "inf"], "a mask is never an Inf origin"
 
 
 def test_underflow_is_measured_in_the_reference_run_without_another_forward() -> None:

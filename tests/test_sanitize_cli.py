@@ -22,14 +22,14 @@ FINDING_KEYS = {"check", "kind", "severity", "node", "op_type", "module", "index
 
 def validate_report(report: dict[str, Any]) -> None:
     """The names issue 2 fixes for `ascend-tui.report/1`, exactly."""
-    assert set(report) == {"schema", "target", "device", "run", "graph", "findings", "summary"}
+    assert set(report) == {"schema", "target", "device", "run", "graph", "findings", "summary", "story"}
     assert report["schema"] == "ascend-tui.report/1"
     assert set(report["device"]) == {"backend", "name", "inf_nan_mode"}
-    assert set(report["run"]) == {"checks", "dtype", "reference", "iterations"}
+    assert set(report["run"]) == {"checks", "dtype", "reference", "iterations", "notes"}
     assert set(report["graph"]) == {"nodes", "edges"}
     assert set(report["summary"]) == {"errors", "warnings"}
     for f in report["findings"]:
-        assert FINDING_KEYS <= set(f) <= FINDING_KEYS | {"hint"}
+        assert FINDING_KEYS <= set(f) <= FINDING_KEYS | {"hint", "id"}
         assert f["check"] == "memory" and f["severity"] in ("error", "warning", "info")
         assert isinstance(f["message"], str) and isinstance(f["index"], int)
     assert report["summary"]["errors"] == sum(f["severity"] == "error" for f in report["findings"])
@@ -78,8 +78,10 @@ def test_log_mapped_onto_a_saved_graph(fixtures: Path, tmp_path: Path) -> None:
     validate_report(report)
     assert report["graph"]["nodes"] == len(graph)
     first = report["findings"][0]
-    assert (first["node"], first["module"], first["op_type"]) == ("0/addmm.0", "0", "aten.addmm")
-    assert first["metrics"]["confidence"] == 0.425 and first["metrics"]["candidates"] == 2
+    # two matmuls share the kernel's confidence (0.425 each): a guess, listed as unmapped with its candidates
+    assert first["node"] == "" and first["metrics"]["unmapped"] is True
+    assert first["metrics"]["confidence"] == 0.425 and first["metrics"]["candidate_nodes"] == ["0/addmm.0", "2/addmm.0"]
+    assert "not placed on an operator" in first["message"]
     reopened = Investigation.load(inv_path)
     assert len(reopened.memory_events) == 7 and reopened.graph.node("2/addmm.0").module == "2"
 

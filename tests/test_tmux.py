@@ -74,7 +74,9 @@ def test_open_walk_and_quit_in_a_real_terminal(tmp_path: Path) -> None:
         session.keys("1", "p", "p")
         session.wait_for(lambda t: _breadcrumb(t).endswith("mul.0 › log.0") and _nan_count(t) == "32",
                          "the NaN origin with its 32 NaNs in the statistics")
-        session.keys("/", "sub")
+        session.keys("/")  # the search box takes the keys only once it is shown and focused
+        session.wait_for(lambda t: "search id, module or op type" in t, "the search box")
+        session.keys("sub")
         session.wait_for(lambda t: 'operators 1 of 6 · "sub"' in t, "the search result count")
         session.keys("Escape")  # alone: a terminal reads Escape followed at once by q as alt+q
         session.wait_for(lambda t: "operators 6 of 6" in t, "the search cleared")

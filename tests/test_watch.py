@@ -141,3 +141,35 @@ def test_exit_without_step_checks_once_and_float16_headroom_warns_once() -> None
     (warn,) = w.findings
     assert warn.kind == "overflow" and warn.severity == "warning" and warn.metrics["step"] == 0
     assert "float16" in warn.message and w.bad_steps == [] and w.steps == 4
+
+
+class Wide(nn.Module):
+    """A linear layer whose float16 output overflows for large inputs, plus a keyword input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+
+    def forward(self, x: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.fc(x)
+        return h * scale if scale is not None else h
+
+
+def test_rerun_under_autocast_keeps_autocast_grad_and_train_mode(tmp_path: Path) -> None:
+    """The saved re-run of a bad step under torch.autocast runs in float16 again, not in float32."""
+    torch.manual_seed(0)
+    model = Wide().eval()
+    with torch.no_grad():
+        model.fc.weight.mul_(10000.0)  # fine in float32 (peaks near 2e5), Inf in float16
+    x = torch.randn(8, 64) * 10.0
+    with ascend_tui.watch(model, save=tmp_path / "w{step}.atui.json", grads=False) as w:
+        with torch.autocast("cpu", dtype=torch.float16), torch.no_grad():
+            model(x, scale=torch.ones(64))  # positional and keyword inputs together
+        found = w.step()
+    assert found and w.bad_steps == [0] and w.saved is not None
+    inv = w.investigation
+    dtypes = [m.dtype for n in inv.graph for m in n.outputs if m is not None and n.kind == "op"]
+    assert dtypes.count("float16") > 0, dtypes
+    assert "autocast float16, grad off, eval mode" == inv.run.extra["modes"]
+    assert {"input:0", "input:scale"} <= {n.id for n in inv.graph if n.kind == "input"}
+    assert not model.training and not torch.is_autocast_enabled("cpu")

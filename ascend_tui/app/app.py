@@ -26,7 +26,7 @@ from ascend_tui.app.widgets.detail import Detail
 from ascend_tui.app.widgets.progress import RunProgress
 from ascend_tui.app.workers import ProgressPoster
 from ascend_tui.errors import AscendTuiError, Cancelled, InputError, TargetError
-from ascend_tui.export import default_export_path, op_summary, write_export
+from ascend_tui.export import default_export_stem, op_summary, write_export
 from ascend_tui.fmt import plural
 from ascend_tui.investigation import Investigation
 from ascend_tui.live.options import RunOptions
@@ -101,8 +101,11 @@ class InvestigatorApp(App[None]):
         self.main.set_investigation(inv, focus)
         summary = inv.summary()
         name = Path(inv.run.target).name if inv.run.target else (inv.graph.name or inv.run.source)
-        self.sub_title = (f"{name} · {plural(len(inv.graph.execution_order()), 'op')} · {plural(summary['errors'], 'error')}"
-                          f" · {plural(summary['warnings'], 'warning')} · {inv.run.dtype}")
+        self.sub_title = (f"{name} · {plural(len(inv.graph.execution_order()), 'op')} · "
+                          f"{plural(summary['errors'], 'error')} · {plural(summary['warnings'], 'warning')} · "
+                          f"{inv.run.dtype}")
+        if any("torch.compile" in str(n) for n in inv.run.extra.get("notes", ()) or ()):
+            self.sub_title += " · compiled model captured eagerly"
         self.refresh_bindings()
 
     @on(InvestigationLoaded)
@@ -270,6 +273,26 @@ class InvestigatorApp(App[None]):
 
         self.push_screen(view(self.inv), chosen)
 
+    def action_story_cause(self) -> None:
+        """Open the story on the cause that explains the focused operator's most severe finding."""
+        from ascend_tui.app.screens.story import StoryScreen
+        from ascend_tui.checks.story import finding_ids
+
+        node = self.main.ops.current
+        if self.inv is None or node is None:
+            return
+        ids = dict(zip(map(id, self.inv.findings), finding_ids(self.inv.findings)))
+        mine = self.inv.findings_for(node)
+        if not mine:
+            self.notify(f"no finding on {node}: nothing for the story to explain here", markup=False)
+            return
+
+        def chosen(target: str | None) -> None:
+            if target:
+                self.main.go(target)
+
+        self.push_screen(StoryScreen(self.inv, select=ids[id(mine[0])]), chosen)
+
     def action_run_checks(self) -> None:
         """Run every available live check on the loaded model."""
         self.action_run_check(None)
@@ -292,15 +315,30 @@ class InvestigatorApp(App[None]):
         return None
 
     def action_export_report(self, fmt: str = "all") -> None:
-        """Write the report next to where the app was started: JSON, Markdown or both."""
+        """Ask where to write the report (JSON, Markdown or both), showing the default first, then write it."""
         if self.inv is None:
             return
+        from ascend_tui.app.screens.dialogs import ExportDialog
+
         formats = ("json", "markdown") if fmt == "all" else (fmt,)
+        base = default_export_stem(self.export_dir, formats)
+        default = str(base) if len(formats) > 1 else str(base.with_suffix(".md" if fmt == "markdown" else ".json"))
+        what = "the JSON and Markdown reports (.json and .md)" if len(formats) > 1 else f"the {fmt} report"
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self._write_export(Path(path).expanduser(), formats)
+
+        self.push_screen(ExportDialog(default, what), chosen)
+
+    def _write_export(self, path: Path, formats: tuple[str, ...]) -> None:
+        suffix = {".json": "json", ".md": "markdown", ".markdown": "markdown"}.get(path.suffix.lower())
+        targets = [(path, suffix)] if suffix else [(path.with_name(path.name + (".json" if k == "json" else ".md")), k)
+                                                    for k in formats]
         written: list[str] = []
         try:
-            for kind in formats:
-                path = write_export(self.inv, default_export_path(kind, self.export_dir), kind, inputs=self.paths)
-                written.append(str(path))
+            for out, kind in targets:
+                written.append(str(write_export(self.inv, out, kind, inputs=self.paths)))
         except (InputError, OSError) as exc:
             self.notify(str(exc), title="export failed", severity="error", markup=False)
             return

@@ -42,9 +42,11 @@ GRAPH_COMMANDS: tuple[Command, ...] = (
 )
 
 APP_COMMANDS: tuple[Command, ...] = (
-    Command("report: export JSON", "write ascend-tui-report.json (schema ascend-tui.report/1)",
+    Command("report: export JSON", "ask where (default ./ascend-tui-report.json), then write the report "
+            "(schema ascend-tui.report/1)",
             "export_report('json')", on_app=True),
-    Command("report: export Markdown", "write ascend-tui-report.md, ready to paste into an issue",
+    Command("report: export Markdown", "ask where (default ./ascend-tui-report.md), then write it, ready to paste "
+            "into an issue",
             "export_report('markdown')", on_app=True),
     Command("operator: copy summary", "the focused operator's shapes, statistics and findings, to the clipboard",
             "copy_summary", on_app=True),

@@ -26,6 +26,7 @@ GRAPH_BINDINGS: list[Binding] = [
     Binding("p", "producer", "producer", id="graph.producer"),
     Binding("c", "consumer", "consumer", id="graph.consumer", show=False),
     Binding("r", "root_cause", "root cause", id="graph.root-cause"),
+    Binding("R", "app.story_cause", "cause in story", id="graph.story-cause", show=False),
     Binding("b,backspace", "back", "back", id="graph.back"),
     Binding("s", "step_mode", "step", id="graph.step-mode"),
     Binding("right,l", "step(1)", "step forward", id="graph.step-forward", show=False),

@@ -10,8 +10,9 @@ from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.memory import MemoryScreen
 from ascend_tui.app.screens.overflow import OverflowScreen
 from ascend_tui.app.screens.profile import ProfileScreen
+from ascend_tui.app.screens.story import StoryScreen
 
-VIEWS: list[type[CheckView]] = [OverflowScreen, MemoryScreen, ProfileScreen]
+VIEWS: list[type[CheckView]] = [StoryScreen, OverflowScreen, MemoryScreen, ProfileScreen]
 
 
 def view_by_id(view_id: str) -> type[CheckView] | None:

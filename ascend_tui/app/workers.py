@@ -91,6 +91,8 @@ def load_paths(paths: Sequence[str], live: RunOptions, progress: Progress,
 
         progress(f"reading {Path(first).name}", 0, None)
         loaded = Loaded(open_path(first, progress=progress, cancel=cancel, on_partial=on_partial))
+    from ascend_tui.formats import merge_path
+
     for extra in rest:
         _check(cancel)
         loaded.notes.append(merge_path(loaded.inv, extra, progress, cancel))
@@ -112,30 +114,6 @@ def run_checks(target: Target, live: RunOptions, checks: Sequence[str] | None, p
 
     options = live.but(checks=split_checks(checks)[0], loss=target.loss, target=target.spec)
     return run_live(target.model, target.inputs, options, progress=progress, cancel=cancel, on_partial=on_partial)
-
-
-def merge_path(inv: Investigation, path: str, progress: Progress, cancel: threading.Event) -> str:
-    """Put what `path` holds onto `inv`'s graph; returns a note saying what was added."""
-    from ascend_tui.formats import kind_of, open_path
-
-    progress(f"reading {Path(path).name}", 0, None)
-    if kind_of(path) == "sanitizer log":
-        from ascend_tui.formats.sanitizer import investigation_from_log, parse_file
-
-        before = len(inv.findings), len(inv.memory_events)
-        investigation_from_log(parse_file(Path(path), progress, cancel), inv)
-        events = inv.memory_events[before[1]:]
-        placed = sum(1 for e in events if e.node and e.node in inv.graph)
-        return (f"{Path(path).name}: {len(events)} memory events, {placed} placed on operators, "
-                f"{len(inv.findings) - before[0]} findings")
-    other = open_path(path, progress=progress, cancel=cancel)
-    inside = [f for f in other.findings if f.node in inv.graph]
-    inv.add_findings(inside)
-    inv.memory_events.extend(other.memory_events)
-    inv.memory_samples.extend(other.memory_samples)
-    skipped = len(other.findings) - len(inside)
-    note = f"{Path(path).name}: {len(inside)} findings added"
-    return note + (f", {skipped} on operators not in this graph" if skipped else "")
 
 
 def _check(cancel: threading.Event) -> None:

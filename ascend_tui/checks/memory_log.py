@@ -219,8 +219,14 @@ class _OpIndex:
                 self.by_bytes.setdefault(nbytes, []).append(n)
 
 
+MIN_CONFIDENCE = 0.5  # below it a mapping is a guess: the event is listed as unmapped, with its candidates
+
+
 def map_event(graph: OpGraph, event: MemoryEvent, index: _OpIndex | None = None) -> MemoryEvent:
-    """The event with `node` and `confidence` set from its kernel name (and sizes), or unchanged when nothing fits."""
+    """The event with `node` and `confidence` set from its kernel name (and sizes), or unchanged when nothing fits.
+
+    A mapping below `MIN_CONFIDENCE` leaves `node` empty and lists the guesses in `extra["candidate_nodes"]`.
+    """
     if event.node is not None and event.node in graph:
         return event
     index = index or _OpIndex(graph)
@@ -231,6 +237,11 @@ def map_event(graph: OpGraph, event: MemoryEvent, index: _OpIndex | None = None)
     if placed is None:
         return event
     node, confidence, notes = placed
+    if node is not None and confidence is not None and confidence < MIN_CONFIDENCE:
+        # Too weak to state as fact: the event stays unmapped, with its candidates for the user to judge.
+        guesses = [node, *notes.get("other_nodes", [])]
+        return replace(event, node=None, confidence=confidence,
+                       extra={**event.extra, **notes, "candidate_nodes": guesses, "unmapped": True})
     return replace(event, node=node, confidence=confidence, extra={**event.extra, **notes})
 
 
@@ -358,6 +369,11 @@ def findings_from_events(graph: OpGraph, events: Iterable[MemoryEvent], *,
         message = e.message
         if e.likely_false_positive:
             message += f" — likely a false positive: {e.extra.get('false_positive_reason')}"
+        if e.extra.get("unmapped") and e.extra.get("candidate_nodes"):
+            cands = list(e.extra["candidate_nodes"])
+            message += (f" — not placed on an operator: the best guess `{cands[0]}` has confidence "
+                        f"{e.confidence or 0:.2f} (below {MIN_CONFIDENCE}; {e.extra.get('mapping')}); candidates: "
+                        + ", ".join(f"`{c}`" for c in cands[:5]))
         hint = _hint(e)
         root = _index_cause(graph, node) if node is not None and e.kind in ("out_of_bounds", "illegal_access") else None
         if root is not None:
@@ -378,7 +394,9 @@ def _metrics(e: MemoryEvent) -> dict[str, Any]:
                          "memory_space": e.memory_space, "kernel": e.kernel, "block": e.block, "thread": e.thread,
                          "source": user_frame(e.frames), "confidence": e.confidence,
                          "mapping": e.extra.get("mapping"), "candidates": e.extra.get("candidates"),
-                         "likely_false_positive": e.likely_false_positive}
+                         "likely_false_positive": e.likely_false_positive,
+                         "unmapped": True if e.extra.get("unmapped") else None,
+                         "candidate_nodes": list(e.extra["candidate_nodes"]) if e.extra.get("candidate_nodes") else None}
     return {k: v for k, v in m.items() if v is not None}
 
 

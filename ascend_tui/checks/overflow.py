@@ -36,13 +36,17 @@ from ascend_tui.checks.overflow_explain import (
     RANGES,
     DtypeRange,
     Explainer,
+    headroom,
     label,
     num,
     op_name,
     range_of,
     times,
 )
-from ascend_tui.evidence import ChainLink, Finding, RootCause, Severity, StatsTable
+from ascend_tui.checks.effect import OutputEffect
+from ascend_tui.checks.masks import mask_nodes
+from ascend_tui.fmt import plural
+from ascend_tui.evidence import ChainLink, Finding, HistogramTable, RootCause, Severity, StatsTable
 from ascend_tui.graph.opgraph import Edge, OpGraph, OpNode
 
 __all__ = ["CHECK", "RANGES", "DtypeRange", "RangeEvidence", "analyze", "num", "op_name", "range_of", "times"]
@@ -76,13 +80,18 @@ def analyze(
     phase: str | None = None,
     evidence: Mapping[tuple[str, int], RangeEvidence] | None = None,
     underflow_fraction: float = 0.05,
+    effect: OutputEffect | None = None,
+    histograms: HistogramTable | None = None,
 ) -> list[Finding]:
     """Overflow, NaN, saturation, range-risk and underflow findings for every operator; see the module doc."""
     target = range_of(dtype)
     if target is None:
         raise ValueError(f"not a floating dtype: {dtype!r}")
-    return _Analysis(graph, stats, target, reference, inf_nan_mode, dict(overflow_flags or {}), headroom_bits,
-                     phase, dict(evidence or {}), underflow_fraction).run()
+    analysis = _Analysis(graph, stats, target, reference, inf_nan_mode, dict(overflow_flags or {}), headroom_bits,
+                         phase, dict(evidence or {}), underflow_fraction)
+    analysis.effect = effect
+    analysis.histograms = histograms if histograms is not None else HistogramTable()
+    return analysis.run()
 
 
 class _Table:
@@ -92,6 +101,11 @@ class _Table:
         self.rows = {key: i for i, key in enumerate(table.keys())} if table is not None else {}
         self.col = {n: (table.column(n) if table is not None else np.zeros(0)) for n in
                     ("min", "max", "abs_max", "nan_count", "inf_count", "zero_count", "numel", "l2norm")}
+        # Counts are whole numbers >= 0 whatever a reader found; magnitudes are >= 0 (NaN stays: it means NaN).
+        for n in ("nan_count", "inf_count", "zero_count", "numel"):
+            self.col[n] = np.nan_to_num(self.col[n], nan=0.0, posinf=2.0 ** 62, neginf=0.0).clip(0.0, 2.0 ** 62)
+        for n in ("abs_max", "l2norm"):
+            self.col[n] = np.abs(self.col[n])
 
     def get(self, key: tuple[str, int], name: str) -> float | None:
         row = self.rows.get(key)
@@ -115,6 +129,11 @@ class _Analysis(Explainer):
         self.under: dict[tuple[str, int], tuple[float, str]] = {}
         self._weights: dict[str, bool] = {}
         self._prods: dict[str, list[Edge]] = {}
+        self.effect: OutputEffect | None = None
+        self.histograms = HistogramTable()
+        self.bad_ids: set[str] = set()
+        self.masks: dict[str, str] = {}
+        self.meets: dict[str, tuple[str, str]] = {}
 
     # -- classification ------------------------------------------------------------------------
 
@@ -145,13 +164,66 @@ class _Analysis(Explainer):
                 continue
             value = self.magnitude(key)
             if value is not None and value > 0 and value not in _EXTREMES and t.col["abs_max"][i] not in _EXTREMES:
-                headroom = math.log2(eff.max / value)
-                if headroom < 0:
+                bits = headroom(eff.max, value)
+                if bits is not None and bits < 0:
                     self.bad[key] = "overflow"
-                elif headroom < self.headroom_bits:
-                    self.near[key] = headroom
+                elif bits is not None and bits < self.headroom_bits:
+                    self.near[key] = bits
             if eff.low_precision:
                 self._underflow(key, i, actual, eff, value)
+        self.find_masks()
+
+    def find_masks(self) -> None:
+        """Mark intended masks (see `checks.masks`) and take them out of every finding list."""
+        t = self.t
+        if not t.rows:
+            return
+        # Only outputs with NaN, +-Inf or magnitudes near some dtype's max can be masks: find them in numpy first.
+        near = min(r.max for r in RANGES.values()) / 2
+        lo, hi, am = np.abs(t.col["min"]), np.abs(t.col["max"]), t.col["abs_max"]
+        with np.errstate(invalid="ignore"):
+            flag = (~np.isfinite(lo) | ~np.isfinite(hi) | ~np.isfinite(am) | (lo >= near) | (hi >= near)
+                    | (am >= near) | (t.col["nan_count"] > 0))
+        keys = list(t.rows)
+        candidates = {keys[i][0] for i in np.flatnonzero(flag)}
+        order = sorted((n for n in candidates if n in self.g), key=self._order)
+        self.masks = mask_nodes(self.g, order, self._extremes, op_name)
+        for table in (self.bad, self.near, self.under):
+            for key in [k for k in table if k[0] in self.masks]:
+                del table[key]
+
+    def _extremes(self, nid: str) -> tuple[bool, bool, bool, bool]:
+        """(some output is ±Inf or within a bit of its dtype's max in every run that measured it, some output
+        holds NaN, some output is extreme in the checked run, every output lies within [-1, 1]); masks are
+        extreme in float16 and float32 alike, overflows only in the narrow dtype."""
+        node = self.g.get(nid)
+        extreme = nan = raw = False
+        unit = True
+        if node is None:
+            return False, False, False, False
+        for slot, meta in enumerate(node.outputs or (None,)):
+            key = (nid, slot)
+            if key not in self.t.rows:
+                continue
+            stored = range_of(meta.dtype) if meta is not None else None
+            if stored is None:
+                continue
+            lo, hi, am = self.t.get(key, "min"), self.t.get(key, "max"), self.t.get(key, "abs_max")
+            if (self.t.get(key, "nan_count") or 0) > 0 or any(v is not None and math.isnan(v) for v in (lo, hi)):
+                nan = True
+                continue
+            vals = [v for v in (lo, hi, am) if v is not None]
+            big = any(math.isinf(v) or abs(v) >= stored.max / 2 for v in vals)
+            raw |= big
+            if big and key in self.r.rows:
+                ref = [v for v in (self.r.get(key, "min"), self.r.get(key, "max"), self.r.get(key, "abs_max"))
+                       if v is not None and not math.isnan(v)]
+                big = any(math.isinf(v) or abs(v) >= RANGES["float32"].max / 2 for v in ref)
+            if big and node.kind == "input" and (hi is None or hi > 0):
+                big = False  # an input is an additive mask only when it holds 0 and large negatives
+            extreme |= big
+            unit &= all(abs(v) <= 1 for v in vals)
+        return extreme, nan, raw, unit and not raw
 
     def _order(self, nid: str) -> tuple[int, int]:
         node = self.g.get(nid)
@@ -176,8 +248,10 @@ class _Analysis(Explainer):
             ref_zero, numel = self.r.get(key, "zero_count") or 0.0, self.t.col["numel"][i]
             if numel > ref_zero:
                 fraction, how = max(0.0, (self.t.col["zero_count"][i] - ref_zero) / (numel - ref_zero)), "zeros"
-        elif value is not None and 0 < value < eff.smallest_subnormal:
-            fraction, how = 1.0, "abs max"
+        elif value is not None and 0 < value <= eff.smallest_subnormal / 2:
+            fraction, how = 1.0, "abs max"  # round to nearest even: at most half the smallest subnormal is 0
+        elif actual != eff and eff.name == "float16" and (h := self.histograms.get(*key)) is not None and h[1] > 0:
+            fraction, how = float(h[0][0]) / h[1], "histogram"  # the (0, 2**-24) bin: an upper bound
         if fraction is not None and fraction >= self.uf_min and fraction > 0:
             self.under[key] = (fraction, how)
 
@@ -191,6 +265,7 @@ class _Analysis(Explainer):
             if cur is None or _RANK[kind] < _RANK[cur[0]]:
                 bad_nodes[nid] = (kind, slot)
         order = sorted(bad_nodes, key=self._order)
+        self.bad_ids = set(bad_nodes)
         origins_of: dict[str, tuple[str, ...]] = {}
         origins: list[str] = []
         reaches_out: set[str] = set()
@@ -204,6 +279,10 @@ class _Analysis(Explainer):
                 srcs = [origins[0]]  # no data flow recorded here: execution order decides
             if srcs:
                 origins_of[nid] = tuple(srcs[:4])
+                mask = next((e.src for e in prods if e.src in self.masks), None)
+                if mask is not None:
+                    for o in origins_of[nid]:
+                        self.meets.setdefault(o, (nid, self.masks[mask]))
             else:
                 origins_of[nid] = (nid,)
                 origins.append(nid)
@@ -227,7 +306,27 @@ class _Analysis(Explainer):
             elif shown:
                 findings.append(self.inherited_finding(node, slot, kind, origins_of[nid][0], bad_nodes))
         findings += self.soft_findings(set(bad_nodes))
+        findings += self.mask_findings()
         return findings
+
+    def mask_findings(self) -> list[Finding]:
+        """One info finding per mask that holds ±Inf or ±max, where it is made, so the app shows what was set aside."""
+        out: list[Finding] = []
+        for nid in sorted({m for m in self.masks.values()}, key=self._order):
+            node = self.g.get(nid)
+            if node is None or (self.phase is not None and node.phase != self.phase):
+                continue
+            key = (nid, 0)
+            lo, hi = self.t.get(key, "min"), self.t.get(key, "max")
+            value = lo if lo is not None and hi is not None and abs(lo) >= abs(hi) else hi
+            made = "a constant the model was given" if node.is_placeholder else f"a constant set by {op_name(node.op_type)}"
+            users = sum(1 for v in self.masks.values() if v == nid) - 1
+            carried = f"it and the {plural(users, 'op')} that carry it are" if users else "it is"
+            message = (f"`{nid}` holds {num(value) if value is not None else 'extreme values'}: an intended mask "
+                       f"({made}), not an overflow; {carried} left out of origins and amplification chains")
+            out.append(Finding(CHECK, "mask", "info", nid, node.op_type, node.module, node.index, message,
+                               "introduced", {"slot": 0, "abs_max": self.t.get(key, "abs_max"), "mask_ops": users + 1}))
+        return out
 
     def soft_findings(self, bad_nodes: set[str]) -> list[Finding]:
         """Near-limit and underflow warnings, only where they start (not on every op that carries them)."""
@@ -281,25 +380,47 @@ class _Analysis(Explainer):
             head = (f"`{node.id}` reaches {num(self.magnitude(key))} in float32, beyond the {eff.name} max: "
                     f"it overflows in {eff.name}")
         message = f"{head} ({', '.join(facts)})"
+        if meet := self.meets.get(node.id):
+            message += f"; it then meets the mask from `{meet[1]}` at `{meet[0]}` (the mask is intended, this is not)"
         if story := self.story(chain):
             message += f"; {story}"
-        if hints:
-            message += " — " + " or ".join(h[1] for h in hints[:2])
         severity: Severity = "error"
-        if absorbed and kind == "inf" and (node.is_placeholder or op_name(node.op_type) in _INTENDED):
-            severity = "info"
-            message = f"{label} {self.where(node)} never reaches the outputs (absorbed downstream): likely a mask"
-            hints = []
-        elif absorbed:
-            severity = "warning"
-            message += " (it never reaches the outputs: absorbed downstream)"
+        if absorbed:
+            severity, text = self.absorbed_effect(node, eff.name)
+            if severity != "error" and kind == "inf" and (node.is_placeholder or op_name(node.op_type) in _INTENDED):
+                severity = "info"
+                message = f"{label} {self.where(node)} never reaches the outputs (absorbed downstream): likely a mask"
+                hints = []
+            else:
+                message += text
+        elif kind == "saturation" and self.effect is not None and not self.effect.damaged:
+            severity, text = self.absorbed_effect(node, eff.name, what="the clamped values")
+            message += text
+        if hints:
+            message += (" — fix: " if absorbed else " — ") + " or ".join(h[1] for h in hints[:2])
         mag = self.magnitude(key)
         metrics: dict[str, Any] = {
             **self.counts(key), "dtype": eff.name, "dtype_max": eff.max, "input_abs_max": in_max,
-            "reference_abs_max": ref_out, "headroom_bits": math.log2(eff.max / mag) if mag and math.isfinite(mag)
+            "reference_abs_max": ref_out, "headroom_bits": headroom(eff.max, mag) if mag and math.isfinite(mag)
             else None, "max_growth": best, "chain_length": len(chain), "first": first, "ops_affected": affected}
         return Finding(CHECK, kind, severity, node.id, node.op_type, node.module, node.index, message,
                        "introduced", metrics, root, "; ".join(h[2] for h in hints) or None)
+
+    def absorbed_effect(self, node: OpNode, dtype: str, *, what: str = "it never reaches the outputs: absorbed "
+                        "downstream") -> tuple[Severity, str]:
+        """Severity and the evidence for a problem the outputs do not carry: an error when the outputs differ from
+        float32 beyond the dtype's precision and the ops right after it show the change, else a warning."""
+        damage = self.downstream_damage(node.id, dtype, skip=frozenset(self.bad_ids))
+        local = f"`{damage[0]}` has {damage[1]}" if damage else None
+        if self.effect is None:
+            extra = f"; but {local}" if local else ""
+            return "warning", f" ({what}{extra}; its effect on the outputs was not measured: no reference outputs)"
+        if self.effect.damaged and local:
+            return "error", f" — {what}, but not harmlessly: {local}; {self.effect.verdict()}"
+        if self.effect.damaged:
+            return "warning", (f" ({what}; the outputs differ from float32 ({self.effect.describe()}) but the ops "
+                               f"right after it match the reference)")
+        return "warning", f" ({what}; harmless as measured: {self.effect.verdict()})"
 
     def counts(self, key: tuple[str, int]) -> dict[str, Any]:
         """The slot and what the run measured on it, for a finding's metrics."""
@@ -344,8 +465,9 @@ class _Analysis(Explainer):
                    f"{num(eff.max)} (warning under {self.headroom_bits:g})")
         if story := self.story(chain):
             message += f"; {story}"
-        metrics = {"slot": key[1], "dtype": eff.name, "dtype_max": eff.max, "abs_max": value,
-                   "headroom_bits": headroom, "max_growth": best, "chain_length": len(chain)}
+        metrics = {"slot": key[1], "dtype": eff.name, "dtype_max": eff.max, "abs_max": self.t.get(key, "abs_max"),
+                   "reference_abs_max": self.r.get(key, "abs_max"), "headroom_bits": headroom, "max_growth": best,
+                   "chain_length": len(chain)}
         return Finding(CHECK, "overflow", "warning", node.id, node.op_type, node.module, node.index, message,
                        "introduced", metrics, root, "; ".join(h[2] for h in hints) or None)
 
@@ -357,13 +479,20 @@ class _Analysis(Explainer):
         sub = num(eff.smallest_subnormal)
         where = self.where(node)
         if how == "measured":
-            message = (f"{pct} of the non-zero values {where} are below {eff.name}'s smallest subnormal {sub}: "
-                       f"they flush to zero")
+            message = (f"{pct} of the non-zero values {where} flush to zero when cast to {eff.name} (measured on the "
+                       f"float32 values; {eff.name}'s smallest subnormal is {sub})")
+        elif how == "histogram":
+            message = (f"up to {pct} of the non-zero values {where} lie below {eff.name}'s smallest subnormal {sub} "
+                       f"(estimated from a sample histogram; about half of those flush to zero in a cast)")
         elif how == "zeros":
             message = f"{pct} of the values {where} that are non-zero in float32 became zero in {eff.name} (underflow)"
         else:
-            message = (f"every value {where} is below {eff.name}'s smallest subnormal {sub} "
+            message = (f"every value {where} is at most half {eff.name}'s smallest subnormal {sub} "
                        f"(abs max {num(self.magnitude(key) or 0.0)}): the tensor flushes to zero")
+        severity: Severity = "warning"
+        if node.phase == "forward":
+            severity, text = self.absorbed_effect(node, eff.name, what="the values that flush")
+            message += text
         hint = None
         if node.phase == "backward" and eff.name == "float16":
             hint = (f"scale the loss (torch.amp.GradScaler, or torch_npu.npu.amp.GradScaler on NPU) so small "
@@ -371,7 +500,7 @@ class _Analysis(Explainer):
             message += " — scale the loss"
         metrics = {"slot": key[1], "dtype": eff.name, "fraction": fraction, "source": how,
                    "smallest_subnormal": eff.smallest_subnormal, "abs_max": self.t.get(key, "abs_max")}
-        return Finding(CHECK, "underflow", "warning", node.id, node.op_type, node.module, node.index, message,
+        return Finding(CHECK, "underflow", severity, node.id, node.op_type, node.module, node.index, message,
                        "introduced", metrics, None, hint)
 
 

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ascend_tui.checks.effect import OpStats, divergence
 from ascend_tui.evidence import ChainLink, RootCause
 from ascend_tui.graph.trace import greedy_upstream
 
@@ -62,6 +63,7 @@ _EXP = frozenset("exp exp2 expm1 sinh cosh".split())
 _DIVISOR_SLOT = {"div": 1, "divide": 1, "true_divide": 1, "realdiv": 1, "truediv": 1, "floor_divide": 1,
                  "reciprocal": 0, "rsqrt": 0, "rtruediv": 0}
 _LOG = frozenset("log log2 log10 sqrt".split())
+_SCALE_FACTORS = frozenset("rsqrt reciprocal".split())
 
 
 def range_of(dtype: str | None) -> DtypeRange | None:
@@ -90,6 +92,30 @@ def num(x: float) -> str:
     return text
 
 
+def headroom(limit: float, value: float | None) -> float | None:
+    """Bits between `value` and the dtype max `limit` (log2(limit / value)), defined for every input.
+
+    0 gives +Inf, +-Inf gives -Inf, NaN or None gives None: a statistic can never crash the check.
+    """
+    if value is None or limit is None or math.isnan(value) or math.isnan(limit):
+        return None
+    value, limit = abs(value), abs(limit)
+    if math.isinf(value):
+        return -math.inf if math.isfinite(limit) else 0.0
+    if value == 0:
+        return math.inf
+    if math.isinf(limit):
+        return math.inf
+    return math.log2(limit) - math.log2(value)
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b when it is a number (growth, shares): None for NaN, a zero or non-finite divisor, or a NaN result."""
+    if a is None or b is None or b == 0 or not math.isfinite(b) or math.isnan(a):
+        return None
+    return a / b
+
+
 def label(kind: str) -> str:
     """`NaN`, `Inf`, `saturation`, `overflow`: a kind as a message names it."""
     return {"nan": "NaN", "inf": "Inf"}.get(kind, kind)
@@ -109,6 +135,7 @@ class Explainer:
     evidence: dict[tuple[str, int], RangeEvidence]
     predict: bool
     _weights: dict[str, bool]
+    masks: dict[str, str]
 
     _prods: dict[str, list[Edge]]
 
@@ -118,6 +145,35 @@ class Explainer:
         if edges is None:
             edges = self._prods[nid] = self.g.producers(nid)
         return edges
+
+    def op_stats(self, table: Any, key: tuple[str, int]) -> OpStats | None:
+        l2, zeros, n = (table.get(key, c) for c in ("l2norm", "zero_count", "numel"))
+        return None if l2 is None or n is None else OpStats(l2, zeros or 0.0, n)
+
+    def downstream_damage(self, nid: str, dtype: str, *, skip: frozenset[str] = frozenset(),
+                          limit: int = 12) -> tuple[str, str] | None:
+        """(op, what differs from float32) at the first ops after `nid` that hold numbers again (past the ops that
+        carry its Inf or NaN), or None when they match the reference: the cheap check of an absorbed problem."""
+        if not self.r.rows:
+            return None
+        seen, queue, checked = {nid}, [nid], 0
+        while queue and checked < limit:
+            cur = queue.pop(0)
+            for e in self.g.consumers(cur):
+                if e.dst in seen:
+                    continue
+                seen.add(e.dst)
+                key = (e.dst, 0)
+                if e.dst in skip or (self.t.get(key, "inf_count") or 0) > 0 or (self.t.get(key, "nan_count") or 0) > 0:
+                    queue.append(e.dst)  # still carries the problem: look further
+                    continue
+                t, r = self.op_stats(self.t, key), self.op_stats(self.r, key)
+                checked += 1
+                if t is not None and r is not None and (what := divergence(t, r, dtype)):
+                    return e.dst, what
+                if t is None or r is None:
+                    queue.append(e.dst)
+        return None
 
     def magnitude(self, key: tuple[str, int]) -> float | None:
         """Abs max of an output: from the float32 reference when it has a number, else from the run."""
@@ -152,12 +208,13 @@ class Explainer:
         def score(src: str, out_slot: int) -> float | None:
             node = self.g.node(src)
             meta = node.outputs[out_slot] if out_slot < len(node.outputs) else None
-            if meta is not None and range_of(meta.dtype) is None:
-                return None
+            if (meta is not None and range_of(meta.dtype) is None) or src in self.masks:
+                return None  # integers and masks carry no data to follow
             v = self.magnitude((src, out_slot))
             if v is None or not math.isfinite(v):
                 return None
-            return -1.0 / (1.0 + v) if self.weight_like(src) else v
+            scale = op_name(node.op_type) in _SCALE_FACTORS  # 1/rms of a norm: a factor, not the data it scales
+            return -1.0 / (1.0 + v) if scale or self.weight_like(src) else v
 
         path = greedy_upstream(self.g, origin, score, max_hops=MAX_CHAIN)
         values = [self.magnitude((origin, slot))] + [self._out_mag(n, path[i]) for i, n in enumerate(path[1:])]
@@ -247,19 +304,19 @@ class Explainer:
         src = chain[-1] if len(chain) > 1 else None
         src_rms = self.rms((src[0], 0)) if src is not None and "unnormalized" in tags else None
         if intrinsic is not None:
-            return RootCause(node.id, node.module, intrinsic.split(":")[0], links), best[1] if best else None
+            return RootCause(node.id, node.module, intrinsic.partition(": ")[0], links), best[1] if best else None
         if node.is_placeholder:
             return RootCause(node.id, node.module, f"{label(kind)} is already in `{node.id}` before any op runs",
                              links), None
-        if src is not None and src_rms is not None and (best is None or math.log(src_rms) >= math.log(best[1])):
+        if src is not None and src_rms is not None and (best is None or src_rms >= best[1]):
             snode = self.g.node(src[0])
             return RootCause(src[0], snode.module, f"un-normalized input: values up to {num(src[1])} "
                              f"(rms {num(src_rms)})", links), best[1] if best else None
         if best is not None and best[1] >= 2:
             i = [n for n, _ in chain].index(best[0])
             bnode = self.g.node(best[0])
-            weights = [(e.src, v) for e in self.prods(best[0]) if self.weight_like(e.src)
-                       and (v := self.magnitude((e.src, e.out_slot))) is not None and v >= 2]
+            weights = [(e.src, v) for e in self.prods(best[0]) if self.weight_like(e.src) and e.src not in self.masks
+                       and (v := self.magnitude((e.src, e.out_slot))) is not None and v >= 2 and math.isfinite(v)]
             by = ""
             if weights:
                 w, v = max(weights, key=lambda wv: wv[1])

@@ -58,3 +58,28 @@ def open_path(path: str | Path, progress: Progress | None = None, cancel: thread
     if on_partial is not None and getattr(reader, "streams", False):
         return reader.load(p, progress=progress, cancel=cancel, on_partial=on_partial)
     return reader.load(p, progress=progress, cancel=cancel)
+
+
+def merge_path(inv: Investigation, path: str | Path, progress: Progress | None = None,
+               cancel: threading.Event | None = None) -> str:
+    """Lay what `path` holds onto `inv`'s graph (the app's `open A B`, `triage A B`); a note saying what was added."""
+    from ascend_tui.formats.sanitizer import investigation_from_log, parse_file
+
+    p = Path(path)
+    if progress is not None:
+        progress(f"reading {p.name}", 0, None)
+    if kind_of(p) == "sanitizer log":
+        before = len(inv.findings), len(inv.memory_events)
+        investigation_from_log(parse_file(p, progress, cancel), inv)
+        events = inv.memory_events[before[1]:]
+        placed = sum(1 for e in events if e.node and e.node in inv.graph)
+        return (f"{p.name}: {len(events)} memory events, {placed} placed on operators, "
+                f"{len(inv.findings) - before[0]} findings")
+    other = open_path(p, progress=progress, cancel=cancel)
+    inside = [f for f in other.findings if f.node in inv.graph]
+    inv.add_findings(inside)
+    inv.memory_events.extend(other.memory_events)
+    inv.memory_samples.extend(other.memory_samples)
+    skipped = len(other.findings) - len(inside)
+    note = f"{p.name}: {len(inside)} findings added"
+    return note + (f", {skipped} on operators not in this graph" if skipped else "")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from ascend_tui.checks.effect import OutputEffect, compare_outputs
 from ascend_tui.checks.overflow import RangeEvidence, analyze, range_of
 from ascend_tui.errors import AscendTuiError
 from ascend_tui.graph.opgraph import OpNode, derive
@@ -92,10 +93,35 @@ class OverflowCheck:
             else:
                 if inv.reference is not None and inv.reference is not inv.stats:
                     _merge_missing(inv.reference, ref_stats)
+        effect = output_effect(ctx, dtype)
+        if effect is not None:
+            inv.run.extra["output_effect"] = effect.to_json()
         findings = analyze(inv.graph, inv.stats, dtype=dtype, reference=inv.reference, inf_nan_mode=inf_nan,
                            overflow_flags=flags, headroom_bits=float(opts.setting("headroom_bits", 1.0)),
-                           evidence=evidence, underflow_fraction=float(opts.setting("underflow_fraction", 0.05)))
+                           evidence=evidence, underflow_fraction=float(opts.setting("underflow_fraction", 0.05)),
+                           effect=effect, histograms=inv.histograms)
         inv.replace_findings("overflow", findings)
+
+
+def output_effect(ctx: LiveContext, dtype: str) -> OutputEffect | None:
+    """The target's floating outputs against the reference run's, when both runs kept them (see `checks.effect`)."""
+    if ctx.target is None or ctx.reference is None:
+        return None
+    from torch.utils._pytree import keystr, tree_flatten_with_path
+
+    def floats(outputs: Any) -> tuple[list[str], list[np.ndarray]]:
+        names, arrays = [], []
+        for path, leaf in tree_flatten_with_path(outputs)[0]:
+            if hasattr(leaf, "is_floating_point") and leaf.is_floating_point() and leaf.numel() > 0:
+                names.append(f"output {keystr(path).strip('[]') or 0}".replace("'", ""))
+                arrays.append(leaf.detach().float().cpu().numpy())
+        return names, arrays
+
+    names, targets = floats(ctx.target.outputs)
+    ref_names, references = floats(ctx.reference.outputs)
+    if names != ref_names:
+        return None
+    return compare_outputs(targets, references, dtype, names)
 
 
 def _any_nonfinite(inv: Investigation) -> bool:
@@ -270,7 +296,7 @@ def _grad_nodes(recorder: Recorder, params: list[tuple[str, Any]]) -> None:
 
 
 class EvidenceObserver(Watcher):
-    """Counts, per measured tensor, the non-zero values below a dtype's smallest subnormal and the smallest |x| > 0."""
+    """Counts, per measured tensor, the non-zero values a cast to `dtype` flushes to zero and the smallest |x| > 0."""
 
     def __init__(self, *, flush_below: float, dtype: str) -> None:
         self.flush_below = flush_below
@@ -287,7 +313,12 @@ class EvidenceObserver(Watcher):
         if a.dtype != torch.float32 and a.dtype != torch.float64:
             a = a.float()
         nonzero = a != 0
-        flushed = (nonzero & (a < self.flush_below)).sum()
+        low = getattr(torch, self.dtype, None) if self.dtype else None
+        if isinstance(low, torch.dtype) and low.is_floating_point:
+            # What the cast really flushes: round to nearest even, subnormals and ties included.
+            flushed = (nonzero & (a.to(low) == 0)).sum()
+        else:  # no such dtype in this torch: at most half the smallest subnormal (the tie included) rounds to 0
+            flushed = (nonzero & (a <= self.flush_below / 2)).sum()
         smallest = torch.where(nonzero, a, torch.full((), float("inf"), dtype=a.dtype, device=a.device)).amin()
         self.keys.append((node, slot))
         self.rows.append(torch.stack((flushed.double(), nonzero.sum().double(), smallest.double())))

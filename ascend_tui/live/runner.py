@@ -58,11 +58,22 @@ def resolve_checks(checks: tuple[Any, ...]) -> tuple[LiveCheck, ...]:
     return tuple(by_name[c]() if isinstance(c, str) else c for c in parse_checks(tuple(checks)))
 
 
+def user_model(model: Any) -> tuple[Any, list[str]]:
+    """(the module to capture, notes for the report) for any callable: see `live.callables.as_module`."""
+    from ascend_tui.live.callables import as_module
+
+    try:
+        return as_module(model)
+    except TypeError as exc:
+        raise InputError("model", str(exc)) from None
+
+
 def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress | None = None,
              cancel: threading.Event | None = None,
              on_partial: Callable[[Investigation], None] | None = None) -> Investigation:
     """Capture `model` on the device (and the reference) with every check's observers, then run each check."""
     checks = resolve_checks(tuple(options.checks))
+    model, notes = user_model(model)
     dev = select(options.device)
     want = torch_dtype(options.dtype)
     run_dtype = want or model_dtype(model, inputs)
@@ -94,6 +105,8 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
                   source="live", extra={"backward": options.backward} if options.backward else {})
     inv = Investigation(ctx.target.graph, stats=ctx.target.stats, reference=ref_stats, run=run,
                         histograms=ctx.target.histograms)
+    if notes:
+        inv.run.extra.setdefault("notes", []).extend(notes)
     for i, check in enumerate(checks):
         if on_partial is not None:
             on_partial(inv.snapshot())

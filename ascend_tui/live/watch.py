@@ -25,8 +25,10 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ascend_tui.checks.overflow import CHECK, num, range_of
 from ascend_tui.evidence import Finding, RootCause
@@ -85,6 +87,7 @@ class Watch:
         self._last: Any = _dead
         self._handles: list[Any] = []
         self._inputs: Any = None
+        self._modes: CallState | None = None
         self._rng: Any = None
         self._warned: set[str] = set()
         self._device: Any = None
@@ -135,6 +138,7 @@ class Watch:
         if self._paused:
             return
         self._inputs = (args, kwargs)
+        self._modes = call_state(self._torch, self._backend, self.model)
         if self._backend in ("cpu", "cuda"):
             torch = self._torch
             cuda = torch.cuda.get_rng_state(self._index) if self._backend == "cuda" else None
@@ -244,13 +248,15 @@ class Watch:
 
     def _rerun(self, step: int, inputs: Any) -> None:
         """Capture the bad step op by op on its inputs and save the investigation (a failure only warns)."""
+        from ascend_tui.live.capture import Inputs
+
         if inputs is None and self._inputs is not None:
             a, kw = self._inputs
-            inputs = kw if kw and not a else (a if not kw else None)
+            inputs = Inputs(tuple(a), dict(kw)) if a and kw else (kw if kw else a)
         if inputs is None:
             return
         try:
-            inv = self._capture(step, inputs if isinstance(inputs, (tuple, list, dict)) else (inputs,))
+            inv = self._capture(step, inputs if isinstance(inputs, (tuple, list, dict, Inputs)) else (inputs,))
             path = Path(str(Path(DEFAULT_SAVE if self.save is True else str(self.save)).expanduser())
                         .replace("{step}", str(step)))
             inv.save(path)
@@ -261,7 +267,8 @@ class Watch:
         self.saved, self.investigation = path, inv
 
     def _capture(self, step: int, inputs: Any) -> Any:
-        """The re-run itself, with the model's buffers and the RNG put back as they were."""
+        """The re-run itself, under the autocast state, grad mode and train/eval mode the step ran with, with the
+        model's buffers and the RNG put back as they were."""
         from ascend_tui.investigation import Investigation, RunInfo
         from ascend_tui.live.context import LiveContext
         from ascend_tui.live.options import RunOptions
@@ -278,13 +285,17 @@ class Watch:
                 torch.set_rng_state(self._rng[0])
                 if cuda:
                     torch.cuda.set_rng_state(self._rng[1], self._index)
-            result = capture(self.model, inputs, phase_label=f"re-running step {step}")
+            modes = self._modes or call_state(torch, self._backend, self.model)
+            with modes.applied(self.model):
+                result = capture(self.model, inputs, phase_label=f"re-running step {step}", grad=modes.grad,
+                                 autocast=(modes.device_type, modes.autocast_dtype) if modes.autocast else None)
             device = self.device
             info = device.info().to_json() if device.backend in ("cpu", "cuda", "npu") else \
                 {"backend": device.backend, "name": device.backend, "inf_nan_mode": True}
             inv = Investigation(result.graph, stats=result.stats, run=RunInfo(
                 target=type(self.model).__name__, device=info, checks=("overflow",), dtype=self.dtype,
-                reference=None, source="watch", extra={"step": step, "rng_restored": self._rng is not None}))
+                reference=None, source="watch", extra={"step": step, "rng_restored": self._rng is not None,
+                                                       "modes": modes.describe()}))
             settings: dict[str, Any] = {"headroom_bits": self.headroom_bits, "overflow_evidence": False}
             if self._inf_nan is not None:
                 settings["inf_nan_mode"] = self._inf_nan
@@ -302,6 +313,46 @@ class Watch:
             torch.set_rng_state(rng_now[0])
             if cuda:
                 torch.cuda.set_rng_state(rng_now[1], self._index)
+
+
+@dataclass(frozen=True, slots=True)
+class CallState:
+    """The modes a forward ran under: autocast (enabled, dtype) for the device, grad mode and train/eval."""
+
+    device_type: str
+    autocast: bool
+    autocast_dtype: Any
+    grad: bool
+    training: bool
+
+    @contextmanager
+    def applied(self, model: Any) -> Iterator[None]:
+        """Put the model in the train/eval mode the step ran in, and back afterwards (autocast and grad mode go to
+        `recording`)."""
+        was = bool(getattr(model, "training", False))
+        if hasattr(model, "train"):
+            model.train(self.training)
+        try:
+            yield
+        finally:
+            if hasattr(model, "train"):
+                model.train(was)
+
+    def describe(self) -> str:
+        cast = f"autocast {dtype_name(self.autocast_dtype)}" if self.autocast else "no autocast"
+        return f"{cast}, grad {'on' if self.grad else 'off'}, {'train' if self.training else 'eval'} mode"
+
+
+def call_state(torch: Any, backend: str, model: Any) -> CallState:
+    """The modes in force right now, for the device the model lives on."""
+    device_type = backend if backend in ("cpu", "cuda", "npu", "xpu", "mps") else "cpu"
+    try:
+        enabled = bool(torch.is_autocast_enabled(device_type))
+        dtype = torch.get_autocast_dtype(device_type)
+    except (AttributeError, RuntimeError, TypeError):  # older torch or a backend autocast does not know
+        enabled, dtype = False, None
+    return CallState(device_type, enabled, dtype, bool(torch.is_grad_enabled()), bool(getattr(model, "training",
+                                                                                                False)))
 
 
 def _dead() -> None:

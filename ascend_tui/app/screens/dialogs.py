@@ -37,6 +37,35 @@ class OpenDialog(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+class ExportDialog(ModalScreen[str | None]):
+    """Ask where to write the report, with the default filled in, so nothing is written without being shown first."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "close", id="dialog.close")]
+    DEFAULT_CSS = """
+    ExportDialog { align: center middle; }
+    ExportDialog > Vertical { width: 80; max-width: 100%; height: auto; border: round $accent; padding: 0 1;
+                              background: $surface; }
+    ExportDialog Label { color: $text-muted; }
+    """
+
+    def __init__(self, default: str, what: str) -> None:
+        super().__init__()
+        self._default = default
+        self._what = what
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"export {self._what} to (enter writes, esc cancels):", markup=False)
+            yield Input(value=self._default, id="path")
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+
 class ErrorDialog(ModalScreen[None]):
     """An error we did not expect (a bug): its traceback, and the app keeps running."""
 

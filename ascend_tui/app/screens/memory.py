@@ -203,6 +203,9 @@ class MemoryScreen(CheckView):
                 message += " (likely false positive)"
             kernel = item.event.kernel if item.event is not None else None
             where = item.node or (f"kernel {kernel}" if kernel else "—")
+            guesses = item.event.extra.get("candidate_nodes") if item.event is not None else None
+            if not item.node and guesses:
+                where += f" (unmapped; guess {guesses[0]}, {len(guesses)} candidates)"
             tone: Tone = "muted" if item.doubtful else _SEVERITY_TONE.get(item.severity or "", "")
             grouped[item.kind].append((item, Row((level or "—", item.tool, where, message), key=item.node, tone=tone,
                                                  data=item)))

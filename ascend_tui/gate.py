@@ -1,0 +1,64 @@
+"""The CI gate: which findings fail a run, given a severity threshold and an optional baseline.
+
+A baseline is an earlier report (`--json`) or saved investigation: findings it already had
+(same id: check, kind and operator) are known and do not fail the run; only new ones do.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ascend_tui.checks.story import finding_ids
+from ascend_tui.errors import InputError
+from ascend_tui.evidence import SEVERITY_RANK, Finding
+
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+
+FAIL_ON = ("error", "warning")
+
+
+@dataclass(frozen=True, slots=True)
+class GateResult:
+    """The findings that fail the run and how many at or above the threshold the baseline already knew."""
+
+    failing: tuple[tuple[str, Finding], ...]
+    known: int
+    threshold: str
+
+    @property
+    def passed(self) -> bool:
+        return not self.failing
+
+
+def baseline_ids(path: str | Path) -> set[str]:
+    """Finding ids of an earlier report or saved investigation."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(p, "--baseline: expected a report (--json) or saved investigation (.atui.json) file")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(p, f"--baseline is not a JSON report: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
+        raise InputError(p, "--baseline: no findings list (expected schema ascend-tui.report/1 or an investigation)")
+    try:
+        found = [Finding.from_json(f) for f in data["findings"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(p, f"--baseline: malformed finding ({type(exc).__name__}: {exc})") from None
+    return set(finding_ids(found))
+
+
+def gate(inv: Investigation, fail_on: str = "error", baseline: set[str] | None = None) -> GateResult:
+    """Findings at or above `fail_on` that the baseline did not already have."""
+    if fail_on not in FAIL_ON:
+        raise InputError("--fail-on", f"expected one of {', '.join(FAIL_ON)}, got {fail_on!r}")
+    limit = SEVERITY_RANK[fail_on]
+    over = [(fid, f) for fid, f in zip(finding_ids(inv.findings), inv.findings)
+            if SEVERITY_RANK.get(f.severity, 9) <= limit]
+    known = baseline or set()
+    return GateResult(tuple((fid, f) for fid, f in over if fid not in known),
+                      sum(1 for fid, _ in over if fid in known), fail_on)

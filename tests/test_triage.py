@@ -1,0 +1,69 @@
+"""`triage` and the CI gate: one story from a model file, `--fail-on`, and `--baseline` failing only on what is new."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLES
+
+pytest.importorskip("torch")
+
+from ascend_tui import cli  # noqa: E402
+
+MODEL = """
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    def forward(self, x):
+        y = torch.log(x)            # x has negatives: NaN here
+        {extra}
+        return y
+
+def build():
+    torch.manual_seed(0)
+    return Net(), (torch.linspace(-1.0, 1.0, 16),)
+"""
+
+
+def model(tmp_path: Path, name: str, extra: str = "") -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text(MODEL.replace("{extra}", extra or "pass"))
+    return path
+
+
+def test_triage_of_the_demo_names_each_cause_once_in_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r.json"
+    code = cli.main(["triage", str(SAMPLES / "demo.py"), "--device", "cpu", "--dtype", "float16", "-q",
+                     "--json", str(out)])
+    assert code == 1
+    story = json.loads(out.read_text())["story"]
+    assert [(c["check"], c["kind"]) for c in story] == [("memory", "out_of_bounds"), ("overflow", "inf"),
+                                                       ("memory", "leak")]
+    ids = {f["id"] for f in json.loads(out.read_text())["findings"]}
+    assert all(set(c["explains"]) <= ids for c in story)
+    printed = capsys.readouterr().out
+    assert printed.startswith("story: 3 causes") and "1. ERROR memory: out of bounds at `embed`" in printed
+
+
+def test_baseline_passes_an_unchanged_run_and_fails_on_one_new_error(tmp_path: Path) -> None:
+    before, after = model(tmp_path, "before"), model(tmp_path, "after", "y = y + torch.exp(x * 200.0)")
+    base = tmp_path / "base.json"
+    assert cli.main(["check", str(before), "--device", "cpu", "-q", "--json", str(base)]) == 1, "NaN from log"
+    assert cli.main(["check", str(before), "--device", "cpu", "-q", "--baseline", str(base)]) == 0
+    assert cli.main(["check", str(after), "--device", "cpu", "-q", "--baseline", str(base)]) == 1, "a new Inf"
+
+
+def test_fail_on_warning_and_bad_baselines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    clean = tmp_path / "clean.py"
+    clean.write_text("import torch\nfrom torch import nn\n\ndef build():\n"
+                     "    return nn.Sequential(nn.Linear(4, 4)), (torch.randn(2, 4) * 3e4,)\n")
+    assert cli.main(["check", str(clean), "--device", "cpu", "--dtype", "float16", "-q"]) in (0, 1)
+    assert cli.main(["check", str(clean), "--device", "cpu", "--dtype", "float16", "-q", "--fail-on", "warning"]) == 1
+    junk = tmp_path / "junk.json"
+    junk.write_bytes(b"\\x00\\x01 not json")
+    assert cli.main(["check", str(clean), "--device", "cpu", "-q", "--baseline", str(junk)]) == 2
+    assert "junk.json" in capsys.readouterr().err
