@@ -313,7 +313,7 @@ def _cmd_devices(_args: argparse.Namespace) -> int:
 def _cmd_profile(args: argparse.Namespace) -> int:
     from ascend_tui.profile_cli import run_profile
 
-    _check_output_paths(args, [args.target, args.baseline or "", args.graph or ""])
+    _check_output_paths(args, [p for p in (args.target, args.baseline, args.graph) if p])
     return run_profile(args, ProgressLine(sys.stderr, args.quiet), _finish)
 
 
