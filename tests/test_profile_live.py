@@ -48,3 +48,16 @@ def test_profile_runs_through_check_and_profile_commands(capsys: pytest.CaptureF
     assert main(["profile", SAMPLE, "--device", "cpu", "--steps", "1", "--warmup", "0", "-q"]) == 0
     out = capsys.readouterr().out
     assert "live, " in out and "layout" in out and "aten::contiguous" in out
+
+
+def test_a_model_that_only_runs_under_other_checks_guards_is_not_profiled() -> None:
+    """The demo indexes out of range; the memory check clamps it during its passes, profiling runs it bare."""
+    from ascend_tui.live.options import RunOptions
+    from ascend_tui.live.runner import run_live
+    from ascend_tui.targets import load_target
+
+    demo = load_target(str(SAMPLES / "demo.py"))
+    inv = run_live(demo.model, demo.inputs, RunOptions(checks=("memory", "profile"), device="cpu", reference=None))
+    note = next(f for f in inv.findings if f.check == "profile")
+    assert note.kind == "not_profiled" and "IndexError" in note.message and inv.profile is None
+    assert any(f.check == "memory" for f in inv.findings)

@@ -44,10 +44,32 @@ class ProfileCheck:
         return []  # profiling runs its own steps: observers on the capture would time the capture instead
 
     def run(self, ctx: LiveContext, inv: Investigation) -> None:
+        from ascend_tui.errors import AscendTuiError
+        from ascend_tui.evidence import Finding
+        from ascend_tui.live.context import guarded
+
         steps = int(ctx.options.setting("profile_steps", 3))
         warmup = int(ctx.options.setting("profile_warmup", 1))
-        profile = profile_model(ctx.model, ctx.inputs, ctx.device, steps=steps, warmup=warmup,
-                                progress=ctx.progress, cancel=ctx.cancel)
+
+        def profiled() -> Profile:
+            return profile_model(ctx.model, ctx.inputs, ctx.device, steps=steps, warmup=warmup,
+                                 progress=ctx.progress, cancel=ctx.cancel)
+
+        if all(c is self for c in ctx.checks):
+            profile = guarded(ctx.options.target, "the profiled steps", profiled)
+        else:
+            # beside other checks the profiled steps run the model bare, without the guards their passes carry
+            # (the memory check clamps bad indices): a model that then raises is theirs to explain
+            try:
+                profile = profiled()
+            except AscendTuiError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the user's model raised
+                inv.replace_findings(self.name, [Finding(
+                    self.name, "not_profiled", "info", "", "", "", -1,
+                    f"not profiled: the model raised {type(exc).__name__} ({exc}) when run without the other "
+                    "checks' guards; fix what they found, then profile again")])
+                return
         profile = attribute_nodes(profile, inv.graph)
         inv.profile = profile
         inv.replace_findings("profile", advise(profile))
