@@ -190,3 +190,28 @@ def test_snapshot_profile_view_80x24(snap_compare: Any, tmp_path: Path) -> None:
 
 def test_snapshot_profile_view_160x48(snap_compare: Any, tmp_path: Path) -> None:
     assert snap_compare(_app(tmp_path), press=["T", "5"], terminal_size=(160, 48))
+
+
+async def test_module_tree_and_step_table_sort_too() -> None:
+    app = Host(profile_inv(baseline=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        mods = table(app, "modules-table")
+        assert mods.columns[0].label == "module (tree)" and mods.rows[0].cells[0] == "AlexNet_0"
+        await pilot.press("s")  # the tree becomes a flat list of full paths, a to z
+        paths = first_cells(mods)
+        assert mods.columns[0].label == "module ▲" and paths == sorted(paths, key=str.lower)
+        await pilot.press("s")
+        shares = [r.data[1] for r in mods.rows]
+        assert mods.columns[1].label == "share ▼" and shares == sorted(shares, reverse=True)
+        await pilot.press("s", "s", "s")  # time, calls, then back to the tree
+        assert mods.columns[0].label == "module (tree)"
+    cluster = open_path(PROF / "msprof_analyze")
+    cluster.run.target = "cluster"
+    app = Host(cluster)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("3", "s", "s", "s")  # step -> rank -> computing -> comm (exposed)
+        steps = table(app, "steps-table")
+        comm = [r.data[3] for r in steps.rows]
+        assert len(comm) == 16 and comm == sorted(comm, reverse=True)
+        assert steps.columns[3].label == "comm (exposed) ▼" and steps.rows[0].cells[1] == "11"

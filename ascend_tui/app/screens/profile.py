@@ -1,6 +1,7 @@
 """`ProfileScreen`: where the time went — ops by type, op, module or category; a module tree; a step timeline; advice; diff.
 
-Every table sorts by its next column with `s` (`S` flips the order); `v` regroups the ops table
+Every table sorts by its next column with `s` (`S` flips the order; the module tree turns into a flat
+list while sorted); `v` regroups the ops table
 (type → op → module → category); Enter drills from a group into its ops and from an op to its
 node on the graph; `b` climbs back. Advice rows open the ops they are about; with a baseline the
 diff tab lists regressions first, deltas coloured.
@@ -107,7 +108,8 @@ class ProfileScreen(CheckView):
         self.group = "type"
         self.filters: list[tuple[str, str, str]] = []  # (column, value, the grouping to return to)
         self.sorts: dict[str, tuple[int, bool]] = {"ops-table": (2, True), "advice-table": (0, False),
-                                                   "diff-table": (3, True)}
+                                                   "diff-table": (3, True), "modules-table": (-1, True),
+                                                   "steps-table": (0, False)}
         self.diff_by = "type"
         self.segments = segments_of(self.profile)
 
@@ -181,13 +183,18 @@ class ProfileScreen(CheckView):
         return columns, rows
 
     def _modules(self) -> tuple[list[Column], list[Row]]:
+        """The module tree (children by time); sorted by a column it becomes a flat list of full paths."""
         tree = module_tree(self.profile)
         total = self.profile.kernels.total_us() or 1.0
-        columns = [Column("module", grow=True), Column("share", width=BAR),
-                   Column("time", align="right"), Column("calls", align="right")]
-        rows = [Row(("  " * depth + path.rpartition(".")[2], share_bar(us / total), fmt.duration_us(us), fmt.count(n)),
-                    data=path) for path, depth, us, n in tree]
-        return columns, rows
+        col, desc = self.sorts["modules-table"]
+        if col < 0:
+            columns = [Column("module (tree)", grow=True), Column("share", width=BAR),
+                       Column("time", align="right"), Column("calls", align="right")]
+            return columns, [Row(("  " * depth + path.rpartition(".")[2], share_bar(us / total), fmt.duration_us(us),
+                                  fmt.count(n)), data=(path, us / total, us, n)) for path, depth, us, n in tree]
+        rows = [Row((path, share_bar(us / total), fmt.duration_us(us), fmt.count(n)), data=(path, us / total, us, n))
+                for path, _, us, n in tree]
+        return self._sorted("modules-table", ["module", "share", "time", "calls"], rows, grow=0)
 
     def _steps(self) -> tuple[list[Column], list[Row]]:
         columns = [Column("step", align="right"), Column("rank", align="right"), Column("computing", align="right"),
@@ -199,8 +206,11 @@ class ProfileScreen(CheckView):
             rows.append(Row((str(s.step), str(s.rank) if s.rank >= 0 else "", fmt.duration_us(s.computing),
                              fmt.duration_us(s.communication_not_overlapped), fmt.duration_us(s.free),
                              fmt.duration_us(s.total), fmt.percent(free)),
-                            cell_tones=("", "", "", "", "warning" if free >= 0.1 else "")))
-        return columns, rows
+                            cell_tones=("", "", "", "", "warning" if free >= 0.1 else ""),
+                            data=(s.step, s.rank, s.computing, s.communication_not_overlapped, s.free, s.total, free)))
+        labels = [c.label for c in columns]
+        sorted_columns, rows = self._sorted("steps-table", labels, rows, grow=6)
+        return [Column(c.label, align="right", grow=c.grow) for c in sorted_columns], rows
 
     def _advice(self) -> tuple[list[Column], list[Row]]:
         found = [f for f in self.inv.findings if f.check == self.CHECK]
@@ -227,7 +237,8 @@ class ProfileScreen(CheckView):
     # -- refresh ----------------------------------------------------------------------------
 
     def _refresh(self, table_id: str) -> None:
-        build = {"ops-table": self._ops, "advice-table": self._advice, "diff-table": self._diff}[table_id]
+        build = {"ops-table": self._ops, "advice-table": self._advice, "diff-table": self._diff,
+                 "modules-table": self._modules, "steps-table": self._steps}[table_id]
         columns, rows = build()
         table = self.query_one(f"#{table_id}", RowTable)
         table.set_rows(rows, columns)
@@ -237,7 +248,7 @@ class ProfileScreen(CheckView):
         pane = self.query_one(TabbedContent).active_pane
         if pane is None:
             return None
-        tables = [t for t in pane.query(RowTable) if t.id != "steps-table"] or list(pane.query(RowTable))
+        tables = list(pane.query(RowTable))
         return tables[0] if tables else None
 
     def _status(self, table: RowTable) -> None:
@@ -258,7 +269,10 @@ class ProfileScreen(CheckView):
         if table is None or table.id not in self.sorts:
             return
         col, _ = self.sorts[table.id]
-        col = (col + 1) % max(len(table.columns), 1)
+        if table.id == "modules-table":  # tree order, then each column, then the tree again
+            col = (col + 2) % (len(table.columns) + 1) - 1
+        else:
+            col = (col + 1) % max(len(table.columns), 1)
         first = table.rows[0].data if table.rows else None
         numeric = isinstance(first, tuple) and isinstance(first[col], (int, float))
         self.sorts[table.id] = (col, numeric)  # numbers largest first, names a to z
@@ -316,8 +330,8 @@ class ProfileScreen(CheckView):
             elif row.data is not None:
                 self.drill(self.group, str(row.data[0]))
         elif table.id == "modules-table" and row.data:
-            if str(row.data) in self.profile.kernels.names("module"):
-                self.drill("module", str(row.data))
+            if str(row.data[0]) in self.profile.kernels.names("module"):
+                self.drill("module", str(row.data[0]))
         elif table.id == "advice-table" and row.data is not None:
             finding = row.data[-1]
             if finding.op_type and finding.op_type in self.profile.kernels.names("type"):
