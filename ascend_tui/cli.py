@@ -11,6 +11,7 @@ from typing import Any, Sequence, TextIO
 
 from ascend_tui import __version__
 from ascend_tui.errors import AscendTuiError, Cancelled, InputError, TargetError
+from ascend_tui.profile_cli import add_parser as add_profile_parser
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
 
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("devices", help="which device backends work on this machine")
     _add_compare_parser(sub)
+    add_profile_parser(sub)
     return parser
 
 
@@ -347,7 +349,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if inv.summary()["errors"] else EXIT_CLEAN
 
 
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from ascend_tui.profile_cli import run_profile
+
+    _check_output_paths(args, [p for p in (args.target, args.baseline, args.graph) if p])
+    return run_profile(args, ProgressLine(sys.stderr, args.quiet), _finish)
+
+
 _COMMANDS = {
     "check": _cmd_check, "triage": _cmd_triage, "compare": _cmd_compare, "open": _cmd_open, "graph": _cmd_graph,
     "demo": _cmd_demo, "serve": _cmd_serve, "sanitize": _cmd_sanitize, "devices": _cmd_devices,
+    "profile": _cmd_profile,
 }

@@ -23,6 +23,7 @@ from ascend_tui.evidence import (
     TensorStats,
 )
 from ascend_tui.graph.opgraph import OpGraph, read_json, write_json_atomic
+from ascend_tui.timing import Profile
 
 INVESTIGATION_SCHEMA = "ascend-tui.investigation/1"
 CHECK_NAMES = ("overflow", "precision", "memory", "profile")
@@ -67,8 +68,10 @@ class Investigation:
         memory_samples: Iterable[MemorySample] = (),
         run: RunInfo | None = None,
         histograms: HistogramTable | None = None,
+        profile: Profile | None = None,
     ) -> None:
         self.graph = graph
+        self.profile = profile
         self.histograms = histograms if histograms is not None else HistogramTable()
         self.stats = stats if stats is not None else StatsTable()
         self.reference = reference
@@ -186,7 +189,7 @@ class Investigation:
         """A copy sharing graph and statistics but owning its lists, safe to hand to another thread."""
         copy = Investigation(self.graph, stats=self.stats, reference=self.reference, findings=(),
                              memory_events=self.memory_events, memory_samples=self.memory_samples, run=self.run,
-                             histograms=self.histograms)
+                             histograms=self.histograms, profile=self.profile)
         copy.findings = list(self.findings)
         copy._by_node = {k: list(v) for k, v in self._by_node.items()}
         return copy
@@ -209,6 +212,7 @@ class Investigation:
             "findings": [f.to_json() for f in self.findings],
             "memory_events": [_event_json(e) for e in self.memory_events],
             "memory_samples": [asdict(s) for s in self.memory_samples],
+            **({"profile": self.profile.to_json()} if self.profile is not None else {}),
         }
 
     def save(self, path: str | Path) -> None:
@@ -231,6 +235,7 @@ class Investigation:
                 memory_samples=[MemorySample(**s) for s in data.get("memory_samples", [])],
                 run=RunInfo.from_json(data.get("run") or {}),
                 histograms=HistogramTable.from_json(data.get("histograms") or {}),
+                profile=Profile.from_json(data["profile"]) if data.get("profile") else None,
             )
         except InputError:
             raise

@@ -10,9 +10,10 @@ from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.memory import MemoryScreen
 from ascend_tui.app.screens.overflow import OverflowScreen
 from ascend_tui.app.screens.precision import PrecisionScreen
+from ascend_tui.app.screens.profile import ProfileScreen
 from ascend_tui.app.screens.story import StoryScreen
 
-VIEWS: list[type[CheckView]] = [StoryScreen, PrecisionScreen, OverflowScreen, MemoryScreen]
+VIEWS: list[type[CheckView]] = [StoryScreen, PrecisionScreen, OverflowScreen, MemoryScreen, ProfileScreen]
 
 
 def view_by_id(view_id: str) -> type[CheckView] | None:

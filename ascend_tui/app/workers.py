@@ -92,7 +92,7 @@ def load_paths(paths: Sequence[str], live: RunOptions, progress: Progress,
         from ascend_tui.formats import open_path
 
         progress(f"reading {Path(first).name}", 0, None)
-        loaded = Loaded(open_path(first, progress=progress, cancel=cancel))
+        loaded = Loaded(open_path(first, progress=progress, cancel=cancel, on_partial=on_partial))
     from ascend_tui.formats.overlay import lay_path as merge_path
 
     for extra in rest:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ascend_tui.errors import InputError
 from ascend_tui.formats import (
-    ge_dump, mindspore_ir, msprobe, msprobe_overflow, msprobe_vis, native, onnx_model, profiler_memory, sanitizer,
-    torch_export,
+    ascend_profiler, cluster, ge_dump, mindspore_ir, msprobe, msprobe_overflow, msprobe_vis, msprof_op, native,
+    onnx_model, profiler_memory, sanitizer, torch_export,
 )
 from ascend_tui.formats.reader import Reader
 
@@ -27,6 +27,9 @@ READERS: list[Reader] = [
     msprobe.READER,
     msprobe_overflow.READER,
     sanitizer.READER,
+    cluster.READER,
+    ascend_profiler.READER,
+    msprof_op.READER,
     profiler_memory.READER,
     ge_dump.READER,
     onnx_model.READER,
@@ -48,9 +51,10 @@ def kind_of(path: str | Path) -> str | None:
     return reader.name if reader is not None else None
 
 
-def open_path(path: str | Path, progress: Progress | None = None,
-              cancel: threading.Event | None = None) -> Investigation:
-    """Read any artifact the project understands into an `Investigation`."""
+def open_path(path: str | Path, progress: Progress | None = None, cancel: threading.Event | None = None,
+              on_partial: Callable[[Investigation], None] | None = None) -> Investigation:
+    """Read any artifact the project understands into an `Investigation` (readers that stream also hand
+    partial investigations to `on_partial` while they read)."""
     p = Path(path)
     if not p.exists():
         raise InputError(p, "no such file or folder")
@@ -58,5 +62,7 @@ def open_path(path: str | Path, progress: Progress | None = None,
     if reader is None:
         names = ", ".join(r.name for r in READERS)
         raise InputError(p, f"not a format ascend-tui reads (expected one of: {names})")
+    if on_partial is not None and getattr(reader, "streams", False):
+        return reader.load(p, progress=progress, cancel=cancel, on_partial=on_partial)
     return reader.load(p, progress=progress, cancel=cancel)
 

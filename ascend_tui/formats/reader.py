@@ -26,8 +26,10 @@ class Reader(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class FunctionReader:
-    """A reader made of a module's `sniff` and `load` functions."""
+    """A reader made of a module's `sniff` and `load` functions; `streams` when `load` also takes `on_partial`
+    (called with partial investigations while a large file is still being read)."""
 
     name: str
     sniff: Callable[[Path], bool]
     load: Callable[..., Investigation]
+    streams: bool = False

@@ -18,11 +18,12 @@ from ascend_tui.live.device import select
 from ascend_tui.live.options import RunOptions
 from ascend_tui.live.overflow_live import OverflowCheck
 from ascend_tui.live.precision_live import PrecisionCheck
+from ascend_tui.live.profile import ProfileCheck
 from ascend_tui.live.recording import capture
 from ascend_tui.live.sanitize import MemoryCheck
 from ascend_tui.progress import Progress
 
-LIVE_CHECKS: list[type[LiveCheck]] = [PrecisionCheck, OverflowCheck, MemoryCheck]
+LIVE_CHECKS: list[type[LiveCheck]] = [PrecisionCheck, OverflowCheck, MemoryCheck, ProfileCheck]
 """The checks that run live, by name; any object following `LiveCheck` may be passed in `RunOptions.checks` too."""
 
 

@@ -1,0 +1,369 @@
+"""`ProfileScreen`: where the time went — ops by type, op, module or category; a module tree; a step timeline; advice; diff.
+
+Every table sorts by its next column with `s` (`S` flips the order; the module tree turns into a flat
+list while sorted); `v` regroups the ops table
+(type → op → module → category); Enter drills from a group into its ops and from an op to its
+node on the graph; `b` climbs back. Advice rows open the ops they are about; with a baseline the
+diff tab lists regressions first, deltas coloured.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+
+from ascend_tui import fmt
+from ascend_tui.app.screens.check_view import CheckView
+from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
+from ascend_tui.app.widgets.timeline_strip import KINDS, TimelineStrip, segments_of
+from ascend_tui.checks.profile import Group, column, step_count, summarize
+from ascend_tui.timing import Profile
+
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+
+GROUPS = ("type", "name", "module", "category")
+GROUP_LABEL = {"type": "op type", "name": "op", "module": "module", "category": "category"}
+BAR = 12
+_SEVERITY_TONE: dict[str, Tone] = {"error": "error", "warning": "warning", "info": "info"}
+
+
+def share_bar(share: float, width: int = BAR) -> str:
+    """`█████▍      ` — a share in [0, 1] as a bar of eighths."""
+    eighths = int(round(max(0.0, min(1.0, share)) * width * 8))
+    full, part = divmod(eighths, 8)
+    return ("█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")).ljust(width)
+
+
+def module_tree(profile: Profile) -> list[tuple[str, int, float, int]]:
+    """(module path, depth, time including submodules µs, calls) in tree order, children by time; [] without modules."""
+    t = profile.kernels
+    groups = [g for g in summarize(t, "module") if g.key]
+    if not groups:
+        return []
+    total: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    for g in groups:
+        parts = g.key.split(".")
+        for i in range(1, len(parts) + 1):
+            p = ".".join(parts[:i])
+            total[p] = total.get(p, 0.0) + g.total_us
+            calls[p] = calls.get(p, 0) + g.count
+    children: dict[str, list[str]] = {}
+    for p in total:
+        children.setdefault(p.rpartition(".")[0], []).append(p)
+    out: list[tuple[str, int, float, int]] = []
+
+    def walk(parent: str, depth: int) -> None:
+        for child in sorted(children.get(parent, ()), key=lambda c: -total[c]):
+            out.append((child, depth, total[child], calls[child]))
+            walk(child, depth + 1)
+
+    walk("", 0)
+    return out
+
+
+class ProfileScreen(CheckView):
+    """The profile browser; Enter on an op focuses its node on the graph."""
+
+    VIEW_ID = "profile"
+    TITLE = "Profile"
+    KEY = "T"
+    CHECK = "profile"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "close", "back", id="view.close"),
+        Binding("s", "sort", "sort", id="profile.sort"),
+        Binding("S", "sort_reverse", "reverse", id="profile.sort-reverse", show=False),
+        Binding("v", "regroup", "group", id="profile.group"),
+        Binding("b,backspace", "up", "up", id="profile.up"),
+        Binding("1", "tab('ops')", "ops", id="profile.ops", show=False),
+        Binding("2", "tab('modules')", "modules", id="profile.modules", show=False),
+        Binding("3", "tab('timeline')", "timeline", id="profile.timeline", show=False),
+        Binding("4", "tab('advice')", "advice", id="profile.advice", show=False),
+        Binding("5", "tab('diff')", "diff", id="profile.diff", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    ProfileScreen #profile-summary { height: auto; padding: 0 1; background: $panel; }
+    ProfileScreen TabbedContent { height: 1fr; }
+    ProfileScreen TabPane { padding: 0; }
+    ProfileScreen #timeline-info { height: auto; padding: 0 1; }
+    ProfileScreen #profile-status { height: 1; padding: 0 1; color: $text-muted; }
+    """
+
+    @classmethod
+    def available(cls, inv: Investigation | None) -> bool:
+        return inv is not None and inv.profile is not None
+
+    def __init__(self, inv: Investigation) -> None:
+        super().__init__(inv)
+        assert inv.profile is not None
+        self.profile = inv.profile
+        self.group = "type"
+        self.filters: list[tuple[str, str, str]] = []  # (column, value, the grouping to return to)
+        self.sorts: dict[str, tuple[int, bool]] = {"ops-table": (2, True), "advice-table": (0, False),
+                                                   "diff-table": (3, True), "modules-table": (-1, True),
+                                                   "steps-table": (0, False)}
+        self.diff_by = "type"
+        self.segments = segments_of(self.profile)
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._summary(), id="profile-summary", markup=False)
+        with TabbedContent(initial="ops"):
+            with TabPane("1 Ops", id="ops"):
+                yield RowTable(*self._ops(), empty="no kernel rows", id="ops-table")
+            with TabPane("2 Modules", id="modules"):
+                yield RowTable(*self._modules(), empty="no module attribution in this profile "
+                               "(profile with with_modules=True, or run it live)", id="modules-table")
+            with TabPane("3 Timeline", id="timeline"):
+                yield TimelineStrip(self.segments, id="timeline-strip")
+                yield Static("", id="timeline-info", markup=False)
+                yield RowTable(*self._steps(), empty="no step_trace_time in this profile", id="steps-table")
+            with TabPane("4 Advice", id="advice"):
+                yield RowTable(*self._advice(), empty="no advice: nothing stands out", id="advice-table")
+            with TabPane("5 Diff", id="diff"):
+                yield RowTable(*self._diff(), empty="no baseline: run `ascend-tui profile NEW --baseline OLD --open`",
+                               id="diff-table")
+        yield Static("", id="profile-status", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "Profile"
+        table = self.query_one("#ops-table", RowTable)
+        table.focus()
+        self._status(table)
+
+    # -- content ----------------------------------------------------------------------------
+
+    def _summary(self) -> str:
+        p, t = self.profile, self.profile.kernels
+        cats = {g.key: g.share for g in summarize(t, "category")}
+        parts = ", ".join(f"{k} {fmt.percent(v)}" for k, v in list(cats.items())[:5])
+        return (f"{p.kind} profile · {fmt.plural(t.n, 'kernel')} · {fmt.duration_us(t.total_us())} · "
+                f"{fmt.plural(step_count(t, p.steps), 'step')} · {parts}")
+
+    def _rows_mask(self) -> np.ndarray | None:
+        t = self.profile.kernels
+        mask = None
+        for col, value, _ in self.filters:
+            codes = column(t, col)
+            sel = codes.codes == codes.code(value)
+            mask = sel if mask is None else mask & sel
+        return mask
+
+    def _ops(self) -> tuple[list[Column], list[Row]]:
+        mask = self._rows_mask()
+        groups = summarize(self.profile.kernels, self.group, np.flatnonzero(mask) if mask is not None else None)
+        labels = [GROUP_LABEL[self.group], "calls", "total", "share", "mean", "max", "category", "bound"]
+        rows = [self._group_row(g) for g in groups]
+        return self._sorted("ops-table", labels, rows, grow=0)
+
+    def _group_row(self, g: Group) -> Row:
+        key = g.key if self.group == "name" and g.key in self.inv.graph else None
+        values = (g.key, g.count, g.total_us, g.share, g.avg_us, g.max_us, g.category, g.bound)
+        cells = (g.key or "(none)", fmt.count(g.count), fmt.duration_us(g.total_us), fmt.percent(g.share),
+                 fmt.duration_us(g.avg_us), fmt.duration_us(g.max_us), g.category, g.bound)
+        tone: Tone = "bad" if g.category == "layout" and g.share >= 0.05 else ""
+        return Row(cells, key=key, tone=tone, data=values)
+
+    def _sorted(self, table_id: str, labels: list[str], rows: list[Row], grow: int) -> tuple[list[Column], list[Row]]:
+        col, desc = self.sorts[table_id]
+        rows = sorted(rows, key=lambda r: _sort_key(r.data[col]), reverse=desc)
+        columns = []
+        for i, label in enumerate(labels):
+            mark = (" ▼" if desc else " ▲") if i == col else ""
+            numeric = bool(rows) and isinstance(rows[0].data[i], (int, float))
+            columns.append(Column(label + mark, align="right" if numeric else "left", grow=i == grow))
+        return columns, rows
+
+    def _modules(self) -> tuple[list[Column], list[Row]]:
+        """The module tree (children by time); sorted by a column it becomes a flat list of full paths."""
+        tree = module_tree(self.profile)
+        total = self.profile.kernels.total_us() or 1.0
+        col, desc = self.sorts["modules-table"]
+        if col < 0:
+            columns = [Column("module (tree)", grow=True), Column("share", width=BAR),
+                       Column("time", align="right"), Column("calls", align="right")]
+            return columns, [Row(("  " * depth + path.rpartition(".")[2], share_bar(us / total), fmt.duration_us(us),
+                                  fmt.count(n)), data=(path, us / total, us, n)) for path, depth, us, n in tree]
+        rows = [Row((path, share_bar(us / total), fmt.duration_us(us), fmt.count(n)), data=(path, us / total, us, n))
+                for path, _, us, n in tree]
+        return self._sorted("modules-table", ["module", "share", "time", "calls"], rows, grow=0)
+
+    def _steps(self) -> tuple[list[Column], list[Row]]:
+        columns = [Column("step", align="right"), Column("rank", align="right"), Column("computing", align="right"),
+                   Column("comm (exposed)", align="right"), Column("free", align="right"),
+                   Column("step time", align="right"), Column("free share", align="right", grow=True)]
+        rows = []
+        for s in self.profile.steps:
+            free = s.free / s.total if s.total else 0.0
+            rows.append(Row((str(s.step), str(s.rank) if s.rank >= 0 else "", fmt.duration_us(s.computing),
+                             fmt.duration_us(s.communication_not_overlapped), fmt.duration_us(s.free),
+                             fmt.duration_us(s.total), fmt.percent(free)),
+                            cell_tones=("", "", "", "", "warning" if free >= 0.1 else ""),
+                            data=(s.step, s.rank, s.computing, s.communication_not_overlapped, s.free, s.total, free)))
+        labels = [c.label for c in columns]
+        sorted_columns, rows = self._sorted("steps-table", labels, rows, grow=6)
+        return [Column(c.label, align="right", grow=c.grow) for c in sorted_columns], rows
+
+    def _advice(self) -> tuple[list[Column], list[Row]]:
+        found = [f for f in self.inv.findings if f.check == self.CHECK]
+        rank = {"error": 0, "warning": 1, "info": 2}
+        rows = [Row((f.severity, f.kind, f.op_type or "", f.message), key=f.node if f.node in self.inv.graph else None,
+                    tone=_SEVERITY_TONE.get(f.severity, ""), data=(rank.get(f.severity, 3), f.kind, f.op_type, f.message,
+                                                                    f))
+                for f in found]
+        return self._sorted("advice-table", ["sev", "kind", "op type", "advice"], rows, grow=3)
+
+    def _diff(self) -> tuple[list[Column], list[Row]]:
+        base = self.profile.extra.get("baseline") or {}
+        rows = []
+        for r in base.get(self.diff_by, []):
+            delta = r["after_us"] - r["before_us"]
+            x = r["after_us"] / r["before_us"] if r["before_us"] else float("inf")
+            tone: Tone = "bad" if delta > 0 else ("good" if delta < 0 else "")
+            rows.append(Row((r["key"] or "(none)", fmt.duration_us(r["before_us"]), fmt.duration_us(r["after_us"]),
+                             ("+" if delta > 0 else "") + fmt.duration_us(delta), fmt.ratio(x) if r["before_us"] else "new"),
+                            cell_tones=("", "", "", tone, tone), data=(r["key"], r["before_us"], r["after_us"], delta, x)))
+        return self._sorted("diff-table", [GROUP_LABEL.get(self.diff_by, self.diff_by), "before", "after", "delta", "x"],
+                            rows, grow=0)
+
+    # -- refresh ----------------------------------------------------------------------------
+
+    def _refresh(self, table_id: str) -> None:
+        build = {"ops-table": self._ops, "advice-table": self._advice, "diff-table": self._diff,
+                 "modules-table": self._modules, "steps-table": self._steps}[table_id]
+        columns, rows = build()
+        table = self.query_one(f"#{table_id}", RowTable)
+        table.set_rows(rows, columns)
+        self._status(table)
+
+    def _active_table(self) -> RowTable | None:
+        pane = self.query_one(TabbedContent).active_pane
+        if pane is None:
+            return None
+        tables = list(pane.query(RowTable))
+        return tables[0] if tables else None
+
+    def _status(self, table: RowTable) -> None:
+        position, total = table.position()
+        where = ""
+        if table.id == "ops-table":
+            trail = " › ".join(f"{GROUP_LABEL[c]} {v}" for c, v, _ in self.filters)
+            where = f"by {GROUP_LABEL[self.group]}" + (f" in {trail}" if trail else "") + " · "
+        hint = "enter drills in, b back" if table.id == "ops-table" else "enter opens"
+        text = f"{where}row {position} of {total} · s sort, v group · {hint} · esc back" if total else \
+            f"{where}nothing here · esc back"
+        self.query_one("#profile-status", Static).update(text)
+
+    # -- actions ----------------------------------------------------------------------------
+
+    def action_sort(self) -> None:
+        table = self._active_table()
+        if table is None or table.id not in self.sorts:
+            return
+        col, _ = self.sorts[table.id]
+        if table.id == "modules-table":  # tree order, then each column, then the tree again
+            col = (col + 2) % (len(table.columns) + 1) - 1
+        else:
+            col = (col + 1) % max(len(table.columns), 1)
+        first = table.rows[0].data if table.rows else None
+        numeric = isinstance(first, tuple) and isinstance(first[col], (int, float))
+        self.sorts[table.id] = (col, numeric)  # numbers largest first, names a to z
+        self._refresh(table.id)
+
+    def action_sort_reverse(self) -> None:
+        table = self._active_table()
+        if table is None or table.id not in self.sorts:
+            return
+        col, desc = self.sorts[table.id]
+        self.sorts[table.id] = (col, not desc)
+        self._refresh(table.id)
+
+    def action_regroup(self) -> None:
+        table = self._active_table()
+        if table is not None and table.id == "diff-table":
+            self.diff_by = "module" if self.diff_by == "type" else "type"
+            self._refresh("diff-table")
+            return
+        self.group = GROUPS[(GROUPS.index(self.group) + 1) % len(GROUPS)]
+        self.action_tab("ops")
+        self._refresh("ops-table")
+
+    def action_up(self) -> None:
+        if self.filters:
+            _, _, self.group = self.filters.pop()
+            self._refresh("ops-table")
+
+    def drill(self, col: str, value: str) -> None:
+        """Show the ops of one type, module or category."""
+        self.filters.append((col, value, self.group))
+        self.group = "name"
+        self.action_tab("ops")
+        self._refresh("ops-table")
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    # -- events -----------------------------------------------------------------------------
+
+    @on(RowTable.Highlighted)
+    def _highlighted(self, event: RowTable.Highlighted) -> None:
+        self._status(event.table)
+
+    @on(RowTable.Chosen)
+    def _chosen(self, event: RowTable.Chosen) -> None:
+        table, row = event.table, event.row
+        if table.id == "ops-table":
+            if self.group == "name":
+                if row.key is not None:
+                    self.dismiss(row.key)
+            elif row.data is not None:
+                self.drill(self.group, str(row.data[0]))
+        elif table.id == "modules-table" and row.data:
+            if str(row.data[0]) in self.profile.kernels.names("module"):
+                self.drill("module", str(row.data[0]))
+        elif table.id == "advice-table" and row.data is not None:
+            finding = row.data[-1]
+            if finding.op_type and finding.op_type in self.profile.kernels.names("type"):
+                self.drill("type", finding.op_type)
+            elif row.key is not None:
+                self.dismiss(row.key)
+        elif table.id == "diff-table" and row.data is not None:
+            key = str(row.data[0])
+            if key in self.profile.kernels.names(self.diff_by):
+                self.drill(self.diff_by, key)
+
+    @on(TimelineStrip.Moved)
+    def _moved(self, event: TimelineStrip.Moved) -> None:
+        total = float(event.shares.sum())
+        parts = ", ".join(f"{k} {fmt.percent(v / total)}" for k, v in zip(KINDS, event.shares) if total and v)
+        self.query_one("#timeline-info", Static).update(
+            f"{fmt.duration_us(event.start_us)} – {fmt.duration_us(event.end_us)} of "
+            f"{fmt.duration_us(self.segments.end_us)} ({self.segments.source}): {parts or 'idle'} · h/l move")
+
+    @on(TabbedContent.TabActivated)
+    def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "timeline":
+            self.query_one(TimelineStrip).focus()
+            return
+        tables = [t for t in event.pane.query(RowTable)]
+        if tables:
+            tables[0].focus()
+            self._status(tables[0])
+
+
+def _sort_key(value: Any) -> tuple[int, Any]:
+    if isinstance(value, (int, float)):
+        return (0, value)
+    return (1, str(value).lower())
+

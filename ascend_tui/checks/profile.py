@@ -1,0 +1,368 @@
+"""Where the time goes: categories, per-group totals and shares, bound-ness, roofline estimates, baseline diffs, ranks.
+
+Pure numpy over a `KernelTable` (no I/O): the readers, the live profiler, the CLI and the app all
+summarise time the same way. The advice rules that turn these numbers into findings are in
+`profile_advice.py`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ascend_tui.timing import Codes, KernelTable, StepTime
+
+CATEGORIES = ("compute", "vector", "layout", "memcpy", "communication", "aicpu", "host", "other")
+GROUP_BY = ("type", "name", "module", "category", "core")
+BOUND_RATIO = 0.8  # msprof-analyze's operator_bound_ratio
+_COMPUTE = re.compile(r"matmul|conv|gemm|flashattention|attention|^(aten::)?(b?mm|addmm|baddbmm|linear|einsum)$|"
+                      r"cube|convolution|_convolution|sgemm|cutlass|wgmma|hgemm", re.I)
+_LAYOUT = re.compile(r"^(transdata\w*|transpose\w*|npuformatcast|formatcast|permute|contiguous|"
+                     r"aten::(contiguous|permute|transpose|to_copy|_to_copy)|asstrided|viewcopy|"
+                     r"channelshuffle|nchw|nhwc|confusiontranspose\w*)$", re.I)
+_MEMCPY = re.compile(r"^(memcpy\w*|memset\w*|memcopy|tensormove|aten::copy_|aten::to|h2d|d2h|"
+                     r"aclrtmemcpy\w*)$", re.I)
+_COMM = re.compile(r"^(hcom\w*|hccl\w*|nccl\w*|allreduce|allgather|reducescatter|broadcast|send|recv|"
+                   r"batchsendrecv|alltoall\w*|c10d::\w+)$", re.I)
+PMU_PIPES = {"cube": ("aic_mac_ratio",), "vector": ("aiv_vec_ratio",),
+             "memory": ("aic_mte1_ratio", "aic_mte2_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio", "aic_fixpipe_ratio"),
+             "scalar": ("aic_scalar_ratio", "aiv_scalar_ratio")}
+DTYPE_BYTES = {"FLOAT": 4, "FLOAT32": 4, "FLOAT16": 2, "BF16": 2, "DT_BF16": 2, "BFLOAT16": 2, "INT64": 8,
+               "INT32": 4, "INT16": 2, "INT8": 1, "UINT8": 1, "BOOL": 1, "DOUBLE": 8, "UINT64": 8, "UINT32": 4,
+               "UINT16": 2, "COMPLEX64": 8, "HIFLOAT8": 1, "FLOAT8_E4M3FN": 1}
+
+
+def category_of(op_type: str, name: str = "", core: str = "") -> str:
+    """The time category of one kernel: compute, vector, layout, memcpy, communication, aicpu, host or other."""
+    core_u = core.upper()
+    base = op_type or name
+    if core_u in ("HCCL", "COMMUNICATION") or _COMM.match(base) or _COMM.match(name.split("_")[0] if name else ""):
+        return "communication"
+    if core_u == "AI_CPU":
+        return "aicpu"
+    if core_u in ("MEMCPY", "MEMSET") or _MEMCPY.match(base):
+        return "memcpy"
+    if _LAYOUT.match(base) or _LAYOUT.match(name):
+        return "layout"
+    if _COMPUTE.search(base):
+        return "compute"
+    if core_u in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "GPU", "CUDA", "CPU", "DSA_SQE"):
+        return "vector"
+    if core_u == "HOST":
+        return "host"
+    return "other"
+
+
+def categories(table: KernelTable) -> Codes:
+    """The category of every row, computed once per distinct (name, type, core)."""
+    if table.n == 0:
+        return Codes()
+    name, typ, core = table.text["name"], table.text["type"], table.text["core"]
+    uniq, inverse = unique_rows([name, typ, core])
+    labels = [category_of(typ.values[t], name.values[n], core.values[c]) for n, t, c in uniq]
+    index = {c: i for i, c in enumerate(dict.fromkeys(labels))}
+    codes = np.array([index[c] for c in labels], np.int32)[inverse.reshape(-1)]
+    return Codes(codes, list(index))
+
+
+def unique_rows(columns: Sequence[Codes]) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct code combinations as rows, the index of each row's combination): one int64 key per row,
+    not a sort over a 2-D array."""
+    key = np.zeros(len(columns[0]), np.int64)
+    for c in columns:
+        key = key * max(len(c.values), 1) + c.codes
+    if len(columns) > 1 and math.prod(max(len(c.values), 1) for c in columns) >= 2**62:
+        uniq2, inverse = np.unique(np.stack([c.codes for c in columns], axis=1), axis=0, return_inverse=True)
+        return uniq2, inverse.reshape(-1)
+    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return np.stack([c.codes[first] for c in columns], axis=1), inverse.reshape(-1)
+
+
+def column(table: KernelTable, by: str) -> Codes:
+    """The grouping column `by` (one of `GROUP_BY`) of `table`."""
+    if by == "category":
+        return categories(table)
+    if by not in table.text:
+        raise ValueError(f"cannot group by {by!r} (one of {', '.join(GROUP_BY)})")
+    return table.text[by]
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Totals of one op, type, module or category: what a profile table row shows."""
+
+    key: str
+    count: int
+    total_us: float
+    share: float
+    avg_us: float
+    max_us: float
+    category: str
+    bound: str = ""
+
+
+def summarize(table: KernelTable, by: str = "type", rows: np.ndarray | None = None) -> list[Group]:
+    """One `Group` per distinct value of `by`, largest total first; `rows` restricts to some rows."""
+    t = table if rows is None else table.take(rows)
+    if t.n == 0:
+        return []
+    col = column(t, by)
+    k = len(col.values)
+    dur = t.dur_us
+    total = np.bincount(col.codes, weights=dur, minlength=k)
+    count = np.bincount(col.codes, minlength=k)
+    mx = np.full(k, -np.inf)
+    np.maximum.at(mx, col.codes, dur)
+    grand = float(dur.sum()) or 1.0
+    cats = categories(t)
+    bounds = boundness(t)
+    # the category / bound of a group: that of its longest-running row kind
+    cat_of = _dominant(col.codes, cats.codes, dur, k)
+    bound_of = _dominant(col.codes, bounds.codes, dur, k)
+    out = [Group(col.values[i], int(count[i]), float(total[i]), float(total[i]) / grand,
+                 float(total[i]) / max(int(count[i]), 1), float(mx[i]), cats.values[cat_of[i]],
+                 bounds.values[bound_of[i]] if len(bounds.values) else "")
+           for i in range(k) if count[i]]
+    out.sort(key=lambda g: (-g.total_us, g.key))
+    return out
+
+
+def _dominant(group: np.ndarray, label: np.ndarray, weight: np.ndarray, k: int) -> np.ndarray:
+    """For each group, the label carrying the most weight."""
+    if len(label) == 0:
+        return np.zeros(k, np.int64)
+    m = int(label.max()) + 1
+    acc = np.bincount(group.astype(np.int64) * m + label, weights=weight + 1e-9, minlength=k * m).reshape(k, m)
+    return acc.argmax(axis=1)
+
+
+def shares(table: KernelTable, by: str = "category") -> dict[str, float]:
+    """Share of device time per value of `by`."""
+    return {g.key: g.share for g in summarize(table, by)}
+
+
+def boundness(table: KernelTable, *, ratio: float = BOUND_RATIO) -> Codes:
+    """Per row: `cube`, `vector`, `memory` or `scalar` when that pipe is busy over `ratio` of the time (PMU),
+    `unbound` when PMU counters exist but no pipe is, else a roofline estimate `~compute` / `~memory`, or ''."""
+    n = table.n
+    if n == 0:
+        return Codes()
+    best = np.zeros(n, np.float32)
+    which = np.full(n, -1, np.int64)
+    have = np.zeros(n, bool)
+    for i, cols in enumerate(PMU_PIPES.values()):
+        for c in cols:
+            v = table.metrics.get(c)
+            if v is None:
+                continue
+            ok = np.isfinite(v) & (v > 0)
+            have |= ok
+            better = ok & (v > best)
+            best = np.where(better, v, best)
+            which = np.where(better, i, which)
+    names = list(PMU_PIPES)
+    labels = np.where(~have, -1, np.where(best > ratio, which, len(names)))
+    values = names + ["unbound", "", "~compute", "~memory"]
+    codes = np.where(labels < 0, len(names) + 1, labels).astype(np.int32)
+    missing = np.flatnonzero(~have)
+    if len(missing):
+        est = roofline(table, missing)
+        codes[missing] = np.where(np.isnan(est), len(names) + 1,
+                                  np.where(est >= RIDGE_FLOP_PER_BYTE, len(names) + 2, len(names) + 3))
+    return Codes(codes, values)
+
+
+RIDGE_FLOP_PER_BYTE = 200.0  # ~ 320 TFLOP/s fp16 over ~1.6 TB/s HBM on an Atlas A2; CPUs sit lower, GPUs alike
+
+
+def parse_shapes(cell: str) -> list[tuple[int, ...]]:
+    """`'"32,3,224,224;64"'` -> [(32, 3, 224, 224), (64,)]; empty for N/A."""
+    out = []
+    for part in cell.replace('"', "").split(";"):
+        part = part.strip().strip("[]")
+        if not part:
+            continue
+        try:
+            out.append(tuple(int(x) for x in part.replace(" ", "").split(",") if x != ""))
+        except ValueError:
+            return []
+    return out
+
+
+def intensity(op_type: str, in_shapes: str, in_dtypes: str, out_shapes: str, out_dtypes: str) -> float:
+    """Estimated FLOPs per byte moved for one kernel from its shapes and dtypes; NaN when they are unknown."""
+    ins, outs = parse_shapes(in_shapes), parse_shapes(out_shapes)
+    if not outs:
+        return math.nan
+    def nbytes(shapes: list[tuple[int, ...]], dtypes: str) -> int:
+        kinds = [d.strip().upper() for d in dtypes.split(";")] if dtypes else []
+        return sum(math.prod(s) * DTYPE_BYTES.get(kinds[i] if i < len(kinds) else "", 4) for i, s in enumerate(shapes))
+    moved = nbytes(ins, in_dtypes) + nbytes(outs, out_dtypes)
+    out_n = math.prod(outs[0])
+    low = op_type.lower()
+    if ("matmul" in low or low in ("mm", "bmm", "addmm", "linear")) and ins and ins[0]:
+        flops = 2.0 * out_n * ins[0][-1]
+    elif "conv" in low and len(ins) > 1 and ins[1]:
+        w = ins[1]
+        cout = max(outs[0][1] if len(outs[0]) > 1 else 1, 1)
+        if len(outs[0]) == 5:
+            cout = outs[0][1] * outs[0][4]
+        flops = 2.0 * out_n * math.prod(w) / max(cout, 1)
+    else:
+        flops = float(out_n)
+    return flops / moved if moved else math.nan
+
+
+def roofline(table: KernelTable, rows: np.ndarray) -> np.ndarray:
+    """`intensity` of the given rows (computed once per distinct type/shape/dtype combination)."""
+    cols = ("type", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes")
+    uniq, inverse = unique_rows([table.text[c].take(rows) for c in cols])
+    vals = np.array([intensity(*(table.text[c].values[k] for c, k in zip(cols, row))) for row in uniq], np.float64)
+    return vals[inverse.reshape(-1)]
+
+
+@dataclass(frozen=True, slots=True)
+class DiffRow:
+    """One op type or module before and after: time, calls, and the change (positive = slower)."""
+
+    key: str
+    before_us: float
+    after_us: float
+    before_count: int
+    after_count: int
+
+    @property
+    def delta_us(self) -> float:
+        return self.after_us - self.before_us
+
+    @property
+    def ratio(self) -> float:
+        return self.after_us / self.before_us if self.before_us else math.inf
+
+
+def diff(before: KernelTable, after: KernelTable, by: str = "type", *,
+         per_step: tuple[int, int] = (1, 1)) -> list[DiffRow]:
+    """Per value of `by`, time in the baseline and in the new profile, regressions (largest increase) first.
+
+    `per_step` divides each side's totals by its number of steps, so a 10-step profile compares
+    with a 5-step one.
+    """
+    b = {g.key: g for g in summarize(before, by)}
+    a = {g.key: g for g in summarize(after, by)}
+    sb, sa = max(per_step[0], 1), max(per_step[1], 1)
+    rows = [DiffRow(k, (b[k].total_us / sb) if k in b else 0.0, (a[k].total_us / sa) if k in a else 0.0,
+                    b[k].count if k in b else 0, a[k].count if k in a else 0) for k in dict.fromkeys([*a, *b])]
+    rows.sort(key=lambda r: (-r.delta_us, r.key))
+    return rows
+
+
+def step_count(table: KernelTable, steps: Sequence[StepTime] = ()) -> int:
+    """How many steps a profile covers (Step Id column, else step_trace rows, else 1)."""
+    s = table.ints["step"]
+    known = np.unique(s[s >= 0]) if table.n else np.zeros(0)
+    return max(len(known), len({st.step for st in steps}), 1)
+
+
+@dataclass(frozen=True, slots=True)
+class RankTime:
+    """A rank's mean step, split the way step_trace_time.csv splits it (µs)."""
+
+    rank: int
+    steps: int
+    total: float
+    computing: float
+    communication: float
+    free: float
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSummary:
+    """Per-rank step times, the slowest rank, and the stage that makes it slow."""
+
+    ranks: tuple[RankTime, ...]
+    slow_rank: int
+    slow_stage: str
+    excess_us: float
+
+    @property
+    def spread(self) -> float:
+        totals = [r.total for r in self.ranks]
+        return (max(totals) - min(totals)) / max(totals) if totals and max(totals) else 0.0
+
+
+STAGES = ("computing", "communication", "free")
+
+
+def cluster_summary(steps: Sequence[StepTime]) -> ClusterSummary:
+    """Who holds the cluster back, and in which stage.
+
+    Collectives make every rank's step equally long, so the wall time does not tell the slow rank:
+    the others wait for it in communication. The slow rank is the one with the most time of its own
+    (computing + free, i.e. compute and host-side idle); its slow stage is the one of the two furthest
+    above the median rank.
+    """
+    by_rank: dict[int, list[StepTime]] = {}
+    for s in steps:
+        by_rank.setdefault(s.rank, []).append(s)
+    ranks = []
+    for rank, rows in sorted(by_rank.items()):
+        n = len(rows)
+        ranks.append(RankTime(rank, n, sum(r.total for r in rows) / n, sum(r.computing for r in rows) / n,
+                              sum(r.communication_not_overlapped for r in rows) / n, sum(r.free for r in rows) / n))
+    if not ranks:
+        return ClusterSummary((), -1, "", 0.0)
+    slow = max(ranks, key=lambda r: (r.computing + r.free, -r.rank))
+    medians = {st: float(np.median([getattr(r, st) for r in ranks])) for st in STAGES}
+    excess = {st: getattr(slow, st) - medians[st] for st in ("computing", "free")}
+    stage = max(excess, key=lambda st: excess[st])
+    return ClusterSummary(tuple(ranks), slow.rank, stage, float(excess[stage]))
+
+
+def attribute(names: Sequence[str], node_ids: Sequence[str], op_types: Mapping[str, str]) -> dict[str, str]:
+    """Kernel/op name -> graph node id, by exact id, then normalised name against ids and op types."""
+    ids = set(node_ids)
+    norm_ids: dict[str, str] = {}
+    for nid in node_ids:
+        norm_ids.setdefault(normalize(nid), nid)
+    by_type: dict[str, str] = {}
+    for nid, t in op_types.items():
+        by_type.setdefault(normalize(t), nid)
+    out = {}
+    for name in names:
+        k = normalize(name)
+        if name in ids:
+            out[name] = name
+            continue
+        last = normalize(name.rstrip("_0123456789").rsplit("_", 1)[-1])  # aclnnInplaceRelu_Relu_Relu -> relu
+        for key in (k, OP_ALIASES.get(k, ""), last, OP_ALIASES.get(last, "")):
+            if not key:
+                continue
+            if key in norm_ids:
+                out[name] = norm_ids[key]
+                break
+            if key in by_type:
+                out[name] = by_type[key]
+                break
+    return out
+
+
+# Ascend operator types -> the aten op a captured graph calls them (normalised)
+OP_ALIASES = {"conv2d": "convolution", "conv3d": "convolution", "conv2dv": "convolution", "matmul": "mm",
+              "matmulv": "mm", "batchmatmul": "bmm", "batchmatmulv": "bmm", "layernorm": "nativelayernorm",
+              "softmaxv": "softmax", "gelu": "gelu", "fastgelu": "gelu", "add": "add", "addv": "add",
+              "realdiv": "div", "transdata": "clone", "transposed": "permute", "tensormove": "copy"}
+
+
+def normalize(name: str) -> str:
+    """`aten::addmm` / `aten.addmm.default` / `Addmm_3` -> `addmm`: what two tools' names for one op share."""
+    s = name.rsplit("/", 1)[-1].lower()
+    for prefix in ("aten::", "aten.", "npu::", "aclnn", "torch."):
+        if s.startswith(prefix):
+            s = s[len(prefix):]
+    s = s.split(".default")[0].split(".tensor")[0]
+    s = re.sub(r"[._]\d+$", "", s)
+    return re.sub(r"[^a-z0-9]", "", s).rstrip("0123456789") or s

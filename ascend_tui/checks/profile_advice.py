@@ -1,0 +1,386 @@
+"""Advice from a profile: msprof-analyze's core rules plus the ones it lacks, as `check: "profile"` findings.
+
+Rules (thresholds from msprof-analyze 26.2.0 where it has them): `hotspot` and `hot_op` (the types and
+single ops that take the time), `dynamic_shape` (operators compiled online), `layout_conversion` (TransData / permute+contiguous / format casts, naming the modules or
+neighbouring ops that cause them — msprof-analyze has no such rule), `unbound` (kernels over 20 µs
+whose busiest pipe is under 80%), `aicpu` (AI CPU kernels over 20 µs, and the dtypes that send them
+there), `block_dim` (block dim not a multiple of the core count), `fusion` (sequences a fused
+kernel replaces), `host_bound` (device idle waiting for the host), `sync` (frequent host-device
+synchronisation), `memcpy` (host-device copies) and `communication` (exposed collective time).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from ascend_tui import fmt
+from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, summarize
+from ascend_tui.evidence import Finding
+from ascend_tui.timing import KernelTable, Profile
+
+MIN_TASK_US = 20.0  # msprof-analyze's _MIN_TASK_DURATION for the bound and AI CPU checkers
+HOTSPOT_SHARE = 0.05
+LAYOUT_SHARE = 0.05
+IDLE_SHARE = 0.10
+SYNC_PER_STEP = 10
+FUSIONS: tuple[tuple[str, str, str], ...] = (
+    # (name, regex over the ';'-joined op types, hint)
+    ("MatMul + bias + activation", r"(?:Batch)?MatMul\w*;(?:BiasAdd|Add|AddV2);(?:Relu|Gelu|FastGelu\w*|Swish|Silu|"
+     r"Sigmoid|Tanh|GeluV2)", "use a fused linear (torch_npu.npu_linear / aclnnMatmulAddRelu style) or let the "
+     "graph compiler fuse it (torch.compile / torchair)"),
+    ("MatMul + bias", r"(?:Batch)?MatMul\w*;(?:BiasAdd|Add|AddV2)(?=;|$)", "pass the bias to the matmul "
+     "(F.linear with bias, torch.addmm) instead of adding it afterwards"),
+    ("Conv + bias + activation", r"Conv2D\w*;(?:BiasAdd|Add|AddV2);(?:Relu|Relu6|LeakyRelu|Swish|Silu)",
+     "fold the bias and activation into the convolution (conv with bias=True, graph-mode fusion)"),
+    ("RMSNorm", r"(?:Pow|Square);ReduceMean\w*;(?:Add|AddV2|Adds);(?:Rsqrt|Sqrt);(?:Mul|RealDiv)(?:;Mul)?",
+     "use torch_npu.npu_rms_norm"),
+    ("attention softmax", r"BatchMatMul\w*;(?:Mul|Muls|RealDiv|Div)?;?(?:Add;)?Softmax\w*;(?:Dropout\w*;)?BatchMatMul",
+     "use fused attention (torch_npu.npu_fusion_attention / F.scaled_dot_product_attention)"),
+    ("LayerNorm", r"ReduceMean\w*;Sub;(?:Pow|Square);ReduceMean\w*;(?:Add|Adds);(?:Sqrt|Rsqrt)",
+     "use nn.LayerNorm (one LayerNorm kernel) instead of composing it"),
+)
+SYNC_NAMES = re.compile(r"synchroniz|aten::item$|_local_scalar_dense|cudaStreamSynchronize|cudaDeviceSynchronize",
+                        re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class Cores:
+    """Core counts the block-dim rule divides by (Atlas A2 training cards: 24 AI cube cores, 48 vector)."""
+
+    aic: int = 24
+    aiv: int = 48
+
+
+def advise(profile: Profile, nodes: Mapping[str, str] | None = None, cores: Cores = Cores()) -> list[Finding]:
+    """Every finding the rules make on `profile`; `nodes` maps a kernel name to its graph node id."""
+    t = profile.kernels
+    nodes = nodes or {}
+    out: list[Finding] = []
+    if t.n:
+        total = t.total_us() or 1.0
+        cats = categories(t)
+        out += _hotspots(t, nodes, total)
+        out += _layout(t, cats, nodes, total)
+        out += _unbound(t, nodes)
+        out += _aicpu(t, nodes)
+        out += _block_dim(t, nodes, cores, total)
+        out += _fusion(t, nodes, total)
+        out += _memcpy(t, cats, nodes, total)
+        out += _dynamic(t, nodes, total)
+    out += _host_bound(profile, nodes)
+    out += _sync(profile)
+    return out
+
+
+def _finding(kind: str, severity: str, t: KernelTable, rows: np.ndarray, nodes: Mapping[str, str], message: str,
+             hint: str | None = None, **metrics: object) -> Finding:
+    """A finding on the longest of `rows` (its node is that kernel's graph node)."""
+    top = int(rows[np.argmax(t.dur_us[rows])]) if len(rows) else -1
+    name = t.label("name", top) if top >= 0 else ""
+    node = (t.label("node", top) if top >= 0 else "") or nodes.get(name, name)
+    return Finding("profile", kind, severity, node, t.label("type", top) if top >= 0 else "",
+                   t.label("module", top) if top >= 0 else "", -1, message, metrics=metrics, hint=hint)
+
+
+def _rows_of(t: KernelTable, column: str, value: str) -> np.ndarray:
+    code = t.text[column].code(value)
+    return np.flatnonzero(t.text[column].codes == code)
+
+
+def _hotspots(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Finding]:
+    """The op types that take the most kernel time; communication has its own finding and is left out."""
+    cats = categories(t)
+    comm = cats.code("communication")
+    rows = np.flatnonzero(cats.codes != comm) if comm >= 0 else np.arange(t.n)
+    out = []
+    for g in summarize(t, "type", rows)[:5]:
+        if g.share < HOTSPOT_SHARE:
+            break
+        bound = f", {g.bound}-bound" if g.bound and g.bound not in ("unbound",) else ""
+        out.append(_finding("hotspot", "info", t, _rows_of(t, "type", g.key), nodes,
+                            f"{g.key} takes {fmt.percent(g.share)} of kernel time (communication aside): "
+                            f"{fmt.plural(g.count, 'call')}, {fmt.duration_us(g.total_us)}, mean "
+                            f"{fmt.duration_us(g.avg_us)} ({g.category}{bound})",
+                            share=g.share, total_us=g.total_us, count=g.count))
+    for g in summarize(t, "name", rows)[:10]:  # single ops that are hot on their own light the graph's T badge
+        if g.share < HOTSPOT_SHARE:
+            break
+        top = _rows_of(t, "name", g.key)
+        out.append(_finding("hot_op", "info", t, top, nodes,
+                            f"{g.key} alone takes {fmt.percent(g.share)} of kernel time ({fmt.plural(g.count, 'call')}, "
+                            f"{fmt.duration_us(g.total_us)})", share=g.share, total_us=g.total_us, count=g.count))
+    return out
+
+
+def _layout(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> list[Finding]:
+    code = cats.code("layout")
+    rows = np.flatnonzero(cats.codes == code) if code >= 0 else np.zeros(0, np.int64)
+    time = float(t.dur_us[rows].sum())
+    if time / total < LAYOUT_SHARE:
+        return []
+    types = Counter()
+    for r in rows:
+        types[t.label("type", r)] += float(t.dur_us[r])
+    causes = _causes(t, rows)
+    where = ", ".join(f"{k} ({fmt.percent(v / time)})" for k, v in causes[:4])
+    return [_finding("layout_conversion", "warning", t, rows, nodes,
+                     f"layout conversions ({', '.join(k for k, _ in types.most_common(3))}) take "
+                     f"{fmt.percent(time / total)} of kernel time in {fmt.plural(len(rows), 'kernel')}; "
+                     f"caused by {where}",
+                     "keep one memory layout through the model: drop permute()/contiguous() pairs around "
+                     "normalisations, use channels_last throughout, or let the NPU keep its private format",
+                     share=time / total, total_us=time, count=len(rows),
+                     causes=[{"cause": k, "us": v} for k, v in causes[:10]])]
+
+
+def _causes(t: KernelTable, rows: np.ndarray) -> list[tuple[str, float]]:
+    """Who makes the conversions: their modules when known, else the op each conversion feeds (same stream)."""
+    acc: Counter[str] = Counter()
+    modules = t.text["module"]
+    if any(modules.values[modules.codes[r]] for r in rows[:1000]):
+        for r in rows:
+            acc[modules.at(r) or "(no module)"] += float(t.dur_us[r])
+        return acc.most_common()
+    order = np.lexsort((t.start_ns, t.ints["stream"]))
+    pos = np.empty(t.n, np.int64)
+    pos[order] = np.arange(t.n)
+    cats = categories(t)
+    layout = cats.code("layout")
+    for r in rows:
+        p = int(pos[r]) + 1
+        while p < t.n and cats.codes[order[p]] == layout and t.ints["stream"][order[p]] == t.ints["stream"][r]:
+            p += 1
+        nxt = t.label("type", int(order[p])) if p < t.n and t.ints["stream"][order[p]] == t.ints["stream"][r] else "end"
+        acc[f"input of {nxt}"] += float(t.dur_us[r])
+    return acc.most_common()
+
+
+def _pmu_max(t: KernelTable) -> tuple[np.ndarray, np.ndarray]:
+    best = np.zeros(t.n, np.float32)
+    have = np.zeros(t.n, bool)
+    for cols in PMU_PIPES.values():
+        for c in cols:
+            v = t.metrics.get(c)
+            if v is not None:
+                ok = np.isfinite(v) & (v > 0)
+                have |= ok
+                best = np.where(ok & (v > best), v, best)
+    return best, have
+
+
+def _per_type(t: KernelTable, rows: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    codes = t.text["type"].codes[rows]
+    out = [(t.text["type"].values[c], rows[codes == c]) for c in np.unique(codes)]
+    out.sort(key=lambda kv: -float(t.dur_us[kv[1]].sum()))
+    return out
+
+
+def _unbound(t: KernelTable, nodes: Mapping[str, str]) -> list[Finding]:
+    best, have = _pmu_max(t)
+    rows = np.flatnonzero(have & (best <= BOUND_RATIO) & (t.dur_us > MIN_TASK_US))
+    out = []
+    for typ, rs in _per_type(t, rows)[:5]:
+        out.append(_finding("unbound", "warning", t, rs, nodes,
+                            f"{fmt.plural(len(rs), typ + ' kernel')} over {MIN_TASK_US:.0f} us use no pipe over "
+                            f"{fmt.percent(BOUND_RATIO, 0)} (busiest {fmt.percent(float(best[rs].max()), 0)}): "
+                            f"{fmt.duration_us(float(t.dur_us[rs].sum()))} lost to latency or too few cores",
+                            "tune the operator (AOE), check its block dim and shapes (multiples of 16)",
+                            total_us=float(t.dur_us[rs].sum()), count=len(rs), max_ratio=float(best[rs].max())))
+    return out
+
+
+def _aicpu(t: KernelTable, nodes: Mapping[str, str]) -> list[Finding]:
+    code = t.text["core"].code("AI_CPU")
+    if code < 0:
+        return []
+    rows = np.flatnonzero((t.text["core"].codes == code) & (t.dur_us > MIN_TASK_US))
+    out = []
+    for typ, rs in _per_type(t, rows):
+        dtypes = {d.strip() for r in rs[:200] for d in t.label("input_dtypes", int(r)).split(";") if d.strip()}
+        bad = sorted(dtypes & {"DOUBLE", "INT64", "UINT64", "COMPLEX64", "COMPLEX128"})
+        note = f"; inputs in {', '.join(bad)} often send it there" if bad else ""
+        out.append(_finding("aicpu", "warning", t, rs, nodes,
+                            f"{typ} runs on the AI CPU: {fmt.plural(len(rs), 'kernel')} over {MIN_TASK_US:.0f} us, "
+                            f"{fmt.duration_us(float(t.dur_us[rs].sum()))}{note}",
+                            "convert the inputs to float32/int32 or replace the op with one the AI cores run",
+                            total_us=float(t.dur_us[rs].sum()), count=len(rs)))
+    return out
+
+
+def _block_dim(t: KernelTable, nodes: Mapping[str, str], cores: Cores, total: float) -> list[Finding]:
+    core = t.text["core"]
+    bd = t.ints["block_dim"]
+    mix = t.ints["mix_block_dim"]
+    n_of = {"AI_CORE": cores.aic, "MIX_AIC": cores.aic, "AI_VECTOR_CORE": cores.aiv}
+    bad = np.zeros(t.n, bool)
+    for name, n in n_of.items():
+        c = core.code(name)
+        if c >= 0:
+            sel = (core.codes == c) & (bd > 0) & (bd % n != 0)
+            if name == "MIX_AIC":
+                sel &= ~((mix > 0) & (mix % cores.aiv == 0))
+            bad |= sel
+    out = []
+    for typ, rs in _per_type(t, np.flatnonzero(bad))[:5]:
+        time = float(t.dur_us[rs].sum())
+        if time / total < 0.01:
+            continue
+        dims = sorted({int(x) for x in bd[rs]})[:6]
+        out.append(_finding("block_dim", "info", t, rs, nodes,
+                            f"{typ} launches on {', '.join(map(str, dims))} blocks, not a multiple of "
+                            f"{cores.aic} AI cores / {cores.aiv} vector cores: the last wave leaves cores idle "
+                            f"({fmt.duration_us(time)} in {fmt.plural(len(rs), 'kernel')})",
+                            "reshape or tile so the block count divides by the core count (or tune with AOE)",
+                            total_us=time, count=len(rs)))
+    return out
+
+
+def _fusion(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Finding]:
+    order = np.lexsort((t.start_ns, t.ints["stream"]))
+    types = [t.text["type"].values[c] for c in t.text["type"].codes[order]]
+    starts = np.cumsum([0] + [len(x) + 1 for x in types])
+    text = ";".join(types)
+    out = []
+    taken = np.zeros(len(types), bool)
+    for name, pattern, hint in FUSIONS:
+        hits = []
+        for m in re.finditer(pattern, text):
+            a = int(np.searchsorted(starts, m.start(), side="right")) - 1
+            b = int(np.searchsorted(starts, m.end(), side="left"))
+            if taken[a:b].any():
+                continue
+            taken[a:b] = True
+            hits.append(order[a:b])
+        if not hits:
+            continue
+        rows = np.concatenate(hits)
+        # what fusing saves: the kernels after the first of each sequence
+        saved = float(sum(t.dur_us[h[1:]].sum() for h in hits))
+        out.append(_finding("fusion", "warning" if saved / total >= 0.02 else "info", t, rows, nodes,
+                            f"{name}: {fmt.plural(len(hits), 'sequence')} of {len(hits[0])} kernels could be one "
+                            f"(up to {fmt.duration_us(saved)}, {fmt.percent(saved / total)} of kernel time)",
+                            hint, count=len(hits), saved_us=saved))
+    return out
+
+
+def _memcpy(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> list[Finding]:
+    code = cats.code("memcpy")
+    rows = np.flatnonzero(cats.codes == code) if code >= 0 else np.zeros(0, np.int64)
+    time = float(t.dur_us[rows].sum())
+    if time / total < 0.05:
+        return []
+    return [_finding("memcpy", "warning", t, rows, nodes,
+                     f"memory copies take {fmt.percent(time / total)} of kernel time "
+                     f"({fmt.plural(len(rows), 'copy', 'copies')}, {fmt.duration_us(time)})",
+                     "keep tensors on the device; move inputs once with non_blocking=True from pinned memory",
+                     share=time / total, total_us=time)]
+
+
+def _dynamic(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Finding]:
+    """msprof-analyze's dynamic-shape rule: kernels compiled for dynamic shapes (OP State `dynamic`) recompile online."""
+    code = t.text["state"].code("dynamic")
+    if code < 0:
+        return []
+    rows = np.flatnonzero(t.text["state"].codes == code)
+    time = float(t.dur_us[rows].sum())
+    return [_finding("dynamic_shape", "info", t, rows, nodes,
+                     f"{fmt.plural(len(rows), 'kernel')} ({fmt.percent(time / total)} of kernel time) ran as "
+                     "dynamic-shape operators, compiled online",
+                     "with static shapes, turn online compilation off: torch_npu.npu.set_compile_mode(jit_compile=False)"
+                     " and torch_npu.npu.config.allow_internal_format = False",
+                     count=len(rows), share=time / total)]
+
+
+def _host_bound(profile: Profile, nodes: Mapping[str, str]) -> list[Finding]:
+    steps = [s for s in profile.steps if s.total > 0]
+    if steps:
+        free = sum(s.free for s in steps)
+        wall = sum(s.total for s in steps)
+        comm = sum(s.communication_not_overlapped for s in steps)
+        out = []
+        if free / wall >= IDLE_SHARE:
+            out.append(Finding("profile", "host_bound", "warning", "", "", "", -1,
+                               f"the device sits idle {fmt.percent(free / wall)} of each step "
+                               f"({fmt.duration_us(free / len(steps))} a step): it waits for the host",
+                               metrics={"free_share": free / wall, "free_us": free / len(steps)},
+                               hint="look at the host timeline for dispatch gaps, dataloader waits and "
+                                    "synchronisations; larger batches or graph mode amortise dispatch"))
+        if comm / wall >= 0.2:
+            out.append(Finding("profile", "communication", "warning", "", "", "", -1,
+                               f"exposed communication takes {fmt.percent(comm / wall)} of each step",
+                               metrics={"share": comm / wall},
+                               hint="overlap collectives with compute (bucketed allreduce, async p2p) or "
+                                    "shrink what is sent"))
+        return out
+    t = profile.kernels
+    if t.n < 2 or t.text["core"].values == ["CPU"]:
+        return []  # on the CPU the gaps between ops are the same thread's Python: nothing waits on the host
+    ok = t.start_ns != np.iinfo(np.int64).min
+    if ok.sum() < 2:
+        return []
+    s = t.start_ns[ok]
+    e = s + (t.dur_us[ok] * 1000).astype(np.int64)
+    order = np.argsort(s)
+    s, e = s[order], np.maximum.accumulate(e[order])
+    gaps = np.maximum(s[1:] - e[:-1], 0)
+    wall = float(e[-1] - s[0]) or 1.0
+    idle = float(gaps.sum())
+    if idle / wall < IDLE_SHARE * 2:
+        return []
+    return [Finding("profile", "host_bound", "warning", "", "", "", -1,
+                    f"kernels leave the device idle {fmt.percent(idle / wall)} of the profiled time "
+                    f"({fmt.duration_us(idle / 1000)} in gaps): the host does not keep it fed",
+                    metrics={"free_share": idle / wall},
+                    hint="larger batches, fewer small ops, graph mode, or remove host synchronisations")]
+
+
+def _sync(profile: Profile) -> list[Finding]:
+    api = profile.extra.get("api_statistic") or []
+    syncs = sum(int(r.get("count", 0)) for r in api if SYNC_NAMES.search(str(r.get("name", ""))))
+    launches = sum(int(r.get("count", 0)) for r in api if "launch" in str(r.get("name", "")).lower())
+    syncs += sum(h.count for h in profile.host_ops if SYNC_NAMES.search(h.name))
+    steps = max(len({s.step for s in profile.steps}), 1)
+    if syncs < SYNC_PER_STEP * steps and not (launches and syncs / launches >= 0.5 and syncs >= 4):
+        return []
+    return [Finding("profile", "sync", "warning", "", "", "", -1,
+                    f"{fmt.plural(syncs, 'host-device synchronisation')} in {fmt.plural(steps, 'step')}"
+                    + (f" against {fmt.count(launches)} kernel launches" if launches else ""),
+                    metrics={"synchronisations": syncs, "launches": launches},
+                    hint="avoid .item(), .cpu(), printing tensors and data-dependent shapes (nonzero) inside the "
+                         "step; unset ASCEND_LAUNCH_BLOCKING / CUDA_LAUNCH_BLOCKING")]
+
+
+REGRESSION_SHARE = 0.05  # a step this much slower than the baseline fails the comparison
+
+
+def regressions(rows: list, before_us: float, after_us: float, graph: object | None = None) -> list[Finding]:
+    """Findings for a baseline diff (`profile.diff` rows per type, per-step µs): an error when the whole step got
+    more than 5% slower, a warning for each op type that grew by more than 5% of the baseline step."""
+    def node_of(op_type: str) -> str:
+        for n in graph or ():  # type: ignore[attr-defined]
+            if n.op_type == op_type:
+                return n.id
+        return ""
+
+    out = []
+    if before_us > 0 and after_us > before_us * (1 + REGRESSION_SHARE):
+        worst = rows[0] if rows else None
+        out.append(Finding("profile", "regression", "error", node_of(worst.key) if worst else "",
+                           worst.key if worst else "", "", -1,
+                           f"kernel time per step went from {fmt.duration_us(before_us)} to "
+                           f"{fmt.duration_us(after_us)} ({fmt.ratio(after_us / before_us)})"
+                           + (f"; most of it in {worst.key} (+{fmt.duration_us(worst.delta_us)})" if worst else ""),
+                           metrics={"before_us": before_us, "after_us": after_us}))
+    for r in rows[:5]:
+        if r.delta_us <= max(REGRESSION_SHARE * before_us, 1.0):
+            break
+        out.append(Finding("profile", "regression", "warning", node_of(r.key), r.key, "", -1,
+                           f"{r.key}: {fmt.duration_us(r.before_us)} -> {fmt.duration_us(r.after_us)} a step "
+                           f"(+{fmt.duration_us(r.delta_us)}, {r.before_count} -> {r.after_count} calls)",
+                           metrics={"before_us": r.before_us, "after_us": r.after_us}))
+    return out

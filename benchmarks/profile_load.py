@@ -1,0 +1,110 @@
+"""Loading a million-row kernel_details.csv: ours (read + per-type summary) vs pandas read_csv + groupby, same run.
+
+Run: python benchmarks/profile_load.py [--rows 1000000] [--reps 2] [--keep PATH]
+The file replicates the real rows of the Level1 fixture (46 columns, CRLF, a TAB after each start
+time, `\"\"\"32,3,224,224\"\"\"` shapes, `N/A` cells), with start times moved on so every row is distinct.
+Each side runs in a fresh child process, alternating, so each one's peak RSS is its own; prints
+the median times, the ratio, and peak memory against the file size. Goal: faster than pandas,
+memory at most 2x the file size. pandas is needed here only, never by the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT.parent / "shared" / "fixtures" / "profiler" / "level1_2025-01" / "ASCEND_PROFILER_OUTPUT" / \
+    "kernel_details.csv"
+
+OURS = """
+import json, resource, sys, time
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+from pathlib import Path
+from ascend_tui.formats.profiler_csv import read_kernels
+from ascend_tui.checks.profile import summarize
+table = read_kernels(Path(sys.argv[1]))
+groups = summarize(table, "type")
+dt = time.perf_counter() - t0
+print(json.dumps({"s": dt, "rows": table.n, "groups": len(groups), "top": groups[0].key,
+                  "top_us": groups[0].total_us, "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "base_kb": before}))
+"""
+
+PANDAS = """
+import json, resource, sys, time
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+import pandas as pd
+df = pd.read_csv(sys.argv[1])
+g = df.groupby("Type")["Duration(us)"].agg(["count", "sum", "mean", "max"]).sort_values("sum", ascending=False)
+dt = time.perf_counter() - t0
+print(json.dumps({"s": dt, "rows": len(df), "groups": len(g), "top": str(g.index[0]), "top_us": float(g["sum"].iloc[0]),
+                  "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "base_kb": before}))
+"""
+
+
+def write_file(path: Path, rows: int) -> int:
+    """A kernel_details.csv of `rows` rows made of the fixture's rows; returns its size in bytes."""
+    raw = FIXTURE.read_bytes()
+    lines = raw.split(b"\r\n")
+    header, body = lines[0], [ln for ln in lines[1:] if ln]
+    stamp = re.compile(rb"(\d{16})\.(\d{3})\t")
+    with path.open("wb") as fh:
+        fh.write(header + b"\r\n")
+        done, shift = 0, 0
+        while done < rows:
+            chunk = []
+            for line in body[: rows - done]:
+                chunk.append(stamp.sub(lambda m: b"%d.%s\t" % (int(m.group(1)) + shift, m.group(2)), line, count=1))
+            fh.write(b"\r\n".join(chunk) + b"\r\n")
+            done += len(chunk)
+            shift += 2000
+    return path.stat().st_size
+
+
+def run(code: str, path: Path) -> dict:
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env)
+    if out.returncode:
+        raise SystemExit(out.stderr)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--keep", type=Path, default=None, help="write the CSV here and keep it")
+    args = ap.parse_args()
+    tmp = tempfile.TemporaryDirectory()
+    path = args.keep or Path(tmp.name) / "kernel_details.csv"
+    size = write_file(path, args.rows)
+    print(f"{path}: {args.rows:,} rows, {size / 2**20:.0f} MiB")
+    ours, theirs = [], []
+    for _ in range(args.reps):
+        ours.append(run(OURS, path))
+        theirs.append(run(PANDAS, path))
+    a, b = ours[-1], theirs[-1]
+    assert a["rows"] == b["rows"] == args.rows, (a["rows"], b["rows"])
+    assert a["top"] == b["top"] and abs(a["top_us"] - b["top_us"]) < 1e-3 * b["top_us"], (a, b)
+    t_ours = statistics.median(r["s"] for r in ours)
+    t_pd = statistics.median(r["s"] for r in theirs)
+    mem = max((r["rss_kb"] - r["base_kb"]) * 1024 for r in ours)
+    mem_pd = max((r["rss_kb"] - r["base_kb"]) * 1024 for r in theirs)
+    print(f"ours   (read_kernels + summarize by type): {t_ours:6.2f} s   peak +{mem / 2**20:5.0f} MiB "
+          f"= {mem / size:.2f}x the file")
+    print(f"pandas (read_csv + groupby Type):          {t_pd:6.2f} s   peak +{mem_pd / 2**20:5.0f} MiB "
+          f"= {mem_pd / size:.2f}x the file")
+    print(f"ratio ours/pandas: {t_ours / t_pd:.2f} (goal < 1); memory goal: <= 2x the file")
+
+
+if __name__ == "__main__":
+    main()

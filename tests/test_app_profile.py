@@ -1,0 +1,217 @@
+"""The profile browser driven with keys: sort, group, drill-down to the graph, advice, timeline, diff; snapshots."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.app import App
+
+from ascend_tui.app.config import load_themes, variable_defaults
+from ascend_tui.app.screens.profile import ProfileScreen, module_tree, share_bar
+from ascend_tui.app.screens.row_table import RowTable
+from ascend_tui.app.widgets.timeline_strip import TimelineStrip
+from ascend_tui.formats import open_path
+from ascend_tui.investigation import Investigation
+from ascend_tui.profile_cli import attach_baseline
+from tests.conftest import FIXTURES
+
+PROF = FIXTURES / "profiler"
+
+
+@pytest.fixture(autouse=True)
+def _fixed_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+def profile_inv(baseline: bool = True) -> Investigation:
+    inv = open_path(PROF / "level1_2025-01")
+    if baseline:
+        attach_baseline(inv, open_path(PROF / "level0_2025-01"))
+    inv.run.target = "rank0_ascend_pt"  # no machine paths on screen
+    return inv
+
+
+class Host(App[None]):
+    """Opens the profile view as the investigator app does and records what it dismissed with."""
+
+    def __init__(self, inv: Investigation) -> None:
+        super().__init__()
+        self.inv = inv
+        self.results: list[str | None] = []
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return variable_defaults(self.current_theme)
+
+    def on_mount(self) -> None:
+        for theme in load_themes():
+            self.register_theme(theme)
+        self.theme = "ascend-dark"
+        self.push_screen(ProfileScreen(self.inv), self.results.append)
+
+
+def table(app: App[Any], name: str) -> RowTable:
+    return app.screen.query_one(f"#{name}", RowTable)
+
+
+def first_cells(t: RowTable) -> list[str]:
+    return [r.cells[0] for r in t.rows]
+
+
+def status(app: App[Any]) -> str:
+    return str(app.screen.query_one("#profile-status").render())
+
+
+async def test_sort_by_any_column_with_one_key() -> None:
+    app = Host(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        ops = table(app, "ops-table")
+        assert first_cells(ops)[0] == "hcom_allReduce_" and ops.columns[2].label == "total ▼"
+        totals = [r.data[2] for r in ops.rows]
+        assert totals == sorted(totals, reverse=True)
+        await pilot.press("s", "s")  # total -> share -> mean
+        assert ops.columns[4].label == "mean ▼"
+        means = [r.data[4] for r in ops.rows]
+        assert means == sorted(means, reverse=True)
+        await pilot.press("S")
+        assert ops.columns[4].label == "mean ▲" and [r.data[4] for r in ops.rows] == sorted(means)
+        await pilot.press("s", "s", "s", "s")  # max, category, bound, then the name column a to z
+        assert ops.columns[0].label.endswith("▲")
+        assert first_cells(ops) == sorted(first_cells(ops), key=str.lower)
+
+
+async def test_group_by_op_module_and_category() -> None:
+    app = Host(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        ops = table(app, "ops-table")
+        await pilot.press("v")
+        assert ops.columns[0].label == "op" and "trans_TransData_0" in first_cells(ops)
+        await pilot.press("v")
+        assert ops.columns[0].label == "module" and "AlexNet_0.Sequential_0.Conv2d_0" in first_cells(ops)
+        await pilot.press("v")
+        assert ops.columns[0].label == "category"
+        assert set(first_cells(ops)) == {"communication", "compute", "vector", "layout"}
+        assert "by category" in status(app)
+
+
+async def test_drill_from_type_to_ops_to_graph_and_back() -> None:
+    app = Host(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        ops = table(app, "ops-table")
+        ops.move_to(first_cells(ops).index("TransData"))
+        await pilot.press("enter")
+        assert ops.columns[0].label == "op"
+        assert sorted(first_cells(ops)) == ["aclnnMaxPool2dWithMask_TransDataSpecial_TransData", "trans_TransData_0",
+                                            "trans_TransData_1", "trans_TransData_2"]
+        assert "op type TransData" in status(app)
+        await pilot.press("b")
+        assert ops.columns[0].label.startswith("op type") and "TransData" in first_cells(ops)
+        await pilot.press("enter")  # drill again, then choose the first op: back to the graph on its node
+        name = ops.rows[ops.cursor].cells[0]
+        await pilot.press("enter")
+        assert app.results == [name] and name in app.inv.graph
+
+
+async def test_advice_jumps_to_its_ops() -> None:
+    app = Host(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        advice = table(app, "advice-table")
+        kinds = [r.cells[1] for r in advice.rows]
+        assert kinds[0] == "regression" and "unbound" in kinds and "host_bound" in kinds
+        advice.move_to(kinds.index("unbound"))
+        op_type = advice.rows[advice.cursor].cells[2]
+        await pilot.press("enter")
+        ops = table(app, "ops-table")
+        assert app.screen.query_one("TabbedContent").active == "ops"
+        assert f"op type {op_type}" in status(app) and ops.columns[0].label == "op"
+
+
+async def test_diff_regressions_first_with_coloured_deltas() -> None:
+    app = Host(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("5")
+        diff = table(app, "diff-table")
+        deltas = [r.data[3] for r in diff.rows]
+        assert deltas == sorted(deltas, reverse=True) and deltas[0] > 0 > deltas[-1]
+        assert diff.rows[0].cell_tones[3] == "bad" and diff.rows[-1].cell_tones[3] == "good"
+        assert diff.rows[0].cells[0] == "hcom_allReduce_" and diff.rows[0].cells[3].startswith("+")
+        await pilot.press("v")
+        assert diff.columns[0].label == "module"
+
+
+async def test_timeline_strip_moves_with_the_keyboard() -> None:
+    app = Host(profile_inv(baseline=False))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("3")
+        strip = app.screen.query_one(TimelineStrip)
+        assert strip.has_focus and strip.segments.source == "overlap track"
+        kinds = strip.dominant()  # the fixture's trace window holds Computing and Free spans only
+        assert {"compute", "free"} <= set(kinds) and "communication" not in kinds
+        await pilot.press("l", "l", "L")
+        assert strip.cursor == 12
+        info = str(app.screen.query_one("#timeline-info").render())
+        assert "overlap track" in info and " of " in info
+        steps = table(app, "steps-table")
+        assert steps.rows[0].cells[0] == "50" and steps.rows[0].cell_tones[4] == "warning"
+
+
+def test_module_tree_and_bars() -> None:
+    tree = module_tree(profile_inv(baseline=False).profile)
+    assert tree[0][:2] == ("AlexNet_0", 0)
+    assert ("AlexNet_0.Sequential_0.Conv2d_0", 2) in [(p, d) for p, d, _, _ in tree]
+    assert share_bar(0.5, 8) == "████    " and share_bar(1 / 16, 8) == "▌       "
+
+
+def test_view_is_offered_for_profiles_only() -> None:
+    assert ProfileScreen.available(profile_inv(baseline=False))
+    assert not ProfileScreen.available(open_path(PROF / "level1_2025-01" / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv"))
+
+
+def test_home_screen_lights_t_for_hot_ops() -> None:
+    inv = profile_inv(baseline=False)
+    hot = [f.node for f in inv.findings if f.kind in ("hotspot", "hot_op")]
+    assert "Conv2D1" in hot  # the longest single kernel after the allreduce
+    assert hot and all(inv.badges(n).get("profile") for n in hot)
+
+
+def _app(tmp_path: Path) -> Any:
+    from ascend_tui.app.app import InvestigatorApp
+
+    return InvestigatorApp(profile_inv(), theme="ascend-dark", export_dir=tmp_path)
+
+
+def test_snapshot_profile_view_80x24(snap_compare: Any, tmp_path: Path) -> None:
+    assert snap_compare(_app(tmp_path), press=["T"], terminal_size=(80, 24))
+
+
+def test_snapshot_profile_view_160x48(snap_compare: Any, tmp_path: Path) -> None:
+    assert snap_compare(_app(tmp_path), press=["T", "5"], terminal_size=(160, 48))
+
+
+async def test_module_tree_and_step_table_sort_too() -> None:
+    app = Host(profile_inv(baseline=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        mods = table(app, "modules-table")
+        assert mods.columns[0].label == "module (tree)" and mods.rows[0].cells[0] == "AlexNet_0"
+        await pilot.press("s")  # the tree becomes a flat list of full paths, a to z
+        paths = first_cells(mods)
+        assert mods.columns[0].label == "module ▲" and paths == sorted(paths, key=str.lower)
+        await pilot.press("s")
+        shares = [r.data[1] for r in mods.rows]
+        assert mods.columns[1].label == "share ▼" and shares == sorted(shares, reverse=True)
+        await pilot.press("s", "s", "s")  # time, calls, then back to the tree
+        assert mods.columns[0].label == "module (tree)"
+    cluster = open_path(PROF / "msprof_analyze")
+    cluster.run.target = "cluster"
+    app = Host(cluster)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("3", "s", "s", "s")  # step -> rank -> computing -> comm (exposed)
+        steps = table(app, "steps-table")
+        comm = [r.data[3] for r in steps.rows]
+        assert len(comm) == 16 and comm == sorted(comm, reverse=True)
+        assert steps.columns[3].label == "comm (exposed) ▼" and steps.rows[0].cells[1] == "11"
