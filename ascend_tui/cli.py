@@ -134,8 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _gate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on", choices=("error", "warning"), default="error",
                         help="exit 1 when a finding of this severity or worse is found (default: error)")
-    parser.add_argument("--baseline", metavar="REPORT",
-                        help="an earlier --json report or saved run: only findings it did not have fail")
+    parser.add_argument("--baseline", metavar="REPORT_OR_PROFILE",
+                        help="an earlier --json report or saved run (only findings it did not have fail), or a "
+                             "profile (a step slower than --max-slowdown fails)")
+    parser.add_argument("--max-slowdown", default="5%", metavar="SHARE",
+                        help="with a profile --baseline: how much slower a step may get (default 5%%)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -198,10 +201,11 @@ def _write_outputs(inv: Any, args: argparse.Namespace) -> None:
 
 def _finish(inv: Any, args: argparse.Namespace) -> int:
     from ascend_tui.fmt import plural
-    from ascend_tui.gate import baseline_ids, gate
+    from ascend_tui.gate import apply_baseline, gate, parse_share
     from ascend_tui.report import format_findings
 
-    known = baseline_ids(args.baseline) if getattr(args, "baseline", None) else None
+    known = apply_baseline(inv, args.baseline, parse_share(getattr(args, "max_slowdown", "5%"))) \
+        if getattr(args, "baseline", None) else None
     result = gate(inv, getattr(args, "fail_on", "error"), known)
     _write_outputs(inv, args)
     summary = inv.summary()

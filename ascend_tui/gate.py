@@ -1,7 +1,9 @@
 """The CI gate: which findings fail a run, given a severity threshold and an optional baseline.
 
 A baseline is an earlier report (`--json`) or saved investigation: findings it already had
-(same id: check, kind and operator) are known and do not fail the run; only new ones do.
+(same id: check, kind and operator) are known and do not fail the run; only new ones do. A
+baseline that is a profile (a profiler folder, or a saved run with timing) is diffed against
+this run's profile instead: a step more than `--max-slowdown` slower is a new error.
 """
 
 from __future__ import annotations
@@ -62,3 +64,36 @@ def gate(inv: Investigation, fail_on: str = "error", baseline: set[str] | None =
     known = baseline or set()
     return GateResult(tuple((fid, f) for fid, f in over if fid not in known),
                       sum(1 for fid, _ in over if fid in known), fail_on)
+
+
+def parse_share(text: str) -> float:
+    """`5%` or `0.05` -> 0.05."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise InputError("--max-slowdown", f"expected a share such as 5% or 0.05, got {text!r}") from None
+    if not 0 <= value < 10:
+        raise InputError("--max-slowdown", f"{text!r} is not a sensible slowdown (use e.g. 5%)")
+    return value
+
+
+def apply_baseline(inv: Investigation, path: str | Path, max_slowdown: float) -> set[str] | None:
+    """Known finding ids from a report baseline; for a profile baseline, add its regression findings instead."""
+    from ascend_tui.formats import kind_of, open_path
+
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "--baseline: no such file or folder")
+    is_report = p.is_file() and p.suffix == ".json" and kind_of(p) in (None, "investigation")
+    base = open_path(p) if not is_report or kind_of(p) == "investigation" else None
+    if base is not None and getattr(base, "profile", None) is not None:
+        if getattr(inv, "profile", None) is None:
+            raise InputError(p, "--baseline is a profile, but this run has no timing to compare (add --checks "
+                                "profile, or give a profiler folder)")
+        if "baseline" not in inv.profile.extra:
+            from ascend_tui.profile_cli import attach_baseline
+
+            attach_baseline(inv, base, max_slowdown)
+        return None
+    return baseline_ids(p)

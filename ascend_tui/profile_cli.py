@@ -81,10 +81,11 @@ def _cluster(path: Path, args: argparse.Namespace) -> Investigation:
     return load_cluster(path, scheduler=args.scheduler)
 
 
-def attach_baseline(inv: Investigation, base: Investigation) -> list[dict[str, Any]]:
-    """Diff `inv` against `base` per type and module, store it in the profile and add regression findings."""
+def attach_baseline(inv: Investigation, base: Investigation, share: float | None = None) -> list[dict[str, Any]]:
+    """Diff `inv` against `base` per type and module, store it in the profile and add regression findings
+    (an error when a step is more than `share` slower; 5% by default)."""
     from ascend_tui.checks.profile import diff, step_count
-    from ascend_tui.checks.profile_advice import regressions
+    from ascend_tui.checks.profile_advice import REGRESSION_SHARE, regressions
 
     assert inv.profile is not None and base.profile is not None
     new, old = inv.profile, base.profile
@@ -93,7 +94,7 @@ def attach_baseline(inv: Investigation, base: Investigation) -> list[dict[str, A
     new.extra["baseline"] = {"target": base.run.target, "steps": list(steps),
                              **{by: [_row(r) for r in rows] for by, rows in tables.items()}}
     found = regressions(tables["type"], old.kernels.total_us() / steps[0], new.kernels.total_us() / steps[1],
-                        inv.graph)
+                        inv.graph, REGRESSION_SHARE if share is None else share)
     inv.replace_findings("profile", [*[f for f in inv.findings if f.check == "profile"], *found])
     return new.extra["baseline"]["type"]
 

@@ -69,3 +69,37 @@ def test_fail_on_warning_and_bad_baselines(tmp_path: Path, capsys: pytest.Captur
     junk.write_bytes(b"\\x00\\x01 not json")
     assert cli.main(["check", str(clean), "--device", "cpu", "-q", "--baseline", str(junk)]) == 2
     assert "junk.json" in capsys.readouterr().err
+
+
+def _slowed_profile(src: Path, dst: Path, factor: float) -> Path:
+    """A copy of a real profiler folder whose kernels all take `factor` times as long."""
+    import csv
+    import io
+    import shutil
+
+    shutil.copytree(src, dst)
+    path = dst / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    raw = path.read_bytes().decode("utf-8")
+    rows = list(csv.reader(io.StringIO(raw, newline="")))
+    col = next(i for i, h in enumerate(rows[0]) if h.strip().startswith("Duration"))
+    for row in rows[1:]:
+        if len(row) > col and row[col].strip() not in ("", "N/A"):
+            row[col] = f"{float(row[col]) * factor:.3f}"
+    out = io.StringIO(newline="")
+    csv.writer(out, lineterminator="\r\n").writerows(rows)
+    path.write_bytes(out.getvalue().encode("utf-8"))
+    return dst
+
+
+def test_profile_baseline_fails_on_a_ten_percent_slowdown_only(fixtures: Path, tmp_path: Path) -> None:
+    src = fixtures / "profiler" / "level1_2025-01"
+    old = _slowed_profile(src, tmp_path / "old_ascend_pt", 1.0)
+    same = _slowed_profile(src, tmp_path / "same_ascend_pt", 1.0)
+    slow = _slowed_profile(src, tmp_path / "slow_ascend_pt", 1.10)
+    out = tmp_path / "r.json"
+    assert cli.main(["check", str(same), "-q", "--baseline", str(old), "--fail-on", "error"]) == 0
+    assert cli.main(["check", str(slow), "-q", "--baseline", str(old), "--json", str(out)]) == 1
+    regressions = [f for f in json.loads(out.read_text())["findings"] if f["kind"] == "regression"]
+    assert regressions and regressions[0]["severity"] == "error"
+    assert cli.main(["check", str(slow), "-q", "--baseline", str(old), "--max-slowdown", "15%"]) == 0
+    assert cli.main(["check", str(slow), "-q", "--baseline", str(old), "--max-slowdown", "fast"]) == 2

@@ -358,9 +358,10 @@ def _sync(profile: Profile) -> list[Finding]:
 REGRESSION_SHARE = 0.05  # a step this much slower than the baseline fails the comparison
 
 
-def regressions(rows: list, before_us: float, after_us: float, graph: object | None = None) -> list[Finding]:
+def regressions(rows: list, before_us: float, after_us: float, graph: object | None = None,
+                share: float = REGRESSION_SHARE) -> list[Finding]:
     """Findings for a baseline diff (`profile.diff` rows per type, per-step µs): an error when the whole step got
-    more than 5% slower, a warning for each op type that grew by more than 5% of the baseline step."""
+    more than `share` (5%) slower, a warning for each op type that grew by more than that share of the step."""
     def node_of(op_type: str) -> str:
         for n in graph or ():  # type: ignore[attr-defined]
             if n.op_type == op_type:
@@ -368,7 +369,7 @@ def regressions(rows: list, before_us: float, after_us: float, graph: object | N
         return ""
 
     out = []
-    if before_us > 0 and after_us > before_us * (1 + REGRESSION_SHARE):
+    if before_us > 0 and after_us > before_us * (1 + share):
         worst = rows[0] if rows else None
         out.append(Finding("profile", "regression", "error", node_of(worst.key) if worst else "",
                            worst.key if worst else "", "", -1,
@@ -377,7 +378,7 @@ def regressions(rows: list, before_us: float, after_us: float, graph: object | N
                            + (f"; most of it in {worst.key} (+{fmt.duration_us(worst.delta_us)})" if worst else ""),
                            metrics={"before_us": before_us, "after_us": after_us}))
     for r in rows[:5]:
-        if r.delta_us <= max(REGRESSION_SHARE * before_us, 1.0):
+        if r.delta_us <= max(share * before_us, 1.0):
             break
         out.append(Finding("profile", "regression", "warning", node_of(r.key), r.key, "", -1,
                            f"{r.key}: {fmt.duration_us(r.before_us)} -> {fmt.duration_us(r.after_us)} a step "
