@@ -103,3 +103,18 @@ def test_profile_baseline_fails_on_a_ten_percent_slowdown_only(fixtures: Path, t
     assert regressions and regressions[0]["severity"] == "error"
     assert cli.main(["check", str(slow), "-q", "--baseline", str(old), "--max-slowdown", "15%"]) == 0
     assert cli.main(["check", str(slow), "-q", "--baseline", str(old), "--max-slowdown", "fast"]) == 2
+
+
+def test_migration_story_names_its_three_planted_causes_in_order(tmp_path: Path) -> None:
+    """The unscaled input's overflow (with the precision it breaks), the lossy centring, the layout conversions."""
+    out = tmp_path / "r.json"
+    code = cli.main(["triage", str(SAMPLES / "migration_story.py"), "--device", "cpu", "--dtype", "float16", "-q",
+                     "--json", str(out)])
+    assert code == 1
+    story = json.loads(out.read_text())["story"]
+    assert [(c["check"], c["kind"]) for c in story] == [("overflow", "inf"), ("precision", "precision-loss"),
+                                                       ("profile", "layout_conversion")]
+    overflow, precision, layout = story
+    assert overflow["node"] == "input:1" and overflow["checks"] == ["overflow", "precision"]
+    assert precision["node"] == "drift/sub.0" and precision["checks"] == ["precision"]
+    assert layout["module"].startswith("blocks.") and layout["severity"] == "warning"

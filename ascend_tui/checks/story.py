@@ -257,9 +257,10 @@ def _rank(drafts: Iterable[_Draft], graph: OpGraph) -> list[Cause]:
 def _title(d: _Draft, checks: tuple[str, ...]) -> str:
     f = d.lead
     where = f"`{d.module}`" if d.module else f"`{d.node}`" if d.node else "the run"
+    seen = f"`{f.module or f.node}`" if f.node else where
     text = {
         "memory": f"memory: {f.kind.replace('_', ' ')} at {where}",
-        "overflow": f"overflow: {f.kind} starts at {where}",
+        "overflow": f"overflow: {f.kind} at {seen}" + (f", from `{d.node}`" if d.node and d.node != f.node else ""),
         "precision": f"precision lost at {where}",
         "profile": f"time: {f.kind.replace('_', ' ')} in {where}",
     }.get(f.check, f"{f.check}: {f.kind} at {where}")
