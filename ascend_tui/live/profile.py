@@ -10,10 +10,13 @@ occurrence; those that match nothing are listed in `Profile.unmatched`, never dr
 
 from __future__ import annotations
 
+import contextlib
+import re
+
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
@@ -93,7 +96,7 @@ def profile_model(model: Any, inputs: Any, device: Device, *, steps: int = 3, wa
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.backend == "cuda" else [])
         hooks = module_ranges(model)
         try:
-            with profile(activities=activities, record_shapes=True) as prof:
+            with native_log_filtered(), profile(activities=activities, record_shapes=True) as prof:
                 for i in range(steps):
                     _check(cancel)
                     if progress is not None:
@@ -105,6 +108,40 @@ def profile_model(model: Any, inputs: Any, device: Device, *, steps: int = 3, wa
             for h in hooks:
                 h.remove()
     return profile_of_events(prof.events(), cuda=device.backend == "cuda")
+
+
+_NATIVE_LOG = re.compile(r"^(?:USDT|STAGE):\S+ \S+ \d+:\d+ \S+\.cpp:\d+\]")
+
+
+@contextlib.contextmanager
+def native_log_filtered() -> Iterator[None]:
+    """Keep Kineto's `USDT: ... profiler_start` lines off the terminal; pass every other stderr line on.
+
+    Kineto writes them straight to file descriptor 2 with no setting that turns them off; in the
+    app they would be painted over the screen, in the CLI they read like errors.
+    """
+    import os
+    import sys
+    import tempfile
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (embedded interpreters): nothing to protect
+        yield
+        return
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            rest = [line for line in caught.read().decode("utf-8", "replace").splitlines(keepends=True)
+                    if not _NATIVE_LOG.match(line)]
+            if rest:
+                os.write(2, "".join(rest).encode("utf-8"))
 
 
 def _check(cancel: threading.Event | None) -> None:
