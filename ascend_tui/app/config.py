@@ -205,4 +205,8 @@ def variable_defaults(theme: Theme) -> dict[str, str]:
     keeps working under Textual's ansi themes and under partial user themes.
     """
     colours = theme.to_color_system().generate()
-    return {name: colours[base] for name, base in APP_VARIABLES.items()}
+    out = {name: colours[base] for name, base in APP_VARIABLES.items()}
+    # The cursor of a list without focus: ansi themes blur it to the terminal's default background,
+    # which hides it, so they get the terminal's grey; other themes keep Textual's blurred cursor.
+    out["cursor-blurred"] = "ansi_bright_black" if theme.ansi else colours["block-cursor-blurred-background"]
+    return out

@@ -73,7 +73,7 @@ class RowTable(ScrollView, can_focus=True):
         scrollbar-gutter: stable;
     }
     RowTable > .row-table--header { background: $panel; text-style: bold; }
-    RowTable > .row-table--cursor { background: $block-cursor-blurred-background; }
+    RowTable > .row-table--cursor { background: $cursor-blurred; }
     RowTable:focus > .row-table--cursor {
         background: $block-cursor-background;
         color: $block-cursor-foreground;

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from rich.cells import set_cell_size
 from rich.segment import Segment
+from rich.style import Style
 from textual import events
 from textual.binding import BindingType
 from textual.cache import LRUCache
@@ -79,8 +80,12 @@ class OpList(ScrollView, can_focus=True):
     }
     DEFAULT_CSS = """
     OpList { overflow-x: hidden; }
-    OpList > .op-list--cursor { background: $accent 30%; }
-    OpList:focus > .op-list--cursor { background: $accent 60%; text-style: bold; }
+    OpList > .op-list--cursor { background: $cursor-blurred; }
+    OpList:focus > .op-list--cursor {
+        background: $block-cursor-background;
+        color: $block-cursor-foreground;
+        text-style: $block-cursor-text-style;
+    }
     OpList > .op-list--index { color: $text-muted; }
     OpList > .op-list--op { color: $secondary; }
     OpList > .op-list--module { color: $foreground; }
@@ -242,7 +247,11 @@ class OpList(ScrollView, can_focus=True):
         assert self.rows is not None
         inv = self.rows.inv
         node = inv.graph.node(self.rows.ids[row])
-        style = self.get_component_rich_style
+        # Cells carry only their own colours (partial styles); the row's background comes from the
+        # widget or the cursor, applied last, so the cursor's background is never hidden by a cell's.
+        def style(name: str) -> Style:
+            return self.get_component_rich_style(name, partial=True)
+
         index_w = len(str(len(self.rows.ids)))
         segments = [Segment(f"{node.index:>{index_w}} ", style("op-list--index"))]
         badges = inv.badges(node.id)
@@ -259,10 +268,9 @@ class OpList(ScrollView, can_focus=True):
         segments.append(Segment(" " + set_cell_size(_module_label(node), module_w), style("op-list--module")))
         if shape_w:
             segments.append(Segment(" " + set_cell_size(_shapes(node), shape_w), style("op-list--shape")))
-        strip = Strip(segments).adjust_cell_length(width)
-        if is_cursor:
-            strip = strip.apply_style(style("op-list--cursor"))
-        return strip.apply_style(self.rich_style)
+        cursor = style("op-list--cursor") if is_cursor else None
+        return Strip(Segment.apply_style(segments, self.rich_style, cursor)).adjust_cell_length(
+            width, self.rich_style + cursor if cursor else self.rich_style)
 
 
 def display_op(op_type: str) -> str:

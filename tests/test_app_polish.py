@@ -1,0 +1,52 @@
+"""What a new user notices first: a visible cursor in every theme, and a screen that fits 80x24."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from app_fixtures import overflow_investigation
+
+from ascend_tui.app.app import InvestigatorApp
+from ascend_tui.app.widgets.op_list import OpList
+
+THEMES = ["ascend-dark", "ascend-light", "ascend-high-contrast", "ansi-dark", "ansi-light"]
+
+
+@pytest.fixture(autouse=True)
+def _no_user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+
+
+def _backgrounds(app: Any, y: int, x0: int, x1: int) -> set[str]:
+    """The background colours the terminal would paint on screen row `y` between columns x0 and x1."""
+    strips = app.screen._compositor.render_update(full=True).strips
+    out: set[str] = set()
+    x = 0
+    for seg in (seg for strip in strips[y] for seg in strip):
+        end = x + len(seg.text)
+        if end > x0 and x < x1 and seg.style is not None:
+            out.add(str(seg.style.bgcolor))
+        x = end
+    return out
+
+
+@pytest.mark.parametrize("theme", THEMES)
+async def test_the_cursor_row_has_its_own_background_focused_or_not(theme: str, tmp_path: Path) -> None:
+    app = InvestigatorApp(overflow_investigation(), theme=theme, export_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        ops = app.main.query_one(OpList)
+        ops.cursor = 2
+        await pilot.pause()
+        region = ops.content_region
+        y = region.y + ops.cursor - int(ops.scroll_y)
+        x0, x1 = region.x, region.x + 20
+        focused = _backgrounds(app, y, x0, x1)
+        assert len(focused) == 1, focused  # one background across the row, not each cell's own
+        assert focused.isdisjoint(_backgrounds(app, y - 1, x0, x1) | _backgrounds(app, y + 1, x0, x1))
+        app.main.query_one("#detail").focus()
+        await pilot.pause()
+        blurred = _backgrounds(app, y, x0, x1)
+        assert len(blurred) == 1 and blurred.isdisjoint(_backgrounds(app, y + 1, x0, x1)), blurred
