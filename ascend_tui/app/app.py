@@ -11,13 +11,14 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App
 from textual.binding import BindingType
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ascend_tui.app.commands import InvestigatorCommands
-from ascend_tui.app.config import DEFAULT_THEME, load_keymap, load_themes, variable_defaults
+from ascend_tui.app.config import DEFAULT_THEME, THEME_ALIASES, load_keymap, load_themes, variable_defaults
+from ascend_tui.app.header import header_for
 from ascend_tui.app.keys import APP_BINDINGS
 from ascend_tui.app.messages import ChecksFinished, InvestigationLoaded, ProgressReported, ResultsArrived
 from ascend_tui.app.screens.main import MainScreen
@@ -52,12 +53,14 @@ class InvestigatorApp(App[None]):
         theme: str | None = None,
         live: RunOptions | None = None,
         export_dir: str | Path | None = None,
+        follow: bool = False,
     ) -> None:
         self.paths: list[str] = [] if source is None or isinstance(source, Investigation) else [str(p) for p in source]
         self.inv: Investigation | None = source if isinstance(source, Investigation) else None
         self.live = live or RunOptions(checks=("all",))
         self.export_dir = Path(export_dir) if export_dir is not None else Path.cwd()
         self.target: Target | None = None
+        self.follow = follow
         self.config_warnings: list[str] = []
         self.COMMANDS = App.COMMANDS | {InvestigatorCommands}
         super().__init__()
@@ -72,7 +75,7 @@ class InvestigatorApp(App[None]):
         for theme in load_themes(self.config_warnings):
             self.register_theme(theme)
         default = DEFAULT_THEME
-        name = wanted or default
+        name = THEME_ALIASES.get(wanted, wanted) if wanted else default
         if self.get_theme(name) is None:
             if wanted:
                 self.config_warnings.append(f"unknown theme {wanted!r}; available: {', '.join(sorted(self.available_themes))}")
@@ -92,17 +95,26 @@ class InvestigatorApp(App[None]):
         elif self.paths:
             self.open_paths(self.paths)
         else:
-            self.sub_title = "press O to open a file, ? for keys"
+            self.paint_header()
+
+    def on_resize(self, _event: events.Resize) -> None:
+        self.paint_header()
+
+    def paint_header(self) -> None:
+        """Title and subtitle: what is on screen and the settings that made it, fitted to the width."""
+        self.title, self.sub_title = header_for(self.inv, self.size.width, following=self.following)
+
+    @property
+    def following(self) -> bool:
+        """True while follow mode keeps reading the opened path."""
+        return self.follow and self.inv is not None
 
     # -- showing results ----------------------------------------------------------------------
 
     def _show(self, inv: Investigation, focus: str | None = None) -> None:
         self.inv = inv
         self.main.set_investigation(inv, focus)
-        summary = inv.summary()
-        name = Path(inv.run.target).name if inv.run.target else (inv.graph.name or inv.run.source)
-        self.sub_title = (f"{name} · {plural(len(inv.graph.execution_order()), 'op')} · {plural(summary['errors'], 'error')}"
-                          f" · {plural(summary['warnings'], 'warning')} · {inv.run.dtype}")
+        self.paint_header()
         self.refresh_bindings()
 
     @on(InvestigationLoaded)
@@ -118,7 +130,7 @@ class InvestigatorApp(App[None]):
         focus = self.main.ops.current
         self._show(message.inv, focus)
         found = len(message.inv.findings)
-        self.notify(f"{', '.join(message.checks) or 'capture'}: {found} findings", markup=False)
+        self.notify(f"{', '.join(message.checks) or 'capture'}: {plural(found, 'finding')}", markup=False)
 
     @on(ResultsArrived)
     def _partial(self, message: ResultsArrived) -> None:

@@ -20,6 +20,9 @@ APP_BINDINGS: list[Binding] = [
 ]
 
 GRAPH_BINDINGS: list[Binding] = [
+    # Step keys first: they exist only in step mode, and then the footer shows them before the rest.
+    Binding("right,l", "step(1)", "next op", id="graph.step-forward"),
+    Binding("left,h", "step(-1)", "previous op", id="graph.step-back"),
     Binding("f", "first_finding", "first finding", id="graph.first-finding"),
     Binding("n", "next_finding", "next", id="graph.next-finding"),
     Binding("N", "previous_finding", "previous finding", id="graph.previous-finding", show=False),
@@ -28,8 +31,6 @@ GRAPH_BINDINGS: list[Binding] = [
     Binding("r", "root_cause", "root cause", id="graph.root-cause"),
     Binding("b,backspace", "back", "back", id="graph.back"),
     Binding("s", "step_mode", "step", id="graph.step-mode"),
-    Binding("right,l", "step(1)", "step forward", id="graph.step-forward", show=False),
-    Binding("left,h", "step(-1)", "step back", id="graph.step-back", show=False),
     Binding("slash", "search", "search", id="graph.search"),
     Binding("F", "toggle_flagged", "flagged", id="graph.flagged"),
     Binding("t", "module_tree", "modules", id="graph.module-tree"),

@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input
+from textual.widgets import Header, Input
 
 from ascend_tui.app.keys import GRAPH_BINDINGS, view_binding
 from ascend_tui.app.views import VIEWS
@@ -23,6 +23,7 @@ from ascend_tui.app.widgets.module_tree import ModuleTree
 from ascend_tui.app.widgets.neighbours import Neighbours
 from ascend_tui.app.widgets.op_list import OpList
 from ascend_tui.app.widgets.progress import RunProgress
+from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.navigation import Navigator
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class MainScreen(Screen[None]):
                 yield Detail(id="detail")
                 yield Neighbours(id="neighbours")
         yield RunProgress(id="progress")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         if self.inv is None:

@@ -14,10 +14,11 @@ import numpy as np
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Footer, Sparkline, Static, TabbedContent, TabPane
+from textual.widgets import Sparkline, Static, TabbedContent, TabPane
 
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
+from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.fmt import magnitude, nbytes
 from ascend_tui.evidence import SEVERITY_RANK, Finding, MemoryEvent, MemorySample
 
@@ -163,7 +164,7 @@ class MemoryScreen(CheckView):
                 yield RowTable(*self._operator_table(), empty="no event is attributed to an operator",
                                id="operators-table")
         yield Static("", id="memory-status", markup=False)
-        yield Footer()
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.title = "Memory"

@@ -16,10 +16,11 @@ import numpy as np
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
+from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.checks.overflow import range_of
 from ascend_tui.fmt import magnitude
 from ascend_tui.evidence import SEVERITY_RANK, Finding
@@ -246,7 +247,7 @@ class OverflowScreen(CheckView):
             with TabPane("3 Headroom", id="headroom"):
                 yield RowTable(*self._headroom_table(), empty="no floating-point statistics", id="headroom-table")
         yield Static("", id="overflow-status", markup=False)
-        yield Footer()
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.title = "Overflow"

@@ -52,7 +52,7 @@ class Row:
     data: Any = None
 
 
-class RowTable(ScrollView, can_focus=True):
+class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
     """A sticky header and rows under a cursor; Enter chooses the row under it."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

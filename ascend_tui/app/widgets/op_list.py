@@ -70,7 +70,7 @@ class OpRows:
         return rows
 
 
-class OpList(ScrollView, can_focus=True):
+class OpList(ScrollView, can_focus=True, inherit_bindings=False):
     """Operators in execution order: index, evidence badges, op type (∇ for backward), module and output shapes."""
 
     BINDINGS: ClassVar[list[BindingType]] = list(LIST_BINDINGS)
