@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_fixtures import overflow_investigation
+from app_fixtures import attention_investigation, overflow_investigation
 
 from ascend_tui.app.app import InvestigatorApp
 from ascend_tui.app.widgets.op_list import OpList
@@ -50,3 +50,23 @@ async def test_the_cursor_row_has_its_own_background_focused_or_not(theme: str, 
         await pilot.pause()
         blurred = _backgrounds(app, y, x0, x1)
         assert len(blurred) == 1 and blurred.isdisjoint(_backgrounds(app, y + 1, x0, x1)), blurred
+
+
+async def test_r_and_p_step_over_views_to_the_op_that_computes_and_P_steps_every_op(tmp_path: Path) -> None:
+    app = InvestigatorApp(attention_investigation(), theme="ascend-dark", export_dir=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert app.main.ops.current == "attn/bmm.0"  # opens on the finding
+        await pilot.press("r")  # the root cause is the bmm itself: r walks its chain
+        await pilot.pause()
+        assert app.main.ops.current == "k/mm.0"  # not attn/_to_copy.0, expand, transpose or view
+        assert any("stepped over 4 ops" in n.message for n in app._notifications)
+        await pilot.press("b", "1", "p")
+        await pilot.pause()
+        assert app.main.ops.current == "k/mm.0"
+        await pilot.press("b", "1", "P")
+        await pilot.pause()
+        assert app.main.ops.current == "attn/_to_copy.0"  # every op, one at a time
+        await pilot.press("P")
+        await pilot.pause()
+        assert app.main.ops.current == "attn/expand.0"

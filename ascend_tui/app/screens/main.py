@@ -21,16 +21,20 @@ from ascend_tui.app.widgets.breadcrumb import Breadcrumb
 from ascend_tui.app.widgets.detail import Detail
 from ascend_tui.app.widgets.module_tree import ModuleTree
 from ascend_tui.app.widgets.neighbours import Neighbours
-from ascend_tui.app.widgets.op_list import OpList
+from ascend_tui.app.widgets.op_list import OpList, display_op
 from ascend_tui.app.widgets.progress import RunProgress
 from ascend_tui.app.widgets.footer import KeyFooter
+from ascend_tui.fmt import plural
+from ascend_tui.graph.movers import moves_values
 from ascend_tui.navigation import Navigator
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
 NARROW = 110
-WALK_ACTIONS = frozenset({"focus_cursor", "producer", "consumer", "root_cause", "next_finding", "previous_finding",
+PLACEHOLDER_NAMES = {"input": "a model input", "param": "a parameter", "buffer": "a buffer",
+                     "const": "a constant (a tensor from outside the model's calls)"}
+WALK_ACTIONS = frozenset({"focus_cursor", "producer", "producer_every_op", "consumer", "root_cause", "next_finding", "previous_finding",
                           "first_finding", "step_mode", "back", "search", "toggle_flagged", "module_tree", "slot"})
 
 
@@ -153,7 +157,8 @@ class MainScreen(Screen[None]):
             return False
         node = self.inv.graph.node(node_id)
         if node.is_placeholder:
-            self.notify(f"{node_id} is a {node.kind}, not an operator: nothing produced it inside the model",
+            self.notify(f"{node_id} is {PLACEHOLDER_NAMES.get(node.kind, node.kind)}, not an operator: "
+                        "nothing produced it inside the model",
                         markup=False)
             return False
         self._commit()
@@ -178,10 +183,24 @@ class MainScreen(Screen[None]):
         return slot or 0
 
     def action_producer(self) -> None:
+        """Go to the producer of the chosen input that computes, stepping over views, reshapes and copies."""
+        self._producer(skip_moves=True)
+
+    def action_producer_every_op(self) -> None:
+        """Go to the producer of the chosen input, even one that only moves values."""
+        self._producer(skip_moves=False)
+
+    def _producer(self, *, skip_moves: bool) -> None:
         assert self.inv is not None
         slot = self._take_slot()
         node = self._commit()
-        target = self.inv.step_into_producer(slot, node) if node is not None else None
+        skipped: list[str] = []
+        if node is None:
+            target = None
+        elif skip_moves:
+            target, skipped = self.inv.producer_that_computes(slot, node)
+        else:
+            target = self.inv.step_into_producer(slot, node)
         if target is None:
             inputs = len(self.inv.graph.node(node).inputs) if node else 0
             why = "it has no inputs" if not inputs else f"input {slot} has no producer" if slot < inputs \
@@ -189,7 +208,14 @@ class MainScreen(Screen[None]):
             self.notify(f"no producer: {why}", severity="warning", markup=False)
             self._paint_breadcrumb()
             return
-        self.go(target)
+        if self.go(target) and skipped:
+            self._note_skipped(skipped)
+
+    def _note_skipped(self, skipped: list[str]) -> None:
+        assert self.inv is not None
+        names = ", ".join(display_op(self.inv.graph.node(n).op_type) for n in skipped)
+        self.notify(f"stepped over {plural(len(skipped), 'op')} that only move values ({names}); "
+                    f"P steps through every op", markup=False, timeout=3)
 
     def action_consumer(self) -> None:
         assert self.inv is not None
@@ -230,17 +256,22 @@ class MainScreen(Screen[None]):
             self._hop(node)
 
     def _hop(self, node: str) -> None:
-        """One step further along the active root-cause chain (towards the source)."""
+        """One step further along the active root-cause chain (towards the source), over ops that only move values."""
         assert self.inv is not None
         rest = self._chain[self._chain.index(node) + 1:]
         if not rest:
             self.notify("end of the root-cause chain", markup=False)
             return
-        nxt = self.inv.graph.node(rest[0])
+        graph = self.inv.graph
+        skipped: list[str] = []
+        while len(rest) > 1 and moves_values(graph.node(rest[0])) and not graph.node(rest[1]).is_placeholder:
+            skipped.append(rest.pop(0))
+        nxt = graph.node(rest[0])
         if nxt.is_placeholder:
-            self.notify(f"the chain ends at {nxt.id}, a model {nxt.kind}", markup=False)
+            self.notify(f"the chain ends at {nxt.id}, {PLACEHOLDER_NAMES.get(nxt.kind, nxt.kind)}", markup=False)
             return
-        self.go(nxt.id)
+        if self.go(nxt.id) and skipped:
+            self._note_skipped(skipped)
 
     def _to_finding(self, step: int | None) -> None:
         assert self.inv is not None
