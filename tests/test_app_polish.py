@@ -70,3 +70,22 @@ async def test_r_and_p_step_over_views_to_the_op_that_computes_and_P_steps_every
         await pilot.press("P")
         await pilot.pause()
         assert app.main.ops.current == "attn/expand.0"
+
+
+async def test_the_palette_finds_an_operator_by_fuzzy_name_and_jumps_to_it(tmp_path: Path) -> None:
+    app = InvestigatorApp(attention_investigation(), theme="ascend-dark", export_dir=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"softmx")  # fuzzy: a letter missing
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert app.screen is app.main and app.main.ops.current == "attn/softmax.0"
+        await pilot.press("ctrl+p")
+        await pilot.press(*"module: k")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert app.main.ops.module == "k" and app.main.ops.current == "k/mm.0"

@@ -16,7 +16,7 @@ from textual.app import App
 from textual.binding import BindingType
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from ascend_tui.app.commands import InvestigatorCommands
+from ascend_tui.app.commands import GraphCommands, InvestigatorCommands
 from ascend_tui.app.config import DEFAULT_THEME, THEME_ALIASES, load_keymap, load_themes, variable_defaults
 from ascend_tui.app.header import header_for
 from ascend_tui.app.keys import APP_BINDINGS
@@ -62,7 +62,7 @@ class InvestigatorApp(App[None]):
         self.target: Target | None = None
         self.follow = follow
         self.config_warnings: list[str] = []
-        self.COMMANDS = App.COMMANDS | {InvestigatorCommands}
+        self.COMMANDS = App.COMMANDS | {InvestigatorCommands, GraphCommands}
         super().__init__()
         self._setup_themes(theme)
         self.set_keymap(load_keymap(self.config_warnings))
@@ -261,6 +261,12 @@ class InvestigatorApp(App[None]):
         if self.screen is not self.main:
             self.switch_screen_to_main()
         self.main.go(node_id)
+
+    def show_module(self, module: str) -> None:
+        """Show the graph view with only `module`'s operators listed (what the palette's module entries call)."""
+        if self.screen is not self.main:
+            self.switch_screen_to_main()
+        self.main.show_module(module)
 
     def switch_screen_to_main(self) -> None:
         while len(self.screen_stack) > 1 and self.screen is not self.main:

@@ -381,6 +381,10 @@ class MainScreen(Screen[None]):
 
     @on(ModuleTree.ModuleSelected)
     def _module_selected(self, event: ModuleTree.ModuleSelected) -> None:
-        self.ops.set_filters(module=event.module)
+        self.show_module(event.module)
+
+    def show_module(self, module: str) -> None:
+        """List only `module`'s operators (its subtree), cursor on the first."""
+        self.ops.set_filters(module=module)
         self.ops.focus()
         self._repaint()
