@@ -37,6 +37,12 @@ GRAPH_BINDINGS: list[Binding] = [
     Binding("F", "toggle_flagged", "flagged", id="graph.flagged"),
     Binding("t", "module_tree", "modules", id="graph.module-tree"),
     Binding("enter", "focus_cursor", "focus", id="graph.focus", show=False),
+    Binding("right_square_bracket", "detail_page(1)", "detail down", id="graph.detail-down", show=False),
+    Binding("left_square_bracket", "detail_page(-1)", "detail up", id="graph.detail-up", show=False),
+    Binding("z", "zoom", "zoom pane", id="graph.zoom", show=False,
+            tooltip="the focused pane (the list, or the detail after tab) fills the screen; z again restores"),
+    Binding("plus", "resize_list(1)", "list bigger", id="graph.list-bigger", show=False),
+    Binding("minus", "resize_list(-1)", "list smaller", id="graph.list-smaller", show=False),
     *[Binding(str(d), f"slot({d})", f"input slot {d}", id=f"graph.slot-{d}", show=False) for d in range(10)],
 ]
 

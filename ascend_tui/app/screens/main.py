@@ -170,6 +170,31 @@ class MainScreen(Screen[None]):
         self._repaint()
         return True
 
+    # -- panes ------------------------------------------------------------------------------
+
+    def action_detail_page(self, direction: int) -> None:
+        """Scroll the detail pane a page while the list keeps the focus."""
+        self.query_one(Detail).page(direction)
+
+    def action_zoom(self) -> None:
+        """Maximise the focused pane (the list unless the detail has the focus); again to restore."""
+        if self.maximized is not None:
+            self.minimize()
+            return
+        focused = self.focused if isinstance(self.focused, (Detail, OpList)) else self.ops
+        self.maximize(focused, container=False)
+
+    def action_resize_list(self, step: int) -> None:
+        """Give the list more (or less) of the screen: rows when stacked at 80 columns, columns side by side."""
+        body = self.query_one("#body")
+        pane = self.query_one("#list-pane")
+        if self.has_class("-narrow"):
+            size = max(5, min(body.size.height - 5, pane.size.height + 2 * step))
+            pane.styles.height = size
+        else:
+            size = max(30, min(body.size.width - 30, pane.size.width + 4 * step))
+            pane.styles.width = size
+
     def action_focus_cursor(self) -> None:
         if (cur := self.ops.current) is not None:
             self.go(cur)

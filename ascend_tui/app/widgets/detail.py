@@ -10,6 +10,7 @@ import linecache
 import math
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
+from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
@@ -84,10 +85,41 @@ class Detail(VerticalScroll, can_focus=True):
         if self.node_id is None or self.node_id not in self._inv.graph:
             body.update(Text("no operator selected", style=self._style("detail--muted")))
             return
-        body.update(describe(self._inv, self.node_id, self._style))
+        body.update(hanging(describe(self._inv, self.node_id, self._style), self.scrollable_content_region.width,
+                            self.app.console))
+
+    def on_resize(self) -> None:
+        if self._inv is not None:
+            self._paint()
+
+    def page(self, direction: int) -> None:
+        """Scroll by a page, whatever has the focus (the list keeps it)."""
+        self.scroll_to(y=self.scroll_y + direction * max(1, self.scrollable_content_region.height - 2), animate=False)
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(name, partial=True)
+
+
+def hanging(text: Text, width: int, console: Console) -> Text:
+    """`text` wrapped to `width`, each wrapped line indented under its own first line (plus two cells)."""
+    if width < 20:
+        return text
+    out = Text(no_wrap=True, overflow="crop")
+    for n, line in enumerate(text.split("\n", allow_blank=True)):
+        if n:
+            out.append("\n")
+        plain = line.plain
+        indent = len(plain) - len(plain.lstrip(" "))
+        if len(plain) <= width:
+            out.append_text(line)
+            continue
+        hang = indent + 2
+        pieces = line[indent:].wrap(console, width - hang, overflow="fold")
+        for k, piece in enumerate(pieces):
+            piece.rstrip()
+            out.append("\n" + " " * hang if k else " " * indent)
+            out.append_text(piece)
+    return out
 
 
 def welcome(style: StyleOf) -> Text:

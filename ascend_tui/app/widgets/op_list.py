@@ -30,6 +30,12 @@ if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
 BADGE_CHECKS: tuple[tuple[str, str], ...] = (("precision", "P"), ("overflow", "O"), ("memory", "M"), ("profile", "T"))
+BADGE_WORDS = {"profile": "time"}  # what a badge letter stands for, where the check's name says it less well
+
+
+def badge_legend() -> str:
+    """`P precision · O overflow · M memory · T time`: the key to the badge columns."""
+    return " · ".join(f"{letter} {BADGE_WORDS.get(check, check)}" for check, letter in BADGE_CHECKS)
 
 
 class OpRows:
@@ -153,6 +159,7 @@ class OpList(ScrollView, can_focus=True, inherit_bindings=False):
         self._cache.clear()
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.shown))
         self.border_title = Content(self.title())  # plain text: a search may contain '['
+        self.border_subtitle = Content(badge_legend())
         target = self._visible_row(keep) if keep is not None else None
         self.cursor = target if target is not None else 0
         self.refresh()
