@@ -89,3 +89,81 @@ async def test_the_palette_finds_an_operator_by_fuzzy_name_and_jumps_to_it(tmp_p
         await pilot.press("enter")
         await pilot.pause(0.3)
         assert app.main.ops.module == "k" and app.main.ops.current == "k/mm.0"
+
+
+MEMCHECK = """\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at scale_kernel(float *, int)+0x70 in scale.cu:12
+=========     by thread (3,0,0) in block (0,0,0)
+=========     Address 0x7f0000000010 is out of bounds
+=========
+"""
+MORE = """\
+========= Invalid __global__ read of size 4 bytes
+=========     at gather_kernel(float *, int *, int)+0x90 in gather.cu:30
+=========     by thread (7,0,0) in block (1,0,0)
+=========     Address 0x7f0000100040 is out of bounds
+=========
+========= ERROR SUMMARY: 2 errors
+"""
+
+
+async def test_follow_mode_adds_findings_as_lines_are_appended(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    log.write_text("program output before the tool says anything\n")
+    app = InvestigatorApp([str(log)], theme="ascend-dark", export_dir=tmp_path, follow=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert "following" in app.sub_title and app.inv is None
+        with log.open("a") as fh:
+            fh.write(MEMCHECK)
+        for _ in range(40):
+            await pilot.pause(0.1)
+            if app.inv is not None and app.inv.findings:
+                break
+        assert app.inv is not None and len(app.inv.memory_events) == 1
+        with log.open("a") as fh:
+            fh.write(MORE[:60])  # half a line: nothing new yet
+            fh.flush()
+            await pilot.pause(0.7)
+            assert len(app.inv.memory_events) == 1
+            fh.write(MORE[60:])
+        for _ in range(40):
+            await pilot.pause(0.1)
+            if len(app.inv.memory_events) == 2:
+                break
+        assert len(app.inv.memory_events) == 2
+        assert "following" in app.sub_title and "2 errors" in app.sub_title
+
+
+def test_a_watch_folder_follower_reads_each_new_investigation_once(tmp_path: Path) -> None:
+    from ascend_tui.app.follow import follower_for
+
+    follower = follower_for(tmp_path)
+    assert follower.poll() is None
+    overflow_investigation().save(tmp_path / "ascend-tui-watch-step7.atui.json")
+    inv = follower.poll()
+    assert inv is not None and len(inv.findings) == 4
+    assert follower.poll() is None
+
+
+def test_open_takes_run_settings_and_theme_aliases_and_refuses_unknown_themes(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from ascend_tui import cli
+    from ascend_tui.app import launch
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(launch, "run_app", lambda paths, **kw: seen.update(paths=paths, **kw) or 0)
+    model = tmp_path / "model.py"
+    model.write_text("")
+    assert cli.main(["open", str(model), "--dtype", "float16", "--checks", "overflow", "--iterations", "3",
+                     "--backward", "--device", "cpu", "--theme", "light"]) == 0
+    live = seen["live"]
+    assert (live.dtype, live.checks, live.iterations, live.backward, live.device) == \
+        ("float16", ("overflow",), 3, True, "cpu")
+    assert seen["theme"] == "ascend-light" and seen["follow"] is False
+    assert cli.main(["open", str(model), "--theme", "solarized-nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown theme 'solarized-nope'" in err and "ascend-dark" in err and "ansi-light" in err
+    assert cli.main(["open", "--follow", str(model), str(model)]) == 2

@@ -33,9 +33,12 @@ from ascend_tui.investigation import Investigation
 from ascend_tui.live.options import RunOptions
 
 if TYPE_CHECKING:
+    from ascend_tui.app.follow import Follower
     from ascend_tui.targets import Target
 
 JOB_GROUP = "job"
+FOLLOW_GROUP = "follow"
+FOLLOW_INTERVAL = 0.5
 FALLBACK_THEME = "textual-dark"
 
 
@@ -61,6 +64,7 @@ class InvestigatorApp(App[None]):
         self.export_dir = Path(export_dir) if export_dir is not None else Path.cwd()
         self.target: Target | None = None
         self.follow = follow
+        self._follower: Follower | None = None
         self.config_warnings: list[str] = []
         self.COMMANDS = App.COMMANDS | {InvestigatorCommands, GraphCommands}
         super().__init__()
@@ -92,6 +96,8 @@ class InvestigatorApp(App[None]):
             self.notify(warning, severity="warning", markup=False, timeout=8)
         if self.inv is not None:
             self._show(self.inv)
+        elif self.follow and self.paths:
+            self.start_following(self.paths[0])
         elif self.paths:
             self.open_paths(self.paths)
         else:
@@ -107,7 +113,40 @@ class InvestigatorApp(App[None]):
     @property
     def following(self) -> bool:
         """True while follow mode keeps reading the opened path."""
-        return self.follow and self.inv is not None
+        return self._follower is not None
+
+    # -- follow mode --------------------------------------------------------------------------
+
+    def start_following(self, path: str | Path) -> None:
+        """Read `path` (a growing sanitizer log or a watch() folder) now and every `FOLLOW_INTERVAL` seconds."""
+        from ascend_tui.app.follow import follower_for
+
+        self._follower = follower_for(path)
+        self.main.query_one(Detail).note(f"following {path}: waiting for the first report line …")
+        self.paint_header()
+        self._poll_follow()
+        self.set_interval(FOLLOW_INTERVAL, self._poll_follow)
+
+    def _poll_follow(self) -> None:
+        if self._follower is not None and not any(w.group == FOLLOW_GROUP and not w.is_finished
+                                                  for w in self.workers):
+            self._follow_job()
+
+    @work(thread=True, group=FOLLOW_GROUP, exit_on_error=False, description="following")
+    def _follow_job(self) -> None:
+        assert self._follower is not None
+        inv = self._follower.poll()
+        if inv is not None:
+            self.call_from_thread(self._followed, inv)
+
+    def _followed(self, inv: Investigation) -> None:
+        """A newer investigation from the followed path: shown in place, the focus kept, new findings announced."""
+        before = len(self.inv.findings) if self.inv is not None else 0
+        self._show(inv, self.main.ops.current if self.inv is not None else None)
+        added = len(inv.findings) - before
+        if added > 0 and before:
+            self.notify(f"{plural(added, 'new finding')} from {Path(self._follower.path).name if self._follower else ''}",
+                        markup=False, timeout=3)
 
     # -- showing results ----------------------------------------------------------------------
 
@@ -183,6 +222,10 @@ class InvestigatorApp(App[None]):
     def _worker_changed(self, event: Worker.StateChanged) -> None:
         """Progress bar for job workers; every failure becomes a message a person can act on."""
         worker = event.worker
+        if worker.group == FOLLOW_GROUP and event.state == WorkerState.ERROR and worker.error is not None:
+            self._follower = None  # one message, not one every half second
+            self.paint_header()
+            self.show_error(worker.error, "following")
         if worker.group != JOB_GROUP:
             return
         bar = self.main.query_one(RunProgress)

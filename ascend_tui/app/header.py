@@ -82,6 +82,9 @@ def fit_subtitle(parts: list[tuple[int, str, str]], budget: int) -> str:
 def header_for(inv: Investigation | None, width: int, *, following: bool = False) -> tuple[str, str]:
     """(title, subtitle) that fit a header `width` cells wide."""
     title = header_title(inv)
+    if inv is None and following:
+        return title, fit_subtitle([(0, "● following", "●"), (1, "waiting for the first report line", "waiting")],
+                                   max(0, width - HEADER_CHROME - len(title)))
     if inv is None:
         hint = "press O to open a file, ? for keys"
         return title, hint if len(title) + len(hint) <= width - HEADER_CHROME else "? for keys"
