@@ -167,3 +167,38 @@ def test_open_takes_run_settings_and_theme_aliases_and_refuses_unknown_themes(
     err = capsys.readouterr().err
     assert "unknown theme 'solarized-nope'" in err and "ascend-dark" in err and "ansi-light" in err
     assert cli.main(["open", "--follow", str(model), str(model)]) == 2
+
+
+async def test_x_opens_the_run_settings_prefilled_and_reruns_with_what_was_chosen(tmp_path: Path) -> None:
+    from textual.widgets import Checkbox, Input, Select
+
+    from ascend_tui.app.screens.run_settings import RunSettingsDialog
+
+    model = tmp_path / "attention.py"
+    model.write_text("")
+    inv = attention_investigation()
+    inv.run.target = str(model)
+    app = InvestigatorApp(inv, theme="ascend-dark", export_dir=tmp_path)
+    runs: list[tuple[Any, ...]] = []
+    app._checks_job = lambda target, spec, checks: runs.append((spec, checks, app.live))  # type: ignore[method-assign]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("x")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, RunSettingsDialog)
+        assert form.query_one("#dtype", Select).value == "float16"  # what made the run on screen
+        assert form.query_one("#check-overflow", Checkbox).value
+        form.query_one("#dtype", Select).value = "bfloat16"
+        form.query_one("#iterations", Input).value = "0"
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert app.screen is form and "at least 1" in str(form.query_one("#error").render())
+        form.query_one("#iterations", Input).value = "2"
+        form.query_one("#backward", Checkbox).value = True
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert app.screen is app.main
+        (spec, checks, live), = runs
+        assert spec == str(model) and checks == ("overflow",)
+        assert (live.dtype, live.iterations, live.backward) == ("bfloat16", 2, True)

@@ -332,8 +332,29 @@ class InvestigatorApp(App[None]):
         self.push_screen(view(self.inv), chosen)
 
     def action_run_checks(self) -> None:
-        """Run every available live check on the loaded model."""
-        self.action_run_check(None)
+        """Ask for the run's settings (prefilled with those on screen), then run the model again with them."""
+        spec = self.target.spec if self.target is not None else self._model_spec()
+        if spec is None:
+            self.action_run_check(None)  # says there is no model to run
+            return
+        from ascend_tui.app.screens.run_settings import RunSettingsDialog
+        from ascend_tui.app.workers import available_checks
+
+        def chosen(options: RunOptions | None) -> None:
+            if options is not None:
+                self.live = options
+                self._checks_job(self.target, spec, tuple(options.check_names))
+
+        self.push_screen(RunSettingsDialog(self.settings_on_screen(), available_checks()), chosen)
+
+    def settings_on_screen(self) -> RunOptions:
+        """The run settings that made the investigation on screen (for a live one), else the app's."""
+        run = self.inv.run if self.inv is not None else None
+        if run is None or run.source != "live":
+            return self.live
+        return self.live.but(checks=tuple(run.checks) or self.live.checks, dtype=run.dtype,
+                             iterations=run.iterations, backward=bool(run.extra.get("backward")),
+                             reference=run.reference)
 
     def action_run_check(self, name: str | None) -> None:
         """Run one live check (None: all available) on the model behind this investigation."""
