@@ -202,3 +202,25 @@ async def test_x_opens_the_run_settings_prefilled_and_reruns_with_what_was_chose
         (spec, checks, live), = runs
         assert spec == str(model) and checks == ("overflow",)
         assert (live.dtype, live.iterations, live.backward) == ("bfloat16", 2, True)
+
+
+async def test_the_open_dialog_completes_paths_with_tab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from textual.widgets import Input
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "step7.atui.json").write_text("{}")
+    (tmp_path / "runs" / "step8.atui.json").write_text("{}")
+    (tmp_path / "model.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    app = InvestigatorApp(None, theme="ascend-dark", export_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("O")
+        await pilot.pause()
+        box = app.screen.query_one("#path", Input)
+        await pilot.press("r", "tab")
+        assert box.value == "runs/"
+        await pilot.press("tab")
+        assert box.value == "runs/step"
+        assert "step7.atui.json  step8.atui.json" in str(app.screen.query_one("#candidates").render())
+        await pilot.press("8", "tab")
+        assert box.value == "runs/step8.atui.json"
