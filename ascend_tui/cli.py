@@ -40,7 +40,7 @@ class ProgressLine:
             text = f"{phase} {done}/{total} ops" if total else (f"{phase} {done} ops" if done else phase)
             if self.tty:
                 now = time.monotonic()
-                if phase == self._phase and now - self._last < 0.1 and done != total:
+                if phase == self._phase and now - self._last < 0.1 and (total is None or done < total - 1):
                     return
                 self._last = now
                 self.stream.write("\r\x1b[2K" + text)

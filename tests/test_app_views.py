@@ -266,7 +266,7 @@ async def test_memory_view_with_only_a_log_shows_events_and_no_trend() -> None:
     app = Host(lambda: MemoryScreen(inv))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert not app.screen.query("Sparkline")
+        assert not app.screen.query("TimeChart")
         await pilot.press("2")
         await pilot.pause()
         assert "no memory samples" in lines(app.screen.query_one("#trend-table", RowTable))[1]

@@ -14,10 +14,11 @@ import numpy as np
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Sparkline, Static, TabbedContent, TabPane
+from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
+from ascend_tui.app.widgets.charts import TimeChart
 from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.fmt import magnitude, nbytes
 from ascend_tui.evidence import SEVERITY_RANK, Finding, MemoryEvent, MemorySample
@@ -132,7 +133,6 @@ class MemoryScreen(CheckView):
 
     DEFAULT_CSS = """
     MemoryScreen #memory-summary { height: auto; padding: 0 1; background: $panel; }
-    MemoryScreen Sparkline { height: 2; margin: 0 1; }
     MemoryScreen TabbedContent { height: 1fr; }
     MemoryScreen TabPane { padding: 0; }
     MemoryScreen #memory-status { height: 1; padding: 0 1; color: $text-muted; }
@@ -150,10 +150,18 @@ class MemoryScreen(CheckView):
         self.trends = {name: t for name, samples in self.series.items() if (t := leak_trend(samples)) is not None}
 
     def compose(self) -> ComposeResult:
+        yield Header()
         yield Static(self._summary(), id="memory-summary", markup=False)
         if self.trends:
             name = max(self.trends, key=lambda n: max(s.allocated_bytes for s in self.series[n]))
-            yield Sparkline([s.allocated_bytes for s in self.series[name]], id="memory-spark")
+            series = self.series[name]
+            named = len(self.series) > 1 or "" not in self.series
+            first, last = series[0], series[-1]
+            yield TimeChart([x.allocated_bytes for x in series], y_label=nbytes,
+                            x_first=magnitude(first.time) if named else (first.label or magnitude(first.time)),
+                            x_last=magnitude(last.time) if named else (last.label or magnitude(last.time)),
+                            x_title="time (µs)" if named else "sample", y_title=f"allocated{' ' + name if name else ''}",
+                            id="memory-spark")
         with TabbedContent(initial="events"):
             with TabPane("1 Events", id="events"):
                 yield RowTable(*self._event_table(), empty="no memory findings or events", id="events-table")

@@ -195,11 +195,11 @@ def _statistics(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> 
         if inv.reference is not None:
             out.append(f"  {'reference':>{_COL}}", style("detail--muted"))
         for label, field in STAT_ROWS:
-            t = getattr(target, field) if target else None
+            t = _known(field, getattr(target, field) if target else None)
             out.append(f"\n  {label:9}")
             out.append(f"{magnitude(t):>{_COL}}", _value_style(field, t, style))
             if inv.reference is not None:
-                r = getattr(ref, field) if ref else None
+                r = _known(field, getattr(ref, field) if ref else None)
                 out.append(f"  {magnitude(r):>{_COL}}", _value_style(field, r, style))
         meta = node.outputs[slot] if slot < len(node.outputs) else None
         dtype = meta.dtype if meta is not None else inv.run.dtype
@@ -211,6 +211,13 @@ def _statistics(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> 
 
 
 _COL = 11  # a column of statistics: "-3.382e+04" and "16,777,216" fit, and two columns fit at 80x24
+
+
+def _known(field: str, value: Any) -> Any:
+    """None for a count the source did not record (msprobe dumps have no zero count: -1)."""
+    if field.endswith("_count") and value is not None and value < 0:
+        return None
+    return value
 
 
 def _value_style(field: str, value: Any, style: StyleOf) -> Style:
