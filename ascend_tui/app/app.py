@@ -65,6 +65,7 @@ class InvestigatorApp(App[None]):
         self.target: Target | None = None
         self.follow = follow
         self._follower: Follower | None = None
+        self._ran: Investigation | None = None  # the investigation this app ran with `self.live`, if on screen
         self.config_warnings: list[str] = []
         self.COMMANDS = App.COMMANDS | {InvestigatorCommands, GraphCommands}
         super().__init__()
@@ -159,6 +160,7 @@ class InvestigatorApp(App[None]):
     @on(InvestigationLoaded)
     def _loaded(self, message: InvestigationLoaded) -> None:
         self.target = message.target or self.target
+        self._ran = message.inv if message.target is not None else None
         self._show(message.inv)
         for note in message.notes:
             self.notify(note, markup=False)
@@ -167,6 +169,7 @@ class InvestigatorApp(App[None]):
     def _checks_finished(self, message: ChecksFinished) -> None:
         self.target = message.target or self.target
         focus = self.main.ops.current
+        self._ran = message.inv
         self._show(message.inv, focus)
         found = len(message.inv.findings)
         self.notify(f"{', '.join(message.checks) or 'capture'}: {plural(found, 'finding')}", markup=False)
@@ -350,9 +353,11 @@ class InvestigatorApp(App[None]):
     def settings_on_screen(self) -> RunOptions:
         """The run settings that made the investigation on screen (for a live one), else the app's."""
         run = self.inv.run if self.inv is not None else None
-        if run is None or run.source != "live":
+        if run is None or run.source != "live" or self.inv is self._ran:
             return self.live
-        return self.live.but(checks=tuple(run.checks) or self.live.checks, dtype=run.dtype,
+        # float32 is what a model runs in unless told otherwise: keep "as the model is" (no cast, no copy)
+        return self.live.but(checks=tuple(run.checks) or self.live.checks,
+                             dtype=None if run.dtype == "float32" else run.dtype,
                              iterations=run.iterations, backward=bool(run.extra.get("backward")),
                              reference=run.reference)
 
