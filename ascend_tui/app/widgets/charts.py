@@ -13,6 +13,8 @@ from typing import Callable, ClassVar, Sequence
 from rich.text import Text
 from textual.widgets import Static
 
+from ascend_tui.app.widgets.styles import cell_style
+
 _EIGHTHS = " ▁▂▃▄▅▆▇█"
 
 
@@ -82,8 +84,8 @@ class TimeChart(Static):
         self.refresh()
 
     def render(self) -> Text:
-        bar = self.get_component_rich_style("time-chart--bar", partial=True)
-        axis = self.get_component_rich_style("time-chart--axis", partial=True)
+        bar = cell_style(self, "time-chart--bar")
+        axis = cell_style(self, "time-chart--axis")
         values = self.values
         top, bottom = max(values), min(values)
         base = bottom - (top - bottom) * 0.1 if top > bottom else 0.0  # the lowest sample still shows a sliver
@@ -111,7 +113,7 @@ def _resample(values: list[float], width: int) -> list[float]:
     """`values` squeezed (each column the max of its samples) or stretched to at most `width` columns."""
     if len(values) <= width:
         per = max(1, width // max(1, len(values)))
-        return [v for v in values for _ in range(min(per, 4))]
+        return [v for v in values for _ in range(min(per, 8))]
     out = []
     for c in range(width):
         a, b = c * len(values) // width, (c + 1) * len(values) // width

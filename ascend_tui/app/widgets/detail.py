@@ -17,6 +17,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ascend_tui.app.widgets.styles import cell_style
 from ascend_tui.checks.overflow import range_of
 from ascend_tui.fmt import magnitude
 from ascend_tui.evidence import HIST_EDGES_LOG2
@@ -97,7 +98,7 @@ class Detail(VerticalScroll, can_focus=True):
         self.scroll_to(y=self.scroll_y + direction * max(1, self.scrollable_content_region.height - 2), animate=False)
 
     def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(name, partial=True)
+        return cell_style(self, name)
 
 
 def hanging(text: Text, width: int, console: Console) -> Text:

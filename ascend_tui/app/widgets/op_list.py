@@ -24,6 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ascend_tui.app.keys import LIST_BINDINGS
+from ascend_tui.app.widgets.styles import cell_style
 
 if TYPE_CHECKING:
     from ascend_tui.graph.opgraph import OpNode
@@ -257,7 +258,7 @@ class OpList(ScrollView, can_focus=True, inherit_bindings=False):
         # Cells carry only their own colours (partial styles); the row's background comes from the
         # widget or the cursor, applied last, so the cursor's background is never hidden by a cell's.
         def style(name: str) -> Style:
-            return self.get_component_rich_style(name, partial=True)
+            return cell_style(self, name)
 
         index_w = len(str(len(self.rows.ids)))
         segments = [Segment(f"{node.index:>{index_w}} ", style("op-list--index"))]
