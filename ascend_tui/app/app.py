@@ -104,12 +104,12 @@ class InvestigatorApp(App[None]):
         else:
             self.paint_header()
 
-    def on_resize(self, _event: events.Resize) -> None:
-        self.paint_header()
+    def on_resize(self, event: events.Resize) -> None:
+        self.paint_header(event.size.width)
 
-    def paint_header(self) -> None:
+    def paint_header(self, width: int | None = None) -> None:
         """Title and subtitle: what is on screen and the settings that made it, fitted to the width."""
-        self.title, self.sub_title = header_for(self.inv, self.size.width, following=self.following)
+        self.title, self.sub_title = header_for(self.inv, width or self.size.width, following=self.following)
 
     @property
     def following(self) -> bool:

@@ -112,14 +112,14 @@ class HelpScreen(ModalScreen[None]):
             if e.group != group:
                 group = e.group
                 rows.append(Row((group,), tone="section"))
-            rows.append(Row((" / ".join(e.keys), e.description, e.id or "— (fixed)"),
+            rows.append(Row((" / ".join(e.keys), e.id or "— (fixed)", e.description),
                             tone="" if e.enabled else "muted"))
         title = f"Keys: {source.title}" if source is not None and source.title else "Keys"
         with Vertical():
             yield Static(title, id="help-title", markup=False)
             yield Static(f"Badge columns on each operator: {badge_legend()}; the letter's colour is the worst "
                          "finding (error, warning, info), · none.", id="help-legend", markup=False)
-            yield RowTable([Column("key"), Column("does", grow=True), Column("binding id")], rows,
+            yield RowTable([Column("key"), Column("binding id"), Column("does", grow=True)], rows,
                            empty="no keys are bound here", id="help-table")
             yield Static(f"To move a key, add  binding-id = \"keys\"  to {keymap_hint()}  "
                          f"(e.g. graph.producer = \"u\"); dim keys do nothing right now.",

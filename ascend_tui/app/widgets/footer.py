@@ -29,7 +29,7 @@ class KeyFooter(Footer):
         palette = active.get(app.COMMAND_PALETTE_BINDING) if self.show_command_palette else None
         budget = width
         if palette is not None:
-            budget -= cell_len(app.get_key_display(palette[1])) + 1 + cell_len(palette[1].description) + 2
+            budget -= cell_len(app.get_key_display(palette[1])) + 1 + cell_len(palette[1].description) + 3
         candidates = []
         seen: set[str] = set()
         for _node, binding, enabled, tooltip in active.values():
