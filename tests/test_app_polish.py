@@ -224,3 +224,22 @@ async def test_the_open_dialog_completes_paths_with_tab(tmp_path: Path, monkeypa
         assert "step7.atui.json  step8.atui.json" in str(app.screen.query_one("#candidates").render())
         await pilot.press("8", "tab")
         assert box.value == "runs/step8.atui.json"
+
+
+async def test_partial_results_move_to_the_first_finding_unless_the_user_moved(tmp_path: Path) -> None:
+    from ascend_tui.investigation import Investigation
+
+    full = attention_investigation()
+    graph_only = Investigation(full.graph, stats=full.stats, run=full.run)
+    app = InvestigatorApp(graph_only, theme="ascend-dark", export_dir=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert app.main.ops.current == "q/mm.0"  # nothing found yet: the first op
+        app._show(full, app.main.ops.current)  # as a partial result arrives
+        await pilot.pause()
+        assert app.main.ops.current == "attn/bmm.0"
+        await pilot.press("g")  # the user moves: later results keep the place
+        await pilot.pause()
+        app._show(attention_investigation(), app.main.ops.current)
+        await pilot.pause()
+        assert app.main.ops.current == "q/mm.0"

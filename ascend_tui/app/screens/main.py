@@ -51,6 +51,7 @@ class MainScreen(Screen[None]):
         self._slot: int | None = None
         self._chain: list[str] = []
         self._stepped = False
+        self._auto_node: str | None = None  # the cursor's place when we chose it only for lack of a finding
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -96,13 +97,17 @@ class MainScreen(Screen[None]):
         else:
             tree.index = None
         start = focus if focus in inv.graph else self.nav.focused
+        if start is not None and start == self._auto_node:
+            start = None  # we put the cursor there for lack of a finding; a finding that arrived now wins
         if start is None and (first := inv.first_finding()) is not None and first.node in inv.graph:
             start = first.node
+            self._auto_node = None
         if start is not None and start in inv.graph:
             self.nav.focus(start, remember=False)
             self.ops.show(start)
         elif (cur := self.ops.current) is not None:
             self.nav.focus(cur, remember=False)
+            self._auto_node = cur
         self._repaint()
         self.refresh_bindings()
 
@@ -127,6 +132,8 @@ class MainScreen(Screen[None]):
 
     @on(OpList.Highlighted)
     def _highlighted(self, _event: OpList.Highlighted) -> None:
+        if self.ops.current != self._auto_node:
+            self._auto_node = None  # the user moved: partial results keep their place from now on
         self._repaint()
 
     @on(OpList.Selected)
