@@ -11,6 +11,7 @@ from typing import Any, Sequence, TextIO
 
 from ascend_tui import __version__
 from ascend_tui.errors import AscendTuiError, Cancelled, InputError, TargetError
+from ascend_tui.fmt import plural
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
 
@@ -191,8 +192,8 @@ def _finish(inv: Any, args: argparse.Namespace) -> int:
     summary = inv.summary()
     for line in format_findings(inv):
         print(line)
-    print(f"{len(inv.graph)} nodes, {inv.graph.edge_count()} edges; "
-          f"{summary['errors']} errors, {summary['warnings']} warnings")
+    print(f"{plural(len(inv.graph), 'node')}, {plural(inv.graph.edge_count(), 'edge')}; "
+          f"{plural(summary['errors'], 'error')}, {plural(summary['warnings'], 'warning')}")
     return EXIT_FINDINGS if summary["errors"] else EXIT_CLEAN
 
 
