@@ -243,3 +243,32 @@ async def test_partial_results_move_to_the_first_finding_unless_the_user_moved(t
         app._show(attention_investigation(), app.main.ops.current)
         await pilot.pause()
         assert app.main.ops.current == "q/mm.0"
+
+
+async def test_detail_scrolls_on_its_own_keys_wraps_under_its_indent_and_panes_resize_and_maximise(
+        tmp_path: Path) -> None:
+    from live_investigations import screen_text
+
+    from ascend_tui.app.widgets.detail import Detail
+
+    app = InvestigatorApp(overflow_investigation(), theme="ascend-dark", export_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        lines = screen_text(app).splitlines()
+        hint = next(i for i, line in enumerate(lines) if "hint: exp of values" in line)
+        assert lines[hint + 1].startswith(" " * 7) and "softmax trick" in lines[hint + 1]  # indented under it
+        detail = app.main.query_one(Detail)
+        await pilot.press("right_square_bracket")
+        await pilot.pause()
+        assert detail.scroll_y > 0 and app.main.ops.has_focus  # the list kept the focus
+        pane = app.main.query_one("#list-pane")
+        before = pane.size.height
+        await pilot.press("plus")
+        await pilot.pause()
+        assert pane.size.height > before
+        await pilot.press("z")
+        await pilot.pause()
+        assert app.main.maximized is app.main.ops and app.main.ops.size.height >= 18
+        await pilot.press("z")
+        await pilot.pause()
+        assert app.main.maximized is None

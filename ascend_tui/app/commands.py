@@ -141,13 +141,8 @@ class GraphCommands(Provider):
         out: list[tuple[str, str, Callable[[], Any]]] = []
         for f in inv.findings:
             out.append((f"finding: {f.severity} {f.check}/{f.kind} at {f.node}", f.message, partial(go, f.node)))
-        counts: dict[str, int] = {}
         graph = inv.graph
-        ids = [n for n in graph.execution_order() if not graph.node(n).is_placeholder]
-        for nid in ids:
-            module = graph.node(nid).module
-            if module:
-                counts[module] = counts.get(module, 0) + 1
+        ids, counts = self._index(inv)
         for module, n in counts.items():
             out.append((f"module: {module}", f"show its {n} operators", partial(show_module, module)))
         needle = query.strip().lower()
@@ -157,6 +152,21 @@ class GraphCommands(Provider):
             node = graph.node(nid)
             out.append((f"op: {nid}", f"#{node.index} {node.op_type}", partial(go, nid)))
         return out
+
+    def _index(self, inv: Any) -> tuple[list[str], dict[str, int]]:
+        """Operator ids in execution order and operators per module, built once per palette and investigation."""
+        cached = getattr(self, "_cached", None)
+        if cached is not None and cached[0] is inv:
+            return cached[1], cached[2]
+        graph = inv.graph
+        ids = [n for n in graph.execution_order() if not graph.node(n).is_placeholder]
+        counts: dict[str, int] = {}
+        for nid in ids:
+            module = graph.node(nid).module
+            if module:
+                counts[module] = counts.get(module, 0) + 1
+        self._cached = (inv, ids, counts)
+        return ids, counts
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
