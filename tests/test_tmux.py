@@ -96,6 +96,12 @@ def _nan_count(screen: str) -> str | None:
     return None
 
 
+def _line(screen: str, index: int) -> str:
+    """One line of the pane ("" while the pane is still empty)."""
+    lines = screen.splitlines()
+    return lines[index] if lines else ""
+
+
 def _fits(screen: str, width: int) -> bool:
     """Header and footer whole at this width: no `…`-cut word, and the footer ends with the palette key."""
     lines = screen.splitlines()
@@ -110,15 +116,15 @@ def test_the_demo_fits_80x24_and_other_widths_without_cut_words_or_stray_cells(t
     env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "xterm-256color", "COLORTERM": "truecolor"}
     session = Tmux([sys.executable, "-m", "ascend_tui", "demo"], env, size=(80, 24))
     try:
-        session.wait_for(lambda t: re.search(r"\b[1-9]\d* err", t.splitlines()[0]) is not None
-                         and "operators" in t, "the demo's findings in the header")
+        session.wait_for(lambda t: re.search(r"\b[1-9]\d* err", _line(t, 0)) is not None and "operators" in t,
+                         "the demo's findings in the header")
         session.wait_for(lambda t: _fits(t, 80), "a whole header and footer at 80x24")
         session.keys("s")
-        session.wait_for(lambda t: "→ next op" in t.splitlines()[-1] and _fits(t, 80), "step mode's keys in the footer")
+        session.wait_for(lambda t: "→ next op" in _line(t, -1) and _fits(t, 80), "step mode's keys in the footer")
         session.keys("Escape")
         for width in (60, 100, 80):
             session.resize(width, 24)
-            session.wait_for(lambda t, w=width: len(t.splitlines()[0]) <= w and _fits(t, w),
+            session.wait_for(lambda t, w=width: len(_line(t, 0)) <= w and _fits(t, w),
                              f"a whole header and footer at {width} columns")
         session.keys("q")
         session.wait_for(lambda t: "EXITED" in t, "the app to quit")
