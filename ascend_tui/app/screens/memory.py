@@ -20,7 +20,7 @@ from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 from ascend_tui.app.widgets.charts import TimeChart
 from ascend_tui.app.widgets.footer import KeyFooter
-from ascend_tui.fmt import magnitude, nbytes
+from ascend_tui.fmt import count, magnitude, nbytes, plural
 from ascend_tui.evidence import SEVERITY_RANK, Finding, MemoryEvent, MemorySample
 
 if TYPE_CHECKING:
@@ -185,12 +185,12 @@ class MemoryScreen(CheckView):
     def _summary(self) -> str:
         items = self.items
         kinds = Counter(i.kind for i in items)
-        kind_text = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+        kind_text = ", ".join(f"{k} {count(n)}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
         errors = sum(1 for i in items if i.severity == "error")
         on_ops = sum(1 for i in items if i.node)
         doubtful = sum(1 for i in items if i.doubtful)
-        head = (f"{len(items)} memory report{'s' * (len(items) != 1)}: {errors} error{'s' * (errors != 1)}, "
-                f"{on_ops} on operators, {doubtful} likely false positive{'s' * (doubtful != 1)}")
+        head = (f"{plural(len(items), 'memory report')}: {plural(errors, 'error')}, "
+                f"{count(on_ops)} on operators, {plural(doubtful, 'likely false positive')}")
         lines = [f"{head} · {kind_text}" if kind_text else head]
         for name, t in list(self.trends.items())[:3]:
             lines.append(f"{name + ': ' if name else ''}allocated {nbytes(t.first)} → {nbytes(t.last)}, "
@@ -218,7 +218,7 @@ class MemoryScreen(CheckView):
         rows: list[Row] = []
         for kind in sorted(grouped, key=lambda k: (min(_rank(i) for i, _ in grouped[k]), k)):
             entries = sorted(grouped[kind], key=lambda ir: _rank(ir[0]))
-            rows.append(Row((f"{kind}: {len(entries)}",), tone="section"))
+            rows.append(Row((f"{kind}: {count(len(entries))}",), tone="section"))
             rows.extend(r for _, r in entries)
         return columns, rows
 
@@ -232,7 +232,7 @@ class MemoryScreen(CheckView):
         rows: list[Row] = []
         for name, series in self.series.items():
             if named:
-                rows.append(Row((f"{name}: {len(series)} sample{'s' * (len(series) != 1)}",), tone="section"))
+                rows.append(Row((f"{name}: {plural(len(series), 'sample')}",), tone="section"))
             rows += _trend_rows(series, reserved, named)
         return columns, rows
 
@@ -253,7 +253,7 @@ class MemoryScreen(CheckView):
             doubtful = all(i.doubtful for i in found)
             kinds = ", ".join(sorted({i.kind for i in found}))
             tone: Tone = "muted" if doubtful else _SEVERITY_TONE.get(worst.severity or "", "")
-            rows.append(Row((str(len(found)), level, node_id, node.op_type if node else "(not in graph)",
+            rows.append(Row((count(len(found)), level, node_id, node.op_type if node else "(not in graph)",
                              kinds + (" (likely false positive)" if doubtful else "")), key=node_id, tone=tone))
         return columns, rows
 

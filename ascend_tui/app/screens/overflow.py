@@ -23,7 +23,7 @@ from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 from ascend_tui.app.widgets.charts import log_axis, log_bar, log_span
 from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.checks.overflow import range_of
-from ascend_tui.fmt import magnitude, ratio
+from ascend_tui.fmt import count, magnitude, plural, ratio
 from ascend_tui.evidence import SEVERITY_RANK, Finding
 
 if TYPE_CHECKING:
@@ -269,9 +269,9 @@ class OverflowScreen(CheckView):
         limit = f"max {magnitude(top)}" if top is not None else "not a floating dtype"
         past = self.headroom.past_range()
         chart = " · chains on a log axis, │ at the dtype max" if self.chains and top is not None else ""
-        return (f"run dtype {dtype} ({limit}){chart} · {origins} origin{'s' * (origins != 1)}, "
-                f"{spreading} propagating · {len(self.chains)} chain{'s' * (len(self.chains) != 1)} · "
-                f"{len(self.headroom)} ops measured, {past} past their range · "
+        return (f"run dtype {dtype} ({limit}){chart} · {plural(origins, 'origin')}, "
+                f"{count(spreading)} propagating · {plural(len(self.chains), 'chain')} · "
+                f"{plural(len(self.headroom), 'op')} measured, {count(past)} past their range · "
                 f"headroom from {self.headroom.source} stats")
 
     def _finding_table(self) -> tuple[list[Column], list[Row]]:
@@ -284,7 +284,7 @@ class OverflowScreen(CheckView):
         for title, group in (("origins (introduced here)", origins), ("propagating (inherited)", spreading)):
             if not group:
                 continue
-            rows.append(Row((f"{title}: {len(group)}",), tone="section"))
+            rows.append(Row((f"{title}: {count(len(group))}",), tone="section"))
             for f in group:
                 rows.append(Row((f.severity, f.kind, f.node, f.op_type, f.module or "(root)", f.message),
                                 key=f.node, tone=_SEVERITY_TONE.get(f.severity, ""), data=f))

@@ -19,7 +19,7 @@ from textual.widgets import Static
 
 from ascend_tui.app.widgets.styles import cell_style
 from ascend_tui.checks.overflow import range_of
-from ascend_tui.fmt import magnitude
+from ascend_tui.fmt import count, magnitude
 from ascend_tui.evidence import HIST_EDGES_LOG2
 
 if TYPE_CHECKING:
@@ -303,8 +303,8 @@ def _histogram(out: Text, inv: Investigation, node_id: str, slot: int, dtype: st
             if i * _BIN_WIDTH + j < len(scale):
                 scale[i * _BIN_WIDTH + j] = ch
     out.append("\n          " + "".join(scale).rstrip(), style("detail--muted"))
-    total = f" of {stats.numel:,}" if stats is not None else ""  # zeros and NaN are not sampled
-    out.append(f"\n          log2|x| of {sampled:,} sampled{total}", style("detail--muted"))
+    total = f" of {count(stats.numel)}" if stats is not None else ""  # zeros and NaN are not sampled
+    out.append(f"\n          log2|x| of {count(sampled)} sampled{total}", style("detail--muted"))
 
 
 def _findings(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> None:
@@ -343,7 +343,7 @@ def _memory(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> None
     events = [e for e in inv.memory_events if e.node == node_id]
     if not events:
         return
-    out.append(f"\n\nmemory events ({len(events)})", style("detail--heading"))
+    out.append(f"\n\nmemory events ({count(len(events))})", style("detail--heading"))
     for e in events[:6]:
         out.append(f"\n  {e.kind}", style("detail--warning"))
         out.append(f" [{e.tool}] {e.message}")
