@@ -272,3 +272,19 @@ async def test_detail_scrolls_on_its_own_keys_wraps_under_its_indent_and_panes_r
         await pilot.press("z")
         await pilot.pause()
         assert app.main.maximized is None
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 100, 160])
+def test_the_header_fits_whole_words_and_keeps_errors_and_the_follow_marker(width: int) -> None:
+    from ascend_tui.app.header import HEADER_CHROME, header_for
+
+    inv = attention_investigation()
+    inv.run.iterations, inv.run.checks = 3, ("overflow", "memory")
+    title, subtitle = header_for(inv, width, following=True)
+    assert len(title) + len(subtitle) <= width - HEADER_CHROME
+    assert "…" not in subtitle and "1 err" in subtitle and subtitle.startswith("●")
+    words = {"●", "following", "1", "error", "err", "0", "warnings", "warn", "float16", "vs", "float32", "reference",
+             "f16/f32", "cpu", "overflow,memory", "ovf,mem", "3", "iterations", "it", "8", "ops", "·"}
+    assert set(subtitle.split()) <= words
+    if width >= 160:
+        assert "float16 vs float32 reference" in subtitle and "3 iterations" in subtitle

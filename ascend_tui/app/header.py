@@ -66,7 +66,7 @@ def fit_subtitle(parts: list[tuple[int, str, str]], budget: int) -> str:
     ranks = [rank for rank, _long, _short in parts]
 
     def fits() -> bool:
-        return len(sep.join(t for t in texts if t)) <= budget
+        return len(sep.join(t for t in texts if t).replace("● · ", "● ")) <= budget
 
     for i in sorted(range(len(parts)), key=lambda k: -ranks[k]):
         if fits():
@@ -76,7 +76,7 @@ def fit_subtitle(parts: list[tuple[int, str, str]], budget: int) -> str:
         if fits() or ranks[i] == 0:
             break
         texts[i] = ""
-    return sep.join(t for t in texts if t) if fits() else ""
+    return sep.join(t for t in texts if t).replace("● · ", "● ") if fits() else ""
 
 
 def header_for(inv: Investigation | None, width: int, *, following: bool = False) -> tuple[str, str]:
@@ -88,5 +88,8 @@ def header_for(inv: Investigation | None, width: int, *, following: bool = False
     if inv is None:
         hint = "press O to open a file, ? for keys"
         return title, hint if len(title) + len(hint) <= width - HEADER_CHROME else "? for keys"
-    budget = max(0, width - HEADER_CHROME - len(title))
-    return title, fit_subtitle(header_parts(inv, following=following), budget)
+    parts = header_parts(inv, following=following)
+    subtitle = fit_subtitle(parts, max(0, width - HEADER_CHROME - len(title)))
+    if not subtitle:  # too narrow for the name and what must stay: what must stay wins
+        title = fit_subtitle([p for p in parts if p[0] == 0], max(0, width - HEADER_CHROME + 3)) or title
+    return title, subtitle

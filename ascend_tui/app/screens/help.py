@@ -117,8 +117,8 @@ class HelpScreen(ModalScreen[None]):
         title = f"Keys: {source.title}" if source is not None and source.title else "Keys"
         with Vertical():
             yield Static(title, id="help-title", markup=False)
-            yield Static(f"Badge columns on each operator: {badge_legend()}; the letter's colour is the worst "
-                         "finding (error, warning, info), · none.", id="help-legend", markup=False)
+            yield Static(f"Badges: {badge_legend()}; colour = worst finding, · = none", id="help-legend",
+                         markup=False)
             yield RowTable([Column("key"), Column("binding id"), Column("does", grow=True)], rows,
                            empty="no keys are bound here", id="help-table")
             yield Static(f"To move a key, add  binding-id = \"keys\"  to {keymap_hint()}  "
