@@ -288,3 +288,18 @@ def test_the_header_fits_whole_words_and_keeps_errors_and_the_follow_marker(widt
     assert set(subtitle.split()) <= words
     if width >= 160:
         assert "float16 vs float32 reference" in subtitle and "3 iterations" in subtitle
+
+
+def test_a_log_follower_waits_for_a_file_that_does_not_exist_yet_and_starts_over_when_it_is_truncated(
+        tmp_path: Path) -> None:
+    from ascend_tui.app.follow import follower_for
+
+    log = tmp_path / "later.log"
+    follower = follower_for(log)
+    assert follower.poll() is None
+    log.write_text(MEMCHECK + MORE)
+    first = follower.poll()
+    assert first is not None and len(first.memory_events) == 2
+    log.write_text(MEMCHECK)  # a new run rewrote the log
+    again = follower.poll()
+    assert again is not None and len(again.memory_events) == 1

@@ -35,7 +35,9 @@ def run_app(paths: Sequence[str], theme: str | None = None, live: RunOptions | N
     """
     from ascend_tui.app.app import InvestigatorApp
 
-    InvestigatorApp(_existing(paths), theme=theme, live=live, follow=follow).run()
+    # A followed log may not exist yet (the tool has not started): like `tail -F`, wait for it.
+    InvestigatorApp([str(p) for p in paths] if follow else _existing(paths), theme=theme, live=live,
+                    follow=follow).run()
     return 0
 
 
