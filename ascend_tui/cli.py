@@ -12,6 +12,7 @@ from typing import Any, Sequence, TextIO
 from ascend_tui import __version__
 from ascend_tui.errors import AscendTuiError, Cancelled, InputError, TargetError
 from ascend_tui.profile_cli import add_parser as add_profile_parser
+from ascend_tui.fmt import plural
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
 
@@ -41,7 +42,7 @@ class ProgressLine:
             text = f"{phase} {done}/{total} ops" if total else (f"{phase} {done} ops" if done else phase)
             if self.tty:
                 now = time.monotonic()
-                if phase == self._phase and now - self._last < 0.1 and done != total:
+                if phase == self._phase and now - self._last < 0.1 and (total is None or done < total - 1):
                     return
                 self._last = now
                 self.stream.write("\r\x1b[2K" + text)
@@ -66,15 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="run a model file under capture and checks; write a report")
     check.add_argument("target", help="path/to/model.py[:factory] (the factory returns (model, inputs)), or an "
                        "artifact to report on offline: msprobe dump folder, sanitizer log, saved investigation")
-    check.add_argument("--checks", default="overflow",
-                       help="comma-separated: overflow,precision,memory,profile; all; or none (graph only)")
-    check.add_argument("--device", default="auto", help="auto|cpu|cuda|npu (npu:1 for another card)")
-    check.add_argument("--dtype", choices=("float16", "bfloat16", "float32"), default=None,
-                       help="cast the model and floating inputs to this dtype on the device")
-    check.add_argument("--reference", default="cpu:float32",
-                       help="second run the range checks compare against, or 'none'")
-    check.add_argument("--iterations", type=int, default=1, help="forward passes (leak detection needs > 1)")
-    check.add_argument("--backward", action="store_true", help="also run backward and check the gradients")
+    _add_run_settings(check, checks="overflow")
     check.add_argument("--json", metavar="PATH", help="write the report (schema ascend-tui.report/1)")
     check.add_argument("--junit", metavar="PATH", help="write JUnit XML, one failure per error finding")
     check.add_argument("--save", metavar="PATH", help="save the investigation for `ascend-tui open`")
@@ -99,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     op = sub.add_parser("open", help="open model files, investigations, dumps or logs in the app")
     op.add_argument("paths", nargs="*", help="model.py, *.atui.json, an msprobe dump folder, a sanitizer log")
-    op.add_argument("--theme", default=None, help="theme name (see themes/)")
+    op.add_argument("--theme", default=None, help="theme name: dark, light, high-contrast, ansi-dark, ansi-light, ...")
+    op.add_argument("--follow", action="store_true",
+                    help="keep reading a growing sanitizer log or watch() output folder, adding findings as they come")
+    _add_run_settings(op, checks="all")
 
     demo = sub.add_parser("demo", help="open the app on a bundled sample with findings in every view")
     demo.add_argument("--theme", default=None)
@@ -131,6 +127,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_run_settings(parser: argparse.ArgumentParser, checks: str) -> None:
+    """The settings of a live run, the same for `check` and `open` (the app's `x` form edits them too)."""
+    parser.add_argument("--checks", default=checks,
+                        help="comma-separated: overflow,precision,memory,profile; all; or none (graph only)")
+    parser.add_argument("--device", default="auto", help="auto|cpu|cuda|npu (npu:1 for another card)")
+    parser.add_argument("--dtype", choices=("float16", "bfloat16", "float32"), default=None,
+                        help="cast the model and floating inputs to this dtype on the device")
+    parser.add_argument("--reference", default="cpu:float32",
+                        help="second run the range checks compare against, or 'none'")
+    parser.add_argument("--iterations", type=int, default=1, help="forward passes (leak detection needs > 1)")
+    parser.add_argument("--backward", action="store_true", help="also run backward and check the gradients")
+
+
+def run_options(args: argparse.Namespace) -> Any:
+    """`RunOptions` from the run-settings flags; bad values are `InputError`s (exit 2)."""
+    from ascend_tui.live.options import RunOptions
+    from ascend_tui.live.runner import parse_checks
+
+    if args.iterations < 1:
+        raise InputError("--iterations", "must be at least 1")
+    return RunOptions(checks=parse_checks(args.checks), device=args.device, dtype=args.dtype,
+                      reference=None if args.reference == "none" else args.reference, iterations=args.iterations,
+                      backward=args.backward)
+
+
 def _gate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on", choices=("error", "warning"), default="error",
                         help="exit 1 when a finding of this severity or worse is found (default: error)")
@@ -147,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         command = args.command or "open"
         if args.command is None:
-            args.paths, args.theme = [], None
+            args = build_parser().parse_args(["open"])
         return int(_COMMANDS[command](args))
     except TargetError as exc:
         print(f"ascend-tui: error: {exc.line()}", file=sys.stderr)
@@ -288,15 +309,20 @@ def _cmd_triage(args: argparse.Namespace) -> int:
 
 
 def _cmd_open(args: argparse.Namespace) -> int:
+    from ascend_tui.app.config import resolve_theme
     from ascend_tui.app.launch import run_app
 
-    return run_app(list(args.paths), theme=args.theme)
+    theme = resolve_theme(args.theme)
+    if args.follow and len(args.paths) != 1:
+        raise InputError("--follow", "follows exactly one path: a sanitizer log or a watch() output folder")
+    return run_app(list(args.paths), theme=theme, live=run_options(args), follow=args.follow)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from ascend_tui.app.config import resolve_theme
     from ascend_tui.app.launch import run_demo
 
-    return run_demo(theme=args.theme)
+    return run_demo(theme=resolve_theme(args.theme))
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from ascend_tui.evidence import (
     StatsTable,
     TensorStats,
 )
+from ascend_tui.graph.movers import moves_values
 from ascend_tui.graph.opgraph import OpGraph, read_json, write_json_atomic
 from ascend_tui.timing import Profile
 
@@ -172,6 +173,22 @@ class Investigation:
     def step_into_producer(self, slot: int, node: str) -> str | None:
         """The operator that produced input `slot` of `node`."""
         return self.graph.producer(node, slot)
+
+    def producer_that_computes(self, slot: int, node: str) -> tuple[str | None, list[str]]:
+        """The operator behind input `slot` of `node` that computes, and the ones stepped over to reach it.
+
+        Views, reshapes, copies and value-keeping casts show the same values as their input, so
+        a walk towards a cause passes through them; it stops before a model input or parameter.
+        """
+        target = self.graph.producer(node, slot)
+        skipped: list[str] = []
+        while target is not None and moves_values(self.graph.node(target)):
+            nxt = self.graph.producer(target, 0)
+            if nxt is None or self.graph.node(nxt).is_placeholder or nxt in skipped:
+                break
+            skipped.append(target)
+            target = nxt
+        return target, skipped
 
     def trace_root_cause(self, node: str) -> RootCause | None:
         """The root cause recorded by the most severe finding on `node` that has one."""

@@ -91,7 +91,7 @@ async def _app_timings(source: Path | Investigation, repeat: int) -> dict[str, f
             out[label].append(time.perf_counter() - t0)
             if isinstance(source, Path):
                 continue
-            for name, key in (("unbound key (floor)", "z"), *((f"key: {n}", k) for n, k in KEYS)):
+            for name, key in (("unbound key (floor)", "w"), *((f"key: {n}", k) for n, k in KEYS)):
                 c0 = time.process_time()
                 await pilot.press(key)
                 out[name].append(time.process_time() - c0)

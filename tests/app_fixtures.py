@@ -158,3 +158,35 @@ def wide_investigation(n: int) -> Investigation:
     rows[:, 8] = 8
     stats.add_many(keys, rows)
     return Investigation(g, stats=stats, run=RunInfo(target="demo:wide", dtype="float16", checks=("overflow",)))
+
+
+def attention_investigation() -> Investigation:
+    """Scores = q @ k^T where k passes through view, transpose and expand; the bmm overflows float16.
+
+    The chain from the bmm to the key projection runs through ops that only move values, as in
+    a real attention block, so `r` and `p` must step over them.
+    """
+    g = OpGraph("attention")
+    g.add_node(OpNode("input:0", "input", "", -1, kind="input", outputs=(TensorMeta((2, 4, 8), "float16"),)))
+    _op(g, "q/mm.0", "aten.mm", "q", 0, ["input:0"], "float16")
+    _op(g, "k/mm.0", "aten.mm", "k", 1, ["input:0"], "float16")
+    _op(g, "attn/view.0", "aten.view", "attn", 2, ["k/mm.0"], "float16")
+    _op(g, "attn/transpose.0", "aten.transpose.int", "attn", 3, ["attn/view.0"], "float16")
+    _op(g, "attn/expand.0", "aten.expand", "attn", 4, ["attn/transpose.0"], "float16")
+    _op(g, "attn/_to_copy.0", "aten._to_copy", "attn", 5, ["attn/expand.0"], "float16")
+    _op(g, "attn/bmm.0", "aten.bmm", "attn", 6, ["q/mm.0", "attn/_to_copy.0"], "float16")
+    _op(g, "attn/softmax.0", "aten._softmax", "attn", 7, ["attn/bmm.0"], "float16")
+    stats = StatsTable()
+    for nid in ("q/mm.0", "k/mm.0", "attn/view.0", "attn/transpose.0", "attn/expand.0", "attn/_to_copy.0"):
+        stats.add(nid, 0, _stats(300.0))
+    stats.add("attn/bmm.0", 0, _stats(math.inf, inf=5))
+    stats.add("attn/softmax.0", 0, _stats(math.nan, nan=64))
+    chain = tuple(_link(g, n, v) for n, v in (("attn/bmm.0", 9.0e4), ("attn/_to_copy.0", 300.0),
+                                               ("attn/expand.0", 300.0), ("attn/transpose.0", 300.0),
+                                               ("attn/view.0", 300.0), ("k/mm.0", 300.0), ("input:0", 2.0)))
+    findings = [_finding(g, "attn/bmm.0", "inf", "error", "5 Inf values in the output; every input was finite",
+                         attribution="introduced",
+                         root_cause=RootCause("attn/bmm.0", "attn", "bmm of unscaled keys overflows float16", chain))]
+    run = RunInfo(target="attention.py", device={"backend": "cpu", "name": "cpu"}, checks=("overflow",),
+                  dtype="float16", reference="cpu:float32", source="live")
+    return Investigation(g, stats=stats, findings=findings, run=run)

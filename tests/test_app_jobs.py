@@ -85,7 +85,7 @@ async def test_opening_a_model_file_runs_it_with_progress_and_shows_the_graph(tm
         assert any(p.startswith("capturing target") for p in phases)
         assert app.main.ops.current is not None and app.main.ops.current.startswith("0/")
         assert app.target is not None and app.target.path == model
-        await pilot.press("x")  # run again from the app: same graph, results replace the old ones
+        await pilot.press("x", "ctrl+r")  # run again from the app: same graph, results replace the old ones
         await settle(app, pilot)
         assert isinstance(app.posted[-1], ChecksFinished)
         assert app.inv is app.posted[-1].inv
@@ -137,7 +137,7 @@ async def test_escape_cancels_a_running_job_and_keeps_what_was_shown(tmp_path: P
     async with app.run_test(size=(100, 30)) as pilot:
         app.target = Target("gated.py", tmp_path / "gated.py", "build", types.ModuleType("gated"), model,
                             (torch.zeros(2),))
-        await pilot.press("x")
+        await pilot.press("x", "ctrl+r")
         assert await asyncio.to_thread(model.entered.wait, 30)
         await pilot.pause()
         bar = app.main.query_one(RunProgress)
@@ -238,7 +238,7 @@ async def test_walking_survives_a_rerun_of_the_checks(tmp_path: Path) -> None:
         walked = app.main.ops.current
         assert walked == "0/addmm.0"
         first = app.inv
-        await pilot.press("x")
+        await pilot.press("x", "ctrl+r")
         await settle(app, pilot)
         assert app.inv is not first, "the re-run replaced the investigation"
         assert app.main.ops.current == walked, "the cursor stays where the user walked"

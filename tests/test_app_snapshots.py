@@ -52,3 +52,30 @@ def test_help_screen(snap_compare: Any, tmp_path: Path) -> None:
 def test_overflow_view_headroom_under_ansi_light(snap_compare: Any, tmp_path: Path) -> None:
     app = app_for(overflow_investigation(), tmp_path, theme="ansi-light")
     assert snap_compare(app, press=["o", "3"], terminal_size=SIZE)
+
+
+# Every screen at 80x24 (SSH default) and 160x48, in a light and a dark theme: review the SVGs by eye
+# when they change (tests/__snapshots__/test_app_snapshots/test_every_screen_*.svg).
+SCREENS: dict[str, tuple[str, list[str]]] = {
+    "graph": ("attention", []),
+    "overflow-chains": ("overflow", ["o", "2"]),
+    "memory": ("memory", ["m"]),
+    "help": ("overflow", ["question_mark"]),
+    "run-settings": ("attention", ["x"]),
+}
+
+
+@pytest.mark.parametrize("theme", ["ascend-light", "ascend-dark"])
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_every_screen(snap_compare: Any, tmp_path: Path, screen: str, size: tuple[int, int], theme: str) -> None:
+    from app_fixtures import attention_investigation
+
+    fixture, keys = SCREENS[screen]
+    inv = {"attention": attention_investigation, "overflow": overflow_investigation,
+           "memory": memory_investigation}[fixture]()
+    if screen == "run-settings":
+        (tmp_path / "attention.py").write_text("")
+        inv.run.target = str(tmp_path / "attention.py")
+    app = app_for(inv, tmp_path, theme=theme)
+    assert snap_compare(app, press=keys, terminal_size=size)

@@ -74,6 +74,6 @@ async def test_open_target_and_golden_dumps_shows_the_compare_on_the_graph(tmp_p
         detail = detail_text(app)
         assert "reference" in detail and "introduced" in detail
         assert "vs reference  cosine 0.354399" in detail  # the bias gradient: bfloat16 cancels it
-        await pilot.press("P")
+        await pilot.press("C")
         await pilot.pause()
         assert isinstance(app.screen, PrecisionScreen)

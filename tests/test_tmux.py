@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -24,10 +25,10 @@ DEADLINE_S = 60.0
 class Tmux:
     """A private tmux server with one 100x30 session running a command (COLUMNS/LINES unset: the pane decides)."""
 
-    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+    def __init__(self, command: list[str], env: dict[str, str], size: tuple[int, int] = (100, 30)) -> None:
         self.socket = f"ascend-tui-test-{os.getpid()}"
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        self._tmux("new-session", "-d", "-s", "app", "-x", "100", "-y", "30",
+        self._tmux("new-session", "-d", "-s", "app", "-x", str(size[0]), "-y", str(size[1]),
                    f"env -u COLUMNS -u LINES {exports} {shlex.join(command)}; echo EXITED; sleep 30")
 
     def _tmux(self, *args: str) -> str:
@@ -50,6 +51,9 @@ class Tmux:
                 return text
             time.sleep(0.1)
         raise AssertionError(f"never saw {label}; the screen was:\n{self.screen()}")
+
+    def resize(self, width: int, height: int) -> None:
+        self._tmux("resize-window", "-t", "app", "-x", str(width), "-y", str(height))
 
     def close(self) -> None:
         self._tmux("kill-server")
@@ -92,3 +96,39 @@ def _nan_count(screen: str) -> str | None:
         if line.strip().startswith("NaN") and len(line.split()) > 1:
             return line.split()[1]
     return None
+
+
+def _line(screen: str, index: int) -> str:
+    """One line of the pane ("" while the pane is still empty)."""
+    lines = screen.splitlines()
+    return lines[index] if lines else ""
+
+
+def _fits(screen: str, width: int) -> bool:
+    """Header and footer whole at this width: no `…`-cut word, and the footer ends with the palette key."""
+    lines = screen.splitlines()
+    if len(lines) < 3:
+        return False
+    header, footer = lines[0], lines[-1]
+    return ("…" not in header and "…" not in footer and footer.rstrip().endswith("palette")
+            and len(footer) <= width)
+
+
+def test_the_demo_fits_80x24_and_other_widths_without_cut_words_or_stray_cells(tmp_path: Path) -> None:
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+    session = Tmux([sys.executable, "-m", "ascend_tui", "demo"], env, size=(80, 24))
+    try:
+        session.wait_for(lambda t: re.search(r"\b[1-9]\d* err", _line(t, 0)) is not None and "operators" in t,
+                         "the demo's findings in the header")
+        session.wait_for(lambda t: _fits(t, 80), "a whole header and footer at 80x24")
+        session.keys("s")
+        session.wait_for(lambda t: "→ next op" in _line(t, -1) and _fits(t, 80), "step mode's keys in the footer")
+        session.keys("Escape")
+        for width in (60, 100, 80):
+            session.resize(width, 24)
+            session.wait_for(lambda t, w=width: len(_line(t, 0)) <= w and _fits(t, w),
+                             f"a whole header and footer at {width} columns")
+        session.keys("q")
+        session.wait_for(lambda t: "EXITED" in t, "the app to quit")
+    finally:
+        session.close()

@@ -11,13 +11,14 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App
 from textual.binding import BindingType
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from ascend_tui.app.commands import InvestigatorCommands
-from ascend_tui.app.config import DEFAULT_THEME, load_keymap, load_themes, variable_defaults
+from ascend_tui.app.commands import GraphCommands, InvestigatorCommands
+from ascend_tui.app.config import DEFAULT_THEME, THEME_ALIASES, load_keymap, load_themes, variable_defaults
+from ascend_tui.app.header import header_for
 from ascend_tui.app.keys import APP_BINDINGS
 from ascend_tui.app.messages import ChecksFinished, InvestigationLoaded, ProgressReported, ResultsArrived
 from ascend_tui.app.screens.main import MainScreen
@@ -32,9 +33,12 @@ from ascend_tui.investigation import Investigation
 from ascend_tui.live.options import RunOptions
 
 if TYPE_CHECKING:
+    from ascend_tui.app.follow import Follower
     from ascend_tui.targets import Target
 
 JOB_GROUP = "job"
+FOLLOW_GROUP = "follow"
+FOLLOW_INTERVAL = 0.5
 FALLBACK_THEME = "textual-dark"
 
 
@@ -52,14 +56,18 @@ class InvestigatorApp(App[None]):
         theme: str | None = None,
         live: RunOptions | None = None,
         export_dir: str | Path | None = None,
+        follow: bool = False,
     ) -> None:
         self.paths: list[str] = [] if source is None or isinstance(source, Investigation) else [str(p) for p in source]
         self.inv: Investigation | None = source if isinstance(source, Investigation) else None
         self.live = live or RunOptions(checks=("all",))
         self.export_dir = Path(export_dir) if export_dir is not None else Path.cwd()
         self.target: Target | None = None
+        self.follow = follow
+        self._follower: Follower | None = None
+        self._ran: Investigation | None = None  # the investigation this app ran with `self.live`, if on screen
         self.config_warnings: list[str] = []
-        self.COMMANDS = App.COMMANDS | {InvestigatorCommands}
+        self.COMMANDS = App.COMMANDS | {InvestigatorCommands, GraphCommands}
         super().__init__()
         self._setup_themes(theme)
         self.set_keymap(load_keymap(self.config_warnings))
@@ -72,7 +80,7 @@ class InvestigatorApp(App[None]):
         for theme in load_themes(self.config_warnings):
             self.register_theme(theme)
         default = DEFAULT_THEME
-        name = wanted or default
+        name = THEME_ALIASES.get(wanted, wanted) if wanted else default
         if self.get_theme(name) is None:
             if wanted:
                 self.config_warnings.append(f"unknown theme {wanted!r}; available: {', '.join(sorted(self.available_themes))}")
@@ -89,28 +97,70 @@ class InvestigatorApp(App[None]):
             self.notify(warning, severity="warning", markup=False, timeout=8)
         if self.inv is not None:
             self._show(self.inv)
+        elif self.follow and self.paths:
+            self.start_following(self.paths[0])
         elif self.paths:
             self.open_paths(self.paths)
         else:
-            self.sub_title = "press O to open a file, ? for keys"
+            self.paint_header()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.paint_header(event.size.width)
+
+    def paint_header(self, width: int | None = None) -> None:
+        """Title and subtitle: what is on screen and the settings that made it, fitted to the width."""
+        self.title, self.sub_title = header_for(self.inv, width or self.size.width, following=self.following)
+
+    @property
+    def following(self) -> bool:
+        """True while follow mode keeps reading the opened path."""
+        return self._follower is not None
+
+    # -- follow mode --------------------------------------------------------------------------
+
+    def start_following(self, path: str | Path) -> None:
+        """Read `path` (a growing sanitizer log or a watch() folder) now and every `FOLLOW_INTERVAL` seconds."""
+        from ascend_tui.app.follow import follower_for
+
+        self._follower = follower_for(path)
+        self.main.query_one(Detail).note(f"following {path}: waiting for the first report line …")
+        self.paint_header()
+        self._poll_follow()
+        self.set_interval(FOLLOW_INTERVAL, self._poll_follow)
+
+    def _poll_follow(self) -> None:
+        if self._follower is not None and not any(w.group == FOLLOW_GROUP and not w.is_finished
+                                                  for w in self.workers):
+            self._follow_job()
+
+    @work(thread=True, group=FOLLOW_GROUP, exit_on_error=False, description="following")
+    def _follow_job(self) -> None:
+        assert self._follower is not None
+        inv = self._follower.poll()
+        if inv is not None:
+            self.call_from_thread(self._followed, inv)
+
+    def _followed(self, inv: Investigation) -> None:
+        """A newer investigation from the followed path: shown in place, the focus kept, new findings announced."""
+        before = len(self.inv.findings) if self.inv is not None else 0
+        self._show(inv, self.main.ops.current if self.inv is not None else None)
+        added = len(inv.findings) - before
+        if added > 0 and before:
+            self.notify(f"{plural(added, 'new finding')} from {Path(self._follower.path).name if self._follower else ''}",
+                        markup=False, timeout=3)
 
     # -- showing results ----------------------------------------------------------------------
 
     def _show(self, inv: Investigation, focus: str | None = None) -> None:
         self.inv = inv
         self.main.set_investigation(inv, focus)
-        summary = inv.summary()
-        name = Path(inv.run.target).name if inv.run.target else (inv.graph.name or inv.run.source)
-        self.sub_title = (f"{name} · {plural(len(inv.graph.execution_order()), 'op')} · "
-                          f"{plural(summary['errors'], 'error')} · {plural(summary['warnings'], 'warning')} · "
-                          f"{inv.run.dtype}")
-        if any("torch.compile" in str(n) for n in inv.run.extra.get("notes", ()) or ()):
-            self.sub_title += " · compiled model captured eagerly"
+        self.paint_header()
         self.refresh_bindings()
 
     @on(InvestigationLoaded)
     def _loaded(self, message: InvestigationLoaded) -> None:
         self.target = message.target or self.target
+        self._ran = message.inv if message.target is not None else None
         self._show(message.inv)
         for note in message.notes:
             self.notify(note, markup=False)
@@ -119,9 +169,10 @@ class InvestigatorApp(App[None]):
     def _checks_finished(self, message: ChecksFinished) -> None:
         self.target = message.target or self.target
         focus = self.main.ops.current
+        self._ran = message.inv
         self._show(message.inv, focus)
         found = len(message.inv.findings)
-        self.notify(f"{', '.join(message.checks) or 'capture'}: {found} findings", markup=False)
+        self.notify(f"{', '.join(message.checks) or 'capture'}: {plural(found, 'finding')}", markup=False)
 
     @on(ResultsArrived)
     def _partial(self, message: ResultsArrived) -> None:
@@ -174,6 +225,10 @@ class InvestigatorApp(App[None]):
     def _worker_changed(self, event: Worker.StateChanged) -> None:
         """Progress bar for job workers; every failure becomes a message a person can act on."""
         worker = event.worker
+        if worker.group == FOLLOW_GROUP and event.state == WorkerState.ERROR and worker.error is not None:
+            self._follower = None  # one message, not one every half second
+            self.paint_header()
+            self.show_error(worker.error, "following")
         if worker.group != JOB_GROUP:
             return
         bar = self.main.query_one(RunProgress)
@@ -253,6 +308,12 @@ class InvestigatorApp(App[None]):
             self.switch_screen_to_main()
         self.main.go(node_id)
 
+    def show_module(self, module: str) -> None:
+        """Show the graph view with only `module`'s operators listed (what the palette's module entries call)."""
+        if self.screen is not self.main:
+            self.switch_screen_to_main()
+        self.main.show_module(module)
+
     def switch_screen_to_main(self) -> None:
         while len(self.screen_stack) > 1 and self.screen is not self.main:
             self.pop_screen()
@@ -294,8 +355,31 @@ class InvestigatorApp(App[None]):
         self.push_screen(StoryScreen(self.inv, select=ids[id(mine[0])]), chosen)
 
     def action_run_checks(self) -> None:
-        """Run every available live check on the loaded model."""
-        self.action_run_check(None)
+        """Ask for the run's settings (prefilled with those on screen), then run the model again with them."""
+        spec = self.target.spec if self.target is not None else self._model_spec()
+        if spec is None:
+            self.action_run_check(None)  # says there is no model to run
+            return
+        from ascend_tui.app.screens.run_settings import RunSettingsDialog
+        from ascend_tui.app.workers import available_checks
+
+        def chosen(options: RunOptions | None) -> None:
+            if options is not None:
+                self.live = options
+                self._checks_job(self.target, spec, tuple(options.check_names))
+
+        self.push_screen(RunSettingsDialog(self.settings_on_screen(), available_checks()), chosen)
+
+    def settings_on_screen(self) -> RunOptions:
+        """The run settings that made the investigation on screen (for a live one), else the app's."""
+        run = self.inv.run if self.inv is not None else None
+        if run is None or run.source != "live" or self.inv is self._ran:
+            return self.live
+        # float32 is what a model runs in unless told otherwise: keep "as the model is" (no cast, no copy)
+        return self.live.but(checks=tuple(run.checks) or self.live.checks,
+                             dtype=None if run.dtype == "float32" else run.dtype,
+                             iterations=run.iterations, backward=bool(run.extra.get("backward")),
+                             reference=run.reference)
 
     def action_run_check(self, name: str | None) -> None:
         """Run one live check (None: all available) on the model behind this investigation."""

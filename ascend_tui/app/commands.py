@@ -125,3 +125,54 @@ def _live_checks() -> tuple[str, ...]:
     except ImportError:
         return ()
     return tuple(available_checks())
+
+
+PALETTE_OPS_SCANNED = 5_000  # beyond this many operators, only those whose text holds the query are scored
+
+
+class GraphCommands(Provider):
+    """Jump targets by fuzzy name: findings, modules and operators of the investigation on screen."""
+
+    def _targets(self, query: str) -> list[tuple[str, str, Callable[[], Any]]]:
+        app = self.app
+        inv = getattr(app, "inv", None)
+        if inv is None:
+            return []
+        go = getattr(app, "action_focus_node")
+        show_module = getattr(app, "show_module")
+        out: list[tuple[str, str, Callable[[], Any]]] = []
+        for f in inv.findings:
+            out.append((f"finding: {f.severity} {f.check}/{f.kind} at {f.node}", f.message, partial(go, f.node)))
+        graph = inv.graph
+        ids, counts = self._index(inv)
+        for module, n in counts.items():
+            out.append((f"module: {module}", f"show its {n} operators", partial(show_module, module)))
+        needle = query.strip().lower()
+        for nid in ids:
+            if len(ids) > PALETTE_OPS_SCANNED and needle not in nid.lower():
+                continue
+            node = graph.node(nid)
+            out.append((f"op: {nid}", f"#{node.index} {node.op_type}", partial(go, nid)))
+        return out
+
+    def _index(self, inv: Any) -> tuple[list[str], dict[str, int]]:
+        """Operator ids in execution order and operators per module, built once per palette and investigation."""
+        cached = getattr(self, "_cached", None)
+        if cached is not None and cached[0] is inv:
+            return cached[1], cached[2]
+        graph = inv.graph
+        ids = [n for n in graph.execution_order() if not graph.node(n).is_placeholder]
+        counts: dict[str, int] = {}
+        for nid in ids:
+            module = graph.node(nid).module
+            if module:
+                counts[module] = counts.get(module, 0) + 1
+        self._cached = (inv, ids, counts)
+        return ids, counts
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for text, help_text, callback in self._targets(query):
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(text), callback, text=text, help=help_text)

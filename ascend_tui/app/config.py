@@ -161,6 +161,28 @@ def load_themes(warnings: list[str] | None = None, *, user_dir: Path | None = No
     return list(themes.values())
 
 
+THEME_ALIASES: dict[str, str] = {"dark": "ascend-dark", "light": "ascend-light", "high-contrast": "ascend-high-contrast"}
+
+
+def theme_names(warnings: list[str] | None = None) -> list[str]:
+    """Every theme `--theme` accepts: bundled and user themes, then Textual's own (ansi-dark, ...)."""
+    from textual.theme import BUILTIN_THEMES
+
+    names = [t.name for t in load_themes(warnings)]
+    return names + [n for n in BUILTIN_THEMES if n not in names]
+
+
+def resolve_theme(name: str | None, warnings: list[str] | None = None) -> str | None:
+    """The theme `name` means (`light` and `dark` are aliases of ours); unknown names raise `InputError` listing them."""
+    if name is None:
+        return None
+    names = theme_names(warnings)
+    wanted = THEME_ALIASES.get(name.strip().lower(), name.strip())
+    if wanted in names:
+        return wanted
+    raise InputError("--theme", f"unknown theme {name!r} (available: {', '.join(['light', 'dark', *names])})")
+
+
 def load_keymap(warnings: list[str] | None = None, *, path: Path | None = None) -> dict[str, str]:
     """`<config dir>/keymap.toml` as binding id -> keys (`"j,down"`); entries that make no sense are warned about."""
     path = path if path is not None else config_dir() / KEYMAP_FILE
@@ -205,4 +227,8 @@ def variable_defaults(theme: Theme) -> dict[str, str]:
     keeps working under Textual's ansi themes and under partial user themes.
     """
     colours = theme.to_color_system().generate()
-    return {name: colours[base] for name, base in APP_VARIABLES.items()}
+    out = {name: colours[base] for name, base in APP_VARIABLES.items()}
+    # The cursor of a list without focus: ansi themes blur it to the terminal's default background,
+    # which hides it, so they get the terminal's grey; other themes keep Textual's blurred cursor.
+    out["cursor-blurred"] = "ansi_bright_black" if theme.ansi else colours["block-cursor-blurred-background"]
+    return out

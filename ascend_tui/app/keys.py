@@ -12,7 +12,8 @@ APP_BINDINGS: list[Binding] = [
     Binding("question_mark", "help", "help", id="app.help"),
     Binding("ctrl+p,colon", "command_palette", "palette", id="app.palette", priority=True, show=False),
     Binding("q,ctrl+q", "quit", "quit", id="app.quit", show=False),
-    Binding("x", "run_checks", "run checks", id="app.run-checks", show=False),
+    Binding("x", "run_checks", "re-run", id="app.run-checks", show=False,
+            tooltip="run the model again: a form with checks, dtype, device, iterations, backward"),
     Binding("e", "export_report('all')", "export report", id="app.export", show=False),
     Binding("y", "copy_summary", "copy summary", id="app.copy-summary", show=False),
     Binding("O", "open_dialog", "open file", id="app.open", show=False),
@@ -20,21 +21,30 @@ APP_BINDINGS: list[Binding] = [
 ]
 
 GRAPH_BINDINGS: list[Binding] = [
+    # Step keys first: they exist only in step mode, and then the footer shows them before the rest.
+    Binding("right,l", "step(1)", "next op", id="graph.step-forward"),
+    Binding("left,h", "step(-1)", "previous op", id="graph.step-back"),
     Binding("f", "first_finding", "first finding", id="graph.first-finding"),
     Binding("n", "next_finding", "next", id="graph.next-finding"),
     Binding("N", "previous_finding", "previous finding", id="graph.previous-finding", show=False),
-    Binding("p", "producer", "producer", id="graph.producer"),
+    Binding("p", "producer", "producer", id="graph.producer",
+            tooltip="the producer that computes, over views, reshapes and copies"),
+    Binding("P", "producer_every_op", "producer (every op)", id="graph.producer-every-op", show=False),
     Binding("c", "consumer", "consumer", id="graph.consumer", show=False),
     Binding("r", "root_cause", "root cause", id="graph.root-cause"),
     Binding("R", "app.story_cause", "cause in story", id="graph.story-cause", show=False),
     Binding("b,backspace", "back", "back", id="graph.back"),
     Binding("s", "step_mode", "step", id="graph.step-mode"),
-    Binding("right,l", "step(1)", "step forward", id="graph.step-forward", show=False),
-    Binding("left,h", "step(-1)", "step back", id="graph.step-back", show=False),
     Binding("slash", "search", "search", id="graph.search"),
     Binding("F", "toggle_flagged", "flagged", id="graph.flagged"),
     Binding("t", "module_tree", "modules", id="graph.module-tree"),
     Binding("enter", "focus_cursor", "focus", id="graph.focus", show=False),
+    Binding("right_square_bracket", "detail_page(1)", "detail down", id="graph.detail-down", show=False),
+    Binding("left_square_bracket", "detail_page(-1)", "detail up", id="graph.detail-up", show=False),
+    Binding("z", "zoom", "zoom pane", id="graph.zoom", show=False,
+            tooltip="the focused pane (the list, or the detail after tab) fills the screen; z again restores"),
+    Binding("plus", "resize_list(1)", "list bigger", id="graph.list-bigger", show=False),
+    Binding("minus", "resize_list(-1)", "list smaller", id="graph.list-smaller", show=False),
     *[Binding(str(d), f"slot({d})", f"input slot {d}", id=f"graph.slot-{d}", show=False) for d in range(10)],
 ]
 

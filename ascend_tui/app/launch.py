@@ -27,11 +27,17 @@ def _existing(paths: Sequence[str]) -> list[str]:
     return [str(p) for p in paths]
 
 
-def run_app(paths: Sequence[str], theme: str | None = None) -> int:
-    """`ascend-tui open PATH...`: the first path is read (or run), later sanitizer logs map onto it."""
+def run_app(paths: Sequence[str], theme: str | None = None, live: RunOptions | None = None,
+            follow: bool = False) -> int:
+    """`ascend-tui open PATH...`: the first path is read (or run with `live`), later sanitizer logs map onto it.
+
+    With `follow`, the one path (a growing sanitizer log or a `watch()` folder) is read again as it grows.
+    """
     from ascend_tui.app.app import InvestigatorApp
 
-    InvestigatorApp(_existing(paths), theme=theme).run()
+    # A followed log may not exist yet (the tool has not started): like `tail -F`, wait for it.
+    InvestigatorApp([str(p) for p in paths] if follow else _existing(paths), theme=theme, live=live,
+                    follow=follow).run()
     return 0
 
 

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
+from ascend_tui.fmt import count
+
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
@@ -27,8 +29,8 @@ class ProgressReported(Message):
     def text(self) -> str:
         """`capturing reference 120/412 ops` — the phase line under the bar."""
         if self.total:
-            return f"{self.phase} {self.done}/{self.total} ops"
-        return f"{self.phase} {self.done} ops" if self.done else self.phase
+            return f"{self.phase} {count(self.done)}/{count(self.total)} ops"
+        return f"{self.phase} {count(self.done)} ops" if self.done else self.phase
 
 
 class InvestigationLoaded(Message):

@@ -43,12 +43,17 @@ class ProgressPoster:
         self.interval = interval
         self._phase = ""
         self._last = 0.0
+        self._pending: tuple[str, int, int | None] | None = None
 
     def __call__(self, phase: str, done: int, total: int | None) -> None:
         now = time.monotonic()
-        if phase == self._phase and now - self._last < self.interval and done != total:
+        last_one = total is not None and done >= total - 1  # capture counts from 0: the last op is total - 1
+        if phase == self._phase and now - self._last < self.interval and not last_one:
+            self._pending = (phase, done, total)
             return
-        self._phase, self._last = phase, now
+        if phase != self._phase and self._pending is not None:
+            self.post(ProgressReported(self.job, *self._pending))  # where the previous phase ended
+        self._phase, self._last, self._pending = phase, now, None
         self.post(ProgressReported(self.job, phase, done, total))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -13,21 +15,59 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 
-class OpenDialog(ModalScreen[str | None]):
-    """Ask for a path (investigation, dump folder, sanitizer log or model file) and dismiss with it."""
+COMPLETIONS_SHOWN = 8
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "close", id="dialog.close")]
+
+def complete_path(text: str) -> tuple[str, list[str]]:
+    """Tab completion as a shell does it: (the text completed as far as it is unambiguous, the candidates)."""
+    expanded = os.path.expanduser(text) if text.startswith("~") else text
+    folder, prefix = os.path.split(expanded)
+    base = Path(folder or ".")
+    try:
+        names = sorted(e.name + ("/" if e.is_dir() else "") for e in base.iterdir()
+                       if e.name.startswith(prefix) and (prefix.startswith(".") or not e.name.startswith(".")))
+    except OSError:
+        return text, []
+    if not names:
+        return text, []
+    common = os.path.commonprefix(names)
+    head = text[: len(text) - len(prefix)] if prefix else text
+    if folder and not head.endswith("/") and not prefix:
+        head += "/"
+    return head + common, names
+
+
+class OpenDialog(ModalScreen[str | None]):
+    """Ask for a path (investigation, dump folder, sanitizer log or model file) and dismiss with it; Tab completes."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss_none", "close", id="dialog.close"),
+        Binding("tab", "complete", "complete path", id="dialog.complete", priority=True),
+    ]
     DEFAULT_CSS = """
     OpenDialog { align: center middle; }
     OpenDialog > Vertical { width: 72; max-width: 100%; height: auto; border: round $accent; padding: 0 1;
                             background: $surface; }
     OpenDialog Label { color: $text-muted; }
+    OpenDialog #candidates { color: $text-muted; height: auto; }
     """
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label("open: investigation .json, msprobe dump folder, sanitizer log, model.py", markup=False)
-            yield Input(placeholder="path", id="path")
+            yield Input(placeholder="path (tab completes)", id="path")
+            yield Label("", id="candidates", markup=False)
+
+    def action_complete(self) -> None:
+        """Complete the path as far as it is unambiguous and list the choices when there are several."""
+        box = self.query_one("#path", Input)
+        completed, names = complete_path(box.value)
+        box.value = completed
+        box.cursor_position = len(completed)
+        shown = names[:COMPLETIONS_SHOWN]
+        more = f"  +{len(names) - len(shown)} more" if len(names) > len(shown) else ""
+        self.query_one("#candidates", Label).update("  ".join(shown) + more if len(names) > 1 else
+                                                    ("" if names else "no match"))
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:

@@ -18,6 +18,7 @@ from textual.widgets import Static
 
 from ascend_tui.app.config import KEYMAP_FILE, config_dir
 from ascend_tui.app.screens.row_table import Column, Row, RowTable
+from ascend_tui.app.widgets.op_list import badge_legend
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +48,10 @@ def collect_keys(screen: Screen[object]) -> list[KeyHelp]:
         display = app.get_key_display(binding)
         found = merged.get(slot)
         if found is None:
-            merged[slot] = KeyHelp(_group(binding), (display,),
-                                   binding.description or binding.action, binding.id, active.enabled)
+            does = binding.description or binding.action
+            if binding.tooltip:
+                does = f"{does}: {binding.tooltip}"
+            merged[slot] = KeyHelp(_group(binding), (display,), does, binding.id, active.enabled)
         elif display not in found.keys:
             merged[slot] = KeyHelp(found.group, (*found.keys, display), found.description, found.id, found.enabled)
     entries = list(merged.values())
@@ -92,6 +95,7 @@ class HelpScreen(ModalScreen[None]):
         background: $surface;
     }
     HelpScreen #help-title { padding: 0 1; text-style: bold; }
+    HelpScreen #help-legend { padding: 0 1; height: auto; }
     HelpScreen #help-remap { padding: 0 1; color: $text-muted; height: auto; }
     """
 
@@ -108,12 +112,14 @@ class HelpScreen(ModalScreen[None]):
             if e.group != group:
                 group = e.group
                 rows.append(Row((group,), tone="section"))
-            rows.append(Row((" / ".join(e.keys), e.description, e.id or "— (fixed)"),
+            rows.append(Row((" / ".join(e.keys), e.id or "— (fixed)", e.description),
                             tone="" if e.enabled else "muted"))
         title = f"Keys: {source.title}" if source is not None and source.title else "Keys"
         with Vertical():
             yield Static(title, id="help-title", markup=False)
-            yield RowTable([Column("key"), Column("does", grow=True), Column("binding id")], rows,
+            yield Static(f"Badges: {badge_legend()}; colour = worst finding, · = none", id="help-legend",
+                         markup=False)
+            yield RowTable([Column("key"), Column("binding id"), Column("does", grow=True)], rows,
                            empty="no keys are bound here", id="help-table")
             yield Static(f"To move a key, add  binding-id = \"keys\"  to {keymap_hint()}  "
                          f"(e.g. graph.producer = \"u\"); dim keys do nothing right now.",

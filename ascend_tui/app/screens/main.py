@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input
+from textual.widgets import Header, Input
 
 from ascend_tui.app.keys import GRAPH_BINDINGS, view_binding
 from ascend_tui.app.views import VIEWS
@@ -21,15 +21,20 @@ from ascend_tui.app.widgets.breadcrumb import Breadcrumb
 from ascend_tui.app.widgets.detail import Detail
 from ascend_tui.app.widgets.module_tree import ModuleTree
 from ascend_tui.app.widgets.neighbours import Neighbours
-from ascend_tui.app.widgets.op_list import OpList
+from ascend_tui.app.widgets.op_list import OpList, display_op
 from ascend_tui.app.widgets.progress import RunProgress
+from ascend_tui.app.widgets.footer import KeyFooter
+from ascend_tui.fmt import plural
+from ascend_tui.graph.movers import moves_values
 from ascend_tui.navigation import Navigator
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
 NARROW = 110
-WALK_ACTIONS = frozenset({"focus_cursor", "producer", "consumer", "root_cause", "next_finding", "previous_finding",
+PLACEHOLDER_NAMES = {"input": "a model input", "param": "a parameter", "buffer": "a buffer",
+                     "const": "a constant (a tensor from outside the model's calls)"}
+WALK_ACTIONS = frozenset({"focus_cursor", "producer", "producer_every_op", "consumer", "root_cause", "next_finding", "previous_finding",
                           "first_finding", "step_mode", "back", "search", "toggle_flagged", "module_tree", "slot"})
 
 
@@ -46,6 +51,7 @@ class MainScreen(Screen[None]):
         self._slot: int | None = None
         self._chain: list[str] = []
         self._stepped = False
+        self._auto_node: str | None = None  # the cursor's place when we chose it only for lack of a finding
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -60,7 +66,7 @@ class MainScreen(Screen[None]):
                 yield Detail(id="detail")
                 yield Neighbours(id="neighbours")
         yield RunProgress(id="progress")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         if self.inv is None:
@@ -91,13 +97,17 @@ class MainScreen(Screen[None]):
         else:
             tree.index = None
         start = focus if focus in inv.graph else self.nav.focused
+        if start is not None and start == self._auto_node:
+            start = None  # we put the cursor there for lack of a finding; a finding that arrived now wins
         if start is None and (first := inv.first_finding()) is not None and first.node in inv.graph:
             start = first.node
+            self._auto_node = None
         if start is not None and start in inv.graph:
             self.nav.focus(start, remember=False)
             self.ops.show(start)
         elif (cur := self.ops.current) is not None:
             self.nav.focus(cur, remember=False)
+            self._auto_node = cur
         self._repaint()
         self.refresh_bindings()
 
@@ -122,6 +132,8 @@ class MainScreen(Screen[None]):
 
     @on(OpList.Highlighted)
     def _highlighted(self, _event: OpList.Highlighted) -> None:
+        if self.ops.current != self._auto_node:
+            self._auto_node = None  # the user moved: partial results keep their place from now on
         self._repaint()
 
     @on(OpList.Selected)
@@ -152,7 +164,8 @@ class MainScreen(Screen[None]):
             return False
         node = self.inv.graph.node(node_id)
         if node.is_placeholder:
-            self.notify(f"{node_id} is a {node.kind}, not an operator: nothing produced it inside the model",
+            self.notify(f"{node_id} is {PLACEHOLDER_NAMES.get(node.kind, node.kind)}, not an operator: "
+                        "nothing produced it inside the model",
                         markup=False)
             return False
         self._commit()
@@ -163,6 +176,31 @@ class MainScreen(Screen[None]):
             self.ops.show(node_id)
         self._repaint()
         return True
+
+    # -- panes ------------------------------------------------------------------------------
+
+    def action_detail_page(self, direction: int) -> None:
+        """Scroll the detail pane a page while the list keeps the focus."""
+        self.query_one(Detail).page(direction)
+
+    def action_zoom(self) -> None:
+        """Maximise the focused pane (the list unless the detail has the focus); again to restore."""
+        if self.maximized is not None:
+            self.minimize()
+            return
+        focused = self.focused if isinstance(self.focused, (Detail, OpList)) else self.ops
+        self.maximize(focused, container=False)
+
+    def action_resize_list(self, step: int) -> None:
+        """Give the list more (or less) of the screen: rows when stacked at 80 columns, columns side by side."""
+        body = self.query_one("#body")
+        pane = self.query_one("#list-pane")
+        if self.has_class("-narrow"):
+            size = max(5, min(body.size.height - 5, pane.size.height + 2 * step))
+            pane.styles.height = size
+        else:
+            size = max(30, min(body.size.width - 30, pane.size.width + 4 * step))
+            pane.styles.width = size
 
     def action_focus_cursor(self) -> None:
         if (cur := self.ops.current) is not None:
@@ -177,10 +215,24 @@ class MainScreen(Screen[None]):
         return slot or 0
 
     def action_producer(self) -> None:
+        """Go to the producer of the chosen input that computes, stepping over views, reshapes and copies."""
+        self._producer(skip_moves=True)
+
+    def action_producer_every_op(self) -> None:
+        """Go to the producer of the chosen input, even one that only moves values."""
+        self._producer(skip_moves=False)
+
+    def _producer(self, *, skip_moves: bool) -> None:
         assert self.inv is not None
         slot = self._take_slot()
         node = self._commit()
-        target = self.inv.step_into_producer(slot, node) if node is not None else None
+        skipped: list[str] = []
+        if node is None:
+            target = None
+        elif skip_moves:
+            target, skipped = self.inv.producer_that_computes(slot, node)
+        else:
+            target = self.inv.step_into_producer(slot, node)
         if target is None:
             inputs = len(self.inv.graph.node(node).inputs) if node else 0
             why = "it has no inputs" if not inputs else f"input {slot} has no producer" if slot < inputs \
@@ -188,7 +240,14 @@ class MainScreen(Screen[None]):
             self.notify(f"no producer: {why}", severity="warning", markup=False)
             self._paint_breadcrumb()
             return
-        self.go(target)
+        if self.go(target) and skipped:
+            self._note_skipped(skipped)
+
+    def _note_skipped(self, skipped: list[str]) -> None:
+        assert self.inv is not None
+        names = ", ".join(display_op(self.inv.graph.node(n).op_type) for n in skipped)
+        self.notify(f"stepped over {plural(len(skipped), 'op')} that only move values ({names}); "
+                    f"P steps through every op", markup=False, timeout=3)
 
     def action_consumer(self) -> None:
         assert self.inv is not None
@@ -229,17 +288,22 @@ class MainScreen(Screen[None]):
             self._hop(node)
 
     def _hop(self, node: str) -> None:
-        """One step further along the active root-cause chain (towards the source)."""
+        """One step further along the active root-cause chain (towards the source), over ops that only move values."""
         assert self.inv is not None
         rest = self._chain[self._chain.index(node) + 1:]
         if not rest:
             self.notify("end of the root-cause chain", markup=False)
             return
-        nxt = self.inv.graph.node(rest[0])
+        graph = self.inv.graph
+        skipped: list[str] = []
+        while len(rest) > 1 and moves_values(graph.node(rest[0])) and not graph.node(rest[1]).is_placeholder:
+            skipped.append(rest.pop(0))
+        nxt = graph.node(rest[0])
         if nxt.is_placeholder:
-            self.notify(f"the chain ends at {nxt.id}, a model {nxt.kind}", markup=False)
+            self.notify(f"the chain ends at {nxt.id}, {PLACEHOLDER_NAMES.get(nxt.kind, nxt.kind)}", markup=False)
             return
-        self.go(nxt.id)
+        if self.go(nxt.id) and skipped:
+            self._note_skipped(skipped)
 
     def _to_finding(self, step: int | None) -> None:
         assert self.inv is not None
@@ -349,6 +413,10 @@ class MainScreen(Screen[None]):
 
     @on(ModuleTree.ModuleSelected)
     def _module_selected(self, event: ModuleTree.ModuleSelected) -> None:
-        self.ops.set_filters(module=event.module)
+        self.show_module(event.module)
+
+    def show_module(self, module: str) -> None:
+        """List only `module`'s operators (its subtree), cursor on the first."""
+        self.ops.set_filters(module=module)
         self.ops.focus()
         self._repaint()

@@ -14,11 +14,13 @@ import numpy as np
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Footer, Sparkline, Static, TabbedContent, TabPane
+from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
-from ascend_tui.fmt import magnitude, nbytes
+from ascend_tui.app.widgets.charts import TimeChart
+from ascend_tui.app.widgets.footer import KeyFooter
+from ascend_tui.fmt import count, magnitude, nbytes, plural
 from ascend_tui.evidence import SEVERITY_RANK, Finding, MemoryEvent, MemorySample
 
 if TYPE_CHECKING:
@@ -131,7 +133,6 @@ class MemoryScreen(CheckView):
 
     DEFAULT_CSS = """
     MemoryScreen #memory-summary { height: auto; padding: 0 1; background: $panel; }
-    MemoryScreen Sparkline { height: 2; margin: 0 1; }
     MemoryScreen TabbedContent { height: 1fr; }
     MemoryScreen TabPane { padding: 0; }
     MemoryScreen #memory-status { height: 1; padding: 0 1; color: $text-muted; }
@@ -149,10 +150,18 @@ class MemoryScreen(CheckView):
         self.trends = {name: t for name, samples in self.series.items() if (t := leak_trend(samples)) is not None}
 
     def compose(self) -> ComposeResult:
+        yield Header()
         yield Static(self._summary(), id="memory-summary", markup=False)
         if self.trends:
             name = max(self.trends, key=lambda n: max(s.allocated_bytes for s in self.series[n]))
-            yield Sparkline([s.allocated_bytes for s in self.series[name]], id="memory-spark")
+            series = self.series[name]
+            named = len(self.series) > 1 or "" not in self.series
+            first, last = series[0], series[-1]
+            yield TimeChart([x.allocated_bytes for x in series], y_label=nbytes,
+                            x_first=magnitude(first.time) if named else (first.label or magnitude(first.time)),
+                            x_last=magnitude(last.time) if named else (last.label or magnitude(last.time)),
+                            x_title="time (µs)" if named else "sample", y_title=f"allocated{' ' + name if name else ''}",
+                            id="memory-spark")
         with TabbedContent(initial="events"):
             with TabPane("1 Events", id="events"):
                 yield RowTable(*self._event_table(), empty="no memory findings or events", id="events-table")
@@ -163,7 +172,7 @@ class MemoryScreen(CheckView):
                 yield RowTable(*self._operator_table(), empty="no event is attributed to an operator",
                                id="operators-table")
         yield Static("", id="memory-status", markup=False)
-        yield Footer()
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.title = "Memory"
@@ -176,12 +185,12 @@ class MemoryScreen(CheckView):
     def _summary(self) -> str:
         items = self.items
         kinds = Counter(i.kind for i in items)
-        kind_text = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+        kind_text = ", ".join(f"{k} {count(n)}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
         errors = sum(1 for i in items if i.severity == "error")
         on_ops = sum(1 for i in items if i.node)
         doubtful = sum(1 for i in items if i.doubtful)
-        head = (f"{len(items)} memory report{'s' * (len(items) != 1)}: {errors} error{'s' * (errors != 1)}, "
-                f"{on_ops} on operators, {doubtful} likely false positive{'s' * (doubtful != 1)}")
+        head = (f"{plural(len(items), 'memory report')}: {plural(errors, 'error')}, "
+                f"{count(on_ops)} on operators, {plural(doubtful, 'likely false positive')}")
         lines = [f"{head} · {kind_text}" if kind_text else head]
         for name, t in list(self.trends.items())[:3]:
             lines.append(f"{name + ': ' if name else ''}allocated {nbytes(t.first)} → {nbytes(t.last)}, "
@@ -212,7 +221,7 @@ class MemoryScreen(CheckView):
         rows: list[Row] = []
         for kind in sorted(grouped, key=lambda k: (min(_rank(i) for i, _ in grouped[k]), k)):
             entries = sorted(grouped[kind], key=lambda ir: _rank(ir[0]))
-            rows.append(Row((f"{kind}: {len(entries)}",), tone="section"))
+            rows.append(Row((f"{kind}: {count(len(entries))}",), tone="section"))
             rows.extend(r for _, r in entries)
         return columns, rows
 
@@ -226,7 +235,7 @@ class MemoryScreen(CheckView):
         rows: list[Row] = []
         for name, series in self.series.items():
             if named:
-                rows.append(Row((f"{name}: {len(series)} sample{'s' * (len(series) != 1)}",), tone="section"))
+                rows.append(Row((f"{name}: {plural(len(series), 'sample')}",), tone="section"))
             rows += _trend_rows(series, reserved, named)
         return columns, rows
 
@@ -247,7 +256,7 @@ class MemoryScreen(CheckView):
             doubtful = all(i.doubtful for i in found)
             kinds = ", ".join(sorted({i.kind for i in found}))
             tone: Tone = "muted" if doubtful else _SEVERITY_TONE.get(worst.severity or "", "")
-            rows.append(Row((str(len(found)), level, node_id, node.op_type if node else "(not in graph)",
+            rows.append(Row((count(len(found)), level, node_id, node.op_type if node else "(not in graph)",
                              kinds + (" (likely false positive)" if doubtful else "")), key=node_id, tone=tone))
         return columns, rows
 

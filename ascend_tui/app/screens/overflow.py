@@ -16,12 +16,14 @@ import numpy as np
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
+from ascend_tui.app.widgets.charts import log_axis, log_bar, log_span
+from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.checks.overflow import range_of
-from ascend_tui.fmt import magnitude
+from ascend_tui.fmt import count, magnitude, plural, ratio
 from ascend_tui.evidence import SEVERITY_RANK, Finding
 
 if TYPE_CHECKING:
@@ -206,6 +208,8 @@ def _bits_tone(bits: float) -> Tone:
     return "muted" if math.isinf(bits) else ""
 
 
+CHART_WIDTH = 22  # the chain chart's column: a decade every few cells, and the table still fits 80 columns
+
 _SEVERITY_TONE: dict[str, Tone] = {"error": "error", "warning": "warning", "info": "info"}
 
 
@@ -237,6 +241,7 @@ class OverflowScreen(CheckView):
         self.chains = amplification_chains(inv)
 
     def compose(self) -> ComposeResult:
+        yield Header()
         yield Static(self._summary(), id="overflow-summary", markup=False)
         with TabbedContent(initial="findings"):
             with TabPane("1 Findings", id="findings"):
@@ -246,7 +251,7 @@ class OverflowScreen(CheckView):
             with TabPane("3 Headroom", id="headroom"):
                 yield RowTable(*self._headroom_table(), empty="no floating-point statistics", id="headroom-table")
         yield Static("", id="overflow-status", markup=False)
-        yield Footer()
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.title = "Overflow"
@@ -263,9 +268,10 @@ class OverflowScreen(CheckView):
         top = dtype_max(dtype)
         limit = f"max {magnitude(top)}" if top is not None else "not a floating dtype"
         past = self.headroom.past_range()
-        return (f"run dtype {dtype} ({limit}) · {origins} origin{'s' * (origins != 1)}, "
-                f"{spreading} propagating · {len(self.chains)} chain{'s' * (len(self.chains) != 1)} · "
-                f"{len(self.headroom)} ops measured, {past} past their range · "
+        chart = " · chains on a log axis, │ at the dtype max" if self.chains and top is not None else ""
+        return (f"run dtype {dtype} ({limit}){chart} · {plural(origins, 'origin')}, "
+                f"{count(spreading)} propagating · {plural(len(self.chains), 'chain')} · "
+                f"{plural(len(self.headroom), 'op')} measured, {count(past)} past their range · "
                 f"headroom from {self.headroom.source} stats")
 
     def _finding_table(self) -> tuple[list[Column], list[Row]]:
@@ -278,14 +284,17 @@ class OverflowScreen(CheckView):
         for title, group in (("origins (introduced here)", origins), ("propagating (inherited)", spreading)):
             if not group:
                 continue
-            rows.append(Row((f"{title}: {len(group)}",), tone="section"))
+            rows.append(Row((f"{title}: {count(len(group))}",), tone="section"))
             for f in group:
                 rows.append(Row((f.severity, f.kind, f.node, f.op_type, f.module or "(root)", f.message),
                                 key=f.node, tone=_SEVERITY_TONE.get(f.severity, ""), data=f))
         return columns, rows
 
     def _chain_table(self) -> tuple[list[Column], list[Row]]:
+        limit = dtype_max(self.inv.run.dtype)
+        span = log_span([h.magnitude for _f, hops in self.chains for h in hops], limit)
         columns = [Column("hop", align="right"), Column("magnitude", align="right"), Column("growth", align="right"),
+                   Column(log_axis(span, CHART_WIDTH), width=CHART_WIDTH),
                    Column("target", align="right"), Column("operator", grow=True), Column("op type"),
                    Column("module")]
         rows: list[Row] = []
@@ -294,14 +303,17 @@ class OverflowScreen(CheckView):
             reason = f": {rc.reason}" if rc is not None and rc.reason else ""
             rows.append(Row((f"{finding.kind} at {finding.node}{reason}",), key=finding.node, tone="section"))
             for i, hop in enumerate(hops, 1):
-                growth = "" if hop.growth is None else f"×{magnitude(hop.growth)}"
+                growth = "" if hop.growth is None else ratio(hop.growth)
                 target = "—" if hop.target_abs_max is None else magnitude(hop.target_abs_max)
                 bad = hop.target_abs_max is not None and not math.isfinite(hop.target_abs_max)
                 grow_tone: Tone = "warning" if hop.growth is not None and hop.growth >= 2 else ""
+                past = limit is not None and hop.magnitude >= limit
                 cause = rc is not None and hop.node == rc.node
-                rows.append(Row((str(i), magnitude(hop.magnitude), growth, target, hop.node, hop.op_type,
-                                 hop.module or "(root)"), key=hop.node, tone="bad" if cause else "",
-                                cell_tones=("", "", grow_tone, "bad" if bad else "")))
+                rows.append(Row((str(i), magnitude(hop.magnitude), growth, log_bar(hop.magnitude, span, CHART_WIDTH,
+                                                                                   limit),
+                                 target, hop.node, hop.op_type, hop.module or "(root)"), key=hop.node,
+                                tone="bad" if cause else "",
+                                cell_tones=("", "", grow_tone, "bad" if past else "info", "bad" if bad else "")))
         return columns, rows
 
     def _headroom_table(self) -> tuple[list[Column], Sequence[Row]]:

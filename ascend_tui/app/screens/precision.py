@@ -70,7 +70,7 @@ class PrecisionScreen(CheckView):
 
     VIEW_ID = "precision"
     TITLE = "Precision"
-    KEY = "P"
+    KEY = "C"
     CHECK = "precision"
 
     BINDINGS: ClassVar[list[BindingType]] = [

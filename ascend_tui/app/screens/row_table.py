@@ -6,6 +6,7 @@ so a 100,000-row list costs one list in memory and only the visible lines are dr
 
 from __future__ import annotations
 
+import textwrap
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Sequence
@@ -52,12 +53,15 @@ class Row:
     data: Any = None
 
 
-class RowTable(ScrollView, can_focus=True):
+class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
     """A sticky header and rows under a cursor; Enter chooses the row under it."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        *LIST_BINDINGS,
+        *(b for b in LIST_BINDINGS if b.id != "list.page-down"),
+        Binding("pagedown", "page(1)", "page down", id="list.page-down", show=False),
         Binding("enter", "choose", "focus op", id="view.focus-op"),
+        Binding("space", "expand", "expand", id="view.expand",
+                tooltip="show the cursor row's cut-off text in full, wrapped under it; space again folds it"),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -73,7 +77,7 @@ class RowTable(ScrollView, can_focus=True):
         scrollbar-gutter: stable;
     }
     RowTable > .row-table--header { background: $panel; text-style: bold; }
-    RowTable > .row-table--cursor { background: $block-cursor-blurred-background; }
+    RowTable > .row-table--cursor { background: $cursor-blurred; }
     RowTable:focus > .row-table--cursor {
         background: $block-cursor-background;
         color: $block-cursor-foreground;
@@ -120,6 +124,8 @@ class RowTable(ScrollView, can_focus=True):
         self._natural: list[int] = []
         self._widths: list[int] = []
         self._laid_out_for = -1
+        self.expanded = False
+        self._extra: list[list[tuple[int, str]]] = []  # continuation lines of the expanded row: (column, text)
         self._measure()
         self.set_reactive(RowTable.cursor, self._landing(0, 1))
 
@@ -137,6 +143,7 @@ class RowTable(ScrollView, can_focus=True):
         self._sections = _sections(rows)
         self._measure()
         self._laid_out_for = -1
+        self.expanded, self._extra = False, []
         self.set_reactive(RowTable.cursor, self._landing(0, 1))
         self.virtual_size = Size(0, len(self.rows) + 1)
         self.scroll_to(y=0, animate=False, immediate=True)
@@ -205,6 +212,11 @@ class RowTable(ScrollView, can_focus=True):
             cells = tuple(c.label for c in self.columns)
             return self._strip(cells, (), base + header, {}, width)
         index = int(self.scroll_offset.y) + y - 1
+        extra = len(self._extra) if self.expanded else 0
+        if extra and self.cursor < index <= self.cursor + extra:
+            return self._continuation(self._extra[index - self.cursor - 1], width)
+        if extra and index > self.cursor + extra:
+            index -= extra
         if not self.rows:
             if index == 0:
                 muted = base + self.get_component_rich_style("row-table--muted")
@@ -228,7 +240,57 @@ class RowTable(ScrollView, can_focus=True):
         if row.tone == "section":
             text = set_cell_size(" " + " ".join(row.cells), width)
             return Strip([Segment(text, style)], width)
-        return self._strip(row.cells, row.cell_tones, style, tones, width)
+        cells = row.cells
+        if cursor and self.expanded:
+            cells = tuple(self._wrapped(i, c)[0] if self._wrapped(i, c) else c for i, c in enumerate(cells))
+        return self._strip(cells, row.cell_tones, style, tones, width)
+
+    # -- expanding the cursor row in place ----------------------------------------------------
+
+    def _wrapped(self, column: int, text: str) -> list[str]:
+        """`text` wrapped to its column's width when it does not fit there (else empty)."""
+        w = self._widths[column] if column < len(self._widths) else 0
+        if w <= 0 or cell_len(text) <= w:
+            return []
+        return textwrap.wrap(text, w, break_long_words=True, break_on_hyphens=False) or [text]
+
+    def _expand_lines(self) -> list[list[tuple[int, str]]]:
+        """The continuation lines of the cursor row: per line, (column, piece) for each cut-off cell."""
+        row = self.current
+        if row is None or row.tone == "section":
+            return []
+        pieces = {i: self._wrapped(i, c) for i, c in enumerate(row.cells)}
+        depth = max((len(p) for p in pieces.values()), default=0)
+        return [[(i, p[k]) for i, p in pieces.items() if k < len(p)] for k in range(1, depth)]
+
+    def _continuation(self, parts: list[tuple[int, str]], width: int) -> Strip:
+        style = self.rich_style + self.get_component_rich_style("row-table--cursor")
+        x = 1
+        starts = []
+        for w in self._widths:
+            starts.append(x)
+            x += w + 1
+        text = list(" " * width)
+        for column, piece in parts:
+            at = starts[column]
+            for j, ch in enumerate(piece[: max(0, width - at)]):
+                text[at + j] = ch
+        return Strip([Segment("".join(text), style)], width)
+
+    def _refresh_expansion(self) -> None:
+        if self._laid_out_for < 0:
+            self._layout(self.scrollable_content_region.width)
+        self._extra = self._expand_lines() if self.expanded else []
+        self.virtual_size = Size(0, len(self.rows) + 1 + len(self._extra))
+        if self._extra:
+            self._scroll_to_cursor(self.cursor + len(self._extra))
+            self._scroll_to_cursor()
+        self.refresh()
+
+    def action_expand(self) -> None:
+        """Show the cursor row's cut-off cells in full, wrapped under it (again: fold it back)."""
+        self.expanded = not self.expanded
+        self._refresh_expansion()
 
     def _strip(self, cells: Sequence[str], cell_tones: Sequence[Tone], style: Style,
                tones: dict[str, Style], width: int) -> Strip:
@@ -251,6 +313,8 @@ class RowTable(ScrollView, can_focus=True):
     # -- cursor -----------------------------------------------------------------------------
 
     def watch_cursor(self, old: int, new: int) -> None:
+        if self.expanded:
+            self._refresh_expansion()
         self._scroll_to_cursor()
         self.refresh()
         row = self.current
@@ -303,6 +367,9 @@ class RowTable(ScrollView, can_focus=True):
 
     def on_click(self, event: events.Click) -> None:
         index = int(self.scroll_offset.y) + event.y - 1
+        extra = len(self._extra) if self.expanded else 0
+        if extra and index > self.cursor:
+            index = self.cursor if index <= self.cursor + extra else index - extra
         if event.y < 1 or not 0 <= index < len(self.rows):
             return
         self.move_to(index)

@@ -9,6 +9,8 @@ from rich.style import Style
 from rich.text import Text
 from textual.widgets import Static
 
+from ascend_tui.app.widgets.styles import cell_style
+
 SEPARATOR = " › "
 
 
@@ -70,4 +72,4 @@ class Breadcrumb(Static):
         self.update(out)
 
     def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(name, partial=True)
+        return cell_style(self, name)

@@ -11,14 +11,16 @@ import math
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
+from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ascend_tui.app.widgets.styles import cell_style
 from ascend_tui.checks.overflow import range_of
-from ascend_tui.fmt import magnitude
+from ascend_tui.fmt import count, magnitude
 from ascend_tui.evidence import HIST_EDGES_LOG2
 
 if TYPE_CHECKING:
@@ -85,10 +87,41 @@ class Detail(VerticalScroll, can_focus=True):
         if self.node_id is None or self.node_id not in self._inv.graph:
             body.update(Text("no operator selected", style=self._style("detail--muted")))
             return
-        body.update(describe(self._inv, self.node_id, self._style))
+        body.update(hanging(describe(self._inv, self.node_id, self._style), self.scrollable_content_region.width,
+                            self.app.console))
+
+    def on_resize(self) -> None:
+        if self._inv is not None:
+            self._paint()
+
+    def page(self, direction: int) -> None:
+        """Scroll by a page, whatever has the focus (the list keeps it)."""
+        self.scroll_to(y=self.scroll_y + direction * max(1, self.scrollable_content_region.height - 2), animate=False)
 
     def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(name, partial=True)
+        return cell_style(self, name)
+
+
+def hanging(text: Text, width: int, console: Console) -> Text:
+    """`text` wrapped to `width`, each wrapped line indented under its own first line (plus two cells)."""
+    if width < 20:
+        return text
+    out = Text(no_wrap=True, overflow="crop")
+    for n, line in enumerate(text.split("\n", allow_blank=True)):
+        if n:
+            out.append("\n")
+        plain = line.plain
+        indent = len(plain) - len(plain.lstrip(" "))
+        if len(plain) <= width:
+            out.append_text(line)
+            continue
+        hang = indent + 2
+        pieces = line[indent:].wrap(console, width - hang, overflow="fold")
+        for k, piece in enumerate(pieces):
+            piece.rstrip()
+            out.append("\n" + " " * hang if k else " " * indent)
+            out.append_text(piece)
+    return out
 
 
 def welcome(style: StyleOf) -> Text:
@@ -164,11 +197,11 @@ def _statistics(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> 
         if inv.reference is not None:
             out.append(f"  {'reference':>{_COL}}", style("detail--muted"))
         for label, field in STAT_ROWS:
-            t = getattr(target, field) if target else None
+            t = _known(field, getattr(target, field) if target else None)
             out.append(f"\n  {label:9}")
             out.append(f"{magnitude(t):>{_COL}}", _value_style(field, t, style))
             if inv.reference is not None:
-                r = getattr(ref, field) if ref else None
+                r = _known(field, getattr(ref, field) if ref else None)
                 out.append(f"  {magnitude(r):>{_COL}}", _value_style(field, r, style))
         _precision(out, inv, node_id, slot, style)
         meta = node.outputs[slot] if slot < len(node.outputs) else None
@@ -212,6 +245,13 @@ def _precision(out: Text, inv: Investigation, node_id: str, slot: int, style: St
 
 
 _COL = 11  # a column of statistics: "-3.382e+04" and "16,777,216" fit, and two columns fit at 80x24
+
+
+def _known(field: str, value: Any) -> Any:
+    """None for a count the source did not record (msprobe dumps have no zero count: -1)."""
+    if field.endswith("_count") and value is not None and value < 0:
+        return None
+    return value
 
 
 def _value_style(field: str, value: Any, style: StyleOf) -> Style:
@@ -296,8 +336,8 @@ def _histogram(out: Text, inv: Investigation, node_id: str, slot: int, dtype: st
             if i * _BIN_WIDTH + j < len(scale):
                 scale[i * _BIN_WIDTH + j] = ch
     out.append("\n          " + "".join(scale).rstrip(), style("detail--muted"))
-    total = f" of {stats.numel:,}" if stats is not None else ""  # zeros and NaN are not sampled
-    out.append(f"\n          log2|x| of {sampled:,} sampled{total}", style("detail--muted"))
+    total = f" of {count(stats.numel)}" if stats is not None else ""  # zeros and NaN are not sampled
+    out.append(f"\n          log2|x| of {count(sampled)} sampled{total}", style("detail--muted"))
 
 
 def _findings(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> None:
@@ -336,7 +376,7 @@ def _memory(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> None
     events = [e for e in inv.memory_events if e.node == node_id]
     if not events:
         return
-    out.append(f"\n\nmemory events ({len(events)})", style("detail--heading"))
+    out.append(f"\n\nmemory events ({count(len(events))})", style("detail--heading"))
     for e in events[:6]:
         out.append(f"\n  {e.kind}", style("detail--warning"))
         out.append(f" [{e.tool}] {e.message}")

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ascend_tui.app.widgets.op_list import display_op
+from ascend_tui.app.widgets.styles import cell_style
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
@@ -85,4 +86,4 @@ class Neighbours(Static):
             out.append(f"  {display_op(node.op_type)}{port}", self._style("neighbours--muted"))
 
     def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(name, partial=True)
+        return cell_style(self, name)

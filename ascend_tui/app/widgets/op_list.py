@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from rich.cells import set_cell_size
 from rich.segment import Segment
+from rich.style import Style
 from textual import events
 from textual.binding import BindingType
 from textual.cache import LRUCache
@@ -23,12 +24,19 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ascend_tui.app.keys import LIST_BINDINGS
+from ascend_tui.app.widgets.styles import cell_style
 
 if TYPE_CHECKING:
     from ascend_tui.graph.opgraph import OpNode
     from ascend_tui.investigation import Investigation
 
 BADGE_CHECKS: tuple[tuple[str, str], ...] = (("precision", "P"), ("overflow", "O"), ("memory", "M"), ("profile", "T"))
+BADGE_WORDS = {"profile": "time"}  # what a badge letter stands for, where the check's name says it less well
+
+
+def badge_legend() -> str:
+    """`P precision · O overflow · M memory · T time`: the key to the badge columns."""
+    return " · ".join(f"{letter} {BADGE_WORDS.get(check, check)}" for check, letter in BADGE_CHECKS)
 
 
 class OpRows:
@@ -69,7 +77,7 @@ class OpRows:
         return rows
 
 
-class OpList(ScrollView, can_focus=True):
+class OpList(ScrollView, can_focus=True, inherit_bindings=False):
     """Operators in execution order: index, evidence badges, op type (∇ for backward), module and output shapes."""
 
     BINDINGS: ClassVar[list[BindingType]] = list(LIST_BINDINGS)
@@ -79,8 +87,12 @@ class OpList(ScrollView, can_focus=True):
     }
     DEFAULT_CSS = """
     OpList { overflow-x: hidden; }
-    OpList > .op-list--cursor { background: $accent 30%; }
-    OpList:focus > .op-list--cursor { background: $accent 60%; text-style: bold; }
+    OpList > .op-list--cursor { background: $cursor-blurred; }
+    OpList:focus > .op-list--cursor {
+        background: $block-cursor-background;
+        color: $block-cursor-foreground;
+        text-style: $block-cursor-text-style;
+    }
     OpList > .op-list--index { color: $text-muted; }
     OpList > .op-list--op { color: $secondary; }
     OpList > .op-list--module { color: $foreground; }
@@ -148,6 +160,7 @@ class OpList(ScrollView, can_focus=True):
         self._cache.clear()
         self.virtual_size = Size(self.scrollable_content_region.width, len(self.shown))
         self.border_title = Content(self.title())  # plain text: a search may contain '['
+        self.border_subtitle = Content(badge_legend())
         target = self._visible_row(keep) if keep is not None else None
         self.cursor = target if target is not None else 0
         self.refresh()
@@ -242,7 +255,11 @@ class OpList(ScrollView, can_focus=True):
         assert self.rows is not None
         inv = self.rows.inv
         node = inv.graph.node(self.rows.ids[row])
-        style = self.get_component_rich_style
+        # Cells carry only their own colours (partial styles); the row's background comes from the
+        # widget or the cursor, applied last, so the cursor's background is never hidden by a cell's.
+        def style(name: str) -> Style:
+            return cell_style(self, name)
+
         index_w = len(str(len(self.rows.ids)))
         segments = [Segment(f"{node.index:>{index_w}} ", style("op-list--index"))]
         badges = inv.badges(node.id)
@@ -259,10 +276,9 @@ class OpList(ScrollView, can_focus=True):
         segments.append(Segment(" " + set_cell_size(_module_label(node), module_w), style("op-list--module")))
         if shape_w:
             segments.append(Segment(" " + set_cell_size(_shapes(node), shape_w), style("op-list--shape")))
-        strip = Strip(segments).adjust_cell_length(width)
-        if is_cursor:
-            strip = strip.apply_style(style("op-list--cursor"))
-        return strip.apply_style(self.rich_style)
+        cursor = style("op-list--cursor") if is_cursor else None
+        return Strip(Segment.apply_style(segments, self.rich_style, cursor)).adjust_cell_length(
+            width, self.rich_style + cursor if cursor else self.rich_style)
 
 
 def display_op(op_type: str) -> str:
