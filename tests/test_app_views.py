@@ -544,3 +544,16 @@ async def test_memory_view_lists_a_low_confidence_mapping_as_unmapped_with_its_g
         table = app.screen.query_one("#events-table", RowTable)
         row = next(r for r in table.rows if r.tone != "section" and "add_custom_kernel" in r.cells[2])
         assert row.key is None and "unmapped; guess add.0, 2 candidates" in row.cells[2]
+
+
+async def test_launched_from_the_cli_the_app_opens_on_the_story(tmp_path: Path) -> None:
+    from ascend_tui.app.screens.story import StoryScreen
+
+    app = InvestigatorApp(overflow_investigation(), theme="textual-dark", export_dir=tmp_path, story=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        assert isinstance(app.screen, StoryScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.main

@@ -118,9 +118,11 @@ def test_the_demo_fits_80x24_and_other_widths_without_cut_words_or_stray_cells(t
     env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "TERM": "xterm-256color", "COLORTERM": "truecolor"}
     session = Tmux([sys.executable, "-m", "ascend_tui", "demo"], env, size=(80, 24))
     try:
-        session.wait_for(lambda t: re.search(r"\b[1-9]\d* err", _line(t, 0)) is not None and "operators" in t,
-                         "the demo's findings in the header")
-        session.wait_for(lambda t: _fits(t, 80), "a whole header and footer at 80x24")
+        session.wait_for(lambda t: re.search(r"\b[1-9]\d* err", _line(t, 0)) is not None and "behind the findings" in t,
+                         "the demo opening on its story, findings in the header")
+        session.wait_for(lambda t: _fits(t, 80), "a whole header and footer on the story at 80x24")
+        session.keys("Escape")
+        session.wait_for(lambda t: "operators" in t and _fits(t, 80), "the graph with a whole header and footer")
         session.keys("s")
         session.wait_for(lambda t: "→ next op" in _line(t, -1) and _fits(t, 80), "step mode's keys in the footer")
         session.keys("Escape")

@@ -57,6 +57,7 @@ class InvestigatorApp(App[None]):
         live: RunOptions | None = None,
         export_dir: str | Path | None = None,
         follow: bool = False,
+        story: bool = False,
     ) -> None:
         self.paths: list[str] = [] if source is None or isinstance(source, Investigation) else [str(p) for p in source]
         self.inv: Investigation | None = source if isinstance(source, Investigation) else None
@@ -64,6 +65,7 @@ class InvestigatorApp(App[None]):
         self.export_dir = Path(export_dir) if export_dir is not None else Path.cwd()
         self.target: Target | None = None
         self.follow = follow
+        self.open_on_story = story  # the first investigation with a story opens on it (the CLI's launches)
         self._follower: Follower | None = None
         self._ran: Investigation | None = None  # the investigation this app ran with `self.live`, if on screen
         self.config_warnings: list[str] = []
@@ -151,11 +153,24 @@ class InvestigatorApp(App[None]):
 
     # -- showing results ----------------------------------------------------------------------
 
-    def _show(self, inv: Investigation, focus: str | None = None) -> None:
+    def _show(self, inv: Investigation, focus: str | None = None, *, final: bool = True) -> None:
         self.inv = inv
         self.main.set_investigation(inv, focus)
         self.paint_header()
         self.refresh_bindings()
+        if final and self.open_on_story:
+            self.open_on_story = False
+            self.call_after_refresh(self._open_story)
+
+    def _open_story(self) -> None:
+        """Open on the story: the few causes behind the findings, each opening onto its evidence."""
+        from ascend_tui.app.screens.story import StoryScreen
+
+        if self.inv is None or not StoryScreen.available(self.inv) or self.screen is not self.main:
+            return
+        view = StoryScreen(self.inv)
+        if view.causes:
+            self.push_screen(view, lambda node: self.main.go(node) if node else None)
 
     @on(InvestigationLoaded)
     def _loaded(self, message: InvestigationLoaded) -> None:
@@ -178,7 +193,7 @@ class InvestigatorApp(App[None]):
     def _partial(self, message: ResultsArrived) -> None:
         """Show what a running job has so far (the graph, then each check's findings), keeping the focus."""
         if self.workers and any(w.group == JOB_GROUP and w.is_running for w in self.workers):
-            self._show(message.inv, self.main.ops.current)
+            self._show(message.inv, self.main.ops.current, final=False)
 
     @on(ProgressReported)
     def _progress(self, message: ProgressReported) -> None:

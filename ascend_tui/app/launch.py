@@ -37,7 +37,7 @@ def run_app(paths: Sequence[str], theme: str | None = None, live: RunOptions | N
 
     # A followed log may not exist yet (the tool has not started): like `tail -F`, wait for it.
     InvestigatorApp([str(p) for p in paths] if follow else _existing(paths), theme=theme, live=live,
-                    follow=follow).run()
+                    follow=follow, story=not follow).run()
     return 0
 
 
@@ -54,7 +54,7 @@ def run_demo(theme: str | None = None) -> int:
     """`ascend-tui demo`: run the demo model live on the CPU in float16 with the overflow and memory checks."""
     from ascend_tui.app.app import InvestigatorApp
 
-    InvestigatorApp([str(demo_path())], theme=theme, live=demo_options()).run()
+    InvestigatorApp([str(demo_path())], theme=theme, live=demo_options(), story=True).run()
     return 0
 
 

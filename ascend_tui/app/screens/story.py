@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Footer, Static
+from textual.widgets import Header, Static
 
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
+from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.checks.story import Cause, finding_ids, tell
 from ascend_tui.fmt import plural
 
@@ -62,10 +63,11 @@ class StoryScreen(CheckView):
         self.select = chosen.id if chosen else None
 
     def compose(self) -> ComposeResult:
+        yield Header()
         yield Static(self._summary(), id="story-summary", markup=False)
         yield RowTable([Column("", 2), Column("cause", grow=True), Column("checks"), Column("explains", align="right")],
                        self._rows(), empty="no errors or warnings: nothing to explain", id="story-table")
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         table = self.query_one(RowTable)
@@ -77,8 +79,8 @@ class StoryScreen(CheckView):
         if not self.causes:
             return "story: no cause found"
         errors = sum(1 for c in self.causes if c.severity == "error")
-        return (f"story: {plural(len(self.causes), 'cause')} ({errors} at error), most effect first · "
-                f"right opens a cause onto its evidence, enter goes to the operator")
+        return (f"{plural(len(self.causes), 'cause')} behind the findings ({errors} at error), most effect "
+                f"first; → opens one onto its evidence, enter goes to its operator, esc to the graph")
 
     def _rows(self) -> list[Row]:
         rows: list[Row] = []
