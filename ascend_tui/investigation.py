@@ -70,10 +70,12 @@ class Investigation:
         run: RunInfo | None = None,
         histograms: HistogramTable | None = None,
         profile: Profile | None = None,
+        reference_histograms: HistogramTable | None = None,
     ) -> None:
         self.graph = graph
         self.profile = profile
         self.histograms = histograms if histograms is not None else HistogramTable()
+        self.reference_histograms = reference_histograms
         self.stats = stats if stats is not None else StatsTable()
         self.reference = reference
         self.findings: list[Finding] = []
@@ -206,7 +208,8 @@ class Investigation:
         """A copy sharing graph and statistics but owning its lists, safe to hand to another thread."""
         copy = Investigation(self.graph, stats=self.stats, reference=self.reference, findings=(),
                              memory_events=self.memory_events, memory_samples=self.memory_samples, run=self.run,
-                             histograms=self.histograms, profile=self.profile)
+                             histograms=self.histograms, profile=self.profile,
+                             reference_histograms=self.reference_histograms)
         copy.findings = list(self.findings)
         copy._by_node = {k: list(v) for k, v in self._by_node.items()}
         return copy
@@ -226,6 +229,8 @@ class Investigation:
             "stats": self.stats.to_json(),
             "reference": self.reference.to_json() if self.reference is not None else None,
             "histograms": self.histograms.to_json(),
+            **({"reference_histograms": self.reference_histograms.to_json()}
+               if self.reference_histograms is not None else {}),
             "findings": [f.to_json() for f in self.findings],
             "memory_events": [_event_json(e) for e in self.memory_events],
             "memory_samples": [asdict(s) for s in self.memory_samples],
@@ -253,6 +258,8 @@ class Investigation:
                 run=RunInfo.from_json(data.get("run") or {}),
                 histograms=HistogramTable.from_json(data.get("histograms") or {}),
                 profile=Profile.from_json(data["profile"]) if data.get("profile") else None,
+                reference_histograms=HistogramTable.from_json(data["reference_histograms"])
+                if data.get("reference_histograms") else None,
             )
         except InputError:
             raise

@@ -557,3 +557,17 @@ async def test_launched_from_the_cli_the_app_opens_on_the_story(tmp_path: Path) 
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is app.main
+
+
+async def test_overflow_view_shows_the_measured_effect_on_the_outputs(tmp_path: Path) -> None:
+    inv = overflow_investigation()
+    inv.run.extra["output_effect"] = {"dtype": "float16", "output": "output 0", "cosine": 0.5234, "rel_l2": 0.71,
+                                      "rows_zeroed": 17, "rows": 32, "nonfinite": 0, "damaged": True}
+    app = InvestigatorApp(inv, theme="textual-dark", export_dir=tmp_path)
+    async with app.run_test(size=(140, 36)) as pilot:
+        await pilot.pause()
+        await pilot.press("o")
+        await pilot.pause()
+        summary = str(app.screen.query_one("#overflow-summary").render())
+        assert "effect on the outputs: cosine 0.5234, relative L2 error 71.0% against float32" in summary
+        assert "17 of 32 rows became 0" in summary and "beyond the float16 thresholds" in summary

@@ -99,3 +99,19 @@ def test_load_rejects_other_files(tmp_path: Path) -> None:
     path.write_text('{"schema": "ascend-tui.investigation/1", "graph": 3}')
     with pytest.raises(InputError, match=str(path)):
         Investigation.load(path)
+
+
+def test_reference_histograms_survive_save_and_load(tmp_path: Path) -> None:
+    import numpy as np
+
+    from ascend_tui.evidence import HIST_BINS, HistogramTable
+
+    inv = make()
+    row = np.zeros((1, HIST_BINS + 1), dtype=np.int64)
+    row[0, 3], row[0, HIST_BINS] = 5, 5
+    inv.reference_histograms = HistogramTable([("add.0", 0)], row)
+    path = tmp_path / "h.atui.json"
+    inv.save(path)
+    back = Investigation.load(path)
+    assert back.reference_histograms is not None and back.reference_histograms.get("add.0", 0)[1] == 5
+    assert make().snapshot().reference_histograms is None

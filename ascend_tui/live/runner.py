@@ -107,7 +107,8 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
                   dtype=dtype_name(run_dtype), reference=options.reference, iterations=options.iterations,
                   source="live", extra={"backward": options.backward} if options.backward else {})
     inv = Investigation(ctx.target.graph, stats=ctx.target.stats, reference=ref_stats, run=run,
-                        histograms=ctx.target.histograms)
+                        histograms=ctx.target.histograms,
+                        reference_histograms=ctx.reference.histograms if ctx.reference is not None else None)
     if notes:
         inv.run.extra.setdefault("notes", []).extend(notes)
     for i, check in enumerate(checks):

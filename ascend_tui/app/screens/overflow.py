@@ -23,7 +23,7 @@ from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 from ascend_tui.app.widgets.charts import log_axis, log_bar, log_span
 from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.checks.overflow import range_of
-from ascend_tui.fmt import count, magnitude, plural, ratio
+from ascend_tui.fmt import count, magnitude, percent, plural, ratio
 from ascend_tui.evidence import SEVERITY_RANK, Finding
 
 if TYPE_CHECKING:
@@ -269,10 +269,14 @@ class OverflowScreen(CheckView):
         limit = f"max {magnitude(top)}" if top is not None else "not a floating dtype"
         past = self.headroom.past_range()
         chart = " · chains on a log axis, │ at the dtype max" if self.chains and top is not None else ""
-        return (f"run dtype {dtype} ({limit}){chart} · {plural(origins, 'origin')}, "
+        text = (f"run dtype {dtype} ({limit}){chart} · {plural(origins, 'origin')}, "
                 f"{count(spreading)} propagating · {plural(len(self.chains), 'chain')} · "
                 f"{plural(len(self.headroom), 'op')} measured, {count(past)} past their range · "
                 f"headroom from {self.headroom.source} stats")
+        effect = self.inv.run.extra.get("output_effect")
+        if isinstance(effect, dict):
+            text += "\neffect on the outputs: " + effect_line(effect)
+        return text
 
     def _finding_table(self) -> tuple[list[Column], list[Row]]:
         columns = [Column("sev"), Column("kind"), Column("operator", grow=True), Column("op type"),
@@ -355,3 +359,22 @@ class OverflowScreen(CheckView):
 
 def _order(f: Finding) -> tuple[int, int]:
     return (f.index if f.index >= 0 else 1 << 40, SEVERITY_RANK.get(f.severity, 9))
+
+
+def effect_line(effect: dict[str, object]) -> str:
+    """The overflow check's measured effect on the model's outputs, with the numbers the precision check uses."""
+    def num(key: str) -> float:
+        value = effect.get(key)
+        return float(value) if isinstance(value, (int, float)) else math.nan
+
+    cosine, err = num("cosine"), num("rel_l2")
+    parts = [f"cosine {'NaN' if math.isnan(cosine) else f'{cosine:.6g}'}",
+             f"relative L2 error {'NaN' if math.isnan(err) else percent(min(err, 99.99))} against float32"]
+    zeroed, rows = effect.get("rows_zeroed"), effect.get("rows")
+    if isinstance(zeroed, int) and zeroed:
+        parts.append(f"{count(zeroed)} of {count(rows or 0)} rows became 0")
+    nonfinite = effect.get("nonfinite")
+    if isinstance(nonfinite, int) and nonfinite:
+        parts.append(f"{count(nonfinite)} NaN/Inf where float32 is finite")
+    verdict = "beyond" if effect.get("damaged") else "within"
+    return f"{', '.join(parts)} ({verdict} the {effect.get('dtype', 'run')} thresholds)"

@@ -311,24 +311,30 @@ _BIN_WIDTH = 2  # 12 bins in 24 columns: fits the detail pane at 80 and 110 colu
 
 
 def _histogram(out: Text, inv: Investigation, node_id: str, slot: int, dtype: str, style: StyleOf) -> None:
-    """The sampled log2|x| histogram: where the values sit between float16's subnormals and the dtype's max."""
+    """The sampled log2|x| histograms, the run's and the reference's one above the other on one axis: where
+    the values sit between float16's subnormals and the dtype's max, and where the two runs part."""
     found = inv.histograms.get(node_id, slot)
     if found is None:
         return
+    reference = inv.reference_histograms.get(node_id, slot) if inv.reference_histograms is not None else None
     counts, sampled = found
     stats = inv.stats.get(node_id, slot)
-    out.append("\n  values  ", style("detail--muted"))
-    if sampled == 0:
-        out.append("all zero or NaN in the sample", style("detail--muted"))
-        return
-    peak = max(int(c) for c in counts)
     limit = _dtype_max(dtype)
-    for i, c in enumerate(int(c) for c in counts):
-        low = HIST_EDGES_LOG2[i - 1] if i else None
-        beyond = limit is not None and low is not None and 2.0 ** low >= limit
-        name = "detail--muted" if c == 0 else "detail--bad" if beyond else "detail--bar"
-        ch = "·" if c == 0 else _BLOCKS[min(len(_BLOCKS) - 1, (c * len(_BLOCKS) - 1) // peak)]
-        out.append(ch * (_BIN_WIDTH - 1) + " ", style(name))
+    rows = [("values  " if reference is None else "target  ", counts, sampled)]
+    if reference is not None:
+        rows.append(("refer.  ", reference[0], reference[1]))
+    for label, row_counts, row_sampled in rows:
+        out.append(f"\n  {label}", style("detail--muted"))
+        if row_sampled == 0:
+            out.append("all zero or NaN in the sample", style("detail--muted"))
+            continue
+        peak = max(int(c) for c in row_counts)
+        for i, c in enumerate(int(c) for c in row_counts):
+            low = HIST_EDGES_LOG2[i - 1] if i else None
+            beyond = limit is not None and low is not None and 2.0 ** low >= limit
+            name = "detail--muted" if c == 0 else "detail--bad" if beyond else "detail--bar"
+            ch = "·" if c == 0 else _BLOCKS[min(len(_BLOCKS) - 1, (c * len(_BLOCKS) - 1) // peak)]
+            out.append(ch * (_BIN_WIDTH - 1) + " ", style(name))
     scale = [" "] * (_BIN_WIDTH * len(counts) + 4)
     for i, label in ((1, f"2^{HIST_EDGES_LOG2[0]}"), (HIST_EDGES_LOG2.index(0) + 1, "2^0"),
                      (len(counts) - 1, f"2^{HIST_EDGES_LOG2[-1]}+")):
