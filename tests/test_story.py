@@ -93,3 +93,10 @@ def test_a_clamped_index_cannot_explain_the_nan_of_the_same_run() -> None:
     g = chain("emb/embedding.0", "add.0", "exp.0")
     found = [f(g, "memory", "out_of_bounds", "emb/embedding.0", clamped=True), f(g, "overflow", "nan", "exp.0")]
     assert [c.check for c in tell(g, found)] == ["memory", "overflow"]
+
+
+def test_wrong_numbers_rank_before_a_leak_of_the_same_severity() -> None:
+    g = chain("cache/relu.0", "mm.0", "exp.0", "sum.0")
+    found = [f(g, "memory", "leak", "cache/relu.0"), f(g, "overflow", "inf", "exp.0"),
+             f(g, "overflow", "inf", "sum.0", "info", "inherited", root="exp.0", origin="exp.0")]
+    assert [c.kind for c in tell(g, found)] == ["inf", "leak"], "the Inf reaches the outputs; the leak does not"

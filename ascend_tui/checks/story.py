@@ -16,8 +16,9 @@ wrong (precision), why (overflow), whether memory is corrupt (memory), where tim
   precision are named together, on that module.
 - Anything else is a cause of its own: independent problems stay separate.
 
-Causes are ranked by effect: errors before warnings, then by how many error findings they
-explain, then by how early they happen. Pure: graph and findings in, records out.
+Causes are ranked by effect: errors before warnings; causes that change the outputs (wrong
+numbers, corrupt memory) before those that do not (time, leaks); then by how many errors, and
+how many findings, they explain; then by how early they happen. Pure: graph and findings in, records out.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ MEMORY_CORRUPTION = frozenset({"out_of_bounds", "illegal_access", "uninitialized
 NONFINITE = frozenset({"nan", "inf"})
 RANGE_KINDS = frozenset({"nan", "inf", "saturation", "overflow", "underflow"})
 LAYOUT_KINDS = frozenset({"layout_conversion"})
-ORDER = ("memory", "overflow", "precision", "profile")  # how an engineer reads them; ties broken this way
+OFF_OUTPUT_KINDS = frozenset({"leak", "unprinted_errors"})  # problems that never change what the model computes
+ORDER = ("memory", "overflow", "precision", "profile")  # the order a cause lists the checks behind it
 _MAX_WALK = 100_000
 
 
@@ -232,12 +234,13 @@ def _inside(module: str, outer: str) -> bool:
 
 
 def _rank(drafts: Iterable[_Draft], graph: OpGraph) -> list[Cause]:
-    def score(d: _Draft) -> tuple[int, int, int, int]:
+    def score(d: _Draft) -> tuple[int, int, int, int, int]:
         severity = min(SEVERITY_RANK.get(f.severity, 9) for _, f in d.members)
         errors = sum(1 for _, f in d.members if f.severity == "error")
         index = d.lead.index if d.lead.index >= 0 else 1 << 40
-        check = ORDER.index(d.lead.check) if d.lead.check in ORDER else len(ORDER)
-        return (severity, -errors, check if d.lead.check == "profile" else 0, index)
+        # Wrong numbers come before slowness and held memory: they are what reaches the outputs.
+        off_outputs = int(d.lead.check == "profile" or d.lead.kind in OFF_OUTPUT_KINDS)
+        return (severity, off_outputs, -errors, -len(d.members), index)
 
     causes = []
     for k, d in enumerate(sorted(drafts, key=score), 1):
