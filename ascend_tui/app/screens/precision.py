@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Footer, Static
+from textual.widgets import Header, Static
 
 from ascend_tui import fmt
 from ascend_tui.app.screens.check_view import CheckView
+from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 
 if TYPE_CHECKING:
@@ -97,10 +98,11 @@ class PrecisionScreen(CheckView):
         return inv is not None and (bool(table(inv)) or super().available(inv))
 
     def compose(self) -> ComposeResult:
+        yield Header()
         yield Static(self._summary(), id="precision-summary", markup=False)
         yield RowTable(self._columns(), self._rows(), empty="no compared tensors", id="precision-table")
         yield Static("", id="precision-status", markup=False)
-        yield Footer()
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.title = "Precision"

@@ -15,10 +15,11 @@ import numpy as np
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from ascend_tui import fmt
 from ascend_tui.app.screens.check_view import CheckView
+from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 from ascend_tui.app.widgets.timeline_strip import KINDS, TimelineStrip, segments_of
 from ascend_tui.checks.profile import Group, column, step_count, summarize
@@ -114,6 +115,7 @@ class ProfileScreen(CheckView):
         self.segments = segments_of(self.profile)
 
     def compose(self) -> ComposeResult:
+        yield Header()
         yield Static(self._summary(), id="profile-summary", markup=False)
         with TabbedContent(initial="ops"):
             with TabPane("1 Ops", id="ops"):
@@ -131,7 +133,7 @@ class ProfileScreen(CheckView):
                 yield RowTable(*self._diff(), empty="no baseline: run `ascend-tui profile NEW --baseline OLD --open`",
                                id="diff-table")
         yield Static("", id="profile-status", markup=False)
-        yield Footer()
+        yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
         self.title = "Profile"
