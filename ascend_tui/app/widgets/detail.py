@@ -335,6 +335,8 @@ def _histogram(out: Text, inv: Investigation, node_id: str, slot: int, dtype: st
             name = "detail--muted" if c == 0 else "detail--bad" if beyond else "detail--bar"
             ch = "·" if c == 0 else _BLOCKS[min(len(_BLOCKS) - 1, (c * len(_BLOCKS) - 1) // peak)]
             out.append(ch * (_BIN_WIDTH - 1) + " ", style(name))
+    if all(row_sampled == 0 for _, _, row_sampled in rows):
+        return  # no bars, so no axis
     scale = [" "] * (_BIN_WIDTH * len(counts) + 4)
     for i, label in ((1, f"2^{HIST_EDGES_LOG2[0]}"), (HIST_EDGES_LOG2.index(0) + 1, "2^0"),
                      (len(counts) - 1, f"2^{HIST_EDGES_LOG2[-1]}+")):
