@@ -1,9 +1,11 @@
-"""The one progress callback type every long operation takes, and the cancel check that goes with it."""
+"""The one progress callback type every long operation takes, the cancel check, and the collector pause of big loads."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
-from typing import Callable
+from typing import Callable, Iterator
 
 from ascend_tui.errors import Cancelled
 
@@ -15,3 +17,19 @@ def check_cancel(cancel: threading.Event | None, what: str = "cancelled") -> Non
     """Raise `Cancelled` when the caller asked to stop."""
     if cancel is not None and cancel.is_set():
         raise Cancelled(what)
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building millions of objects that form no cycles.
+
+    Loading a 100k-operator graph or a 100 MB dump allocates and frees nothing cyclic; the
+    collector would only rescan everything again and again (a third of the time or more).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

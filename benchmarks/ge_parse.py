@@ -13,9 +13,9 @@ import argparse
 import re
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Callable
+
+from graph_load import machine_speed, timed  # the same calibration and clocks as the ONNX benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 EXCERPT = ROOT.parent / "shared" / "fixtures" / "graphs" / "ge_proto_sample_afterUBMatch_excerpt.txt"
@@ -129,22 +129,6 @@ def model_def_class() -> type:
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("ge.proto.ModelDef"))
-
-
-def machine_speed() -> float:
-    """Seconds a 1M-iteration Python loop takes here (~0.04 s on an idle modern core): scale the times by it."""
-    t0 = time.perf_counter()
-    total = 0
-    for i in range(1_000_000):
-        total += i
-    return time.perf_counter() - t0
-
-
-def timed(fn: Callable[[], object]) -> tuple[float, float]:
-    """(CPU seconds of this process, wall seconds) `fn()` took; CPU time stays put when other jobs load the machine."""
-    c0, w0 = time.process_time(), time.perf_counter()
-    fn()
-    return time.process_time() - c0, time.perf_counter() - w0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -178,7 +178,7 @@ def test_step_folders_with_many_ranks_name_the_rank_that_diverges(tmp_path: Path
 
 
 def test_dask_local_cluster_gives_the_same_results_as_local_processes(tmp_path: Path) -> None:
-    import distributed  # in the test extra: the cluster path must be tested, not skipped
+    import distributed  # in the test extra: the cluster path is always tested
     target = _step_folder(tmp_path, "t", perturb_rank=2)
     golden = _step_folder(tmp_path, "g", perturb_rank=None)
     local = compare(target, golden, workers=1)

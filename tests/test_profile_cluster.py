@@ -44,7 +44,7 @@ def test_rank_folders_in_a_process_pool(cluster_dir: Path) -> None:
 
 
 def test_rank_folders_on_dask(cluster_dir: Path) -> None:
-    import dask.distributed as distributed  # in the test extra: missing fails, never skips
+    import dask.distributed as distributed  # in the test extra: a missing one fails the test
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as lc:
         inv = load_cluster(cluster_dir, scheduler=lc.scheduler_address)

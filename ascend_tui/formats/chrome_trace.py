@@ -18,6 +18,7 @@ import numpy as np
 
 from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.formats.profiler_csv import to_ns
+from ascend_tui.formats.reader import head
 from ascend_tui.timing import NO_INT, Codes, HostOp, KernelTable, Profile, Span
 
 DEVICE_PROCESSES = ("Ascend Hardware", "HCCL", "Communication")
@@ -44,16 +45,12 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 
 def sniff_json(path: Path) -> bool:
     """A JSON file whose first bytes look like trace events."""
-    if path.suffix != ".json" or not path.is_file():
+    if path.suffix != ".json":
         return False
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return False
-    text = head.lstrip()
-    return (text.startswith(b"[") and b'"ph"' in head) or b'"traceEvents"' in head or \
-        (text.startswith(b"{") and b'"schemaVersion"' in head)
+    start = head(path)
+    text = start.lstrip()
+    return (text.startswith(b"[") and b'"ph"' in start) or b'"traceEvents"' in start or \
+        (text.startswith(b"{") and b'"schemaVersion"' in start)
 
 
 def _ns(value: Any) -> int:

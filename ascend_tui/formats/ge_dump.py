@@ -8,7 +8,6 @@ that remember the framework ops they replaced, which is how dumps keyed by eithe
 
 from __future__ import annotations
 
-import gc
 import re
 import threading
 from pathlib import Path
@@ -17,11 +16,11 @@ from typing import Any
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import TensorMeta
 from ascend_tui.formats.pbtext import Message, first, parse, repeated
-from ascend_tui.formats.reader import FunctionReader
+from ascend_tui.formats.reader import FunctionReader, head
 from ascend_tui.graph.ids import IdMinter
 from ascend_tui.graph.opgraph import NodeKind, OpGraph, OpNode
 from ascend_tui.investigation import Investigation, RunInfo
-from ascend_tui.progress import Progress, check_cancel
+from ascend_tui.progress import Progress, check_cancel, paused_gc
 
 _FILE_NAME = re.compile(r"^ge_proto_\d+_.*\.(?:txt|pbtxt)$")
 # ge_ir.proto DataType: names as printed, numbers for dumps whose printer did not know the name.
@@ -128,12 +127,7 @@ def sniff(path: Path) -> bool:
         return True
     if path.suffix not in (".txt", ".pbtxt", ".prototxt"):
         return False
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(512)
-    except OSError:
-        return False
-    return re.match(rb"\s*(?:#[^\n]*\n\s*)*graph\s*\{\s*name\s*:", head) is not None
+    return re.match(rb"\s*(?:#[^\n]*\n\s*)*graph\s*\{\s*name\s*:", head(path, 512)) is not None
 
 
 def read_text(path: Path) -> str:
@@ -325,13 +319,8 @@ class _GeBuilder:
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:
     """Read a GE graph dump into an `Investigation` whose graph carries layouts and fused-origin names."""
-    enabled = gc.isenabled()
-    gc.disable()  # parsing a 100 MB dump makes millions of dicts and no cycles: collections only cost time
-    try:
+    with paused_gc():
         return _load(Path(path), progress, cancel)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _load(path: Path, progress: Progress | None, cancel: threading.Event | None) -> Investigation:

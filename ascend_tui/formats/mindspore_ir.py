@@ -16,7 +16,7 @@ from typing import Any
 
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import SourceLocation, TensorMeta
-from ascend_tui.formats.reader import FunctionReader
+from ascend_tui.formats.reader import FunctionReader, head
 from ascend_tui.graph.ids import IdMinter
 from ascend_tui.graph.opgraph import NodeKind, OpGraph, OpNode
 from ascend_tui.investigation import Investigation, RunInfo
@@ -53,14 +53,10 @@ class _Node:
 
 def sniff(path: Path) -> bool:
     """`*.ir` files (MindSpore writes `<seq>_<pass>_<id>.ir`) whose head looks like a MindSpore graph."""
-    if path.suffix != ".ir" or not path.is_file():
+    if path.suffix != ".ir":
         return False
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return False
-    return b"# IR entry" in head or b"subgraph @" in head or b"# [No." in head or b"%para" in head
+    start = head(path)
+    return b"# IR entry" in start or b"subgraph @" in start or b"# [No." in start or b"%para" in start
 
 
 def split_args(text: str) -> tuple[str, str]:

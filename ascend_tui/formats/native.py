@@ -7,23 +7,15 @@ from typing import Any
 
 from ascend_tui.graph.opgraph import OpGraph
 from ascend_tui.investigation import INVESTIGATION_SCHEMA, Investigation, RunInfo
-from ascend_tui.formats.reader import FunctionReader
-
-
-def _head(path: Path, n: int = 256) -> bytes:
-    try:
-        with path.open("rb") as fh:
-            return fh.read(n)
-    except OSError:
-        return b""
+from ascend_tui.formats.reader import FunctionReader, head
 
 
 def sniff_investigation(path: Path) -> bool:
-    return path.is_file() and INVESTIGATION_SCHEMA.encode() in _head(path)
+    return path.is_file() and INVESTIGATION_SCHEMA.encode() in head(path, 256)
 
 
 def sniff_graph(path: Path) -> bool:
-    return path.is_file() and b'"ascend-tui.graph/1"' in _head(path)
+    return path.is_file() and b'"ascend-tui.graph/1"' in head(path, 256)
 
 
 def load_investigation(path: Path, **_: Any) -> Investigation:

@@ -8,7 +8,6 @@ are never loaded; shape inference runs only where the exporter left tensor types
 
 from __future__ import annotations
 
-import gc
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from ascend_tui.formats.reader import FunctionReader
 from ascend_tui.graph.ids import IdMinter
 from ascend_tui.graph.opgraph import OpGraph, OpNode
 from ascend_tui.investigation import Investigation, RunInfo
-from ascend_tui.progress import Progress, check_cancel
+from ascend_tui.progress import Progress, check_cancel, paused_gc
 
 DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
           9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 14: "complex64", 15: "complex128",
@@ -244,13 +243,8 @@ def common_module(paths: list[str]) -> str:
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:
     """Read an ONNX model (weights stay on disk) into an `Investigation` with a graph and no evidence."""
-    enabled = gc.isenabled()
-    gc.disable()  # a 100k-node build makes millions of objects and no cycles: collections only cost time
-    try:
+    with paused_gc():
         return _load(Path(path), progress, cancel)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _load(path: Path, progress: Progress | None, cancel: threading.Event | None) -> Investigation:

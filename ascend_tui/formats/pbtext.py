@@ -11,13 +11,13 @@ come back as their words (the schema, which the caller knows, says what they mea
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 from ascend_tui.errors import InputError
+from ascend_tui.progress import paused_gc
 
 Message = dict[str, Any]
 
@@ -80,14 +80,9 @@ _GROUP_MISSING = object()
 
 def parse(text: str, path: Path | str = "") -> Message:
     """The top-level message of a protobuf text document; malformed text raises `InputError` naming the place."""
-    enabled = gc.isenabled()
-    gc.disable()  # millions of small dicts and no cycles: collections would only cost time
-    try:
+    with paused_gc():
         fast = _parse_lines(text)
         return fast if fast is not None else parse_tokens(text, path)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _parse_lines(text: str) -> Message | None:

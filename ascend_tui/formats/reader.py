@@ -33,3 +33,14 @@ class FunctionReader:
     sniff: Callable[[Path], bool]
     load: Callable[..., Investigation]
     streams: bool = False
+
+
+def head(path: Path, n: int = 4096) -> bytes:
+    """The first `n` bytes of a regular file, or b"" when it is not one or cannot be read (what sniffing needs)."""
+    try:
+        if not path.is_file():
+            return b""
+        with path.open("rb") as fh:
+            return fh.read(n)
+    except OSError:
+        return b""

@@ -18,7 +18,7 @@ from ascend_tui.progress import Progress
 from ascend_tui.checks.memory_log import describe
 from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.evidence import MemoryEvent
-from ascend_tui.formats.reader import FunctionReader
+from ascend_tui.formats.reader import FunctionReader, head
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
@@ -516,14 +516,8 @@ def parse_file(path: str | Path, progress: Progress | None = None,
 
 def sniff(path: Path) -> bool:
     """True when the first KBs of `path` hold a sanitizer report line or the tool's banner."""
-    if not path.is_file():
-        return False
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(SNIFF_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        return False
-    return bool(re.search(r"^(?:={6} +(?:ERROR|WARNING|SUMMARY)\b|={9} +\S|\[mssanitizer\])", head, re.MULTILINE))
+    text = head(path, SNIFF_BYTES).decode("utf-8", errors="replace")
+    return bool(re.search(r"^(?:={6} +(?:ERROR|WARNING|SUMMARY)\b|={9} +\S|\[mssanitizer\])", text, re.MULTILINE))
 
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:
