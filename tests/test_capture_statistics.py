@@ -13,6 +13,8 @@ from ascend_tui.live.statistics import (  # noqa: E402
     HostBatch,
     cpu_stats_chunked,
     histogram_row,
+    raw_histogram,
+    raw_view,
     tensor_stats_row,
 )
 
@@ -72,6 +74,7 @@ def test_float32_routes_are_exact(n: int, kind: str) -> None:
         np.testing.assert_array_equal(hists[slot], histogram_row(torch, t))
     else:
         assert_row(cpu_stats_chunked(torch, t), t)
+        np.testing.assert_array_equal(raw_histogram(raw_view(t)), histogram_row(torch, t))
     values, counts = tensor_stats_row(torch, t)  # the accelerator route, run on the CPU
     assert_row(np.concatenate([values.double().numpy(), counts.double().numpy()]), t)
 
@@ -90,6 +93,22 @@ def test_other_dtypes_are_measured_in_float32_like_every_route(dtype: torch.dtyp
             np.testing.assert_array_equal(hists[slot], histogram_row(torch, t))
     else:
         assert_row(cpu_stats_chunked(torch, t), t)
+
+
+def test_reading_a_tensor_in_place_leaves_it_resizable_and_a_negated_one_is_not_read_raw() -> None:
+    t = patterned(3 * SMALL, "mixed", torch.float32)
+    assert_row(cpu_stats_chunked(torch, t), t)
+    t.resize_(4 * CHUNK)  # .numpy() would have made the storage refuse this
+    assert raw_view(torch._neg_view(t)) is None
+
+
+def test_values_past_float32_squares_keep_a_finite_norm_and_sum() -> None:
+    t = torch.full((SMALL + 5,), 3e37)
+    t[::2] = -3e37
+    t[-1] = 2e38
+    assert_row(cpu_stats_chunked(torch, t), t)
+    x = t.double()
+    assert cpu_stats_chunked(torch, t)[3] == pytest.approx(float(x.square().sum().sqrt()), rel=1e-6)
 
 
 def test_many_tensors_in_one_batch_keep_their_own_rows() -> None:

@@ -24,6 +24,7 @@ from ascend_tui.graph.ids import IdMinter, api_op
 from ascend_tui.graph.opgraph import OpGraph, OpNode
 from ascend_tui.live.aten import SAME_VALUES, overload_facts, storage_key, written_args
 from ascend_tui.live.frames import stop_at, user_source
+from ascend_tui.live.weights import WEIGHTS
 from ascend_tui.live.statistics import (
     SMALL,
     HostBatch,
@@ -32,6 +33,8 @@ from ascend_tui.live.statistics import (
     histogram_row,
     histogram_sample,
     negated,
+    raw_histogram,
+    raw_view,
     tensor_stats_row,
 )
 from ascend_tui.progress import Progress
@@ -106,6 +109,40 @@ def _deep_leaves(values: Any, tensor_type: type) -> list[Any]:
     return [x for x in tree_flatten(list(values))[0] if isinstance(x, tensor_type)]
 
 
+_ABSENT = object()
+
+
+def _attributed(call: Callable[..., Any], name: str, stack: list[str], thread: int,
+                get_ident: Callable[[], int]) -> Callable[..., Any]:
+    """`call` with `name` on the module stack while it runs (on the recording thread)."""
+
+    def _call_impl(*args: Any, **kwargs: Any) -> Any:
+        if get_ident() != thread:
+            return call(*args, **kwargs)
+        stack.append(name)
+        try:
+            return call(*args, **kwargs)
+        finally:
+            stack.pop()
+
+    return _call_impl
+
+
+class _Unshadow:
+    """Puts back every module's own `_call_impl` (or its absence)."""
+
+    def __init__(self, shadowed: list[tuple[dict[str, Any], Any]]) -> None:
+        self.shadowed = shadowed
+
+    def remove(self) -> None:
+        for own, prior in self.shadowed:
+            if prior is _ABSENT:
+                own.pop("_call_impl", None)
+            else:
+                own["_call_impl"] = prior
+        self.shadowed = []
+
+
 class Recorder:
     """Builds an `OpGraph` from aten calls; shared by the capture mode and the sanitizer mode."""
 
@@ -128,6 +165,7 @@ class Recorder:
         self._torch = torch
         self._tensor = torch.Tensor
         self._strided = torch.strided
+        self._float32 = torch.float32
         self.graph = OpGraph()
         self.want_stats = stats
         self.want_source = source
@@ -213,14 +251,14 @@ class Recorder:
         return self.module_stack[-1] if self.module_stack else ""
 
     def install_hooks(self, model: Any) -> list[Any]:
-        """Forward pre/post hooks so each op knows its innermost module; returns their handles to remove.
+        """Attribute each op to its innermost module; returns handles whose `remove()` undoes it.
 
-        Two global module hooks filtered by module identity (and by the installing thread), not
-        two hooks on every module: registering and removing thousands of hooks per run would
-        cost more than the hooks themselves.
+        Each module's `_call_impl` is shadowed, for the run, by one that pushes the module's name
+        around the original (its own hooks and forward, as a forward pre/post hook pair would
+        see them). Global module hooks would do the same, but any hook at all sends every module
+        call through torch's slow path (about 10 us a call); this costs a push and a pop. Calls
+        from other threads are not attributed.
         """
-        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
-
         if self._module_names is not None and self._module_names[0] == id(model):
             names = self._module_names[1]
         else:
@@ -230,18 +268,15 @@ class Recorder:
         stack = self.module_stack
         thread = threading.get_ident()
         get_ident = threading.get_ident
-
-        def pre(mod: Any, _args: Any) -> None:
-            name = names.get(id(mod))
-            if name is not None and get_ident() == thread:
-                stack.append(name)
-
-        def post(mod: Any, _args: Any, _out: Any) -> None:
-            name = names.get(id(mod))
-            if name is not None and stack and stack[-1] == name and get_ident() == thread:
-                stack.pop()
-
-        return [register_module_forward_pre_hook(pre), register_module_forward_hook(post, always_call=True)]
+        shadowed: list[tuple[dict[str, Any], Any]] = []
+        for name, mod in model.named_modules():
+            if id(mod) not in names or not isinstance(getattr(mod, "__dict__", None), dict):
+                continue
+            own = mod.__dict__
+            prior = own.get("_call_impl", _ABSENT)
+            own["_call_impl"] = _attributed(mod._call_impl, names[id(mod)], stack, thread, get_ident)
+            shadowed.append((own, prior))
+        return [_Unshadow(shadowed)]
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -301,6 +336,13 @@ class Recorder:
                                    module_class=self._module_class.get(module, "")))
         ref = _Ref(node_id, 0, -1)
         self._set_producer(t, ref)
+        if kind in ("param", "buffer") and self.want_stats and WEIGHTS.wants(t, self._float32):
+            found = WEIGHTS.measure(self._torch, t)
+            if found is not None:
+                for tap in self.taps:
+                    tap(node_id, 0, t)
+                self._queue((node_id, 0), found[0], t.numel(), found[1])
+                return ref
         self.measure(node_id, 0, t)
         return ref
 
@@ -331,10 +373,14 @@ class Recorder:
             found = cpu_stats_chunked(self._torch, t)
             if found is not None:
                 binned = None
-                if hist:  # the sample joins the host batch, which bins it with everything else
-                    binned = self._batch.add(histogram_sample(self._torch, t), True)
-                    if binned is None:
-                        binned = histogram_row(self._torch, t)
+                if hist:
+                    view = raw_view(t) if t.dtype == self._float32 else None
+                    if view is not None:  # float32: sampled and binned by numpy in place
+                        binned = raw_histogram(view)
+                    else:  # the sample joins the host batch, which bins it with everything else
+                        binned = self._batch.add(histogram_sample(self._torch, t), True)
+                        if binned is None:
+                            binned = histogram_row(self._torch, t)
                 self._queue(key, negated(found) if neg else found, n, binned)
             return
         neg = t.is_neg()

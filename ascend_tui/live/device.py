@@ -161,6 +161,9 @@ def _acl_soc_and_hbm() -> tuple[str | None, int | None, int | None]:
     return soc, total, free
 
 
+_NO_TORCH_NPU: list[str] = []
+
+
 def probe(backend: str) -> str | None:
     """Why `backend` cannot be used here, or None when it can."""
     if backend not in BACKENDS:
@@ -175,10 +178,14 @@ def probe(backend: str) -> str | None:
         if not torch.cuda.is_available():
             return "no CUDA device: torch.cuda.is_available() is False"
         return None
+    if _NO_TORCH_NPU:
+        return _NO_TORCH_NPU[0]
     try:
         torch_npu = importlib.import_module("torch_npu")
     except ImportError:
-        return "torch_npu is not installed on this machine, so there is no NPU backend"
+        # Remembered: a failed import searches every path entry again each time (~1 ms a run).
+        _NO_TORCH_NPU.append("torch_npu is not installed on this machine, so there is no NPU backend")
+        return _NO_TORCH_NPU[0]
     except Exception as exc:  # noqa: BLE001 - a broken CANN install raises all sorts
         return f"torch_npu failed to import: {exc}"
     if not torch_npu.npu.is_available():
