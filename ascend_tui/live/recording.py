@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from ascend_tui.live.capture import CaptureResult, Recorder, call_model
-from ascend_tui.progress import Progress, paused_gc
+from ascend_tui.progress import Progress, frozen_gc
 
 
 @dataclass(slots=True)
@@ -143,8 +143,7 @@ def recording(model: Any, recorder: Recorder, observers: Sequence[Any] = (), *, 
     mode = _mode_class()(recorder, observers)
     try:
         with contextlib.ExitStack() as stack:
-            # The recorder adds ~10 objects an op and frees none: the collector would only rescan them.
-            stack.enter_context(paused_gc())
+            stack.enter_context(frozen_gc())
             stack.enter_context(torch.set_grad_enabled(grad))
             if autocast is not None:
                 stack.enter_context(torch.autocast(device_type=autocast[0], dtype=autocast[1]))

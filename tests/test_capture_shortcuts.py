@@ -1,4 +1,4 @@
-"""Weights' statistics are reused across runs only while the weight is provably unchanged."""
+"""The shortcuts that make capture cheap (kept weight statistics, a frozen heap) never change what it reports."""
 
 from __future__ import annotations
 
@@ -67,3 +67,28 @@ def test_a_freed_weight_leaves_the_cache() -> None:
 
     gc.collect()
     assert len(WEIGHTS) == before - 1
+
+
+def test_a_recorded_run_sets_the_existing_heap_aside_and_puts_it_back() -> None:
+    import gc
+
+    from ascend_tui.progress import frozen_gc
+
+    seen: list[int] = []
+
+    class Probe(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(gc.get_freeze_count())
+            return x + 1
+
+    assert gc.get_freeze_count() == 0
+    capture(Probe(), (torch.ones(3),))
+    assert seen[0] > 0 and gc.get_freeze_count() == 0
+    gc.freeze()  # a process that froze its own objects keeps them frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with frozen_gc():
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
