@@ -133,3 +133,17 @@ def test_duplicate_ids_rejected() -> None:
     with pytest.raises(ValueError):
         g.add_node(OpNode("add.0", "aten.add", "", 9))
     assert json.loads(json.dumps(g.to_json()))["schema"] == "ascend-tui.graph/1"
+
+
+def test_the_fast_node_constructor_builds_exactly_the_dataclass() -> None:
+    from dataclasses import fields
+
+    from ascend_tui.graph.opgraph import NODE_COLUMNS, op_node
+
+    assert tuple(f.name for f in fields(OpNode)) == NODE_COLUMNS  # a new field must reach op_node too
+    values = ("blocks.0/addmm.0", "aten.addmm", "blocks.0", 3, "op", (TensorMeta((2, 3), "float16"),),
+              (None,), None, "backward", "Linear", {"overload": "out"})
+    fast, slow = op_node(*values), OpNode(*values)
+    assert fast == slow and repr(fast) == repr(slow)
+    with pytest.raises(AttributeError):
+        fast.index = 4  # type: ignore[misc]

@@ -49,6 +49,30 @@ class OpNode:
         return self.op_type.rsplit(".", 1)[-1]
 
 
+_SETTERS = tuple(OpNode.__dict__[name].__set__ for name in NODE_COLUMNS)  # the slots' own descriptors
+
+
+def op_node(id: str, op_type: str, module: str, index: int, kind: NodeKind, inputs: tuple[TensorMeta | None, ...],
+            outputs: tuple[TensorMeta | None, ...], source: SourceLocation | None, phase: str, module_class: str,
+            attrs: Mapping[str, Any] | None) -> OpNode:
+    """`OpNode(...)` with every field given, at a third of the cost: a frozen dataclass's `__init__` goes
+    through `object.__setattr__` per field, this sets the slots directly. Live capture makes one per op."""
+    node = object.__new__(OpNode)
+    s = _SETTERS
+    s[0](node, id)
+    s[1](node, op_type)
+    s[2](node, module)
+    s[3](node, index)
+    s[4](node, kind)
+    s[5](node, inputs)
+    s[6](node, outputs)
+    s[7](node, source)
+    s[8](node, phase)
+    s[9](node, module_class)
+    s[10](node, attrs)
+    return node
+
+
 @dataclass(frozen=True, slots=True)
 class Edge:
     """A tensor from output `out_slot` of `src` into input `in_slot` of `dst`."""

@@ -21,7 +21,7 @@ import numpy as np
 from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import HIST_BINS, HistogramTable, StatsTable, TensorMeta
 from ascend_tui.graph.ids import IdMinter, api_op
-from ascend_tui.graph.opgraph import OpGraph, OpNode
+from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node
 from ascend_tui.live.aten import SAME_VALUES, overload_facts, storage_key, written_args
 from ascend_tui.live.frames import stop_at, user_source
 from ascend_tui.live.weights import WEIGHTS
@@ -61,6 +61,7 @@ class _Ref:
     node: str
     slot: int
     index: int
+    meta: TensorMeta | None = None  # the shape and dtype it was made with, when this ref is its own tensor's
 
 
 _DTYPE_NAMES: dict[Any, str] = {}
@@ -421,10 +422,16 @@ class Recorder:
             in_tensors += tensor_leaves(kwargs.values(), tensor)
         producers = self._producers
         refs = []
+        in_metas = []
         for x in in_tensors:  # source_of's common case inlined: a live tensor we made, no in-place writes yet
             entry = producers.get(id(x))
-            refs.append(entry[1] if entry is not None and not self._writers and entry[0]() is x
-                        else self.source_of(x))
+            if entry is not None and not self._writers and entry[0]() is x:
+                ref = entry[1]
+                refs.append(ref)
+                in_metas.append(ref.meta or tensor_meta(x))
+            else:
+                refs.append(self.source_of(x))
+                in_metas.append(tensor_meta(x))
         if isinstance(out, tensor):
             out_tensors = [out]
         elif isinstance(out, (list, tuple)):
@@ -434,9 +441,10 @@ class Recorder:
         index = self.op_count
         self.op_count += 1
         graph = self.graph
-        graph.add_node(OpNode(  # positionally: id, op_type, module, index, kind, inputs, outputs, source, ...
-            node_id, facts.op_type, module, index, "op", tuple(map(tensor_meta, in_tensors)),
-            tuple(map(tensor_meta, out_tensors)), user_source(3) if self.want_source else None,
+        out_metas = tuple(map(tensor_meta, out_tensors))
+        graph.add_node(op_node(
+            node_id, facts.op_type, module, index, "op", tuple(in_metas),
+            out_metas, user_source(3) if self.want_source else None,
             self.phase, self._module_class.get(module, ""), facts.attrs if self.api is None else self._attrs(func),
         ))
         for slot, ref in enumerate(refs):
@@ -445,7 +453,7 @@ class Recorder:
                 and out_tensors[0].numel() == in_tensors[0].numel() and out_tensors[0].dtype == in_tensors[0].dtype):
             self._same_as = (refs[0].node, refs[0].slot)
         for slot, t in enumerate(out_tensors):
-            producers[id(t)] = (weakref.ref(t), _Ref(node_id, slot, index))
+            producers[id(t)] = (weakref.ref(t), _Ref(node_id, slot, index, out_metas[slot]))
             if not facts.unwritten_output:  # allocator garbage: measured once an op writes it
                 self.measure(node_id, slot, t)
         self._same_as = None

@@ -14,6 +14,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+from ascend_tui.live.aten import overload_facts
 from ascend_tui.live.capture import CaptureResult, Recorder, call_model
 from ascend_tui.progress import Progress, frozen_gc
 
@@ -79,7 +80,8 @@ def _mode_class() -> type:
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             rec = self.recorder
-            rec.before(func, args, kwargs)
+            if overload_facts(func).writes:
+                rec.before(func, args, kwargs)
             if self.plain:
                 out = func(*args, **kwargs)
                 rec.record(func, args, kwargs, out)
