@@ -200,7 +200,7 @@ class Recorder:
         self._const_count = 0
         self._named: dict[int, tuple[str, str]] = {}
         self._keepalive: list[Any] = []
-        self._module_names: tuple[int, dict[int, str]] | None = None
+        self._module_names: tuple[int, dict[int, str], list[Any]] | None = None
         if isinstance(model, torch.nn.Module):
             self._name_tensors(model)
         elif hasattr(model, "named_parameters"):
@@ -228,10 +228,12 @@ class Recorder:
         params: set[int] = set()
         buffers: set[int] = set()
         names: dict[int, str] = {}
+        modules: list[Any] = []
         for name, mod in model.named_modules():
             self._module_class[name] = type(mod).__name__
             if name:
                 names[id(mod)] = name
+                modules.append(mod)
             prefix = f"{name}." if name else ""
             for key, p in mod._parameters.items():
                 if p is not None and id(p) not in params:
@@ -243,7 +245,7 @@ class Recorder:
                     buffers.add(id(b))
                     self._named[id(b)] = ("buffer", prefix + key)
                     self._keepalive.append(b)
-        self._module_names = (id(model), names)
+        self._module_names = (id(model), names, modules)
 
     # -- module attribution -----------------------------------------------------------------
 
@@ -261,8 +263,9 @@ class Recorder:
         from other threads are not attributed.
         """
         if self._module_names is not None and self._module_names[0] == id(model):
-            names = self._module_names[1]
+            _, names, modules = self._module_names
         else:
+            modules = [mod for name, mod in model.named_modules() if name != ""]
             names = {id(mod): name for name, mod in model.named_modules() if name != ""}
         if not names:
             return []
@@ -270,8 +273,8 @@ class Recorder:
         thread = threading.get_ident()
         get_ident = threading.get_ident
         shadowed: list[tuple[dict[str, Any], Any]] = []
-        for name, mod in model.named_modules():
-            if id(mod) not in names or not isinstance(getattr(mod, "__dict__", None), dict):
+        for mod in modules:
+            if not isinstance(getattr(mod, "__dict__", None), dict):
                 continue
             own = mod.__dict__
             prior = own.get("_call_impl", _ABSENT)
@@ -333,9 +336,10 @@ class Recorder:
         module = name.rsplit(".", 1)[0] if kind in ("param", "buffer") and "." in name else ""
         if kind == "const":
             module = self.module
-        self.graph.add_node(OpNode(node_id, kind, module, -1, kind=kind, outputs=(tensor_meta(t),),  # type: ignore[arg-type]
-                                   module_class=self._module_class.get(module, "")))
-        ref = _Ref(node_id, 0, -1)
+        meta = tensor_meta(t)
+        self.graph.add_node(op_node(node_id, kind, module, -1, kind, (), (meta,), None,  # type: ignore[arg-type]
+                                    "forward", self._module_class.get(module, ""), None))
+        ref = _Ref(node_id, 0, -1, meta)
         self._set_producer(t, ref)
         if kind in ("param", "buffer") and self.want_stats and WEIGHTS.wants(t, self._float32):
             found = WEIGHTS.measure(self._torch, t)
