@@ -9,7 +9,9 @@ transformer stack. Each is timed plain (eager, no_grad), under a bare `TorchDisp
 reference run (`investigate(model, inputs, checks=("overflow",), reference=None)`), and, when
 `mindstudio-probe` (msprobe) is installed, under its statistics dump (`task: statistics`,
 `level: L1`, files written to a temporary directory). msprobe patches torch's API for the rest
-of the process once started, so it is timed last. Times are the best of `--reps` runs (the
+of the process once started, so it is timed last. `ours` keeps unchanged weights' statistics
+from run to run (`live/weights.py`), as an inference loop or a repeated investigation does;
+`cold` clears them before every run, as if each were a training step. Times are the best of `--reps` runs (the
 least disturbed by other load); per-operator figures divide by the aten operator count.
 Goals: at most 30 us/op on the tiny net, and at most half of msprobe's time on all three.
 """
@@ -111,6 +113,7 @@ def bare_mode() -> Any:
 def measure_ours(model: nn.Module, inputs: tuple[torch.Tensor, ...], reps: int) -> dict[str, float]:
     from ascend_tui import investigate
     from ascend_tui.live.recording import capture
+    from ascend_tui.live.weights import WEIGHTS
 
     ops = capture(model, inputs, stats=False, source=False).op_count
     bare = bare_mode()
@@ -126,12 +129,17 @@ def measure_ours(model: nn.Module, inputs: tuple[torch.Tensor, ...], reps: int) 
     def ours() -> None:
         investigate(model, inputs, checks=("overflow",), reference=None)
 
+    def cold() -> None:  # as if every weight had changed since the last run (a training step)
+        WEIGHTS.clear()
+        investigate(model, inputs, checks=("overflow",), reference=None)
+
     # Interleaved, so drift (other load, thermal) hits every variant alike.
-    runs: dict[str, list[float]] = {"plain": [], "bare": [], "ours": []}
+    runs: dict[str, list[float]] = {"plain": [], "bare": [], "ours": [], "cold": []}
     for _ in range(reps):
         runs["plain"].append(best(plain, 1))
         runs["bare"].append(best(dispatch, 1))
         runs["ours"].append(best(ours, 1))
+        runs["cold"].append(best(cold, 1))
     return {"ops": ops, **{k: min(v) / ops * 1e6 for k, v in runs.items()}}
 
 
@@ -191,15 +199,16 @@ def main() -> None:
           f"msprobe: {'yes' if with_msprobe else 'not installed (pip install mindstudio-probe==26.2.0)'}")
     ours = {name: measure_ours(model, inputs, args.reps) for name, model, inputs in entries}
     ms = measure_msprobe(entries, {n: int(r["ops"]) for n, r in ours.items()}, args.reps) if with_msprobe else {}
-    print(f"{'model':14} {'ops':>5} {'plain':>8} {'bare':>8} {'ours':>8} {'msprobe':>8}   "
-          f"{'ours/plain':>10} {'ours-bare':>9} {'ours/msprobe':>12}   (us per operator)")
+    print(f"{'model':14} {'ops':>5} {'plain':>8} {'bare':>8} {'ours':>8} {'cold':>8} {'msprobe':>8}   "
+          f"{'ours/plain':>10} {'ours-bare':>9} {'ours/msprobe':>12} {'cold/msprobe':>12}   (us per operator)")
     met = True
     for name, r in ours.items():
         m = ms.get(name)
         vs = r["ours"] / m if m else None
-        print(f"{name:14} {int(r['ops']):5} {r['plain']:8.1f} {r['bare']:8.1f} {r['ours']:8.1f} "
+        cvs = f"{r['cold'] / m:11.2f}x" if m else ""
+        print(f"{name:14} {int(r['ops']):5} {r['plain']:8.1f} {r['bare']:8.1f} {r['ours']:8.1f} {r['cold']:8.1f} "
               f"{m if m else float('nan'):8.1f}   {r['ours'] / r['plain']:9.2f}x {r['ours'] - r['bare']:9.1f} "
-              f"{'' if vs is None else f'{vs:11.2f}x'}")
+              f"{'' if vs is None else f'{vs:11.2f}x'} {cvs}")
         if vs is not None and vs > MSPROBE_GOAL:
             met = False
     tiny = ours["tiny-linear"]["ours"]
