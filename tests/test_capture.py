@@ -270,3 +270,83 @@ def test_views_and_copies_carry_their_inputs_statistics() -> None:
         assert r.histograms.get(node)[1] == r.histograms.get("exp.0")[1]
     assert r.stats.get("mul_.0").max == 0.0
     assert r.stats.get("slice.0").numel == 3
+
+
+def _double_input(mod: nn.Module, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    return (args[0] * 2,)
+
+
+class Hooked(nn.Module):
+    """A module whose own forward pre-hook runs an op (as the old weight_norm API does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(4, 4)
+        self.inner.register_forward_pre_hook(_double_input)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x).relu()
+
+
+def test_ops_of_a_modules_own_hooks_belong_to_it_and_nothing_is_left_on_the_modules() -> None:
+    model = Hooked()
+    own = model.inner.__dict__.get("_call_impl")
+    r = capture(model, (torch.randn(2, 4),))
+    modules = {n.op_type: n.module for n in r.graph if n.kind == "op"}
+    assert modules["aten.mul"] == "inner" and modules["aten.addmm"] == "inner" and modules["aten.relu"] == ""
+    assert own is None and "_call_impl" not in model.inner.__dict__ and "_call_impl" not in model.__dict__
+    import copy
+    import pickle
+
+    copy.deepcopy(model)
+    pickle.dumps(model)
+
+
+def test_a_model_that_raises_leaves_its_modules_as_they_were() -> None:
+    class Boom(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("boom")
+
+    model = nn.Sequential(nn.Linear(3, 3), Boom())
+    marker = model[0]._call_impl
+    model[0].__dict__["_call_impl"] = marker  # a module that already shadows its own call keeps it
+    with pytest.raises(RuntimeError, match="boom"):
+        capture(model, (torch.randn(1, 3),))
+    assert model[0].__dict__["_call_impl"] is marker and "_call_impl" not in model[1].__dict__
+    r = capture(nn.Sequential(model[0]), (torch.randn(1, 3),))
+    assert {n.module for n in r.graph if n.kind == "op"} == {"0"}
+
+
+def test_modules_called_from_another_thread_are_not_attributed_to_the_recording() -> None:
+    import threading
+
+    entered, go = threading.Event(), threading.Event()
+
+    class Waits(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            entered.set()
+            go.wait(10)
+            return x
+
+    class Spawner(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.other = Waits()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            t = threading.Thread(target=self.other, args=(x,))
+            t.start()
+            entered.wait(10)  # the other thread is inside `other` while this one runs `fc` and `relu`
+            y = self.fc(x).relu()
+            go.set()
+            t.join()
+            return y
+
+    r = capture(Spawner(), (torch.randn(1, 4),))
+    assert {n.op_type: n.module for n in r.graph if n.kind == "op"} == {"aten.t": "fc", "aten.addmm": "fc",
+                                                                         "aten.relu": ""}
