@@ -129,3 +129,14 @@ def test_external_weights_are_never_read(tmp_path: Path) -> None:
     g = open_path(path).graph
     assert g.node("param:w").outputs[0].shape == (64, 64)
     assert [e.src for e in g.producers("proj/MatMul.0")] == ["input:x", "param:w"]
+
+
+def test_a_real_dynamo_export_gives_the_module_paths_of_live_capture() -> None:
+    pytest.importorskip("torch")
+    path = Path(__file__).parent / "data" / "block_dynamo_export.onnx"
+    inv = open_path(path)
+    model, x = block_and_input()
+    assert {n.module for n in inv.graph if not n.is_placeholder} == live_modules(model, x)
+    assert inv.run.extra["nodes_with_module_metadata"] >= 15 and inv.run.extra["producer"].startswith("pytorch")
+    with_source = [n for n in inv.graph if n.source is not None]
+    assert with_source and all(n.source.file.endswith("graph_models.py") for n in with_source)
