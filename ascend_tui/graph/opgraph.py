@@ -6,6 +6,7 @@ ids and port-carrying edges, so `add(x, x)` is two edges and every edge names it
 
 from __future__ import annotations
 
+import heapq
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -64,10 +65,18 @@ class OpGraph:
 
     def __init__(self, name: str = "") -> None:
         self.name = name
-        self._nx: nx.MultiDiGraph = nx.MultiDiGraph()
         self._nodes: list[OpNode] = []
         self._pos: dict[str, int] = {}
+        # Edges by node position, one shared (src, dst, out_slot, in_slot) tuple per edge, listed in
+        # the consumer's `_ins` and the producer's `_outs` in the order they were added. Plain lists
+        # of ints build and walk several times faster than networkx's dicts of dicts at 100k nodes.
+        self._ins: list[list[tuple[int, int, int, int]]] = []
+        self._outs: list[list[tuple[int, int, int, int]]] = []
+        self._edge_count = 0
+        self._version = 0
         self._ops: list[str] | None = None
+        self._nx: nx.MultiDiGraph | None = None
+        self._nx_version = -1
 
     # -- building ---------------------------------------------------------------------------
 
@@ -77,13 +86,9 @@ class OpGraph:
             raise ValueError(f"duplicate node id {node.id!r}")
         self._pos[node.id] = len(self._nodes)
         self._nodes.append(node)
-        # What networkx's add_node does for a new id without attributes, at a fifth of its cost
-        # (live capture adds a node per operator).
-        g = self._nx
-        g._succ[node.id] = {}
-        g._pred[node.id] = {}
-        g._node[node.id] = {}
-        g.__networkx_cache__.clear()
+        self._ins.append([])
+        self._outs.append([])
+        self._version += 1
         self._ops = None
         return node
 
@@ -93,17 +98,68 @@ class OpGraph:
         self._ops = None
 
     def add_edge(self, src: str, dst: str, out_slot: int = 0, in_slot: int = 0) -> None:
-        """Connect output `out_slot` of `src` to input `in_slot` of `dst`."""
-        if src not in self._pos or dst not in self._pos:
-            missing = src if src not in self._pos else dst
-            raise KeyError(f"unknown node {missing!r}")
-        # networkx's add_edge(src, dst, key=in_slot, ...) for two existing nodes, at a third of its cost.
-        g = self._nx
-        keydict = g._succ[src].get(dst)
-        if keydict is None:
-            keydict = g._succ[src][dst] = g._pred[dst][src] = {}
-        keydict[in_slot] = {"out_slot": out_slot, "in_slot": in_slot}
-        g.__networkx_cache__.clear()
+        """Connect output `out_slot` of `src` to input `in_slot` of `dst` (again: the new `out_slot` wins)."""
+        self._fill_edges(((src, dst, out_slot, in_slot),), self._pos)
+
+    def add_bulk(self, nodes: Iterable[OpNode], edges: Iterable[tuple[str, str, int, int]] = ()) -> None:
+        """Add many nodes, then many `(src, dst, out_slot, in_slot)` edges, at once (readers of 100k-op graphs)."""
+        new = list(nodes)
+        start = len(self._nodes)
+        for i, n in enumerate(new, start):
+            if self._pos.setdefault(n.id, i) != i:
+                for m in new[:i - start]:
+                    del self._pos[m.id]
+                raise ValueError(f"duplicate node id {n.id!r}")
+        self._append_nodes(new)
+        self._fill_edges(edges, self._pos)
+
+    def _bulk_load(self, nodes: list[OpNode], edges: Iterable[list[int]]) -> None:
+        """Add many nodes and position-addressed edges at once (saved graphs of 100k ops load in bulk)."""
+        pos = {n.id: i for i, n in enumerate(nodes)}
+        if len(pos) != len(nodes):
+            raise ValueError("duplicate node ids")
+        self._nodes, self._pos, self._ins, self._outs, self._edge_count = [], pos, [], [], 0
+        self._append_nodes(nodes)
+        self._fill_edges(edges, None)
+
+    def _append_nodes(self, nodes: list[OpNode]) -> None:
+        self._nodes.extend(nodes)
+        self._ins.extend([] for _ in nodes)
+        self._outs.extend([] for _ in nodes)
+        self._version += 1
+        self._ops = None
+
+    def _fill_edges(self, edges: Iterable[Any], pos: Mapping[str, int] | None) -> None:
+        """Add `(src, dst, out_slot, in_slot)` edges, ends named by id through `pos` or (None) by position;
+        an edge with the same ends and input slot as an existing one replaces it in place."""
+        ins, outs = self._ins, self._outs
+        count = len(ins)
+        added = 0
+        try:
+            for u, v, o, i in edges:
+                if pos is None:
+                    s, d = u, v
+                    if not (0 <= s < count and 0 <= d < count):
+                        raise IndexError(f"edge {s} -> {d} names a node position outside 0..{count - 1}")
+                else:
+                    s, d = pos.get(u), pos.get(v)
+                    if s is None or d is None:
+                        raise KeyError(f"unknown node {u if s is None else v!r}")
+                edge = (s, d, int(o), int(i))
+                into = ins[d]
+                for k, old in enumerate(into):
+                    if old[0] == s and old[3] == edge[3]:
+                        into[k] = edge
+                        out = outs[s]
+                        out[out.index(old)] = edge
+                        break
+                else:
+                    into.append(edge)
+                    outs[s].append(edge)
+                    added += 1
+        finally:
+            self._edge_count += added
+            self._version += 1
 
     # -- lookup -----------------------------------------------------------------------------
 
@@ -129,9 +185,32 @@ class OpGraph:
         pos = self._pos.get(node_id)
         return None if pos is None else self._nodes[pos]
 
+    def _at(self, node_id: str) -> int:
+        """Position of `node_id`; KeyError names it when absent."""
+        pos = self._pos.get(node_id)
+        if pos is None:
+            raise KeyError(f"no operator {node_id!r} in the graph")
+        return pos
+
     @property
     def nx(self) -> nx.MultiDiGraph:
-        """The underlying networkx graph (ids only; edge data `out_slot`, `in_slot`)."""
+        """The graph as a networkx `MultiDiGraph` (ids only; edges keyed by input slot, data `out_slot`,
+        `in_slot`), built on first use after each change: a copy to read, not to edit."""
+        if self._nx is None or self._nx_version != self._version:
+            g = nx.MultiDiGraph(name=self.name)
+            # What add_node/add_edge do, without their per-call checks (~10x faster at 100k nodes).
+            node, succ, pred = g._node, g._succ, g._pred
+            ids = [n.id for n in self._nodes]
+            for nid in ids:
+                node[nid] = {}
+                succ[nid] = {}
+                pred[nid] = {}
+            for e in self.edges():
+                keydict = succ[e.src].get(e.dst)
+                if keydict is None:
+                    keydict = succ[e.src][e.dst] = pred[e.dst][e.src] = {}
+                keydict[e.in_slot] = {"out_slot": e.out_slot, "in_slot": e.in_slot}
+            self._nx, self._nx_version = g, self._version
         return self._nx
 
     @property
@@ -140,18 +219,39 @@ class OpGraph:
         return self._nodes
 
     def edge_count(self) -> int:
-        return self._nx.number_of_edges()
+        return self._edge_count
+
+    def in_degree(self, node_id: str) -> int:
+        """How many edges feed `node_id` (the same tensor read twice counts twice)."""
+        return len(self._ins[self._at(node_id)])
+
+    def out_degree(self, node_id: str) -> int:
+        """How many edges leave `node_id`."""
+        return len(self._outs[self._at(node_id)])
 
     def edges(self) -> Iterator[Edge]:
-        for src, dst, data in self._nx.edges(data=True):
-            yield Edge(src, dst, data["out_slot"], data["in_slot"])
+        """Every edge, by producer in graph order, then consumer as first linked, then input slot as added
+        (networkx's order, so saved graphs read the same as before)."""
+        nodes = self._nodes
+        for s, d, o, i in self._edge_tuples():
+            yield Edge(nodes[s].id, nodes[d].id, o, i)
+
+    def _edge_tuples(self) -> Iterator[tuple[int, int, int, int]]:
+        for outs in self._outs:
+            if len(outs) > 1:
+                first: dict[int, int] = {}
+                for e in outs:
+                    first.setdefault(e[1], len(first))
+                if len(first) > 1:
+                    outs = sorted(outs, key=lambda e: first[e[1]])
+            yield from outs
 
     # -- walks ------------------------------------------------------------------------------
 
     def producers(self, node_id: str) -> list[Edge]:
         """Edges into `node_id`, by input slot: who made each input."""
-        edges = [Edge(src, node_id, d["out_slot"], d["in_slot"])
-                 for src, _, d in self._nx.in_edges(node_id, data=True)]
+        nodes = self._nodes
+        edges = [Edge(nodes[s].id, node_id, o, i) for s, _, o, i in self._ins[self._at(node_id)]]
         return sorted(edges, key=lambda e: e.in_slot)
 
     def producer(self, node_id: str, slot: int) -> str | None:
@@ -163,67 +263,71 @@ class OpGraph:
 
     def consumers(self, node_id: str) -> list[Edge]:
         """Edges out of `node_id`, in the consumers' execution order."""
-        edges = [Edge(node_id, dst, d["out_slot"], d["in_slot"])
-                 for _, dst, d in self._nx.out_edges(node_id, data=True)]
-        return sorted(edges, key=lambda e: (self._pos[e.dst], e.in_slot))
+        nodes = self._nodes
+        outs = sorted(self._outs[self._at(node_id)], key=lambda e: (e[1], e[3]))
+        return [Edge(node_id, nodes[d].id, o, i) for _, d, o, i in outs]
 
     def upstream(self, node_id: str, depth: int | None = None) -> list[str]:
-        """Every ancestor within `depth` hops (all when None), nearest first."""
-        return self._bfs(node_id, depth, self._nx.predecessors)
+        """Every ancestor within `depth` hops (all when None), nearest first; within a hop, later nodes first."""
+        return self._bfs(node_id, depth, self._ins, 0)
 
     def downstream(self, node_id: str, depth: int | None = None) -> list[str]:
-        """Every descendant within `depth` hops (all when None), nearest first."""
-        return self._bfs(node_id, depth, self._nx.successors)
+        """Every descendant within `depth` hops (all when None), nearest first; within a hop, later nodes first."""
+        return self._bfs(node_id, depth, self._outs, 1)
 
-    def _bfs(self, start: str, depth: int | None, step: Any) -> list[str]:
-        self.node(start)
-        # networkx's adjacency dicts hold each neighbour once; reading them directly (not through
-        # predecessors()/successors() and a set) keeps a full walk of a 100k-node graph under 100 ms.
-        adj = self._nx._pred if step == self._nx.predecessors else self._nx._succ
-        pos = self._pos.__getitem__
-        seen = {start}
-        frontier = [start]
-        out: list[str] = []
+    def _bfs(self, start: str, depth: int | None, adj: list[list[tuple[int, int, int, int]]], end: int
+             ) -> list[str]:
+        """Breadth-first over node positions; each hop's neighbours of one node in descending position."""
+        first = self._at(start)
+        seen = bytearray(len(self._nodes))
+        seen[first] = 1
+        frontier = [first]
+        out: list[int] = []
         hops = 0
         while frontier and (depth is None or hops < depth):
-            nxt: list[str] = []
-            for nid in frontier:
-                nbrs = adj[nid]
-                if len(nbrs) == 1:
-                    ordered: Any = nbrs
-                elif len(nbrs) == 2:  # joins: the common case past a single producer, no sort needed
-                    a, b = nbrs
-                    ordered = (a, b) if pos(a) > pos(b) else (b, a)
+            nxt: list[int] = []
+            for p in frontier:
+                edges = adj[p]
+                if len(edges) == 1:
+                    q = edges[0][end]
+                    if not seen[q]:
+                        seen[q] = 1
+                        nxt.append(q)
+                    continue
+                if len(edges) == 2:  # joins, and a tensor read twice: the common case past one neighbour
+                    a, b = edges[0][end], edges[1][end]
+                    ordered: Any = (a, b) if a > b else (b, a)
                 else:
-                    ordered = sorted(nbrs, key=pos, reverse=True)
-                for other in ordered:
-                    if other not in seen:
-                        seen.add(other)
-                        nxt.append(other)
+                    ordered = sorted({e[end] for e in edges}, reverse=True)
+                for q in ordered:
+                    if not seen[q]:
+                        seen[q] = 1
+                        nxt.append(q)
             out.extend(nxt)
             frontier = nxt
             hops += 1
-        return out
+        nodes = self._nodes
+        return [nodes[q].id for q in out]
 
     def sources(self) -> list[str]:
         """Nodes nothing feeds: graph inputs, parameters, constants, factory ops."""
-        return [n.id for n in self._nodes if self._nx.in_degree(n.id) == 0]
+        return [n.id for n, ins in zip(self._nodes, self._ins) if not ins]
 
     def path_to_sources(self, node_id: str, limit: int = 64) -> list[list[str]]:
         """Paths from `node_id` back to source nodes (node first), at most `limit` of them, shortest first."""
-        self.node(node_id)
-        paths: list[list[str]] = []
-        stack: list[list[str]] = [[node_id]]
+        ins, nodes = self._ins, self._nodes
+        paths: list[list[int]] = []
+        stack: list[list[int]] = [[self._at(node_id)]]
         while stack and len(paths) < limit:
             path = stack.pop()
-            preds = sorted(set(self._nx.predecessors(path[-1])), key=self._pos.__getitem__)
+            preds = sorted({e[0] for e in ins[path[-1]]})
             if not preds:
                 paths.append(path)
                 continue
             for p in preds:
                 if p not in path:
                     stack.append(path + [p])
-        return sorted(paths, key=len)
+        return [[nodes[p].id for p in path] for path in sorted(paths, key=len)]
 
     def execution_order(self) -> list[str]:
         """Operator ids in the order they ran (placeholders excluded)."""
@@ -234,8 +338,25 @@ class OpGraph:
         return self._ops
 
     def topological_order(self) -> list[str]:
-        """All ids so that producers come before consumers; ties broken by execution order."""
-        return list(nx.lexicographical_topological_sort(self._nx, key=self._pos.__getitem__))
+        """All ids so that producers come before consumers; ties broken by position (networkx's
+        lexicographical topological sort keyed by position, which raises `NetworkXUnfeasible` on a cycle)."""
+        waiting = [len(ins) for ins in self._ins]
+        ready = [p for p, n in enumerate(waiting) if n == 0]
+        heapq.heapify(ready)
+        order: list[int] = []
+        outs = self._outs
+        while ready:
+            p = heapq.heappop(ready)
+            order.append(p)
+            for e in outs[p]:
+                d = e[1]
+                waiting[d] -= 1
+                if waiting[d] == 0:
+                    heapq.heappush(ready, d)
+        if len(order) != len(self._nodes):
+            raise nx.NetworkXUnfeasible("Graph contains a cycle or graph changed during iteration")
+        nodes = self._nodes
+        return [nodes[p].id for p in order]
 
     def position(self, node_id: str) -> int:
         """Position of `node_id` in `nodes`."""
@@ -282,8 +403,7 @@ class OpGraph:
         rows = [[n.id, n.op_type, n.module, n.index, n.kind, [meta_ref(m) for m in n.inputs],
                  [meta_ref(m) for m in n.outputs], source_ref(n.source), n.phase, n.module_class,
                  dict(n.attrs) if n.attrs else None] for n in self._nodes]
-        pos = self._pos
-        edges = [[pos[u], pos[v], d["out_slot"], d["in_slot"]] for u, v, d in self._nx.edges(data=True)]
+        edges = [[s, d, o, i] for s, d, o, i in self._edge_tuples()]
         return {
             "schema": GRAPH_SCHEMA,
             "name": self.name,
@@ -313,56 +433,6 @@ class OpGraph:
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise InputError(path, f"graph is malformed: {type(exc).__name__}: {exc}") from None
         return graph
-
-    def _bulk_load(self, nodes: list[OpNode], edges: list[list[int]]) -> None:
-        """Add many nodes and position-addressed edges at once (saved graphs of 100k ops load in bulk)."""
-        self._nodes = nodes
-        self._pos = {n.id: i for i, n in enumerate(nodes)}
-        if len(self._pos) != len(nodes):
-            raise ValueError("duplicate node ids")
-        ids = [n.id for n in nodes]
-        self._add_ids(ids)
-        self._fill_edges((ids[s], ids[d], o, i) for s, d, o, i in edges)
-
-    def add_bulk(self, nodes: Iterable[OpNode], edges: Iterable[tuple[str, str, int, int]] = ()) -> None:
-        """Add many nodes, then many `(src, dst, out_slot, in_slot)` edges, at once (readers of 100k-op graphs)."""
-        new = list(nodes)
-        start = len(self._nodes)
-        for i, n in enumerate(new, start):
-            if self._pos.setdefault(n.id, i) != i:
-                for m in new[:i - start]:
-                    del self._pos[m.id]
-                raise ValueError(f"duplicate node id {n.id!r}")
-        self._nodes.extend(new)
-        self._add_ids([n.id for n in new])
-        self._fill_edges(edges)
-
-    def _add_ids(self, ids: list[str]) -> None:
-        """Add node ids as MultiDiGraph.add_node does (an attribute dict and two adjacency dicts each), in bulk."""
-        g = self._nx
-        node, succ, pred = g._node, g._succ, g._pred
-        for nid in ids:
-            if nid not in node:
-                node[nid] = {}
-                succ[nid] = {}
-                pred[nid] = {}
-        g.__dict__.pop("nodes", None)  # networkx caches views; a fresh one sees the new nodes
-
-    def _fill_edges(self, edges: Iterable[tuple[str, str, int, int]]) -> None:
-        # networkx's add_edges_from costs ~10 us an edge; filling its adjacency the way
-        # MultiDiGraph.add_edge does (one key dict shared by _succ and _pred) costs ~1 us.
-        succ, pred = self._nx._succ, self._nx._pred
-        for u, v, o, i in edges:
-            slot = int(i)
-            out = succ.get(u)
-            if out is None or v not in pred:
-                self._ops = None
-                raise KeyError(f"unknown node {u if out is None else v!r}")
-            keydict = out.get(v)
-            if keydict is None:
-                keydict = out[v] = pred[v][u] = {}
-            keydict[slot] = {"out_slot": int(o), "in_slot": slot}
-        self._ops = None
 
     def save(self, path: str | Path) -> None:
         """Write the graph as JSON (atomically: a crash never leaves half a file)."""
