@@ -167,3 +167,30 @@ def test_unknown_ends_and_cycles_are_reported() -> None:
     assert g.upstream("a") == ["b"] and g.downstream("a") == ["b"]
     with pytest.raises(nx.NetworkXUnfeasible):
         g.topological_order()
+
+
+def test_op_node_builds_the_same_record_as_the_constructor() -> None:
+    from dataclasses import fields
+
+    from ascend_tui.evidence import SourceLocation, TensorMeta
+    from ascend_tui.graph.opgraph import NODE_COLUMNS, op_node
+
+    assert tuple(f.name for f in fields(OpNode)) == NODE_COLUMNS
+    meta = TensorMeta((2, 3), "float16")
+    args = ("enc/mm.0", "MatMul", "enc", 4, "op", (meta, None), (meta,), SourceLocation("/m.py", 3, "f", ()),
+            "forward", "Linear", {"name": "/enc/MatMul"})
+    fast, plain = op_node(*args), OpNode(*args)  # type: ignore[arg-type]
+    assert fast == plain and repr(fast) == repr(plain)
+    with pytest.raises(AttributeError):
+        fast.module = "other"  # type: ignore[misc]
+
+
+def test_bulk_edges_by_position_land_like_edges_by_id() -> None:
+    nodes, edges = _branched(seed=5, ops=40)
+    by_id, by_pos = OpGraph(), OpGraph()
+    by_id.add_bulk(nodes, edges)
+    pos = {n.id: i for i, n in enumerate(nodes)}
+    by_pos.add_bulk(nodes, [(pos[s], pos[d], o, i) for s, d, o, i in edges], by_position=True)
+    assert list(by_pos.edges()) == list(by_id.edges()) and by_pos.edge_count() == by_id.edge_count()
+    with pytest.raises(IndexError):
+        OpGraph().add_bulk(nodes[:2], [(0, 2, 0, 0)], by_position=True)

@@ -78,3 +78,34 @@ def module_from_node_name(name: str) -> str:
         else:
             path.append(part)
     return ".".join(path)
+
+
+class NodeNameModules:
+    """`module_from_node_name` remembered per name prefix: `/layers.3/attn/MatMul_1` and `/layers.3/attn/Add`
+    share `/layers.3/attn`, and a new prefix extends its parent's path, so a 100k-node model costs a dict
+    lookup a node rather than a split and a fold."""
+
+    __slots__ = ("_by_head",)
+
+    def __init__(self) -> None:
+        self._by_head: dict[str, tuple[str, str]] = {"": ("", "")}  # prefix -> (module path, its last part)
+
+    def __call__(self, name: str) -> str:
+        head = name.rpartition("/")[0]
+        hit = self._by_head.get(head)
+        return (hit if hit is not None else self._extend(head))[0]
+
+    def _extend(self, head: str) -> tuple[str, str]:
+        if head[:1] != "/":  # not the legacy exporter's spelling: no module (its prefixes do not start with / either)
+            state = self._by_head[head] = ("", "")
+            return state
+        parent, _, part = head.rpartition("/")
+        module, last = self._by_head.get(parent) or self._extend(parent)
+        if part:
+            if last and part.startswith(last + "."):  # `mlp.0` under `mlp` replaces it
+                module = module[:len(module) - len(last)] + part
+            else:
+                module = f"{module}.{part}" if module else part
+            last = part
+        state = self._by_head[head] = (module, last)
+        return state
