@@ -95,6 +95,8 @@ class _OnnxBuilder:
         self.metas: dict[tuple[int, tuple[int, ...]], TensorMeta] = {}
         self.module_of_name = NodeNameModules()
         self.unresolved: list[str] = []
+        self.without_module: list[int] = []  # positions of ops neither metadata nor name placed in a module
+        self.singles: dict[int, tuple[TensorMeta | None]] = {}  # id(meta) -> (meta,): one tuple per type
         self.inherited = 0
         self.with_metadata = 0
         self.subgraphs = 0
@@ -134,6 +136,7 @@ class _OnnxBuilder:
         scopes = [scope, *outer]
         types_get, edges, nodes, mint = self.types.get, self.edges, self.nodes, self.minter.mint
         module_of_name, unresolved, scope_get = self.module_of_name, self.unresolved, scope.get
+        singles, singles_get = self.singles, self.singles.get
         for node in graph.node:  # every protobuf field is read once: each read builds a Python object
             index = len(nodes)
             if (index & 4095) == 0:
@@ -147,8 +150,11 @@ class _OnnxBuilder:
             else:
                 module, module_class, source = module_of_name(name), "", None
                 has_module = name[:1] == "/"
-            if not module and parent_module:
-                module = parent_module
+            if not module:
+                if parent_module:
+                    module = parent_module
+                elif not has_module:
+                    self.without_module.append(index)
             if not has_module:
                 attrs["module_inferred"] = True
             if domain and domain != "ai.onnx":
@@ -169,8 +175,15 @@ class _OnnxBuilder:
                         unresolved.append(tensor)
                         continue
                 edges.append((src[0], index, src[1], slot))
-            nodes.append(op_node(nid, op_type, module, index, "op", tuple(map(types_get, inputs)),
-                                 tuple(map(types_get, outputs)), source, "forward", module_class, attrs))
+            if len(outputs) == 1:  # most ops: share one tuple per output type (fewer objects for the collector)
+                meta = types_get(outputs[0])
+                outs = singles_get(id(meta))
+                if outs is None:
+                    outs = singles[id(meta)] = (meta,)
+            else:
+                outs = tuple(map(types_get, outputs))
+            nodes.append(op_node(nid, op_type, module, index, "op", tuple(map(types_get, inputs)), outs, source,
+                                 "forward", module_class, attrs))
             for slot, tensor in enumerate(outputs):
                 if tensor:
                     scope[tensor] = (index, slot)
@@ -209,8 +222,7 @@ class _OnnxBuilder:
 
     def inherit_modules(self) -> None:
         """Nodes the optimizer made (no metadata) take the innermost module holding all their neighbours."""
-        todo = [i for i, n in enumerate(self.nodes)
-                if n.kind == "op" and not n.module and (n.attrs or {}).get("module_inferred")]
+        todo = self.without_module
         if not todo:
             return
         neighbours: dict[int, list[int]] = {}

@@ -160,15 +160,13 @@ class OpGraph:
     def _fill_edges(self, edges: Iterable[Any], pos: Mapping[str, int] | None) -> None:
         """Add `(src, dst, out_slot, in_slot)` edges, ends named by id through `pos` or (None) by position;
         an edge with the same ends and input slot as an existing one replaces it in place."""
-        ins, outs = self._ins, self._outs
-        count = len(ins)
-        added = 0
+        ins, outs, count, added = self._ins, self._outs, len(self._ins), 0
         try:
             for edge in edges:
                 u, v, o, i = edge
                 if pos is None:
                     s, d = u, v
-                    if not (0 <= s < count and 0 <= d < count):
+                    if s < 0 or d < 0 or s >= count or d >= count:
                         raise IndexError(f"edge {s} -> {d} names a node position outside 0..{count - 1}")
                     if type(edge) is not tuple or type(o) is not int or type(i) is not int:
                         edge = (s, d, int(o), int(i))
@@ -178,19 +176,25 @@ class OpGraph:
                         raise KeyError(f"unknown node {u if s is None else v!r}")
                     edge = (s, d, int(o), int(i))
                 into = ins[d]
-                for k, old in enumerate(into):
-                    if old[0] == s and old[3] == edge[3]:
-                        into[k] = edge
-                        out = outs[s]
-                        out[out.index(old)] = edge
-                        break
-                else:
-                    into.append(edge)
-                    outs[s].append(edge)
-                    added += 1
+                if into and self._replaced(into, edge):
+                    continue
+                into.append(edge)
+                outs[s].append(edge)
+                added += 1
         finally:
             self._edge_count += added
             self._version += 1
+
+    def _replaced(self, into: list[tuple[int, int, int, int]], edge: tuple[int, int, int, int]) -> bool:
+        """Swap `edge` in for an edge of `into` with the same producer and input slot, if there is one."""
+        s, _, _, i = edge
+        for k, old in enumerate(into):
+            if old[0] == s and old[3] == i:
+                into[k] = edge
+                out = self._outs[s]
+                out[out.index(old)] = edge
+                return True
+        return False
 
     # -- lookup -----------------------------------------------------------------------------
 
