@@ -192,5 +192,7 @@ def test_module_paths_from_names_cached_per_prefix_match_the_plain_derivation() 
         names.append(("/" if k % 5 else "") + "/".join(picked) + ("/Op" if k % 3 else ""))
     modules = NodeNameModules()
     for _ in range(2):  # the second pass answers from the cache
-        assert [modules(n) for n in names] == [module_from_node_name(n) for n in names]
-    assert modules("/layers.3/mlp/mlp.0/Gemm") == "layers.3.mlp.0"
+        assert [modules.of(n) for n in names] == [module_from_node_name(n) for n in names]
+    assert modules.of("/layers.3/mlp/mlp.0/Gemm") == "layers.3.mlp.0" == modules["/layers.3/mlp/mlp.0"]
+    deep = "/" + "/".join(f"m{k}" for k in range(5000)) + "/Relu"  # deeper than the interpreter's stack
+    assert modules.of(deep) == module_from_node_name(deep)

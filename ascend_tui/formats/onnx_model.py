@@ -93,7 +93,7 @@ class _OnnxBuilder:
         self.edges: list[tuple[int, int, int, int]] = []  # (producer, consumer, out slot, in slot) by position
         self.types: dict[str, TensorMeta] = {}
         self.metas: dict[tuple[int, tuple[int, ...]], TensorMeta] = {}
-        self.module_of_name = NodeNameModules()
+        self.module_of_head = NodeNameModules()
         self.unresolved: list[str] = []
         self.without_module: list[int] = []  # positions of ops neither metadata nor name placed in a module
         self.singles: dict[int, tuple[TensorMeta | None]] = {}  # id(meta) -> (meta,): one tuple per type
@@ -135,7 +135,7 @@ class _OnnxBuilder:
         self.placeholders(graph, prefix, scope, parent_module)
         scopes = [scope, *outer]
         types_get, edges, nodes, mint = self.types.get, self.edges, self.nodes, self.minter.mint
-        module_of_name, unresolved, scope_get = self.module_of_name, self.unresolved, scope.get
+        module_of_head, unresolved, scope_get = self.module_of_head, self.unresolved, scope.get
         singles, singles_get = self.singles, self.singles.get
         for node in graph.node:  # every protobuf field is read once: each read builds a Python object
             index = len(nodes)
@@ -148,7 +148,7 @@ class _OnnxBuilder:
             if node.metadata_props:
                 module, module_class, source, has_module = self.from_metadata(node, attrs)
             else:
-                module, module_class, source = module_of_name(name), "", None
+                module, module_class, source = module_of_head[name.rpartition("/")[0]], "", None
                 has_module = name[:1] == "/"
             if not module:
                 if parent_module:
