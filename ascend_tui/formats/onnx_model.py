@@ -103,15 +103,16 @@ class _OnnxBuilder:
 
     def collect_types(self, graph: Any) -> None:
         by_bytes: dict[bytes, TensorMeta | None] = {}  # exporters repeat a few types many times
-        types = self.types
-        for vi in (*graph.input, *graph.output, *graph.value_info):
-            t = vi.type
-            raw = t.SerializeToString()
-            meta = by_bytes.get(raw, _MISSING)
-            if meta is _MISSING:
-                meta = by_bytes[raw] = tensor_meta(t, self.metas)
-            if meta is not None:
-                types[vi.name] = meta  # type: ignore[assignment]
+        types, known = self.types, by_bytes.get
+        for infos in (graph.input, graph.output, graph.value_info):
+            for vi in infos:
+                t = vi.type
+                raw = t.SerializeToString()
+                meta = known(raw, _MISSING)
+                if meta is _MISSING:
+                    meta = by_bytes[raw] = tensor_meta(t, self.metas)
+                if meta is not None:
+                    types[vi.name] = meta
         for init in graph.initializer:
             self.types.setdefault(init.name, TensorMeta(tuple(init.dims), DTYPES.get(init.data_type, "unknown")))
 
