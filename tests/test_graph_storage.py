@@ -194,3 +194,14 @@ def test_bulk_edges_by_position_land_like_edges_by_id() -> None:
     assert list(by_pos.edges()) == list(by_id.edges()) and by_pos.edge_count() == by_id.edge_count()
     with pytest.raises(IndexError):
         OpGraph().add_bulk(nodes[:2], [(0, 2, 0, 0)], by_position=True)
+
+
+def test_bulk_add_refuses_duplicate_ids_and_leaves_the_graph_as_it_was() -> None:
+    g = OpGraph()
+    g.add_bulk([OpNode("a", "op", "", 0), OpNode("b", "op", "", 1)], [("a", "b", 0, 0)])
+    for batch in ([OpNode("c", "op", "", 2), OpNode("c", "op", "", 3)], [OpNode("d", "op", "", 2), OpNode("a", "op", "", 3)]):
+        with pytest.raises(ValueError, match="duplicate node id '(c|a)'"):
+            g.add_bulk(batch)
+        assert len(g) == 2 and "c" not in g and "d" not in g and g.node("a").index == 0
+    g.add_bulk([OpNode("c", "op", "", 2)], [("b", "c", 0, 0)])
+    assert g.upstream("c") == ["b", "a"] and g.position("c") == 2

@@ -132,12 +132,14 @@ class OpGraph:
         Edge ends are node ids, or with `by_position` positions in the graph after the add (indices into
         `nodes` when the graph was empty: a reader that numbered its nodes itself skips two id lookups)."""
         new = list(nodes)
-        start = len(self._nodes)
-        for i, n in enumerate(new, start):
-            if self._pos.setdefault(n.id, i) != i:
-                for m in new[:i - start]:
-                    del self._pos[m.id]
-                raise ValueError(f"duplicate node id {n.id!r}")
+        start, pos = len(self._nodes), self._pos
+        ids = [n.id for n in new]
+        fresh = dict(zip(ids, range(start, start + len(new))))
+        if len(fresh) != len(new) or not fresh.keys().isdisjoint(pos):
+            seen: set[str] = set()
+            dup = next(nid for nid in ids if nid in pos or nid in seen or seen.add(nid))  # type: ignore[func-returns-value]
+            raise ValueError(f"duplicate node id {dup!r}")
+        pos.update(fresh)
         self._append_nodes(new)
         self._fill_edges(edges, None if by_position else self._pos)
 
@@ -176,25 +178,20 @@ class OpGraph:
                         raise KeyError(f"unknown node {u if s is None else v!r}")
                     edge = (s, d, int(o), int(i))
                 into = ins[d]
-                if into and self._replaced(into, edge):
-                    continue
-                into.append(edge)
-                outs[s].append(edge)
-                added += 1
+                slot = edge[3]
+                for old in into:  # usually one or two inputs to look at, often none
+                    if old[3] == slot and old[0] == s:
+                        into[into.index(old)] = edge
+                        out = outs[s]
+                        out[out.index(old)] = edge
+                        break
+                else:
+                    into.append(edge)
+                    outs[s].append(edge)
+                    added += 1
         finally:
             self._edge_count += added
             self._version += 1
-
-    def _replaced(self, into: list[tuple[int, int, int, int]], edge: tuple[int, int, int, int]) -> bool:
-        """Swap `edge` in for an edge of `into` with the same producer and input slot, if there is one."""
-        s, _, _, i = edge
-        for k, old in enumerate(into):
-            if old[0] == s and old[3] == i:
-                into[k] = edge
-                out = self._outs[s]
-                out[out.index(old)] = edge
-                return True
-        return False
 
     # -- lookup -----------------------------------------------------------------------------
 
