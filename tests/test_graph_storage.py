@@ -199,7 +199,9 @@ def test_bulk_edges_by_position_land_like_edges_by_id() -> None:
 def test_bulk_add_refuses_duplicate_ids_and_leaves_the_graph_as_it_was() -> None:
     g = OpGraph()
     g.add_bulk([OpNode("a", "op", "", 0), OpNode("b", "op", "", 1)], [("a", "b", 0, 0)])
-    for batch in ([OpNode("c", "op", "", 2), OpNode("c", "op", "", 3)], [OpNode("d", "op", "", 2), OpNode("a", "op", "", 3)]):
+    twice = [OpNode("c", "op", "", 2), OpNode("c", "op", "", 3)]
+    again = [OpNode("d", "op", "", 2), OpNode("a", "op", "", 3)]
+    for batch in (twice, again):
         with pytest.raises(ValueError, match="duplicate node id '(c|a)'"):
             g.add_bulk(batch)
         assert len(g) == 2 and "c" not in g and "d" not in g and g.node("a").index == 0

@@ -123,7 +123,22 @@ class OpGraph:
 
     def add_edge(self, src: str, dst: str, out_slot: int = 0, in_slot: int = 0) -> None:
         """Connect output `out_slot` of `src` to input `in_slot` of `dst` (again: the new `out_slot` wins)."""
-        self._fill_edges(((src, dst, out_slot, in_slot),), self._pos)
+        s, d = self._pos.get(src), self._pos.get(dst)
+        if s is None or d is None:
+            raise KeyError(f"unknown node {src if s is None else dst!r}")
+        edge = (s, d, int(out_slot), int(in_slot))
+        into = self._ins[d]
+        for old in into:  # what _fill_edges does for one edge, without its loop (live capture: one call an edge)
+            if old[3] == edge[3] and old[0] == s:
+                into[into.index(old)] = edge
+                out = self._outs[s]
+                out[out.index(old)] = edge
+                break
+        else:
+            into.append(edge)
+            self._outs[s].append(edge)
+            self._edge_count += 1
+        self._version += 1
 
     def add_bulk(self, nodes: Iterable[OpNode], edges: Iterable[tuple[Any, Any, int, int]] = (), *,
                  by_position: bool = False) -> None:
@@ -136,9 +151,11 @@ class OpGraph:
         ids = [n.id for n in new]
         fresh = dict(zip(ids, range(start, start + len(new))))
         if len(fresh) != len(new) or not fresh.keys().isdisjoint(pos):
-            seen: set[str] = set()
-            dup = next(nid for nid in ids if nid in pos or nid in seen or seen.add(nid))  # type: ignore[func-returns-value]
-            raise ValueError(f"duplicate node id {dup!r}")
+            seen = set(pos)
+            for nid in ids:
+                if nid in seen:
+                    raise ValueError(f"duplicate node id {nid!r}")
+                seen.add(nid)
         pos.update(fresh)
         self._append_nodes(new)
         self._fill_edges(edges, None if by_position else self._pos)
@@ -154,8 +171,8 @@ class OpGraph:
 
     def _append_nodes(self, nodes: list[OpNode]) -> None:
         self._nodes.extend(nodes)
-        self._ins.extend([] for _ in nodes)
-        self._outs.extend([] for _ in nodes)
+        self._ins += [[] for _ in nodes]
+        self._outs += [[] for _ in nodes]
         self._version += 1
         self._ops = None
 

@@ -21,7 +21,7 @@ import numpy as np
 from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import HIST_BINS, HistogramTable, StatsTable, TensorMeta
 from ascend_tui.graph.ids import IdMinter, api_op
-from ascend_tui.graph.opgraph import OpGraph, OpNode
+from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node
 from ascend_tui.live.aten import SAME_VALUES, overload_facts, storage_key, written_args
 from ascend_tui.live.frames import stop_at, user_source
 from ascend_tui.live.statistics import (
@@ -388,7 +388,7 @@ class Recorder:
         index = self.op_count
         self.op_count += 1
         graph = self.graph
-        graph.add_node(OpNode(  # positionally: id, op_type, module, index, kind, inputs, outputs, source, ...
+        graph.add_node(op_node(  # every field, in order: id, op_type, module, index, kind, inputs, outputs, source, ...
             node_id, facts.op_type, module, index, "op", tuple(map(tensor_meta, in_tensors)),
             tuple(map(tensor_meta, out_tensors)), user_source(3) if self.want_source else None,
             self.phase, self._module_class.get(module, ""), facts.attrs if self.api is None else self._attrs(func),
