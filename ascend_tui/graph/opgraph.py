@@ -1,7 +1,8 @@
-"""`OpGraph`: a typed facade over a networkx multigraph of executed operators.
+"""`OpGraph`: executed operators and the port-carrying edges between them, walkable at 100k nodes.
 
-Node records live in a list in execution order (placeholders first); networkx holds only
-ids and port-carrying edges, so `add(x, x)` is two edges and every edge names its slots.
+Node records live in a list in execution order (placeholders first); edges are tuples of node
+positions and slots in per-node lists, so `add(x, x)` is two edges and every edge names its
+slots. `OpGraph.nx` gives the same graph as a networkx `MultiDiGraph` when a caller wants one.
 """
 
 from __future__ import annotations
@@ -246,8 +247,8 @@ class OpGraph:
         """The graph as a networkx `MultiDiGraph` (ids only; edges keyed by input slot, data `out_slot`,
         `in_slot`), built on first use after each change: a copy to read, not to edit."""
         if self._nx is None or self._nx_version != self._version:
-            g = nx.MultiDiGraph(name=self.name)
-            # What add_node/add_edge do, without their per-call checks (~10x faster at 100k nodes).
+            g = nx.MultiDiGraph()
+            # What add_node/add_edge do for new ids and keyed edges, without their per-call checks.
             node, succ, pred = g._node, g._succ, g._pred
             ids = [n.id for n in self._nodes]
             for nid in ids:
