@@ -336,24 +336,31 @@ class OpGraph:
         hops = 0
         while frontier and (depth is None or hops < depth):
             nxt: list[int] = []
+            append = nxt.append
             for p in frontier:
                 edges = adj[p]
-                if len(edges) == 1:
+                n = len(edges)
+                if n == 1:
                     q = edges[0][end]
                     if not seen[q]:
                         seen[q] = 1
-                        nxt.append(q)
-                    continue
-                if len(edges) == 2:  # joins, and a tensor read twice: the common case past one neighbour
-                    a, b = edges[0][end], edges[1][end]
-                    ordered: Any = (a, b) if a > b else (b, a)
-                else:
-                    ordered = sorted({e[end] for e in edges}, reverse=True)
-                for q in ordered:
+                        append(q)
+                elif n == 2:  # joins, and a tensor read twice: the common case past one neighbour
+                    q, r = edges[0][end], edges[1][end]
+                    if q < r:
+                        q, r = r, q
                     if not seen[q]:
                         seen[q] = 1
-                        nxt.append(q)
-            out.extend(nxt)
+                        append(q)
+                    if not seen[r]:
+                        seen[r] = 1
+                        append(r)
+                elif n:
+                    for q in sorted({e[end] for e in edges}, reverse=True):
+                        if not seen[q]:
+                            seen[q] = 1
+                            append(q)
+            out += nxt
             frontier = nxt
             hops += 1
         nodes = self._nodes
