@@ -25,6 +25,10 @@ def paused_gc() -> Iterator[None]:
 
     Loading a 100k-operator graph or a 100 MB dump allocates and frees nothing cyclic; the
     collector would only rescan everything again and again (a third of the time or more).
+    What the load leaves behind lives as long as the graph, so it goes straight to the oldest
+    generation (`freeze` then `unfreeze`: two list splices) instead of being scanned once as
+    young and once as middle-aged on the way there (~0.2 s each for 100k operators). Skipped
+    when something else holds objects frozen, so as not to thaw them.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -32,6 +36,9 @@ def paused_gc() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 

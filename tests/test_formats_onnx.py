@@ -140,3 +140,68 @@ def test_a_real_dynamo_export_gives_the_module_paths_of_live_capture() -> None:
     assert inv.run.extra["nodes_with_module_metadata"] >= 15 and inv.run.extra["producer"].startswith("pytorch")
     with_source = [n for n in inv.graph if n.source is not None]
     assert with_source and all(n.source.file.endswith("graph_models.py") for n in with_source)
+def test_loop_and_if_bodies_custom_domains_and_legacy_names(tmp_path: Path) -> None:
+    then_g = helper.make_graph([helper.make_node("Relu", ["a"], ["t_out"], name="/blk/then/Relu")], "then", [],
+                               [helper.make_tensor_value_info("t_out", TensorProto.FLOAT, [3])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["a"], ["e_out"], name="else_neg")], "else", [],
+                               [helper.make_tensor_value_info("e_out", TensorProto.FLOAT, [3])])
+    body = helper.make_graph(
+        [helper.make_node("Add", ["v_in", "a"], ["v_out"], name="/loop/Add"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [3])])
+    nodes = [helper.make_node("Abs", ["x"], ["a"], name="/enc/Abs"),
+             helper.make_node("ReduceSum", ["a"], ["s"], name="/enc/ReduceSum", keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="/Greater"),
+             helper.make_node("If", ["c"], ["y"], name="/blk/If", then_branch=then_g, else_branch=else_g),
+             helper.make_node("Loop", ["trip", "c", "y"], ["z"], name="/blk/blk.0/Loop", body=body),
+             helper.make_node("Custom", ["z", "missing"], ["q"], name="custom", domain="my.dom"),
+             helper.make_node("Mul", ["q", "q"], ["r"], name="/enc/enc.1/Mul")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("r", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0]),
+                               helper.make_tensor("trip", TensorProto.INT64, [], [2])])
+    path = tmp_path / "ctrl.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("my.dom", 1)]),
+              str(path))
+    inv = open_path(path)
+    g = inv.graph
+    assert [n.id for n in g] == [
+        "param:zero", "param:trip", "input:x", "enc/Abs.0", "enc/ReduceSum.0", "Greater.0", "blk/If.0", "blk/Neg.0",
+        "blk.then/Relu.0", "blk.0/Loop.0", "input:/blk/blk.0/Loop.body/i", "input:/blk/blk.0/Loop.body/cond_in",
+        "input:/blk/blk.0/Loop.body/v_in", "loop/Add.0", "blk.0/Identity.0", "Custom.0", "enc.1/Mul.0"]
+    assert g.node("blk/Neg.0").module == "blk" and g.node("blk/Neg.0").attrs["module_inferred"]  # the If's module
+    assert g.node("blk.0/Identity.0").module == "blk.0" and g.node("input:/blk/blk.0/Loop.body/i").module == "blk.0"
+    assert g.node("blk/If.0").attrs["subgraphs"] == ["else_branch", "then_branch"]
+    assert g.node("blk.0/Loop.0").attrs["subgraphs"] == ["body"]
+    assert g.node("Custom.0").attrs["domain"] == "my.dom"
+    assert [(e.src, e.in_slot) for e in g.producers("loop/Add.0")] == [("input:/blk/blk.0/Loop.body/v_in", 0),
+                                                                       ("enc/Abs.0", 1)]
+    assert [(e.src, e.in_slot) for e in g.producers("blk.0/Loop.0")] == [("param:trip", 0), ("Greater.0", 1),
+                                                                         ("blk/If.0", 2)]
+    assert [(e.src, e.in_slot) for e in g.producers("enc.1/Mul.0")] == [("Custom.0", 0), ("Custom.0", 1)]
+    assert g.producers("Custom.0") == g.producers("Custom.0")[:1]  # `missing` has no producer: listed, not linked
+    assert g.edge_count() == 16 and inv.run.extra["subgraphs"] == 3
+    assert inv.run.extra["notes"] == ["1 node inputs name tensors nothing produces (e.g. 'missing')"]
+    assert g.upstream("enc.1/Mul.0") == ["Custom.0", "blk.0/Loop.0", "blk/If.0", "Greater.0", "param:trip",
+                                         "enc/ReduceSum.0", "param:zero", "enc/Abs.0", "input:x"]
+
+
+def test_module_paths_from_names_cached_per_prefix_match_the_plain_derivation() -> None:
+    from ascend_tui.formats.torch_meta import NodeNameModules, module_from_node_name
+
+    parts = ["", "layers", "layers.0", "layers.0.attn", "attn", "mlp", "mlp.0", "mlp.0.1", "mlp.01", "x.y"]
+    names = ["/layers.3/attn/MatMul_1", "/MatMul", "MatMul", "a/b/c", "//x/y", "/", "", "/mlp/mlp.0/mlp.0.1/Relu",
+             "/a//b/c", "/mlp/mlp.01/Relu"]
+    for k in range(4000):  # every combination of up to four parts, deterministic
+        picked = [parts[(k // len(parts) ** j) % len(parts)] for j in range(1 + k % 4)]
+        names.append(("/" if k % 5 else "") + "/".join(picked) + ("/Op" if k % 3 else ""))
+    modules = NodeNameModules()
+    for _ in range(2):  # the second pass answers from the cache
+        assert [modules.of(n) for n in names] == [module_from_node_name(n) for n in names]
+    assert modules.of("/layers.3/mlp/mlp.0/Gemm") == "layers.3.mlp.0" == modules["/layers.3/mlp/mlp.0"]
+    deep = "/" + "/".join(f"m{k}" for k in range(5000)) + "/Relu"  # deeper than the interpreter's stack
+    assert modules.of(deep) == module_from_node_name(deep)

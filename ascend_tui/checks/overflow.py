@@ -286,7 +286,7 @@ class _Analysis(Explainer):
             else:
                 origins_of[nid] = (nid,)
                 origins.append(nid)
-            if self.g.nx.out_degree(nid) == 0:
+            if self.g.out_degree(nid) == 0:
                 reaches_out.update(origins_of[nid])
         affected = Counter(o for n in order for o in origins_of[n])
         findings: list[Finding] = []

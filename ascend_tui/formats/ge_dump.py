@@ -18,7 +18,7 @@ from ascend_tui.evidence import TensorMeta
 from ascend_tui.formats.pbtext import Message, first, parse, repeated
 from ascend_tui.formats.reader import FunctionReader, head
 from ascend_tui.graph.ids import IdMinter
-from ascend_tui.graph.opgraph import NodeKind, OpGraph, OpNode
+from ascend_tui.graph.opgraph import NodeKind, OpGraph, OpNode, op_node
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.progress import Progress, check_cancel, paused_gc
 
@@ -227,7 +227,8 @@ class _GeBuilder:
         info["ge_attrs"] = {k: v for k, v in attrs.items() if v is not None and not k.startswith("_datadump")
                             and (not isinstance(v, list) or len(v) <= _SCALAR_ATTR_LIMIT)}
         kind = _KINDS.get(op_type, "op")
-        self.nodes.append(OpNode(nid, op_type, module, index, kind, tuple(ins), tuple(outs), attrs=info))
+        self.nodes.append(op_node(nid, op_type, module, index, kind, tuple(ins), tuple(outs), None, "forward", "",
+                                  info))
         if (gname, name) in self.by_name:
             self.notes.append(f"graph {gname!r} has two ops named {name!r}; edges go to the first")
         else:

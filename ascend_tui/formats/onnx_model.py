@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from ascend_tui.errors import InputError
-from ascend_tui.evidence import TensorMeta
-from ascend_tui.formats.torch_meta import literal_list, module_from_node_name, module_from_scopes, source_from_trace
+from ascend_tui.evidence import SourceLocation, TensorMeta
+from ascend_tui.formats.torch_meta import NodeNameModules, literal_list, module_from_scopes, source_from_trace
 from ascend_tui.formats.reader import FunctionReader
 from ascend_tui.graph.ids import IdMinter
-from ascend_tui.graph.opgraph import OpGraph, OpNode
+from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.progress import Progress, check_cancel, paused_gc
 
@@ -90,136 +90,149 @@ class _OnnxBuilder:
         self.progress = progress
         self.minter = IdMinter()
         self.nodes: list[OpNode] = []
-        self.edges: list[tuple[str, str, int, int]] = []
+        self.edges: list[tuple[int, int, int, int]] = []  # (producer, consumer, out slot, in slot) by position
         self.types: dict[str, TensorMeta] = {}
         self.metas: dict[tuple[int, tuple[int, ...]], TensorMeta] = {}
-        self.module_of_name: dict[str, str] = {}
+        self.module_of_head = NodeNameModules()
         self.unresolved: list[str] = []
+        self.without_module: list[int] = []  # positions of ops neither metadata nor name placed in a module
+        self.singles: dict[int, tuple[TensorMeta | None]] = {}  # id(meta) -> (meta,): one tuple per type
         self.inherited = 0
         self.with_metadata = 0
         self.subgraphs = 0
 
     def collect_types(self, graph: Any) -> None:
         by_bytes: dict[bytes, TensorMeta | None] = {}  # exporters repeat a few types many times
-        types = self.types
-        for vi in (*graph.input, *graph.output, *graph.value_info):
-            t = vi.type
-            raw = t.SerializeToString()
-            meta = by_bytes.get(raw, _MISSING)
-            if meta is _MISSING:
-                meta = by_bytes[raw] = tensor_meta(t, self.metas)
-            if meta is not None:
-                types[vi.name] = meta  # type: ignore[assignment]
+        types, known = self.types, by_bytes.get
+        for infos in (graph.input, graph.output, graph.value_info):
+            for vi in infos:
+                t = vi.type
+                raw = t.SerializeToString()
+                meta = known(raw, _MISSING)
+                if meta is _MISSING:
+                    meta = by_bytes[raw] = tensor_meta(t, self.metas)
+                if meta is not None:
+                    types[vi.name] = meta
         for init in graph.initializer:
             self.types.setdefault(init.name, TensorMeta(tuple(init.dims), DTYPES.get(init.data_type, "unknown")))
 
-    def placeholders(self, graph: Any, prefix: str, scope: dict[str, tuple[str, int]], parent_module: str) -> None:
+    def placeholders(self, graph: Any, prefix: str, scope: dict[str, tuple[int, int]], parent_module: str) -> None:
         for name in [i.name for i in graph.initializer] + [s.values.name for s in graph.sparse_initializer]:
             nid = f"param:{prefix}{name}"
             module = name.rsplit(".", 1)[0] if "." in name and not prefix else ""
-            self.add(OpNode(nid, "param", module, -1, "param", outputs=(self.types.get(name),), attrs={"name": name}))
-            scope[name] = (nid, 0)
+            scope[name] = (len(self.nodes), 0)
+            self.nodes.append(OpNode(nid, "param", module, -1, "param", outputs=(self.types.get(name),),
+                                     attrs={"name": name}))
         for vi in graph.input:
             if vi.name in scope:
                 continue  # old exporters list initializers as inputs too
-            nid = f"input:{prefix}{vi.name}"
-            self.add(OpNode(nid, "input", parent_module, -1, "input", outputs=(self.types.get(vi.name),),
-                            attrs={"name": vi.name}))
-            scope[vi.name] = (nid, 0)
+            scope[vi.name] = (len(self.nodes), 0)
+            self.nodes.append(OpNode(f"input:{prefix}{vi.name}", "input", parent_module, -1, "input",
+                                     outputs=(self.types.get(vi.name),), attrs={"name": vi.name}))
 
-    def add(self, node: OpNode) -> None:
-        self.nodes.append(node)
-
-    def walk(self, graph: Any, outer: list[dict[str, tuple[str, int]]], prefix: str, parent_module: str,
+    def walk(self, graph: Any, outer: list[dict[str, tuple[int, int]]], prefix: str, parent_module: str,
              total: int) -> None:
-        scope: dict[str, tuple[str, int]] = {}
+        scope: dict[str, tuple[int, int]] = {}  # tensor name -> (producer position, output slot)
         self.placeholders(graph, prefix, scope, parent_module)
         scopes = [scope, *outer]
-        types, edges, nodes, mint = self.types, self.edges, self.nodes, self.minter.mint
-        names_seen = self.module_of_name
-        for node in graph.node:
+        types_get, edges, nodes, mint = self.types.get, self.edges, self.nodes, self.minter.mint
+        module_of_head, unresolved, scope_get = self.module_of_head, self.unresolved, scope.get
+        singles, singles_get = self.singles, self.singles.get
+        for node in graph.node:  # every protobuf field is read once: each read builds a Python object
             index = len(nodes)
             if (index & 4095) == 0:
                 check_cancel(self.cancel, "loading the ONNX model was cancelled")
                 if self.progress is not None:
                     self.progress("building graph", index, total)
-            name, op_type = node.name, node.op_type
-            module, module_class, source = "", "", None
+            name, op_type, domain = node.name, node.op_type, node.domain
             attrs: dict[str, Any] = {"name": name}
             if node.metadata_props:
-                meta = {p.key: p.value for p in node.metadata_props}
-                scopes_list = literal_list(meta.get("pkg.torch.onnx.name_scopes"))
-                classes = literal_list(meta.get("pkg.torch.onnx.class_hierarchy"))
-                module, module_class = module_from_scopes(scopes_list, classes)
-                source = source_from_trace(meta.get("pkg.torch.onnx.stack_trace"))
-                if classes and classes[-1].startswith("aten."):
-                    attrs["aten"] = classes[-1]
-                fx = meta.get("pkg.torch.onnx.fx_node", "")
-                if fx.startswith("%"):
-                    attrs["aliases"] = [fx[1:].split(" ", 1)[0]]
-                self.with_metadata += bool(scopes_list)
-                has_module = bool(scopes_list)
+                module, module_class, source, has_module = self.from_metadata(node, attrs)
             else:
-                head = name.rpartition("/")[0]
-                module = names_seen.get(head)
-                if module is None:
-                    module = names_seen[head] = module_from_node_name(name)
-                has_module = name.startswith("/")
-            if not module and parent_module:
-                module = parent_module
+                module, module_class, source = module_of_head[name.rpartition("/")[0]], "", None
+                has_module = name[:1] == "/"
+            if not module:
+                if parent_module:
+                    module = parent_module
+                elif not has_module:
+                    self.without_module.append(index)
             if not has_module:
                 attrs["module_inferred"] = True
-            domain = node.domain
             if domain and domain != "ai.onnx":
                 attrs["domain"] = domain
             nid = mint(module, op_type or "op")
-            inputs = list(node.input)
-            outputs = list(node.output)
-            ins = tuple(map(types.get, inputs))
-            outs = tuple(map(types.get, outputs))
+            inputs = node.input[:]
+            outputs = node.output[:]
             for slot, tensor in enumerate(inputs):
                 if not tensor:
                     continue
-                src = scope.get(tensor)
+                src = scope_get(tensor)
                 if src is None:
                     for sc in scopes[1:]:
                         src = sc.get(tensor)
                         if src is not None:
                             break
-                if src is None:
-                    self.unresolved.append(tensor)
-                else:
-                    edges.append((src[0], nid, src[1], slot))
-            subs = [a for a in node.attribute if a.type in _SUBGRAPH_OPS_ATTR] \
-                if op_type in _CONTROL_FLOW or (domain and domain != "ai.onnx") else []
-            if subs:
-                attrs["subgraphs"] = [a.name for a in subs]
-            nodes.append(OpNode(nid, op_type, module, index, "op", ins, outs, source, "forward", module_class, attrs))
+                    else:
+                        unresolved.append(tensor)
+                        continue
+                edges.append((src[0], index, src[1], slot))
+            if len(outputs) == 1:  # most ops: share one tuple per output type (fewer objects for the collector)
+                meta = types_get(outputs[0])
+                outs = singles_get(id(meta))
+                if outs is None:
+                    outs = singles[id(meta)] = (meta,)
+            else:
+                outs = tuple(map(types_get, outputs))
+            nodes.append(op_node(nid, op_type, module, index, "op", tuple(map(types_get, inputs)), outs, source,
+                                 "forward", module_class, attrs))
             for slot, tensor in enumerate(outputs):
                 if tensor:
-                    scope[tensor] = (nid, slot)
-            for a in subs:
-                bodies = [a.g] if a.type == 5 else list(a.graphs)
-                for k, body in enumerate(bodies):
-                    self.subgraphs += 1
-                    self.collect_types(body)
-                    tag = f"{name or nid}.{a.name}" + (f".{k}" if a.type == 10 else "")
-                    self.walk(body, scopes, f"{prefix}{tag}/", module, total)
+                    scope[tensor] = (index, slot)
+            if op_type in _CONTROL_FLOW or "domain" in attrs:
+                self.subgraphs_of(node, nodes[-1], attrs, scopes, prefix, total)
+
+    def from_metadata(self, node: Any, attrs: dict[str, Any]) -> tuple[str, str, SourceLocation | None, bool]:
+        """(module, module class, source, whether a module was named) from the dynamo exporter's metadata_props."""
+        meta = {p.key: p.value for p in node.metadata_props}
+        scopes_list = literal_list(meta.get("pkg.torch.onnx.name_scopes"))
+        classes = literal_list(meta.get("pkg.torch.onnx.class_hierarchy"))
+        module, module_class = module_from_scopes(scopes_list, classes)
+        source = source_from_trace(meta.get("pkg.torch.onnx.stack_trace"))
+        if classes and classes[-1].startswith("aten."):
+            attrs["aten"] = classes[-1]
+        fx = meta.get("pkg.torch.onnx.fx_node", "")
+        if fx.startswith("%"):
+            attrs["aliases"] = [fx[1:].split(" ", 1)[0]]
+        self.with_metadata += bool(scopes_list)
+        return module, module_class, source, bool(scopes_list)
+
+    def subgraphs_of(self, node: Any, op: OpNode, attrs: dict[str, Any], scopes: list[dict[str, tuple[int, int]]],
+                     prefix: str, total: int) -> None:
+        """Walk the If/Loop/Scan bodies (and a custom domain's graph attributes) after their node."""
+        subs = [a for a in node.attribute if a.type in _SUBGRAPH_OPS_ATTR]
+        if not subs:
+            return
+        attrs["subgraphs"] = [a.name for a in subs]  # the node's own attrs, so its record shows them
+        for a in subs:
+            bodies = [a.g] if a.type == 5 else list(a.graphs)
+            for k, body in enumerate(bodies):
+                self.subgraphs += 1
+                self.collect_types(body)
+                tag = f"{attrs['name'] or op.id}.{a.name}" + (f".{k}" if a.type == 10 else "")
+                self.walk(body, scopes, f"{prefix}{tag}/", op.module, total)
 
     def inherit_modules(self) -> None:
         """Nodes the optimizer made (no metadata) take the innermost module holding all their neighbours."""
-        todo = [i for i, n in enumerate(self.nodes)
-                if n.kind == "op" and not n.module and (n.attrs or {}).get("module_inferred")]
+        todo = self.without_module
         if not todo:
             return
-        pos = {n.id: i for i, n in enumerate(self.nodes)}
-        neighbours: dict[str, list[str]] = {}
+        neighbours: dict[int, list[int]] = {}
         for src, dst, _, _ in self.edges:
             neighbours.setdefault(dst, []).append(src)
             neighbours.setdefault(src, []).append(dst)
         for i in todo:
             n = self.nodes[i]
-            known = [o for o in (self.nodes[pos[x]] for x in neighbours.get(n.id, ()))
+            known = [o for o in (self.nodes[x] for x in neighbours.get(i, ()))
                      if o.kind == "op" and not (o.attrs or {}).get("module_inferred")]
             if not known:
                 continue
@@ -271,7 +284,7 @@ def _load(path: Path, progress: Progress | None, cancel: threading.Event | None)
     builder.inherit_modules()
     out = OpGraph(graph.name or path.stem)
     try:
-        out.add_bulk(builder.nodes, builder.edges)
+        out.add_bulk(builder.nodes, builder.edges, by_position=True)
     except ValueError as exc:
         raise InputError(path, f"ONNX graph is malformed: {exc}") from None
     notes: list[str] = []

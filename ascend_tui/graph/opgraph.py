@@ -1,11 +1,13 @@
-"""`OpGraph`: a typed facade over a networkx multigraph of executed operators.
+"""`OpGraph`: executed operators and the port-carrying edges between them, walkable at 100k nodes.
 
-Node records live in a list in execution order (placeholders first); networkx holds only
-ids and port-carrying edges, so `add(x, x)` is two edges and every edge names its slots.
+Node records live in a list in execution order (placeholders first); edges are tuples of node
+positions and slots in per-node lists, so `add(x, x)` is two edges and every edge names its
+slots. `OpGraph.nx` gives the same graph as a networkx `MultiDiGraph` when a caller wants one.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -49,27 +51,27 @@ class OpNode:
         return self.op_type.rsplit(".", 1)[-1]
 
 
-_SETTERS = tuple(OpNode.__dict__[name].__set__ for name in NODE_COLUMNS)  # the slots' own descriptors
+_SETTERS = tuple(OpNode.__dict__[name].__set__ for name in NODE_COLUMNS)  # the slots, in field order
 
 
 def op_node(id: str, op_type: str, module: str, index: int, kind: NodeKind, inputs: tuple[TensorMeta | None, ...],
             outputs: tuple[TensorMeta | None, ...], source: SourceLocation | None, phase: str, module_class: str,
-            attrs: Mapping[str, Any] | None) -> OpNode:
-    """`OpNode(...)` with every field given, at a third of the cost: a frozen dataclass's `__init__` goes
-    through `object.__setattr__` per field, this sets the slots directly. Live capture makes one per op."""
-    node = object.__new__(OpNode)
-    s = _SETTERS
-    s[0](node, id)
-    s[1](node, op_type)
-    s[2](node, module)
-    s[3](node, index)
-    s[4](node, kind)
-    s[5](node, inputs)
-    s[6](node, outputs)
-    s[7](node, source)
-    s[8](node, phase)
-    s[9](node, module_class)
-    s[10](node, attrs)
+            attrs: Mapping[str, Any] | None, *, _new: Any = object.__new__, _set: Any = _SETTERS) -> OpNode:
+    """`OpNode(...)` with every field given, at half the cost: a frozen dataclass's `__init__` sets each field
+    through `object.__setattr__`, this through the slot descriptors (readers build 100k nodes at a time)."""
+    node = _new(OpNode)
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10 = _set
+    s0(node, id)
+    s1(node, op_type)
+    s2(node, module)
+    s3(node, index)
+    s4(node, kind)
+    s5(node, inputs)
+    s6(node, outputs)
+    s7(node, source)
+    s8(node, phase)
+    s9(node, module_class)
+    s10(node, attrs)
     return node
 
 
@@ -88,10 +90,18 @@ class OpGraph:
 
     def __init__(self, name: str = "") -> None:
         self.name = name
-        self._nx: nx.MultiDiGraph = nx.MultiDiGraph()
         self._nodes: list[OpNode] = []
         self._pos: dict[str, int] = {}
+        # Edges by node position, one shared (src, dst, out_slot, in_slot) tuple per edge, listed in
+        # the consumer's `_ins` and the producer's `_outs` in the order they were added. Plain lists
+        # of ints build and walk several times faster than networkx's dicts of dicts at 100k nodes.
+        self._ins: list[list[tuple[int, int, int, int]]] = []
+        self._outs: list[list[tuple[int, int, int, int]]] = []
+        self._edge_count = 0
+        self._version = 0
         self._ops: list[str] | None = None
+        self._nx: nx.MultiDiGraph | None = None
+        self._nx_version = -1
 
     # -- building ---------------------------------------------------------------------------
 
@@ -101,13 +111,9 @@ class OpGraph:
             raise ValueError(f"duplicate node id {node.id!r}")
         self._pos[node.id] = len(self._nodes)
         self._nodes.append(node)
-        # What networkx's add_node does for a new id without attributes, at a fifth of its cost
-        # (live capture adds a node per operator).
-        g = self._nx
-        g._succ[node.id] = {}
-        g._pred[node.id] = {}
-        g._node[node.id] = {}
-        g.__networkx_cache__.clear()
+        self._ins.append([])
+        self._outs.append([])
+        self._version += 1
         self._ops = None
         return node
 
@@ -117,17 +123,93 @@ class OpGraph:
         self._ops = None
 
     def add_edge(self, src: str, dst: str, out_slot: int = 0, in_slot: int = 0) -> None:
-        """Connect output `out_slot` of `src` to input `in_slot` of `dst`."""
-        if src not in self._pos or dst not in self._pos:
-            missing = src if src not in self._pos else dst
-            raise KeyError(f"unknown node {missing!r}")
-        # networkx's add_edge(src, dst, key=in_slot, ...) for two existing nodes, at a third of its cost.
-        g = self._nx
-        keydict = g._succ[src].get(dst)
-        if keydict is None:
-            keydict = g._succ[src][dst] = g._pred[dst][src] = {}
-        keydict[in_slot] = {"out_slot": out_slot, "in_slot": in_slot}
-        g.__networkx_cache__.clear()
+        """Connect output `out_slot` of `src` to input `in_slot` of `dst` (again: the new `out_slot` wins)."""
+        s, d = self._pos.get(src), self._pos.get(dst)
+        if s is None or d is None:
+            raise KeyError(f"unknown node {src if s is None else dst!r}")
+        edge = (s, d, int(out_slot), int(in_slot))
+        into = self._ins[d]
+        for old in into:  # what _fill_edges does for one edge, without its loop (live capture: one call an edge)
+            if old[3] == edge[3] and old[0] == s:
+                into[into.index(old)] = edge
+                out = self._outs[s]
+                out[out.index(old)] = edge
+                break
+        else:
+            into.append(edge)
+            self._outs[s].append(edge)
+            self._edge_count += 1
+        self._version += 1
+
+    def add_bulk(self, nodes: Iterable[OpNode], edges: Iterable[tuple[Any, Any, int, int]] = (), *,
+                 by_position: bool = False) -> None:
+        """Add many nodes, then many `(src, dst, out_slot, in_slot)` edges, at once (readers of 100k-op graphs).
+
+        Edge ends are node ids, or with `by_position` positions in the graph after the add (indices into
+        `nodes` when the graph was empty: a reader that numbered its nodes itself skips two id lookups)."""
+        new = list(nodes)
+        start, pos = len(self._nodes), self._pos
+        ids = [n.id for n in new]
+        fresh = dict(zip(ids, range(start, start + len(new))))
+        if len(fresh) != len(new) or not fresh.keys().isdisjoint(pos):
+            seen = set(pos)
+            for nid in ids:
+                if nid in seen:
+                    raise ValueError(f"duplicate node id {nid!r}")
+                seen.add(nid)
+        pos.update(fresh)
+        self._append_nodes(new)
+        self._fill_edges(edges, None if by_position else self._pos)
+
+    def _bulk_load(self, nodes: list[OpNode], edges: Iterable[list[int]]) -> None:
+        """Add many nodes and position-addressed edges at once (saved graphs of 100k ops load in bulk)."""
+        pos = {n.id: i for i, n in enumerate(nodes)}
+        if len(pos) != len(nodes):
+            raise ValueError("duplicate node ids")
+        self._nodes, self._pos, self._ins, self._outs, self._edge_count = [], pos, [], [], 0
+        self._append_nodes(nodes)
+        self._fill_edges(edges, None)
+
+    def _append_nodes(self, nodes: list[OpNode]) -> None:
+        self._nodes.extend(nodes)
+        self._ins += [[] for _ in nodes]
+        self._outs += [[] for _ in nodes]
+        self._version += 1
+        self._ops = None
+
+    def _fill_edges(self, edges: Iterable[Any], pos: Mapping[str, int] | None) -> None:
+        """Add `(src, dst, out_slot, in_slot)` edges, ends named by id through `pos` or (None) by position;
+        an edge with the same ends and input slot as an existing one replaces it in place."""
+        ins, outs, count, added = self._ins, self._outs, len(self._ins), 0
+        try:
+            for edge in edges:
+                u, v, o, i = edge
+                if pos is None:
+                    s, d = u, v
+                    if s < 0 or d < 0 or s >= count or d >= count:
+                        raise IndexError(f"edge {s} -> {d} names a node position outside 0..{count - 1}")
+                    if type(edge) is not tuple or type(o) is not int or type(i) is not int:
+                        edge = (s, d, int(o), int(i))
+                else:
+                    s, d = pos.get(u), pos.get(v)
+                    if s is None or d is None:
+                        raise KeyError(f"unknown node {u if s is None else v!r}")
+                    edge = (s, d, int(o), int(i))
+                into = ins[d]
+                slot = edge[3]
+                for old in into:  # usually one or two inputs to look at, often none
+                    if old[3] == slot and old[0] == s:
+                        into[into.index(old)] = edge
+                        out = outs[s]
+                        out[out.index(old)] = edge
+                        break
+                else:
+                    into.append(edge)
+                    outs[s].append(edge)
+                    added += 1
+        finally:
+            self._edge_count += added
+            self._version += 1
 
     # -- lookup -----------------------------------------------------------------------------
 
@@ -153,9 +235,32 @@ class OpGraph:
         pos = self._pos.get(node_id)
         return None if pos is None else self._nodes[pos]
 
+    def _at(self, node_id: str) -> int:
+        """Position of `node_id`; KeyError names it when absent."""
+        pos = self._pos.get(node_id)
+        if pos is None:
+            raise KeyError(f"no operator {node_id!r} in the graph")
+        return pos
+
     @property
     def nx(self) -> nx.MultiDiGraph:
-        """The underlying networkx graph (ids only; edge data `out_slot`, `in_slot`)."""
+        """The graph as a networkx `MultiDiGraph` (ids only; edges keyed by input slot, data `out_slot`,
+        `in_slot`), built on first use after each change: a copy to read, not to edit."""
+        if self._nx is None or self._nx_version != self._version:
+            g = nx.MultiDiGraph()
+            # What add_node/add_edge do for new ids and keyed edges, without their per-call checks.
+            node, succ, pred = g._node, g._succ, g._pred
+            ids = [n.id for n in self._nodes]
+            for nid in ids:
+                node[nid] = {}
+                succ[nid] = {}
+                pred[nid] = {}
+            for e in self.edges():
+                keydict = succ[e.src].get(e.dst)
+                if keydict is None:
+                    keydict = succ[e.src][e.dst] = pred[e.dst][e.src] = {}
+                keydict[e.in_slot] = {"out_slot": e.out_slot, "in_slot": e.in_slot}
+            self._nx, self._nx_version = g, self._version
         return self._nx
 
     @property
@@ -164,18 +269,39 @@ class OpGraph:
         return self._nodes
 
     def edge_count(self) -> int:
-        return self._nx.number_of_edges()
+        return self._edge_count
+
+    def in_degree(self, node_id: str) -> int:
+        """How many edges feed `node_id` (the same tensor read twice counts twice)."""
+        return len(self._ins[self._at(node_id)])
+
+    def out_degree(self, node_id: str) -> int:
+        """How many edges leave `node_id`."""
+        return len(self._outs[self._at(node_id)])
 
     def edges(self) -> Iterator[Edge]:
-        for src, dst, data in self._nx.edges(data=True):
-            yield Edge(src, dst, data["out_slot"], data["in_slot"])
+        """Every edge, by producer in graph order, then consumer as first linked, then input slot as added
+        (networkx's order, so saved graphs read the same as before)."""
+        nodes = self._nodes
+        for s, d, o, i in self._edge_tuples():
+            yield Edge(nodes[s].id, nodes[d].id, o, i)
+
+    def _edge_tuples(self) -> Iterator[tuple[int, int, int, int]]:
+        for outs in self._outs:
+            if len(outs) > 1:
+                first: dict[int, int] = {}
+                for e in outs:
+                    first.setdefault(e[1], len(first))
+                if len(first) > 1:
+                    outs = sorted(outs, key=lambda e: first[e[1]])
+            yield from outs
 
     # -- walks ------------------------------------------------------------------------------
 
     def producers(self, node_id: str) -> list[Edge]:
         """Edges into `node_id`, by input slot: who made each input."""
-        edges = [Edge(src, node_id, d["out_slot"], d["in_slot"])
-                 for src, _, d in self._nx.in_edges(node_id, data=True)]
+        nodes = self._nodes
+        edges = [Edge(nodes[s].id, node_id, o, i) for s, _, o, i in self._ins[self._at(node_id)]]
         return sorted(edges, key=lambda e: e.in_slot)
 
     def producer(self, node_id: str, slot: int) -> str | None:
@@ -187,67 +313,78 @@ class OpGraph:
 
     def consumers(self, node_id: str) -> list[Edge]:
         """Edges out of `node_id`, in the consumers' execution order."""
-        edges = [Edge(node_id, dst, d["out_slot"], d["in_slot"])
-                 for _, dst, d in self._nx.out_edges(node_id, data=True)]
-        return sorted(edges, key=lambda e: (self._pos[e.dst], e.in_slot))
+        nodes = self._nodes
+        outs = sorted(self._outs[self._at(node_id)], key=lambda e: (e[1], e[3]))
+        return [Edge(node_id, nodes[d].id, o, i) for _, d, o, i in outs]
 
     def upstream(self, node_id: str, depth: int | None = None) -> list[str]:
-        """Every ancestor within `depth` hops (all when None), nearest first."""
-        return self._bfs(node_id, depth, self._nx.predecessors)
+        """Every ancestor within `depth` hops (all when None), nearest first; within a hop, later nodes first."""
+        return self._bfs(node_id, depth, self._ins, 0)
 
     def downstream(self, node_id: str, depth: int | None = None) -> list[str]:
-        """Every descendant within `depth` hops (all when None), nearest first."""
-        return self._bfs(node_id, depth, self._nx.successors)
+        """Every descendant within `depth` hops (all when None), nearest first; within a hop, later nodes first."""
+        return self._bfs(node_id, depth, self._outs, 1)
 
-    def _bfs(self, start: str, depth: int | None, step: Any) -> list[str]:
-        self.node(start)
-        # networkx's adjacency dicts hold each neighbour once; reading them directly (not through
-        # predecessors()/successors() and a set) keeps a full walk of a 100k-node graph under 100 ms.
-        adj = self._nx._pred if step == self._nx.predecessors else self._nx._succ
-        pos = self._pos.__getitem__
-        seen = {start}
-        frontier = [start]
-        out: list[str] = []
+    def _bfs(self, start: str, depth: int | None, adj: list[list[tuple[int, int, int, int]]], end: int
+             ) -> list[str]:
+        """Breadth-first over node positions; each hop's neighbours of one node in descending position."""
+        first = self._at(start)
+        seen = bytearray(len(self._nodes))
+        seen[first] = 1
+        frontier = [first]
+        out: list[int] = []
         hops = 0
         while frontier and (depth is None or hops < depth):
-            nxt: list[str] = []
-            for nid in frontier:
-                nbrs = adj[nid]
-                if len(nbrs) == 1:
-                    ordered: Any = nbrs
-                elif len(nbrs) == 2:  # joins: the common case past a single producer, no sort needed
-                    a, b = nbrs
-                    ordered = (a, b) if pos(a) > pos(b) else (b, a)
-                else:
-                    ordered = sorted(nbrs, key=pos, reverse=True)
-                for other in ordered:
-                    if other not in seen:
-                        seen.add(other)
-                        nxt.append(other)
-            out.extend(nxt)
+            nxt: list[int] = []
+            append = nxt.append
+            for p in frontier:
+                edges = adj[p]
+                n = len(edges)
+                if n == 1:
+                    q = edges[0][end]
+                    if not seen[q]:
+                        seen[q] = 1
+                        append(q)
+                elif n == 2:  # joins, and a tensor read twice: the common case past one neighbour
+                    q, r = edges[0][end], edges[1][end]
+                    if q < r:
+                        q, r = r, q
+                    if not seen[q]:
+                        seen[q] = 1
+                        append(q)
+                    if not seen[r]:
+                        seen[r] = 1
+                        append(r)
+                elif n:
+                    for q in sorted({e[end] for e in edges}, reverse=True):
+                        if not seen[q]:
+                            seen[q] = 1
+                            append(q)
+            out += nxt
             frontier = nxt
             hops += 1
-        return out
+        nodes = self._nodes
+        return [nodes[q].id for q in out]
 
     def sources(self) -> list[str]:
         """Nodes nothing feeds: graph inputs, parameters, constants, factory ops."""
-        return [n.id for n in self._nodes if self._nx.in_degree(n.id) == 0]
+        return [n.id for n, ins in zip(self._nodes, self._ins) if not ins]
 
     def path_to_sources(self, node_id: str, limit: int = 64) -> list[list[str]]:
         """Paths from `node_id` back to source nodes (node first), at most `limit` of them, shortest first."""
-        self.node(node_id)
-        paths: list[list[str]] = []
-        stack: list[list[str]] = [[node_id]]
+        ins, nodes = self._ins, self._nodes
+        paths: list[list[int]] = []
+        stack: list[list[int]] = [[self._at(node_id)]]
         while stack and len(paths) < limit:
             path = stack.pop()
-            preds = sorted(set(self._nx.predecessors(path[-1])), key=self._pos.__getitem__)
+            preds = sorted({e[0] for e in ins[path[-1]]})
             if not preds:
                 paths.append(path)
                 continue
             for p in preds:
                 if p not in path:
                     stack.append(path + [p])
-        return sorted(paths, key=len)
+        return [[nodes[p].id for p in path] for path in sorted(paths, key=len)]
 
     def execution_order(self) -> list[str]:
         """Operator ids in the order they ran (placeholders excluded)."""
@@ -258,8 +395,25 @@ class OpGraph:
         return self._ops
 
     def topological_order(self) -> list[str]:
-        """All ids so that producers come before consumers; ties broken by execution order."""
-        return list(nx.lexicographical_topological_sort(self._nx, key=self._pos.__getitem__))
+        """All ids so that producers come before consumers; ties broken by position (networkx's
+        lexicographical topological sort keyed by position, which raises `NetworkXUnfeasible` on a cycle)."""
+        waiting = [len(ins) for ins in self._ins]
+        ready = [p for p, n in enumerate(waiting) if n == 0]
+        heapq.heapify(ready)
+        order: list[int] = []
+        outs = self._outs
+        while ready:
+            p = heapq.heappop(ready)
+            order.append(p)
+            for e in outs[p]:
+                d = e[1]
+                waiting[d] -= 1
+                if waiting[d] == 0:
+                    heapq.heappush(ready, d)
+        if len(order) != len(self._nodes):
+            raise nx.NetworkXUnfeasible("Graph contains a cycle or graph changed during iteration")
+        nodes = self._nodes
+        return [nodes[p].id for p in order]
 
     def position(self, node_id: str) -> int:
         """Position of `node_id` in `nodes`."""
@@ -306,8 +460,7 @@ class OpGraph:
         rows = [[n.id, n.op_type, n.module, n.index, n.kind, [meta_ref(m) for m in n.inputs],
                  [meta_ref(m) for m in n.outputs], source_ref(n.source), n.phase, n.module_class,
                  dict(n.attrs) if n.attrs else None] for n in self._nodes]
-        pos = self._pos
-        edges = [[pos[u], pos[v], d["out_slot"], d["in_slot"]] for u, v, d in self._nx.edges(data=True)]
+        edges = [[s, d, o, i] for s, d, o, i in self._edge_tuples()]
         return {
             "schema": GRAPH_SCHEMA,
             "name": self.name,
@@ -327,7 +480,7 @@ class OpGraph:
             metas = [TensorMeta.from_json(m) for m in data.get("metas", [])]
             sources = [SourceLocation.from_json(x) for x in data.get("sources", [])]
             nodes = [
-                OpNode(str(nid), str(op), str(mod), int(idx), kind,
+                op_node(str(nid), str(op), str(mod), int(idx), kind,
                        tuple(metas[i] if i >= 0 else None for i in ins),
                        tuple(metas[i] if i >= 0 else None for i in outs),
                        sources[src] if src >= 0 else None, str(phase), str(mclass), attrs)
@@ -337,56 +490,6 @@ class OpGraph:
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise InputError(path, f"graph is malformed: {type(exc).__name__}: {exc}") from None
         return graph
-
-    def _bulk_load(self, nodes: list[OpNode], edges: list[list[int]]) -> None:
-        """Add many nodes and position-addressed edges at once (saved graphs of 100k ops load in bulk)."""
-        self._nodes = nodes
-        self._pos = {n.id: i for i, n in enumerate(nodes)}
-        if len(self._pos) != len(nodes):
-            raise ValueError("duplicate node ids")
-        ids = [n.id for n in nodes]
-        self._add_ids(ids)
-        self._fill_edges((ids[s], ids[d], o, i) for s, d, o, i in edges)
-
-    def add_bulk(self, nodes: Iterable[OpNode], edges: Iterable[tuple[str, str, int, int]] = ()) -> None:
-        """Add many nodes, then many `(src, dst, out_slot, in_slot)` edges, at once (readers of 100k-op graphs)."""
-        new = list(nodes)
-        start = len(self._nodes)
-        for i, n in enumerate(new, start):
-            if self._pos.setdefault(n.id, i) != i:
-                for m in new[:i - start]:
-                    del self._pos[m.id]
-                raise ValueError(f"duplicate node id {n.id!r}")
-        self._nodes.extend(new)
-        self._add_ids([n.id for n in new])
-        self._fill_edges(edges)
-
-    def _add_ids(self, ids: list[str]) -> None:
-        """Add node ids as MultiDiGraph.add_node does (an attribute dict and two adjacency dicts each), in bulk."""
-        g = self._nx
-        node, succ, pred = g._node, g._succ, g._pred
-        for nid in ids:
-            if nid not in node:
-                node[nid] = {}
-                succ[nid] = {}
-                pred[nid] = {}
-        g.__dict__.pop("nodes", None)  # networkx caches views; a fresh one sees the new nodes
-
-    def _fill_edges(self, edges: Iterable[tuple[str, str, int, int]]) -> None:
-        # networkx's add_edges_from costs ~10 us an edge; filling its adjacency the way
-        # MultiDiGraph.add_edge does (one key dict shared by _succ and _pred) costs ~1 us.
-        succ, pred = self._nx._succ, self._nx._pred
-        for u, v, o, i in edges:
-            slot = int(i)
-            out = succ.get(u)
-            if out is None or v not in pred:
-                self._ops = None
-                raise KeyError(f"unknown node {u if out is None else v!r}")
-            keydict = out.get(v)
-            if keydict is None:
-                keydict = out[v] = pred[v][u] = {}
-            keydict[slot] = {"out_slot": int(o), "in_slot": slot}
-        self._ops = None
 
     def save(self, path: str | Path) -> None:
         """Write the graph as JSON (atomically: a crash never leaves half a file)."""
