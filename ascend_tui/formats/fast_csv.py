@@ -1,10 +1,12 @@
-"""Split a CSV into columns with numpy: quote parity finds the delimiters, fields are gathered column by column.
+"""Split a CSV into columns with numpy: quote parity finds the delimiters, a column is decoded only when asked.
 
 A million-row kernel table through the csv module costs a Python object per cell; here a block of
-the file is one uint8 array, a field is a (start, end) pair, a column becomes a fixed-width bytes
-array converted in C (numbers) or hashed to codes (text). Anything irregular (a record with the
-wrong number of fields, a cell that is not a number) returns None so the caller can fall back to
-the csv module, which names the bad record.
+the file is one uint8 array, every record's separators are found at once (commas and newlines
+outside quoted spans) and kept as small offsets, and a column is decoded on demand: numbers eight
+bytes at a time as uint64 words (SWAR digit parsing, exact for the short decimals profilers write),
+text hashed word by word into codes and checked byte-exactly against each code's first row.
+Anything irregular (too few fields, an odd quote) returns None so the caller can use the csv module,
+which names the bad record; a cell that is not a number returns None for that column only.
 """
 
 from __future__ import annotations
@@ -15,212 +17,368 @@ import numpy as np
 
 from ascend_tui.timing import NO_START, Codes
 
-BLOCK = 32 * 1024 * 1024
+BLOCK = 8 * 1024 * 1024
+PAD = 16  # readable bytes after a block's last record, so an 8-byte word can be loaded at any field
 MAX_WIDTH = 2048
+SAMPLE = 4096  # rows whose distinct values are found first; the rest are looked up among them
 MISSING = (b"", b"N/A", b"NA", b"n/a", b"-", b"null", b"None")
-_POW10 = 10 ** np.arange(19, dtype=np.int64)
-_MIX = np.random.default_rng(20261130).integers(1, 2**63 - 1, size=MAX_WIDTH // 8 + 1, dtype=np.int64).astype(
-    np.uint64) | np.uint64(1)
 QUOTE, COMMA, NL, CR = ord('"'), ord(","), ord("\n"), ord("\r")
+
+_U = np.uint64
+_ONES, _HIGHS, _DOTS = _U(0x0101010101010101), _U(0x8080808080808080), _U(0x2E2E2E2E2E2E2E2E)
+_ZEROS, _SIXES, _NIBBLE = _U(0x3030303030303030), _U(0x0606060606060606), _U(0xF0F0F0F0F0F0F0F0)
+_LOW = np.array([(1 << 8 * k) - 1 for k in range(9)], np.uint64)  # the low k bytes of a word
+_HIGH = ~_LOW  # the bytes from k on
+_ZPAD = np.array([0x3030303030303030 >> 8 * k if k < 8 else 0 for k in range(9)], np.uint64)
+_POW10F = 10.0 ** np.arange(23)
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
 
 
 def blocks(fh, first: bytes = b"", size: int = BLOCK) -> Iterator[np.ndarray]:  # type: ignore[no-untyped-def]
-    """Blocks of whole records (quote-aware), each a uint8 array ending with a newline."""
+    """Blocks of whole records (quote-aware), each a uint8 array ending with a newline, PAD readable bytes after."""
     carry = first
     while True:
-        data = fh.read(size)
-        if not data:
+        buf = bytearray(len(carry) + size + PAD)
+        buf[:len(carry)] = carry
+        got = fh.readinto(memoryview(buf)[len(carry):len(carry) + size]) or 0
+        end = len(carry) + got
+        if not got:
             if carry.strip(b"\r\n"):
-                yield np.frombuffer(carry + (b"" if carry.endswith(b"\n") else b"\n"), np.uint8)
+                tail = carry + (b"" if carry.endswith(b"\n") else b"\n")
+                yield np.frombuffer(bytearray(tail + bytes(PAD)), np.uint8, count=len(tail))
             return
-        buf = carry + data
-        cut = buf.rfind(b"\n")
+        cut = buf.rfind(b"\n", 0, end)
         odd = buf.count(b'"', 0, cut) & 1 if cut >= 0 else 0
         while cut >= 0 and odd:  # that newline sits inside a quoted field: step back
             prev = buf.rfind(b"\n", 0, cut)
             odd ^= buf.count(b'"', prev + 1, cut) & 1
             cut = prev
         if cut < 0:
-            carry = buf
+            carry = bytes(buf[:end])
             continue
-        carry = buf[cut + 1:]
+        carry = bytes(buf[cut + 1:end])
         yield np.frombuffer(buf, np.uint8, count=cut + 1)
 
 
 class Split:
-    """The fields of the records in one block: record i's field j spans `start(j)[i]` to `end(j)[i]`."""
+    """The fields of the records in one block: record i's field j spans `bounds(j)[0][i]` to `bounds(j)[1][i]`.
 
-    __slots__ = ("buf", "pos", "n", "first")
+    Offsets are kept relative to each record's start (uint16 when records are under 64 KiB), so the
+    split costs a third of the text it indexes and any column can be decoded later.
+    """
 
-    def __init__(self, buf: np.ndarray, pos: np.ndarray, first: np.ndarray) -> None:
-        self.buf, self.pos, self.n, self.first = buf, pos, pos.shape[0], first
+    __slots__ = ("buf", "full", "row", "rel", "n", "width", "ragged")
+
+    def __init__(self, buf: np.ndarray, row: np.ndarray, rel: np.ndarray, ragged: bool = False) -> None:
+        self.buf, self.row, self.rel, self.ragged = buf, row, rel, ragged
+        self.n, self.width = rel.shape
+        self.full = _padded(buf)
 
     @classmethod
-    def of(cls, buf: np.ndarray, width: int) -> Split | None:
-        """Split `buf` into records of `width` fields; None when a record has another count."""
-        special = np.flatnonzero((buf == COMMA) | (buf == NL) | (buf == QUOTE)).astype(np.int32)
-        kind = buf[special]
-        if (kind == QUOTE).any():
-            inside = np.cumsum(kind == QUOTE, dtype=np.int32) & 1
-            keep = (kind != QUOTE) & (inside == 0)
-            cand, kind = special[keep], kind[keep]
-        else:
-            cand = special
-        del special
-        nl_mask = kind == NL
-        nl = cand[nl_mask]
+    def of(cls, buf: np.ndarray, width: int, need: int | None = None) -> Split | None:
+        """Split `buf` into records of `width` fields; None when a record has fewer than `need` (default `width`).
+
+        A record with more fields keeps its first `width`; one with fewer (but at least `need`) reads
+        the missing ones as empty cells.
+        """
+        need = width if need is None else need
+        sep = np.equal(buf, COMMA)
+        np.logical_or(sep, np.equal(buf, NL), out=sep)
+        quotes = np.flatnonzero(np.equal(buf, QUOTE))
+        if len(quotes) & 1:
+            return None
+        if len(quotes):  # no separator inside a quoted span (from an opening quote to its closing one)
+            lens = quotes[1::2] - quotes[0::2]
+            total = int(lens.sum())
+            offset = np.cumsum(lens) - lens
+            sep[np.repeat(quotes[0::2] - offset, lens) + np.arange(total)] = False
+        del quotes
+        pos = np.flatnonzero(sep)
+        del sep
+        nl_mask = buf[pos] == NL
+        nl = pos[nl_mask]
         # blank lines (a newline right after a newline, or after a lone \r) hold no record
-        prev = np.concatenate((np.array([-1], np.int32), nl[:-1]))
+        prev = np.concatenate((np.array([-1], np.int64), nl[:-1]))
         empty = (nl - prev == 1) | ((nl - prev == 2) & (buf[np.maximum(nl - 1, 0)] == CR))
         if empty.any():
-            keep = np.ones(len(cand), bool)
+            keep = np.ones(len(pos), bool)
             keep[np.flatnonzero(nl_mask)[empty]] = False
-            cand, nl_mask = cand[keep], nl_mask[keep]
-        records = int(nl_mask.sum())
-        if records == 0 or len(cand) != records * width:
+            pos, nl_mask = pos[keep], nl_mask[keep]
+        ends = np.flatnonzero(nl_mask)  # index in pos of each record's newline
+        records = len(ends)
+        if records == 0:
             return None
-        pos = cand.reshape(records, width)
-        if not nl_mask.reshape(records, width)[:, -1].all():
-            return None
-        first = np.concatenate((np.array([-1], np.int32), pos[:-1, -1])) + 1
+        ragged = len(pos) != records * width or not nl_mask.reshape(records, width)[:, -1].all()
+        if ragged:
+            counts = np.diff(ends, prepend=-1)
+            if int(counts.min()) < need:
+                return None
+            firsts = ends - counts + 1
+            mat = pos[firsts[:, None] + np.minimum(np.arange(width)[None, :], counts[:, None] - 1)]
+        else:
+            mat = pos.reshape(records, width)
+        del pos, nl_mask
+        first = np.empty(records, np.int64)
+        first[0] = 0
+        first[1:] = mat[:-1, -1] + 1 if not ragged else nl[~empty][:-1] + 1
         if empty.any():
             while True:  # skip the blank lines before a record
-                blank = (first < pos[:, 0]) & ((buf[first] == NL) | (buf[first] == CR))
+                blank = (first < mat[:, 0]) & ((buf[first] == NL) | (buf[first] == CR))
                 if not blank.any():
                     break
                 first = np.where(blank, first + 1, first)
-        return cls(buf, pos, first)
+        longest = int((mat[:, -1] - first).max())
+        rel = np.empty((records, width), np.uint16 if longest < 65535 else np.int64)
+        np.subtract(mat, first[:, None], out=rel, casting="unsafe")
+        return cls(buf, first, rel, ragged)
 
     def bounds(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of field j of every record (end excludes the delimiter and a CR before the newline)."""
-        start = self.first if j == 0 else self.pos[:, j - 1] + 1
-        end = self.pos[:, j]
-        if j == self.pos.shape[1] - 1:
+        start = self.row if j == 0 else self.row + self.rel[:, j - 1] + 1
+        end = self.row + self.rel[:, j]
+        if self.ragged:  # a padded field is empty; a short record's last field may end at its newline
+            start = np.minimum(start, end)
+            end = end - ((self.buf[end] == NL) & (self.buf[np.maximum(end - 1, 0)] == CR) & (end > start))
+        elif j == self.width - 1:
             end = end - (self.buf[np.maximum(end - 1, 0)] == CR)
         return start, end
 
-    def matrix(self, j: int) -> np.ndarray | None:
-        """Column j as an (n, W) uint8 matrix, NUL-padded; None when a cell is wider than MAX_WIDTH."""
-        s, e = self.bounds(j)
-        lengths = e - s
-        w = max(int(lengths.max()) if self.n else 0, 1)
-        if w > MAX_WIDTH:
-            return None
-        base = self.buf.base if isinstance(self.buf.base, bytes) else self.buf.tobytes()
-        size = len(base)
-        # every offset of the buffer as a w-byte string: a column is one 1-D fancy index
-        items = np.ndarray(shape=(size - w + 1,), dtype=f"S{w}", buffer=base, strides=(1,))
-        tail = s + w > size
-        if tail.any():
-            m = np.zeros((self.n, w), np.uint8)
-            m[~tail] = items[s[~tail]].view(np.uint8).reshape(-1, w)
-            for i in np.flatnonzero(tail):
-                cell = self.buf[s[i]:e[i]]
-                m[i, :len(cell)] = cell
-        else:
-            m = items[s].view(np.uint8).reshape(self.n, w)
-        if int(lengths.min()) < w:
-            m = np.where(np.arange(w, dtype=np.int32)[None, :] < lengths[:, None], m, np.uint8(0))
-        return m
+    def words(self) -> np.ndarray:
+        """The 8 bytes starting at every offset of the block (a strided view, no copy); `_load` reads them as uint64."""
+        return np.ndarray(shape=(len(self.full) - 7,), dtype="S8", buffer=self.full, strides=(1,))
 
     def floats(self, j: int) -> np.ndarray | None:
         """Column j as float64 (NaN for missing cells); None when a cell is not a number."""
-        m = self.matrix(j)
-        if m is None:
+        s, e = self.bounds(j)
+        out, ok = _short_decimals(self.words(), s, e - s)
+        if ok.all():
+            return out
+        bad = np.flatnonzero(~ok)
+        missing = _missing(self.words(), s[bad], e[bad] - s[bad])
+        out[bad[missing]] = np.nan
+        bad = bad[~missing]
+        if not len(bad):
+            return out
+        rest = _general_floats(self.full, s[bad], e[bad])
+        if rest is None:
             return None
-        if m.shape[1] <= 10:
-            small = _small_ints(m)
-            if small is not None:
-                return small
-        arr = m.view(f"S{m.shape[1]}").ravel()
-        arr = np.char.strip(arr, b' \t"') if (m == 9).any() or (m == QUOTE).any() or (m == 32).any() else arr
-        missing = np.isin(arr, MISSING)
-        if missing.any():
-            arr = arr.copy()
-            arr[missing] = b"nan"
-        try:
-            return arr.astype(np.float64)
-        except ValueError:
-            return None
+        out[bad] = rest
+        return out
 
     def starts_ns(self, j: int) -> np.ndarray | None:
         """Column j (µs with up to ns decimals, maybe a trailing TAB) as exact int64 ns; None for junk."""
-        m = self.matrix(j)
+        s, e = self.bounds(j)
+        m = _matrix(self.full, s, e)
         if m is None:
             return None
-        uniform = _uniform_stamps(m)
-        if uniform is not None:
-            return uniform
-        digit = (m >= 48) & (m <= 57)
-        dot = m == ord(".")
-        blank = (m == 0) | (m == 9) | (m == 32) | (m == CR)
-        w = m.shape[1]
-        col = np.arange(w)[None, :]
-        has_dot = dot.any(axis=1)
-        dotpos = np.where(has_dot, dot.argmax(axis=1), np.where(blank.all(axis=1), 0, (~blank).sum(axis=1)))
-        arr = m.view(f"S{w}").ravel()
-        missing = np.isin(np.char.strip(arr, b" \t\r"), MISSING)
-        ok = digit | dot | blank
-        if not (ok.all(axis=1) | missing).all() or (dot.sum(axis=1) > 1).any():
-            return None
-        d = (m.astype(np.int64) - 48) * digit
-        power = dotpos[:, None] - 1 - col
-        whole_mask = (power >= 0) & digit
-        if (power[whole_mask] > 18).any():
-            return None
-        whole = (d * _POW10[np.clip(power, 0, 18)] * whole_mask).sum(axis=1)
-        frac = np.zeros(self.n, np.int64)
-        for k, scale in ((1, 100), (2, 10), (3, 1)):
-            c = np.minimum(dotpos + k, w - 1)
-            inside = has_dot & (dotpos + k < w)
-            dig = np.take_along_axis(d, c[:, None], axis=1)[:, 0]
-            isd = np.take_along_axis(digit, c[:, None], axis=1)[:, 0]
-            frac += np.where(inside & isd, dig * scale, 0)
-        out = whole * 1000 + frac
-        out[missing] = NO_START
-        return out
+        return _stamps(m)
 
     def codes(self, j: int) -> Codes:
-        """Column j as `Codes`: rows hashed, distinct values decoded once (csv quoting undone)."""
-        m = self.matrix(j)
-        if m is None:
-            values = [self._cell(i, j) for i in range(self.n)]
-            return Codes.of(values)
-        w = m.shape[1]
-        w8 = -(-w // 8) * 8
-        if w8 != w:
-            m = np.concatenate([m, np.zeros((self.n, w8 - w), np.uint8)], axis=1)
-        words = m.view(np.uint64)
-        h = (words * _MIX[: words.shape[1]][None, :]).sum(axis=1, dtype=np.uint64)
-        _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        if not np.array_equal(words, words[first][inverse]):  # a hash collision: sort the bytes instead
-            _, first, inverse = np.unique(m.view(f"S{w8}").ravel(), return_index=True, return_inverse=True)
-            inverse = inverse.reshape(-1)
-        order = np.argsort(first, kind="stable")  # values in order of first appearance
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
-        values = [_unquote(bytes(m[first[k]]).rstrip(b"\0")) for k in order]
-        return Codes(rank[inverse].astype(np.int32), values)
-
-    def _cell(self, i: int, j: int) -> str:
+        """Column j as `Codes`: rows hashed a word at a time, each distinct value decoded once (csv quoting undone)."""
         s, e = self.bounds(j)
-        return _unquote(bytes(self.buf[s[i]:e[i]]))
+        if self.n == 0:
+            return Codes()
+        lengths = e - s
+        longest = int(lengths.max())
+        if longest > MAX_WIDTH:
+            return Codes.of(self.cells(j))
+        words = self.words()
+        parts: list[tuple[np.ndarray | None, np.ndarray]] = []
+        h = lengths.astype(np.uint64) * _U(0x9E3779B97F4A7C15)
+        for k in range(max(1, -(-longest // 8))):
+            rows = None if k == 0 else np.flatnonzero(lengths > 8 * k)  # only cells that long have word k
+            at, left = (s, lengths) if rows is None else (s[rows] + 8 * k, lengths[rows] - 8 * k)
+            w = _load(words, at) & _LOW[np.minimum(left, 8)]
+            parts.append((rows, w))
+            if rows is None:
+                h ^= w
+                h *= _U(0xBF58476D1CE4E5B9)
+            else:
+                g = h[rows] ^ w
+                g *= _U(0xBF58476D1CE4E5B9)
+                h[rows] = g
+            h ^= h >> _U(31)
+        found = _group(h)
+        if found is not None:
+            inverse, first = found
+            rep = first[inverse]
+            if not (np.array_equal(lengths, lengths[rep]) and all(_same(rows, w, rep) for rows, w in parts)):
+                found = None  # two values shared a hash: group the bytes themselves
+        if found is None:
+            m = _matrix(self.full, s, e)
+            assert m is not None
+            _, first, inverse = np.unique(m.view(f"S{m.shape[1]}").ravel(), return_index=True, return_inverse=True)
+            inverse = inverse.reshape(-1)
+        else:
+            inverse, first = found
+        order = np.argsort(first, kind="stable")  # values in order of first appearance
+        rank = np.empty(len(order), np.int32)
+        rank[order] = np.arange(len(order), dtype=np.int32)
+        values = [_unquote(self.full[s[k]:e[k]].tobytes()) for k in first[order]]
+        codes = rank[inverse]
+        if len(set(values)) < len(values):  # e.g. `x` and `"x"` are one value
+            index = {v: i for i, v in enumerate(dict.fromkeys(values))}
+            codes = np.array([index[v] for v in values], np.int32)[codes]
+            values = list(index)
+        return Codes(codes, values)
+
+    def cells(self, j: int) -> list[str]:
+        """Column j as strings, one Python object a cell (the slow path, for exact error messages)."""
+        s, e = self.bounds(j)
+        full = self.full
+        return [_unquote(full[a:b].tobytes()) for a, b in zip(s.tolist(), e.tolist())]
 
 
-def _small_ints(m: np.ndarray) -> np.ndarray | None:
-    """Cells of at most 10 plain digits (or missing) as float64, by place value; None when any cell is more."""
-    digit = (m >= 48) & (m <= 57)
-    pad = m == 0
-    if not (digit | pad).all():
+def _padded(buf: np.ndarray) -> np.ndarray:
+    """`buf` and the PAD bytes after it as one array (a copy only when `buf` does not own them)."""
+    base = buf.base
+    if isinstance(base, (bytes, bytearray, memoryview)):
+        whole = np.frombuffer(base, np.uint8)
+        if whole.ctypes.data == buf.ctypes.data and len(whole) >= len(buf) + PAD:
+            return whole
+    out = np.zeros(len(buf) + PAD, np.uint8)
+    out[:len(buf)] = buf
+    return out
+
+
+def _same(rows: np.ndarray | None, w: np.ndarray, rep: np.ndarray) -> bool:
+    """Whether every row's word equals its representative's (rows with word k share their length, so both have it)."""
+    if rows is None:
+        return np.array_equal(w, w[rep])
+    full = np.zeros(len(rep), np.uint64)
+    full[rows] = w
+    return np.array_equal(full, full[rep])
+
+
+def _group(h: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(index of each row's value, first row of each value) for hashes `h`; distinct values found in a sample first."""
+    head = h[:SAMPLE]
+    cand, first = np.unique(head, return_index=True)
+    at = np.minimum(np.searchsorted(cand, h), len(cand) - 1)
+    hit = cand[at] == h
+    if hit.all():
+        return at, first
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    return inverse.reshape(-1), first
+
+
+def _load(words: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The little-endian uint64 at each offset `at` (clipped to the block)."""
+    return words[np.minimum(at, len(words) - 1)].view("<u8")
+
+
+_MISSING_WORDS = [(len(m), int.from_bytes(m, "little")) for m in MISSING if len(m) <= 8]
+
+
+def _missing(words: np.ndarray, s: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Which cells are one of MISSING (`N/A`, `NA`, empty...), compared as words."""
+    x = _load(words, s) & _LOW[np.clip(lengths, 0, 8)]
+    out = np.zeros(len(s), bool)
+    for n, w in _MISSING_WORDS:
+        out |= (lengths == n) & (x == _U(w))
+    return out
+
+
+def _parse8(x: np.ndarray, digits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(value, ok) of the `digits` (0..8) ASCII digits in the low bytes of each word; ok is False for a non-digit."""
+    x = (x << ((8 - digits) * 8).astype(np.uint64)) | _ZPAD[digits]
+    ok = ((x & _NIBBLE) == _ZEROS) & (((x + _SIXES) & _NIBBLE) == _ZEROS)
+    x = ((x & _U(0x0F0F0F0F0F0F0F0F)) * _U(2561)) >> _U(8)
+    x = ((x & _U(0x00FF00FF00FF00FF)) * _U(6553601)) >> _U(16)
+    x = ((x & _U(0x0000FFFF0000FFFF)) * _U(42949672960001)) >> _U(32)
+    return x, ok
+
+
+def _short_decimals(words: np.ndarray, s: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(float64, ok) of cells of one to eight bytes that are digits with at most one dot, exactly as `float()`."""
+    n = np.clip(lengths, 0, 8)
+    x = _load(words, s) | _HIGH[n]  # bytes past the cell become 0xFF: never a dot or digit
+    y = x ^ _DOTS
+    t = (y - _ONES) & ~y & _HIGHS  # the lowest flagged byte is the first dot
+    has_dot = t != 0
+    p = (np.frexp((t & (~t + _U(1))).astype(np.float64))[1] - 8) >> 3
+    p = np.where(has_dot, p, 8)
+    low = _LOW[p]
+    x = (x & low) | ((x >> _U(8)) & ~low)  # the dot taken out
+    digits = n - has_dot
+    value, ok = _parse8(x, digits)
+    ok &= (lengths >= 1) & (lengths <= 8) & (digits >= 1)
+    return value.astype(np.float64) / _POW10F[np.where(has_dot, n - 1 - p, 0)], ok
+
+
+def _matrix(full: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
+    """Cells s..e as an (n, W) uint8 matrix, NUL-padded; None when a cell is wider than MAX_WIDTH."""
+    lengths = e - s
+    n = len(s)
+    w = max(int(lengths.max()) if n else 0, 1)
+    if w > MAX_WIDTH:
         return None
+    size = len(full)
+    # every offset of the buffer as a w-byte string: a column is one 1-D fancy index
+    items = np.ndarray(shape=(size - w + 1,), dtype=f"S{w}", buffer=full, strides=(1,))
+    tail = s + w > size
+    if tail.any():
+        m = np.zeros((n, w), np.uint8)
+        m[~tail] = items[s[~tail]].view(np.uint8).reshape(-1, w)
+        for i in np.flatnonzero(tail):
+            cell = full[s[i]:e[i]]
+            m[i, :len(cell)] = cell
+    else:
+        m = items[s].view(np.uint8).reshape(n, w)
+    if n and int(lengths.min()) < w:
+        m = np.where(np.arange(w, dtype=np.int32)[None, :] < lengths[:, None], m, np.uint8(0))
+    return m
+
+
+def _general_floats(full: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
+    """Cells s..e as float64 through numpy's string conversion (signs, exponents, quotes, `N/A`); None for junk."""
+    m = _matrix(full, s, e)
+    if m is None:
+        return None
+    arr = m.view(f"S{m.shape[1]}").ravel()
+    arr = np.char.strip(arr, b' \t\r"')
+    missing = np.isin(arr, MISSING)
+    if missing.any():
+        arr = arr.copy()
+        arr[missing] = b"nan"
+    try:
+        return arr.astype(np.float64)
+    except ValueError:
+        return None
+
+
+def _stamps(m: np.ndarray) -> np.ndarray | None:
+    """Cells of µs with up to ns decimals (maybe a trailing TAB) as exact int64 ns; None for junk."""
+    uniform = _uniform_stamps(m)
+    if uniform is not None:
+        return uniform
     n, w = m.shape
-    count = digit.sum(axis=1)
-    if (digit & np.cumsum(pad, axis=1).astype(bool)).any():
-        return None  # a NUL before a digit cannot happen in a left-aligned cell; be safe
-    power = count[:, None] - 1 - np.arange(w)[None, :]
-    out = ((m.astype(np.int64) - 48) * digit * _POW10[np.clip(power, 0, 18)]).sum(axis=1).astype(np.float64)
-    out[count == 0] = np.nan
+    digit = (m >= 48) & (m <= 57)
+    dot = m == ord(".")
+    blank = (m == 0) | (m == 9) | (m == 32) | (m == CR)
+    col = np.arange(w)[None, :]
+    has_dot = dot.any(axis=1)
+    dotpos = np.where(has_dot, dot.argmax(axis=1), np.where(blank.all(axis=1), 0, (~blank).sum(axis=1)))
+    arr = m.view(f"S{w}").ravel()
+    missing = np.isin(np.char.strip(arr, b' \t\r"'), MISSING)
+    ok = digit | dot | blank
+    if not (ok.all(axis=1) | missing).all() or (dot.sum(axis=1) > 1).any():
+        return None
+    d = (m.astype(np.int64) - 48) * digit
+    power = dotpos[:, None] - 1 - col
+    whole_mask = (power >= 0) & digit
+    if (power[whole_mask] > 18).any():
+        return None
+    whole = (d * _POW10[np.clip(power, 0, 18)] * whole_mask).sum(axis=1)
+    frac = np.zeros(n, np.int64)
+    for k, scale in ((1, 100), (2, 10), (3, 1)):
+        c = np.minimum(dotpos + k, w - 1)
+        inside = has_dot & (dotpos + k < w)
+        dig = np.take_along_axis(d, c[:, None], axis=1)[:, 0]
+        isd = np.take_along_axis(digit, c[:, None], axis=1)[:, 0]
+        frac += np.where(inside & isd, dig * scale, 0)
+    out = whole * 1000 + frac
+    out[missing] = NO_START
     return out
 
 
@@ -233,7 +391,7 @@ def _uniform_stamps(m: np.ndarray) -> np.ndarray | None:
     if len(dots) != 1:
         return None
     p = int(dots[0])
-    if p == 0 or p + 4 > w or not (m[:, p] == 46).all():
+    if p == 0 or p > 18 or p + 4 > w or not (m[:, p] == 46).all():
         return None
     whole, frac = m[:, :p], m[:, p + 1:p + 4]
     if not (((whole >= 48) & (whole <= 57)).all() and ((frac >= 48) & (frac <= 57)).all()):
