@@ -118,9 +118,10 @@ class Lazy(Mapping[str, V], Generic[V]):
 
     def maker(self, key: str) -> Callable[[], V]:
         """A function giving the column `key` without keeping it here (a concatenation reads each part once)."""
-        if key not in self:
-            raise KeyError(key)
-        return partial(self.peek, key)
+        if key in self._ready:
+            value = self._ready[key]
+            return lambda: value
+        return self._pending[key]
 
     def peek(self, key: str) -> V:
         """The column `key`, decoded again (and not kept) when it has not been read yet."""
@@ -246,13 +247,24 @@ class KernelTable:
             return parts[0]
         n = sum(p.n for p in parts)
         metric_names = list(dict.fromkeys(k for p in parts for k in p.metrics))
-        # each column is joined when first read, from its parts' decoders (a part keeps no copy)
-        return cls(n, Lazy({}, {k: partial(_join_codes, [p.text.maker(k) for p in parts]) for k in TEXT_COLUMNS}),
-                   Lazy({}, {k: partial(_join, [p.ints.maker(k) for p in parts]) for k in INT_COLUMNS}),
-                   Lazy({}, {k: partial(_join, [p.floats.maker(k) for p in parts]) for k in FLOAT_COLUMNS}),
-                   Lazy({}, {k: partial(_join, [p.metrics.maker(k) if k in p.metrics else
-                                                partial(np.full, p.n, np.nan, np.float32) for p in parts])
-                             for k in metric_names}))
+        # a column every part has decoded is joined now; the others when first read, from the parts'
+        # decoders (so the parts themselves can go)
+        def joined(cols: list[Lazy[Any]], keys: Sequence[str], join: Callable[[list[Callable[[], Any]]], Any],
+                   absent: Callable[[int], Any] | None = None) -> Lazy[Any]:
+            ready, pending = {}, {}
+            for k in keys:
+                makers = [c.maker(k) if k in c or absent is None else partial(absent, p.n) for c, p in zip(cols, parts)]
+                if all(k in c and c.is_ready(k) for c in cols):
+                    ready[k] = join(makers)
+                else:
+                    pending[k] = partial(join, makers)
+            return Lazy(ready, pending)
+
+        return cls(n, joined([p.text for p in parts], TEXT_COLUMNS, _join_codes),
+                   joined([p.ints for p in parts], INT_COLUMNS, _join),
+                   joined([p.floats for p in parts], FLOAT_COLUMNS, _join),
+                   joined([p.metrics for p in parts], metric_names, _join, partial(np.full, fill_value=np.nan,
+                                                                                     dtype=np.float32)))
 
     def to_json(self) -> dict[str, Any]:
         """Columns as lists; NaN floats become null so the file stays strict JSON."""

@@ -27,37 +27,73 @@ QUOTE, COMMA, NL, CR = ord('"'), ord(","), ord("\n"), ord("\r")
 _U = np.uint64
 _ONES, _HIGHS, _DOTS = _U(0x0101010101010101), _U(0x8080808080808080), _U(0x2E2E2E2E2E2E2E2E)
 _ZEROS, _SIXES, _NIBBLE = _U(0x3030303030303030), _U(0x0606060606060606), _U(0xF0F0F0F0F0F0F0F0)
-_LOW = np.array([(1 << 8 * k) - 1 for k in range(9)], np.uint64)  # the low k bytes of a word
-_HIGH = ~_LOW  # the bytes from k on
-_ZPAD = np.array([0x3030303030303030 >> 8 * k if k < 8 else 0 for k in range(9)], np.uint64)
 _POW10F = 10.0 ** np.arange(23)
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
 
 
-def blocks(fh, first: bytes = b"", size: int = BLOCK) -> Iterator[np.ndarray]:  # type: ignore[no-untyped-def]
-    """Blocks of whole records (quote-aware), each a uint8 array ending with a newline, PAD readable bytes after."""
-    carry = first
-    while True:
-        buf = bytearray(len(carry) + size + PAD)
-        buf[:len(carry)] = carry
-        got = fh.readinto(memoryview(buf)[len(carry):len(carry) + size]) or 0
-        end = len(carry) + got
-        if not got:
-            if carry.strip(b"\r\n"):
+class Blocks:
+    """Blocks of about `size` bytes of whole lines, each a uint8 array ending with a newline, PAD readable bytes after.
+
+    A block may end inside a quoted multi-line field; its reader finds that out while splitting it
+    (quote parity is computed there anyway) and hands the unfinished tail back with `back`, to be
+    read again at the head of the next block. `final` is True for the last block of the file.
+    """
+
+    def __init__(self, fh, first: bytes = b"", size: int = BLOCK) -> None:  # type: ignore[no-untyped-def]
+        self.fh, self.carry, self.size = fh, first, size
+        self.final = False
+        self._last: np.ndarray | None = None
+
+    def back(self, n: int) -> None:
+        """The last `n` bytes of the block just given were not used: they start the next one."""
+        if n and self._last is not None:
+            self.carry = self._last[len(self._last) - n:].tobytes() + self.carry
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        while not self.final:
+            carry = self.carry
+            buf = bytearray(len(carry) + self.size + PAD)
+            buf[:len(carry)] = carry
+            got = self.fh.readinto(memoryview(buf)[len(carry):len(carry) + self.size]) or 0
+            end = len(carry) + got
+            if not got:
+                self.final = True
+                self.carry = b""
+                if not carry.strip(b"\r\n"):
+                    return
                 tail = carry + (b"" if carry.endswith(b"\n") else b"\n")
-                yield np.frombuffer(bytearray(tail + bytes(PAD)), np.uint8, count=len(tail))
-            return
-        cut = buf.rfind(b"\n", 0, end)
-        odd = buf.count(b'"', 0, cut) & 1 if cut >= 0 else 0
-        while cut >= 0 and odd:  # that newline sits inside a quoted field: step back
-            prev = buf.rfind(b"\n", 0, cut)
-            odd ^= buf.count(b'"', prev + 1, cut) & 1
-            cut = prev
-        if cut < 0:
-            carry = bytes(buf[:end])
-            continue
-        carry = bytes(buf[cut + 1:end])
-        yield np.frombuffer(buf, np.uint8, count=cut + 1)
+                self._last = np.frombuffer(bytearray(tail + bytes(PAD)), np.uint8, count=len(tail))
+                yield self._last
+                return
+            cut = buf.rfind(b"\n", 0, end)
+            if cut < 0:
+                self.carry = bytes(buf[:end])
+                continue
+            self.carry = bytes(buf[cut + 1:end])
+            self._last = np.frombuffer(buf, np.uint8, count=cut + 1)
+            yield self._last
+
+
+class Scratch:
+    """Work arrays reused from block to block: a fresh 8 MiB array costs its page faults every time."""
+
+    __slots__ = ("arrays",)
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def counting(self, n: int) -> np.ndarray:
+        """0, 1, ... n-1 as int32 (made once)."""
+        a = self.arrays.get("counting")
+        if a is None or len(a) < n:
+            a = self.arrays["counting"] = np.arange(max(n, 2 * len(a) if a is not None else 1 << 16), dtype=np.int32)
+        return a[:n]
+
+    def get(self, name: str, n: int, dtype: type = bool) -> np.ndarray:
+        a = self.arrays.get(name)
+        if a is None or len(a) < n:
+            a = self.arrays[name] = np.empty(max(n, BLOCK + PAD), dtype)
+        return a[:n]
 
 
 class Split:
@@ -76,51 +112,77 @@ class Split:
 
     @classmethod
     def of(cls, buf: np.ndarray, width: int, need: int | None = None) -> Split | None:
-        """Split `buf` into records of `width` fields; None when a record has fewer than `need` (default `width`).
+        """Split `buf` into records of `width` fields; None when a record has fewer than `need` (default `width`)
+        or a quote is left open.
 
         A record with more fields keeps its first `width`; one with fewer (but at least `need`) reads
         the missing ones as empty cells.
         """
+        split, rest = cls.cut(buf, width, need, final=True)
+        return split
+
+    @classmethod
+    def cut(cls, buf: np.ndarray, width: int, need: int | None = None, *, final: bool = False,
+            scratch: Scratch | None = None) -> tuple[Split | None, int]:
+        """(`of` for the records of `buf` up to its last newline outside quotes, bytes left after them).
+
+        Unless `final`, a block that ends inside a quoted field is split up to the record before it.
+        """
         need = width if need is None else need
-        sep = np.equal(buf, COMMA)
-        np.logical_or(sep, np.equal(buf, NL), out=sep)
-        quotes = np.flatnonzero(np.equal(buf, QUOTE))
+        size = len(buf)
+        scratch = scratch if scratch is not None else Scratch()
+        nlm = np.equal(buf, NL, out=scratch.get("nl", size))
+        sep = np.equal(buf, COMMA, out=scratch.get("sep", size))
+        sep |= nlm
+        quotes = np.flatnonzero(np.equal(buf, QUOTE, out=scratch.get("quote", size)))
+        limit = size
         if len(quotes) & 1:
-            return None
+            if final:
+                return None, 0
+            limit = int(quotes[-1])  # an open quote: its record goes on in the next block
+            quotes = quotes[:-1]
         if len(quotes):  # no separator inside a quoted span (from an opening quote to its closing one)
             lens = quotes[1::2] - quotes[0::2]
             total = int(lens.sum())
             offset = np.cumsum(lens) - lens
-            sep[np.repeat(quotes[0::2] - offset, lens) + np.arange(total)] = False
+            inside = np.repeat((quotes[0::2] - offset).astype(np.int32), lens)
+            inside += scratch.counting(total)
+            sep[inside] = False
+            del inside
         del quotes
-        pos = np.flatnonzero(sep)
+        nl = np.flatnonzero(nlm[:limit])
+        del nlm
+        nl = nl[sep[nl]]  # the record ends: newlines outside quotes
+        if limit < size:
+            if not len(nl):
+                return None, size
+            buf = buf[:int(nl[-1]) + 1]
+        rest = size - len(buf)
+        pos = np.flatnonzero(sep[:len(buf)])
         del sep
-        nl_mask = buf[pos] == NL
-        nl = pos[nl_mask]
         # blank lines (a newline right after a newline, or after a lone \r) hold no record
         prev = np.concatenate((np.array([-1], np.int64), nl[:-1]))
         empty = (nl - prev == 1) | ((nl - prev == 2) & (buf[np.maximum(nl - 1, 0)] == CR))
         if empty.any():
-            keep = np.ones(len(pos), bool)
-            keep[np.flatnonzero(nl_mask)[empty]] = False
-            pos, nl_mask = pos[keep], nl_mask[keep]
-        ends = np.flatnonzero(nl_mask)  # index in pos of each record's newline
-        records = len(ends)
+            pos = pos[np.isin(pos, nl[empty], assume_unique=True, invert=True)]
+            nl = nl[~empty]
+        records = len(nl)
         if records == 0:
-            return None
-        ragged = len(pos) != records * width or not nl_mask.reshape(records, width)[:, -1].all()
+            return None, rest
+        ragged = len(pos) != records * width or not np.array_equal(pos[width - 1::width], nl)
         if ragged:
+            ends = np.searchsorted(pos, nl)  # index in pos of each record's newline
             counts = np.diff(ends, prepend=-1)
             if int(counts.min()) < need:
-                return None
+                return None, rest
             firsts = ends - counts + 1
             mat = pos[firsts[:, None] + np.minimum(np.arange(width)[None, :], counts[:, None] - 1)]
         else:
             mat = pos.reshape(records, width)
-        del pos, nl_mask
+        del pos
         first = np.empty(records, np.int64)
         first[0] = 0
-        first[1:] = mat[:-1, -1] + 1 if not ragged else nl[~empty][:-1] + 1
+        first[1:] = nl[:-1] + 1
         if empty.any():
             while True:  # skip the blank lines before a record
                 blank = (first < mat[:, 0]) & ((buf[first] == NL) | (buf[first] == CR))
@@ -130,7 +192,7 @@ class Split:
         longest = int((mat[:, -1] - first).max())
         rel = np.empty((records, width), np.uint16 if longest < 65535 else np.int64)
         np.subtract(mat, first[:, None], out=rel, casting="unsafe")
-        return cls(buf, first, rel, ragged)
+        return cls(buf, first, rel, ragged), rest
 
     def bounds(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of field j of every record (end excludes the delimiter and a CR before the newline)."""
@@ -150,11 +212,12 @@ class Split:
     def floats(self, j: int) -> np.ndarray | None:
         """Column j as float64 (NaN for missing cells); None when a cell is not a number."""
         s, e = self.bounds(j)
-        out, ok = _short_decimals(self.words(), s, e - s)
+        lengths = e - s
+        out, ok, word = _short_decimals(self.words(), s, lengths)
         if ok.all():
             return out
         bad = np.flatnonzero(~ok)
-        missing = _missing(self.words(), s[bad], e[bad] - s[bad])
+        missing = _missing(word[bad], lengths[bad])
         out[bad[missing]] = np.nan
         bad = bad[~missing]
         if not len(bad):
@@ -182,27 +245,25 @@ class Split:
         longest = int(lengths.max())
         if longest > MAX_WIDTH:
             return Codes.of(self.cells(j))
-        words = self.words()
-        parts: list[tuple[np.ndarray | None, np.ndarray]] = []
+        k_words = max(1, -(-longest // 8))
+        items = np.ndarray(shape=(len(self.full) - 8 * k_words + 1,), dtype=f"S{8 * k_words}", buffer=self.full,
+                           strides=(1,))
+        # each cell's bytes as k uint64 words (one gather a row), then the bytes past its end cleared
+        m = items[np.minimum(s, len(items) - 1)].view("<u8").reshape(self.n, k_words)
+        parts = []
         h = lengths.astype(np.uint64) * _U(0x9E3779B97F4A7C15)
-        for k in range(max(1, -(-longest // 8))):
-            rows = None if k == 0 else np.flatnonzero(lengths > 8 * k)  # only cells that long have word k
-            at, left = (s, lengths) if rows is None else (s[rows] + 8 * k, lengths[rows] - 8 * k)
-            w = _load(words, at) & _LOW[np.minimum(left, 8)]
-            parts.append((rows, w))
-            if rows is None:
-                h ^= w
-                h *= _U(0xBF58476D1CE4E5B9)
-            else:
-                g = h[rows] ^ w
-                g *= _U(0xBF58476D1CE4E5B9)
-                h[rows] = g
+        for k in range(k_words):
+            w = m[:, k] & _low_bytes(np.clip(lengths - 8 * k, 0, 8).astype(np.uint64))
+            parts.append(w)
+            h ^= w
+            h *= _U(0xBF58476D1CE4E5B9)
             h ^= h >> _U(31)
+        del m
         found = _group(h)
         if found is not None:
             inverse, first = found
             rep = first[inverse]
-            if not (np.array_equal(lengths, lengths[rep]) and all(_same(rows, w, rep) for rows, w in parts)):
+            if not (np.array_equal(lengths, lengths[rep]) and all(np.array_equal(w, w[rep]) for w in parts)):
                 found = None  # two values shared a hash: group the bytes themselves
         if found is None:
             m = _matrix(self.full, s, e)
@@ -241,15 +302,6 @@ def _padded(buf: np.ndarray) -> np.ndarray:
     return out
 
 
-def _same(rows: np.ndarray | None, w: np.ndarray, rep: np.ndarray) -> bool:
-    """Whether every row's word equals its representative's (rows with word k share their length, so both have it)."""
-    if rows is None:
-        return np.array_equal(w, w[rep])
-    full = np.zeros(len(rep), np.uint64)
-    full[rows] = w
-    return np.array_equal(full, full[rep])
-
-
 def _group(h: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(index of each row's value, first row of each value) for hashes `h`; distinct values found in a sample first."""
     head = h[:SAMPLE]
@@ -270,18 +322,22 @@ def _load(words: np.ndarray, at: np.ndarray) -> np.ndarray:
 _MISSING_WORDS = [(len(m), int.from_bytes(m, "little")) for m in MISSING if len(m) <= 8]
 
 
-def _missing(words: np.ndarray, s: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Which cells are one of MISSING (`N/A`, `NA`, empty...), compared as words."""
-    x = _load(words, s) & _LOW[np.clip(lengths, 0, 8)]
-    out = np.zeros(len(s), bool)
+def _missing(word: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Which cells (their first 8 bytes as `word`, the rest cleared) are one of MISSING (`N/A`, `NA`, empty...)."""
+    out = np.zeros(len(word), bool)
     for n, w in _MISSING_WORDS:
-        out |= (lengths == n) & (x == _U(w))
+        out |= (lengths == n) & (word == _U(w))
     return out
 
 
 def _parse8(x: np.ndarray, digits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(value, ok) of the `digits` (0..8) ASCII digits in the low bytes of each word; ok is False for a non-digit."""
-    x = (x << ((8 - digits) * 8).astype(np.uint64)) | _ZPAD[digits]
+    """(value, ok) of the `digits` (uint64, 0..8) ASCII digits in the low bytes of each word; ok: all are digits.
+
+    The digits are shifted to the top of the word with '0's below them, then paired up by three
+    multiplications (8 digits -> 4 two-digit -> 2 four-digit -> 1 number).
+    """
+    bits = digits << _U(3)
+    x = (x << (_U(64) - bits)) | (_ZEROS >> bits)  # a shift by 64 gives 0 in numpy
     ok = ((x & _NIBBLE) == _ZEROS) & (((x + _SIXES) & _NIBBLE) == _ZEROS)
     x = ((x & _U(0x0F0F0F0F0F0F0F0F)) * _U(2561)) >> _U(8)
     x = ((x & _U(0x00FF00FF00FF00FF)) * _U(6553601)) >> _U(16)
@@ -289,21 +345,30 @@ def _parse8(x: np.ndarray, digits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x, ok
 
 
-def _short_decimals(words: np.ndarray, s: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(float64, ok) of cells of one to eight bytes that are digits with at most one dot, exactly as `float()`."""
-    n = np.clip(lengths, 0, 8)
-    x = _load(words, s) | _HIGH[n]  # bytes past the cell become 0xFF: never a dot or digit
+def _low_bytes(n: np.ndarray) -> np.ndarray:
+    """A mask of the low `n` (uint64, 0..8) bytes of a word."""
+    return (_U(1) << (n << _U(3))) - _U(1)  # n = 8: 1 << 64 is 0, minus 1 is all ones
+
+
+def _short_decimals(words: np.ndarray, s: np.ndarray, lengths: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(float64, ok, the cell's word) for cells of one to eight bytes that are digits with at most one dot,
+    exactly as `float()` reads them (an integer under 10^8 over a power of ten is correctly rounded)."""
+    n = np.minimum(lengths, 8).astype(np.uint64)
+    keep = _low_bytes(n)
+    word = _load(words, s) & keep
+    x = word | ~keep  # bytes past the cell become 0xFF: never a dot or a digit
     y = x ^ _DOTS
     t = (y - _ONES) & ~y & _HIGHS  # the lowest flagged byte is the first dot
-    has_dot = t != 0
-    p = (np.frexp((t & (~t + _U(1))).astype(np.float64))[1] - 8) >> 3
-    p = np.where(has_dot, p, 8)
-    low = _LOW[p]
-    x = (x & low) | ((x >> _U(8)) & ~low)  # the dot taken out
-    digits = n - has_dot
+    b = (t & (~t + _U(1))) >> _U(7)  # 1 in the dot's byte, 0 without a dot
+    dot = (b != 0).astype(np.uint64)
+    p = (b * _U(0x0001020304050607)) >> _U(56)  # the dot's byte index
+    below = b - _U(1)  # the bytes before the dot (all of them without one)
+    x = (x & below) | ((x >> _U(8)) & ~below)  # the dot taken out
+    digits = n - dot
     value, ok = _parse8(x, digits)
     ok &= (lengths >= 1) & (lengths <= 8) & (digits >= 1)
-    return value.astype(np.float64) / _POW10F[np.where(has_dot, n - 1 - p, 0)], ok
+    return value.astype(np.float64) / _POW10F[(n - _U(1) - p) * dot], ok, word
 
 
 def _matrix(full: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None:

@@ -161,16 +161,22 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
         with path.open("rb") as raw:
             first = raw.readline()
             width = len(next(csv.reader([first.decode("utf-8-sig").rstrip("\r\n")])))
-            for buf in fast_csv.blocks(raw, size=block or fast_csv.BLOCK):
+            source = fast_csv.Blocks(raw, size=block or fast_csv.BLOCK)
+            scratch = fast_csv.Scratch()
+            for buf in source:
                 if cancel is not None and cancel.is_set():
                     raise Cancelled()
+                split, rest = fast_csv.Split.cut(buf, width, max(need, 1), final=source.final, scratch=scratch)
+                source.back(rest)  # a record cut inside a quoted field is read again with the next block
+                if rest == len(buf):
+                    continue
+                buf = buf[:len(buf) - rest]
                 if (buf >= 0x80).any():  # ASCII needs no check; anything else must be UTF-8
                     try:
                         buf.tobytes().decode("utf-8")
                     except UnicodeDecodeError as exc:
                         raise InputError(path, f"not a text file (byte {len(first) + exc.start} of a block is not "
                                                "UTF-8)") from None
-                split = fast_csv.Split.of(buf, width, max(need, 1))
                 tables = [_fast_table(path, header, split, cols, metrics, done)] if split is not None else \
                     _csv_tables(path, header, cols, metrics, buf.tobytes().decode("utf-8"), done)
                 for t in tables:
