@@ -76,6 +76,35 @@ def concat_codes(parts: Sequence[Codes]) -> Codes:
     return Codes(np.concatenate(out) if out else None, list(index))
 
 
+def take_rows(col: Any, rows: np.ndarray) -> Any:
+    """Rows `rows` of a decoded column (`Codes` or array)."""
+    return col.take(rows) if isinstance(col, Codes) else col[rows]
+
+
+class Decoder:
+    """A column not decoded yet: calling it decodes every row, `take(rows)` only those rows.
+
+    `f(*args)` decodes the column and `f(*args, rows=rows)` some of its rows (a roofline estimate
+    needs the shapes of the rows without hardware counters only).
+    """
+
+    __slots__ = ("f", "args")
+
+    def __init__(self, f: Callable[..., Any], *args: Any) -> None:
+        self.f, self.args = f, args
+
+    def __call__(self) -> Any:
+        return self.f(*self.args)
+
+    def take(self, rows: np.ndarray) -> Any:
+        return self.f(*self.args, rows=rows)
+
+
+def _decode_rows(make: Callable[[], Any], rows: np.ndarray) -> Any:
+    take = getattr(make, "take", None)
+    return take(rows) if take is not None else take_rows(make(), rows)
+
+
 class Lazy(Mapping[str, V], Generic[V]):
     """Named columns, each decoded the first time it is read and kept from then on.
 
@@ -83,13 +112,14 @@ class Lazy(Mapping[str, V], Generic[V]):
     hand over a decoder per column instead of the column, so the unread ones cost nothing.
     """
 
-    __slots__ = ("_ready", "_pending", "_order")
+    __slots__ = ("_ready", "_pending", "_order", "_some")
 
     def __init__(self, ready: Mapping[str, V] | None = None, pending: Mapping[str, Callable[[], V]] | None = None
                  ) -> None:
         self._ready: dict[str, V] = dict(ready or {})
         self._pending: dict[str, Callable[[], V]] = {k: f for k, f in (pending or {}).items() if k not in self._ready}
         self._order = list(dict.fromkeys([*self._ready, *self._pending]))
+        self._some: dict[tuple[Any, ...], V] = {}  # rows of columns not read yet, by (column, rows)
 
     def __getitem__(self, key: str) -> V:
         try:
@@ -117,11 +147,25 @@ class Lazy(Mapping[str, V], Generic[V]):
         return key in self._ready
 
     def maker(self, key: str) -> Callable[[], V]:
-        """A function giving the column `key` without keeping it here (a concatenation reads each part once)."""
+        """A `Decoder` of the column `key` that does not keep it here (a concatenation reads each part once)."""
         if key in self._ready:
-            value = self._ready[key]
-            return lambda: value
+            return Decoder(_given, self._ready[key])
         return self._pending[key]
+
+    def rows(self, key: str, rows: np.ndarray) -> V:
+        """Rows `rows` of column `key`; a column not read yet decodes only those rows when its decoder can."""
+        if key in self._ready:
+            return take_rows(self._ready[key], rows)  # type: ignore[no-any-return]
+        make = self._pending.get(key)
+        if make is None:
+            return take_rows(self[key], rows)  # type: ignore[no-any-return]
+        rows = np.asarray(rows)
+        memo = (key, rows.dtype.str, len(rows), hash(rows.tobytes()))
+        if memo not in self._some:  # the same rows asked again (each summary re-derives bound-ness)
+            if len(self._some) >= 8:
+                self._some.pop(next(iter(self._some)))
+            self._some[memo] = _decode_rows(make, rows)
+        return self._some[memo]  # type: ignore[no-any-return]
 
     def peek(self, key: str) -> V:
         """The column `key`, decoded again (and not kept) when it has not been read yet."""
@@ -142,7 +186,13 @@ class Lazy(Mapping[str, V], Generic[V]):
         return out
 
 
-def _checked(name: str, n: int, cast: Callable[[Any], V], make: Callable[[], Any]) -> V:
+def _given(value: Any, rows: np.ndarray | None = None) -> Any:
+    return value if rows is None else take_rows(value, rows)
+
+
+def _checked(name: str, n: int, cast: Callable[[Any], V], make: Callable[[], Any], rows: np.ndarray | None = None) -> V:
+    if rows is not None:
+        return cast(_decode_rows(make, rows))
     col = cast(make())
     if len(col) != n:  # type: ignore[arg-type]
         raise ValueError(f"column {name!r} has {len(col)} rows, expected {n}")  # type: ignore[arg-type]
@@ -158,7 +208,7 @@ def _columns(n: int, given: Mapping[str, Any] | None, names: Sequence[str], defa
     pending: dict[str, Callable[[], V]] = {}
     for k in dict.fromkeys([*names, *given]):
         if isinstance(given, Lazy) and k in given and not given.is_ready(k):
-            pending[k] = partial(_checked, k, n, cast, given.maker(k))
+            pending[k] = Decoder(_checked, k, n, cast, given.maker(k))
             continue
         v = given.get(k) if k in given else None
         if v is None or (isinstance(v, Codes) and not len(v)):
@@ -227,7 +277,7 @@ class KernelTable:
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)
         def part(cols: Lazy[Any]) -> Lazy[Any]:
-            return Lazy({}, {k: partial(_take, cols, k, rows) for k in cols})
+            return Lazy({}, {k: partial(cols.rows, k, rows) for k in cols})
 
         return KernelTable(len(rows), part(self.text), part(self.ints), part(self.floats), part(self.metrics))
 
@@ -257,8 +307,10 @@ class KernelTable:
                 if all(k in c and c.is_ready(k) for c in cols):
                     ready[k] = join(makers)
                 else:
-                    pending[k] = partial(join, makers)
+                    pending[k] = Decoder(_join_parts, join, makers, offsets)
             return Lazy(ready, pending)
+
+        offsets = np.cumsum([0] + [p.n for p in parts])
 
         return cls(n, joined([p.text for p in parts], TEXT_COLUMNS, _join_codes),
                    joined([p.ints for p in parts], INT_COLUMNS, _join),
@@ -287,17 +339,31 @@ class KernelTable:
                    {k: arr(v, np.float32) for k, v in (d.get("metrics") or {}).items()})
 
 
-def _take(cols: Lazy[Any], key: str, rows: np.ndarray) -> Any:
-    col = cols[key]
-    return col.take(rows) if isinstance(col, Codes) else col[rows]
-
-
 def _join(makers: Sequence[Callable[[], np.ndarray]]) -> np.ndarray:
     return np.concatenate([m() for m in makers])
 
 
 def _join_codes(makers: Sequence[Callable[[], Codes]]) -> Codes:
     return concat_codes([m() for m in makers])
+
+
+def _join_parts(join: Callable[[list[Callable[[], Any]]], Any], makers: list[Callable[[], Any]], offsets: np.ndarray,
+                rows: np.ndarray | None = None) -> Any:
+    """The parts' columns joined, or only the rows `rows` of the whole (each part decoding just its own)."""
+    if rows is None:
+        return join(makers)
+    rows = np.asarray(rows, np.int64)
+    order = np.argsort(rows, kind="stable")
+    ordered = rows[order]
+    cut = np.searchsorted(ordered, offsets)
+    pieces = [partial(_decode_rows, m, ordered[a:b] - lo)
+              for m, a, b, lo in zip(makers, cut[:-1], cut[1:], offsets[:-1]) if b > a]
+    if not pieces:
+        return join([partial(_decode_rows, makers[0], ordered)])
+    out = join(pieces)
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    return take_rows(out, back)
 
 
 @dataclass(frozen=True, slots=True)

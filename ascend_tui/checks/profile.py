@@ -220,8 +220,9 @@ def intensity(op_type: str, in_shapes: str, in_dtypes: str, out_shapes: str, out
 def roofline(table: KernelTable, rows: np.ndarray) -> np.ndarray:
     """`intensity` of the given rows (computed once per distinct type/shape/dtype combination)."""
     cols = ("type", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes")
-    uniq, inverse = unique_rows([table.text[c].take(rows) for c in cols])
-    vals = np.array([intensity(*(table.text[c].values[k] for c, k in zip(cols, row))) for row in uniq], np.float64)
+    sub = table.take(rows)  # a column not read yet is decoded for these rows only
+    uniq, inverse = unique_rows([sub.text[c] for c in cols])
+    vals = np.array([intensity(*(sub.text[c].values[k] for c, k in zip(cols, row))) for row in uniq], np.float64)
     return vals[inverse.reshape(-1)]
 
 

@@ -194,10 +194,12 @@ class Split:
         np.subtract(mat, first[:, None], out=rel, casting="unsafe")
         return cls(buf, first, rel, ragged), rest
 
-    def bounds(self, j: int) -> tuple[np.ndarray, np.ndarray]:
-        """(start, end) of field j of every record (end excludes the delimiter and a CR before the newline)."""
-        start = self.row if j == 0 else self.row + self.rel[:, j - 1] + 1
-        end = self.row + self.rel[:, j]
+    def bounds(self, j: int, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of field j of every record, or of records `rows` (end excludes the delimiter and a CR
+        before the newline)."""
+        row, rel = (self.row, self.rel) if rows is None else (self.row[rows], self.rel[rows])
+        start = row if j == 0 else row + rel[:, j - 1] + 1
+        end = row + rel[:, j]
         if self.ragged:  # a padded field is empty; a short record's last field may end at its newline
             start = np.minimum(start, end)
             end = end - ((self.buf[end] == NL) & (self.buf[np.maximum(end - 1, 0)] == CR) & (end > start))
@@ -209,9 +211,9 @@ class Split:
         """The 8 bytes starting at every offset of the block (a strided view, no copy); `_load` reads them as uint64."""
         return np.ndarray(shape=(len(self.full) - 7,), dtype="S8", buffer=self.full, strides=(1,))
 
-    def floats(self, j: int) -> np.ndarray | None:
-        """Column j as float64 (NaN for missing cells); None when a cell is not a number."""
-        s, e = self.bounds(j)
+    def floats(self, j: int, rows: np.ndarray | None = None) -> np.ndarray | None:
+        """Column j (or its records `rows`) as float64, NaN for missing cells; None when a cell is not a number."""
+        s, e = self.bounds(j, rows)
         lengths = e - s
         out, ok, word = _short_decimals(self.words(), s, lengths)
         if ok.all():
@@ -228,28 +230,30 @@ class Split:
         out[bad] = rest
         return out
 
-    def starts_ns(self, j: int) -> np.ndarray | None:
+    def starts_ns(self, j: int, rows: np.ndarray | None = None) -> np.ndarray | None:
         """Column j (µs with up to ns decimals, maybe a trailing TAB) as exact int64 ns; None for junk."""
-        s, e = self.bounds(j)
+        s, e = self.bounds(j, rows)
         m = _matrix(self.full, s, e)
         if m is None:
             return None
         return _stamps(m)
 
-    def codes(self, j: int) -> Codes:
-        """Column j as `Codes`: rows hashed a word at a time, each distinct value decoded once (csv quoting undone)."""
-        s, e = self.bounds(j)
-        if self.n == 0:
+    def codes(self, j: int, rows: np.ndarray | None = None) -> Codes:
+        """Column j (or its records `rows`) as `Codes`: cells hashed a word at a time, each distinct value
+        decoded once (csv quoting undone)."""
+        s, e = self.bounds(j, rows)
+        n = len(s)
+        if n == 0:
             return Codes()
         lengths = e - s
         longest = int(lengths.max())
         if longest > MAX_WIDTH:
-            return Codes.of(self.cells(j))
+            return Codes.of(self.cells(j, rows))
         k_words = max(1, -(-longest // 8))
         items = np.ndarray(shape=(len(self.full) - 8 * k_words + 1,), dtype=f"S{8 * k_words}", buffer=self.full,
                            strides=(1,))
         # each cell's bytes as k uint64 words (one gather a row), then the bytes past its end cleared
-        m = items[np.minimum(s, len(items) - 1)].view("<u8").reshape(self.n, k_words)
+        m = items[np.minimum(s, len(items) - 1)].view("<u8").reshape(n, k_words)
         parts = []
         h = lengths.astype(np.uint64) * _U(0x9E3779B97F4A7C15)
         for k in range(k_words):
@@ -283,9 +287,9 @@ class Split:
             values = list(index)
         return Codes(codes, values)
 
-    def cells(self, j: int) -> list[str]:
+    def cells(self, j: int, rows: np.ndarray | None = None) -> list[str]:
         """Column j as strings, one Python object a cell (the slow path, for exact error messages)."""
-        s, e = self.bounds(j)
+        s, e = self.bounds(j, rows)
         full = self.full
         return [_unquote(full[a:b].tobytes()) for a, b in zip(s.tolist(), e.tolist())]
 

@@ -13,7 +13,6 @@ import itertools
 import re
 import threading
 from decimal import Decimal, InvalidOperation
-from functools import partial
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -22,7 +21,7 @@ import numpy as np
 from ascend_tui.errors import Cancelled, InputError
 import ascend_tui.formats.fast_csv as fast_csv
 from ascend_tui.progress import Progress
-from ascend_tui.timing import NO_INT, NO_START, Codes, HostOp, KernelTable, Lazy, OpStat, StepTime
+from ascend_tui.timing import NO_INT, NO_START, Codes, Decoder, HostOp, KernelTable, Lazy, OpStat, StepTime
 
 MISSING = frozenset({"", "N/A", "NA", "n/a", "-", "null", "None"})
 CHUNK = 65536
@@ -195,39 +194,45 @@ INT_KEYS = ("block_dim", "mix_block_dim", "step", "stream", "device")
 
 def _fast_table(path: Path, header: list[str], split: fast_csv.Split, cols: dict[str, int],
                 metrics: dict[str, int], done: int) -> KernelTable:
-    """A block's table over numpy-split fields, each column decoded when first read."""
+    """A block's table over numpy-split fields, each column decoded when first read (or some of its rows)."""
     first = done + 2
-    text = Lazy({}, {k: partial(split.codes, cols[k]) for k in TEXT_KEYS if k in cols})
-    pending = {k: partial(_fast_ints, path, header, split, cols[k], first) for k in INT_KEYS if k in cols}
+    text = Lazy({}, {k: Decoder(split.codes, cols[k]) for k in TEXT_KEYS if k in cols})
+    pending = {k: Decoder(_fast_ints, path, header, split, cols[k], first) for k in INT_KEYS if k in cols}
     if "start_ns" in cols:
-        pending["start_ns"] = partial(_fast_starts, path, header, split, cols["start_ns"], first)
+        pending["start_ns"] = Decoder(_fast_starts, path, header, split, cols["start_ns"], first)
     ints = Lazy({}, pending)
-    floats = Lazy({}, {k: partial(_fast_floats, path, header, split, cols[k], first)
+    floats = Lazy({}, {k: Decoder(_fast_floats, path, header, split, cols[k], first, np.float64)
                        for k in ("dur_us", "wait_us") if k in cols})
-    mets = Lazy({}, {h: partial(_fast_floats, path, header, split, i, first, np.float32) for h, i in metrics.items()})
+    mets = Lazy({}, {h: Decoder(_fast_floats, path, header, split, i, first, np.float32) for h, i in metrics.items()})
     return KernelTable(split.n, text, ints, floats, mets)
 
 
-def _fast_floats(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int,
-                 dtype: type = np.float64) -> np.ndarray:
-    f = split.floats(j)
-    if f is None:  # a cell that is not a number: the slow path names it
+def _fast_floats(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int, dtype: type,
+                 rows: np.ndarray | None = None) -> np.ndarray:
+    f = split.floats(j, rows)
+    if f is None:  # a cell that is not a number: the slow path over the whole column names it
         f = _floats(path, header[j], split.cells(j), first)
+        f = f if rows is None else f[rows]
     return f.astype(dtype, copy=False)
 
 
-def _fast_ints(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int) -> np.ndarray:
-    f = _fast_floats(path, header, split, j, first)
-    v = np.full(split.n, NO_INT, np.int64)
+def _fast_ints(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int,
+               rows: np.ndarray | None = None) -> np.ndarray:
+    f = _fast_floats(path, header, split, j, first, np.float64, rows)
+    v = np.full(len(f), NO_INT, np.int64)
     ok = np.isfinite(f)
     v[ok] = f[ok].astype(np.int64)
     v[v == INVALID_ID] = NO_INT
     return v
 
 
-def _fast_starts(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int) -> np.ndarray:
-    v = split.starts_ns(j)
-    return v if v is not None else _starts(path, header[j], split.cells(j), first)
+def _fast_starts(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int,
+                 rows: np.ndarray | None = None) -> np.ndarray:
+    v = split.starts_ns(j, rows)
+    if v is None:
+        v = _starts(path, header[j], split.cells(j), first)
+        v = v if rows is None else v[rows]
+    return v
 
 
 def _csv_tables(path: Path, header: list[str], cols: dict[str, int], metrics: dict[str, int], text: str,
