@@ -13,6 +13,8 @@ from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from ascend_tui.threads import run_all
+
 NO_INT = -1  # missing block dim / step / stream / device
 NO_START = np.iinfo(np.int64).min  # a kernel row without a start time
 TEXT_COLUMNS = ("name", "type", "core", "module", "node", "state", "input_shapes", "input_dtypes",
@@ -340,11 +342,11 @@ class KernelTable:
 
 
 def _join(makers: Sequence[Callable[[], np.ndarray]]) -> np.ndarray:
-    return np.concatenate([m() for m in makers])
+    return np.concatenate(run_all(makers))  # the parts decode side by side
 
 
 def _join_codes(makers: Sequence[Callable[[], Codes]]) -> Codes:
-    return concat_codes([m() for m in makers])
+    return concat_codes(run_all(makers))
 
 
 def _join_parts(join: Callable[[list[Callable[[], Any]]], Any], makers: list[Callable[[], Any]], offsets: np.ndarray,

@@ -78,7 +78,11 @@ def unique_rows(columns: Sequence[Codes]) -> tuple[np.ndarray, np.ndarray]:
     if len(columns) > 1 and math.prod(max(len(c.values), 1) for c in columns) >= 2**62:
         uniq2, inverse = np.unique(np.stack([c.codes for c in columns], axis=1), axis=0, return_inverse=True)
         return uniq2, inverse.reshape(-1)
-    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    # the distinct keys of the first rows usually are all of them: then a lookup replaces a sort of every row
+    uniq, first = np.unique(key[:4096], return_index=True)
+    inverse = np.searchsorted(uniq, key) if len(uniq) else np.zeros(len(key), np.int64)
+    if len(key) and not np.array_equal(uniq[np.minimum(inverse, len(uniq) - 1)], key):
+        uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     return np.stack([c.codes[first] for c in columns], axis=1), inverse.reshape(-1)
 
 

@@ -11,15 +11,17 @@ which names the bad record; a cell that is not a number returns None for that co
 
 from __future__ import annotations
 
+import mmap
 from typing import Iterator
 
 import numpy as np
 
 from ascend_tui.timing import NO_START, Codes
 
-BLOCK = 8 * 1024 * 1024
+BLOCK = 4 * 1024 * 1024
 PAD = 16  # readable bytes after a block's last record, so an 8-byte word can be loaded at any field
 MAX_WIDTH = 2048
+GROUP = 8  # fields a record's offsets are anchored in
 SAMPLE = 4096  # rows whose distinct values are found first; the rest are looked up among them
 MISSING = (b"", b"N/A", b"NA", b"n/a", b"-", b"null", b"None")
 QUOTE, COMMA, NL, CR = ord('"'), ord(","), ord("\n"), ord("\r")
@@ -28,50 +30,48 @@ _U = np.uint64
 _ONES, _HIGHS, _DOTS = _U(0x0101010101010101), _U(0x8080808080808080), _U(0x2E2E2E2E2E2E2E2E)
 _ZEROS, _SIXES, _NIBBLE = _U(0x3030303030303030), _U(0x0606060606060606), _U(0xF0F0F0F0F0F0F0F0)
 _POW10F = 10.0 ** np.arange(23)
+_MIX = np.random.default_rng(20261130).integers(1, 2**63 - 1, size=MAX_WIDTH // 8 + 1, dtype=np.int64).astype(
+    np.uint64) | np.uint64(1)  # odd multipliers, one a word of a cell
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
 
 
-class Blocks:
-    """Blocks of about `size` bytes of whole lines, each a uint8 array ending with a newline, PAD readable bytes after.
+def blocks(fh, first: bytes = b"", size: int = BLOCK) -> Iterator[np.ndarray]:  # type: ignore[no-untyped-def]
+    """Blocks of whole records (quote-aware), each a uint8 array ending with a newline, PAD readable bytes after.
 
-    A block may end inside a quoted multi-line field; its reader finds that out while splitting it
-    (quote parity is computed there anyway) and hands the unfinished tail back with `back`, to be
-    read again at the head of the next block. `final` is True for the last block of the file.
+    Each block lives in its own anonymous memory map: untouched pages cost nothing and a block's
+    memory goes back to the system as soon as nothing reads it.
     """
-
-    def __init__(self, fh, first: bytes = b"", size: int = BLOCK) -> None:  # type: ignore[no-untyped-def]
-        self.fh, self.carry, self.size = fh, first, size
-        self.final = False
-        self._last: np.ndarray | None = None
-
-    def back(self, n: int) -> None:
-        """The last `n` bytes of the block just given were not used: they start the next one."""
-        if n and self._last is not None:
-            self.carry = self._last[len(self._last) - n:].tobytes() + self.carry
-
-    def __iter__(self) -> Iterator[np.ndarray]:
-        while not self.final:
-            carry = self.carry
-            buf = bytearray(len(carry) + self.size + PAD)
-            buf[:len(carry)] = carry
-            got = self.fh.readinto(memoryview(buf)[len(carry):len(carry) + self.size]) or 0
-            end = len(carry) + got
-            if not got:
-                self.final = True
-                self.carry = b""
-                if not carry.strip(b"\r\n"):
-                    return
+    carry = first
+    while True:
+        buf = mmap.mmap(-1, len(carry) + size + PAD)
+        buf[:len(carry)] = carry
+        got = fh.readinto(memoryview(buf)[len(carry):len(carry) + size]) or 0
+        end = len(carry) + got
+        if not got:
+            if carry.strip(b"\r\n"):
                 tail = carry + (b"" if carry.endswith(b"\n") else b"\n")
-                self._last = np.frombuffer(bytearray(tail + bytes(PAD)), np.uint8, count=len(tail))
-                yield self._last
-                return
-            cut = buf.rfind(b"\n", 0, end)
-            if cut < 0:
-                self.carry = bytes(buf[:end])
-                continue
-            self.carry = bytes(buf[cut + 1:end])
-            self._last = np.frombuffer(buf, np.uint8, count=cut + 1)
-            yield self._last
+                last = mmap.mmap(-1, len(tail) + PAD)
+                last[:len(tail)] = tail
+                yield np.frombuffer(last, np.uint8, count=len(tail))
+            return
+        cut = buf.rfind(b"\n", 0, end)
+        odd = _quotes(buf, 0, cut) & 1 if cut >= 0 else 0
+        while cut >= 0 and odd:  # that newline sits inside a quoted field: step back
+            prev = buf.rfind(b"\n", 0, cut)
+            odd ^= _quotes(buf, prev + 1, cut) & 1
+            cut = prev
+        if cut < 0:
+            carry = buf[:end]
+            continue
+        carry = buf[cut + 1:end]
+        yield np.frombuffer(buf, np.uint8, count=cut + 1)
+
+
+def _quotes(buf: mmap.mmap, start: int, stop: int) -> int:
+    """How many `"` bytes buf[start:stop] holds (counted in place)."""
+    if stop <= start:
+        return 0
+    return int(np.count_nonzero(np.frombuffer(buf, np.uint8, count=stop - start, offset=start) == QUOTE))
 
 
 class Scratch:
@@ -103,30 +103,29 @@ class Split:
     split costs a third of the text it indexes and any column can be decoded later.
     """
 
-    __slots__ = ("buf", "full", "row", "rel", "n", "width", "ragged")
+    __slots__ = ("buf", "full", "row", "anchor", "delta", "n", "width", "ragged")
 
     def __init__(self, buf: np.ndarray, row: np.ndarray, rel: np.ndarray, ragged: bool = False) -> None:
-        self.buf, self.row, self.rel, self.ragged = buf, row, rel, ragged
+        """`rel[i, j]`: where field j of record i ends, counted from the record's start (reused here)."""
+        self.buf, self.row, self.ragged = buf, row, ragged
         self.n, self.width = rel.shape
         self.full = _padded(buf)
+        # kept as a uint16 anchor every GROUP fields plus a byte from it (a third less than uint16 for all)
+        longest = int(rel[:, -1].max()) if rel.size else 0
+        anchor = rel[:, GROUP - 1:self.width - 1:GROUP].astype(np.uint16 if longest < 65536 else np.int64)
+        for g in range(anchor.shape[1]):  # rel becomes the offsets from each group's anchor
+            rel[:, GROUP * (g + 1):GROUP * (g + 2)] -= anchor[:, g:g + 1]
+        big = int(rel.max()) if rel.size else 0
+        self.delta = rel.astype(np.uint8 if big < 256 else np.uint16 if big < 65536 else np.int64)
+        self.anchor = anchor
 
     @classmethod
-    def of(cls, buf: np.ndarray, width: int, need: int | None = None) -> Split | None:
+    def of(cls, buf: np.ndarray, width: int, need: int | None = None, scratch: Scratch | None = None) -> Split | None:
         """Split `buf` into records of `width` fields; None when a record has fewer than `need` (default `width`)
         or a quote is left open.
 
         A record with more fields keeps its first `width`; one with fewer (but at least `need`) reads
         the missing ones as empty cells.
-        """
-        split, rest = cls.cut(buf, width, need, final=True)
-        return split
-
-    @classmethod
-    def cut(cls, buf: np.ndarray, width: int, need: int | None = None, *, final: bool = False,
-            scratch: Scratch | None = None) -> tuple[Split | None, int]:
-        """(`of` for the records of `buf` up to its last newline outside quotes, bytes left after them).
-
-        Unless `final`, a block that ends inside a quoted field is split up to the record before it.
         """
         need = width if need is None else need
         size = len(buf)
@@ -135,12 +134,8 @@ class Split:
         sep = np.equal(buf, COMMA, out=scratch.get("sep", size))
         sep |= nlm
         quotes = np.flatnonzero(np.equal(buf, QUOTE, out=scratch.get("quote", size)))
-        limit = size
         if len(quotes) & 1:
-            if final:
-                return None, 0
-            limit = int(quotes[-1])  # an open quote: its record goes on in the next block
-            quotes = quotes[:-1]
+            return None
         if len(quotes):  # no separator inside a quoted span (from an opening quote to its closing one)
             lens = quotes[1::2] - quotes[0::2]
             total = int(lens.sum())
@@ -150,15 +145,10 @@ class Split:
             sep[inside] = False
             del inside
         del quotes
-        nl = np.flatnonzero(nlm[:limit])
+        nl = np.flatnonzero(nlm)
         del nlm
         nl = nl[sep[nl]]  # the record ends: newlines outside quotes
-        if limit < size:
-            if not len(nl):
-                return None, size
-            buf = buf[:int(nl[-1]) + 1]
-        rest = size - len(buf)
-        pos = np.flatnonzero(sep[:len(buf)])
+        pos = np.flatnonzero(sep)
         del sep
         # blank lines (a newline right after a newline, or after a lone \r) hold no record
         prev = np.concatenate((np.array([-1], np.int64), nl[:-1]))
@@ -168,13 +158,13 @@ class Split:
             nl = nl[~empty]
         records = len(nl)
         if records == 0:
-            return None, rest
+            return None
         ragged = len(pos) != records * width or not np.array_equal(pos[width - 1::width], nl)
         if ragged:
             ends = np.searchsorted(pos, nl)  # index in pos of each record's newline
             counts = np.diff(ends, prepend=-1)
             if int(counts.min()) < need:
-                return None, rest
+                return None
             firsts = ends - counts + 1
             mat = pos[firsts[:, None] + np.minimum(np.arange(width)[None, :], counts[:, None] - 1)]
         else:
@@ -189,23 +179,31 @@ class Split:
                 if not blank.any():
                     break
                 first = np.where(blank, first + 1, first)
-        longest = int((mat[:, -1] - first).max())
-        rel = np.empty((records, width), np.uint16 if longest < 65535 else np.int64)
+        longest = int((mat[:, -1] - first).max())  # record length
+        rel = np.empty((records, width), np.int32 if longest < 2**31 else np.int64)
         np.subtract(mat, first[:, None], out=rel, casting="unsafe")
-        return cls(buf, first, rel, ragged), rest
+        return cls(buf, first, rel, ragged)
 
     def bounds(self, j: int, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of field j of every record, or of records `rows` (end excludes the delimiter and a CR
         before the newline)."""
-        row, rel = (self.row, self.rel) if rows is None else (self.row[rows], self.rel[rows])
-        start = row if j == 0 else row + rel[:, j - 1] + 1
-        end = row + rel[:, j]
+        row = self.row if rows is None else self.row[rows]
+        start = row if j == 0 else self._end(j - 1, row, rows) + 1
+        end = self._end(j, row, rows)
         if self.ragged:  # a padded field is empty; a short record's last field may end at its newline
             start = np.minimum(start, end)
             end = end - ((self.buf[end] == NL) & (self.buf[np.maximum(end - 1, 0)] == CR) & (end > start))
         elif j == self.width - 1:
             end = end - (self.buf[np.maximum(end - 1, 0)] == CR)
         return start, end
+
+    def _end(self, j: int, row: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+        delta = self.delta[:, j] if rows is None else self.delta[rows, j]
+        g = j // GROUP
+        if g == 0:
+            return row + delta
+        anchor = self.anchor[:, g - 1] if rows is None else self.anchor[rows, g - 1]
+        return row + anchor + delta
 
     def words(self) -> np.ndarray:
         """The 8 bytes starting at every offset of the block (a strided view, no copy); `_load` reads them as uint64."""
@@ -252,23 +250,24 @@ class Split:
         k_words = max(1, -(-longest // 8))
         items = np.ndarray(shape=(len(self.full) - 8 * k_words + 1,), dtype=f"S{8 * k_words}", buffer=self.full,
                            strides=(1,))
-        # each cell's bytes as k uint64 words (one gather a row), then the bytes past its end cleared
+        # each cell's bytes as k uint64 words (one gather a row), the bytes past its end cleared, then hashed
         m = items[np.minimum(s, len(items) - 1)].view("<u8").reshape(n, k_words)
-        parts = []
-        h = lengths.astype(np.uint64) * _U(0x9E3779B97F4A7C15)
-        for k in range(k_words):
-            w = m[:, k] & _low_bytes(np.clip(lengths - 8 * k, 0, 8).astype(np.uint64))
-            parts.append(w)
-            h ^= w
-            h *= _U(0xBF58476D1CE4E5B9)
-            h ^= h >> _U(31)
-        del m
+        left = lengths[:, None] - np.arange(0, 8 * k_words, 8)[None, :]
+        np.clip(left, 0, 8, out=left)
+        m &= _low_bytes(left.astype(np.uint64))
+        del left
+        x = m ^ (m >> _U(29))
+        x *= _MIX[:k_words]
+        x ^= x >> _U(32)
+        h = x.sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _U(0x9E3779B97F4A7C15)
+        del x
         found = _group(h)
         if found is not None:
             inverse, first = found
             rep = first[inverse]
-            if not (np.array_equal(lengths, lengths[rep]) and all(np.array_equal(w, w[rep]) for w in parts)):
+            if not (np.array_equal(lengths, lengths[rep]) and np.array_equal(m, m[rep])):
                 found = None  # two values shared a hash: group the bytes themselves
+        del m
         if found is None:
             m = _matrix(self.full, s, e)
             assert m is not None
@@ -297,7 +296,7 @@ class Split:
 def _padded(buf: np.ndarray) -> np.ndarray:
     """`buf` and the PAD bytes after it as one array (a copy only when `buf` does not own them)."""
     base = buf.base
-    if isinstance(base, (bytes, bytearray, memoryview)):
+    if isinstance(base, (bytes, bytearray, memoryview, mmap.mmap)):
         whole = np.frombuffer(base, np.uint8)
         if whole.ctypes.data == buf.ctypes.data and len(whole) >= len(buf) + PAD:
             return whole

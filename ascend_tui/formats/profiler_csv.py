@@ -13,11 +13,13 @@ import itertools
 import re
 import threading
 from decimal import Decimal, InvalidOperation
+from functools import partial
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from ascend_tui import threads
 from ascend_tui.errors import Cancelled, InputError
 import ascend_tui.formats.fast_csv as fast_csv
 from ascend_tui.progress import Progress
@@ -156,26 +158,30 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
     metrics = {h: i for i, h in enumerate(header) if _METRIC.match(h)}
     need = min(len(header), max(cols.values()) + 1)
     done = 0
+    scratch: dict[int, fast_csv.Scratch] = {}  # one set of work arrays a thread, for this file only
+
+    def split_block(buf: np.ndarray) -> tuple[np.ndarray, fast_csv.Split | None]:
+        if (buf >= 0x80).any():  # ASCII needs no check; anything else must be UTF-8
+            try:
+                buf.tobytes().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(path, f"not a text file (byte {len(first) + exc.start} of a block is not "
+                                       "UTF-8)") from None
+        work = scratch.setdefault(threading.get_ident(), fast_csv.Scratch())
+        return buf, fast_csv.Split.of(buf, width, max(need, 1), work)
+
+    def reading(raw) -> Iterator[Callable[[], tuple[np.ndarray, fast_csv.Split | None]]]:  # type: ignore[no-untyped-def]
+        for buf in fast_csv.blocks(raw, size=block or fast_csv.BLOCK):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled()
+            yield partial(split_block, buf)
+
     try:
         with path.open("rb") as raw:
             first = raw.readline()
             width = len(next(csv.reader([first.decode("utf-8-sig").rstrip("\r\n")])))
-            source = fast_csv.Blocks(raw, size=block or fast_csv.BLOCK)
-            scratch = fast_csv.Scratch()
-            for buf in source:
-                if cancel is not None and cancel.is_set():
-                    raise Cancelled()
-                split, rest = fast_csv.Split.cut(buf, width, max(need, 1), final=source.final, scratch=scratch)
-                source.back(rest)  # a record cut inside a quoted field is read again with the next block
-                if rest == len(buf):
-                    continue
-                buf = buf[:len(buf) - rest]
-                if (buf >= 0x80).any():  # ASCII needs no check; anything else must be UTF-8
-                    try:
-                        buf.tobytes().decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise InputError(path, f"not a text file (byte {len(first) + exc.start} of a block is not "
-                                               "UTF-8)") from None
+            # blocks are read here and split on worker threads, a few ahead of the one handed out
+            for buf, split in threads.ordered(reading(raw), ahead=1):
                 tables = [_fast_table(path, header, split, cols, metrics, done)] if split is not None else \
                     _csv_tables(path, header, cols, metrics, buf.tobytes().decode("utf-8"), done)
                 for t in tables:
@@ -183,6 +189,8 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
                     yield t
                 if progress is not None:
                     progress(f"reading {path.name}", done, None)
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled()
     except OSError as exc:
         raise InputError(path, exc.strerror or str(exc)) from None
 

@@ -1,0 +1,67 @@
+"""Independent numpy work side by side on a few shared threads, in order.
+
+numpy releases the GIL inside its loops, so the blocks of a million-row file split and decode on
+several cores at once; a call made from inside a worker runs inline, so nesting cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Iterable, Iterator, Sequence, TypeVar
+
+T = TypeVar("T")
+WORKERS = max(1, min(4, os.cpu_count() or 1))
+
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_inside = threading.local()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="ascend-tui-numpy")
+        return _pool
+
+
+def _marked(call: Callable[[], T]) -> T:
+    _inside.on = True
+    try:
+        return call()
+    finally:
+        _inside.on = False
+
+
+def inline() -> bool:
+    """Whether work should run on the calling thread (one core, or already inside a worker)."""
+    return WORKERS < 2 or getattr(_inside, "on", False)
+
+
+def run_all(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """The results of `calls`, in order (the first exception is raised)."""
+    if len(calls) < 2 or inline():
+        return [c() for c in calls]
+    return list(_executor().map(_marked, calls))
+
+
+def ordered(calls: Iterable[Callable[[], T]], ahead: int = WORKERS) -> Iterator[T]:
+    """The results of `calls` in order, up to `ahead` of them computed while the caller uses earlier ones."""
+    if inline():
+        for call in calls:
+            yield call()
+        return
+    running: deque[Future[T]] = deque()
+    try:
+        for call in calls:
+            running.append(_executor().submit(_marked, call))
+            if len(running) > ahead:
+                yield running.popleft().result()
+        while running:
+            yield running.popleft().result()
+    finally:
+        for f in running:
+            f.cancel()
