@@ -105,19 +105,27 @@ class Split:
 
     __slots__ = ("buf", "full", "row", "anchor", "delta", "n", "width", "ragged")
 
-    def __init__(self, buf: np.ndarray, row: np.ndarray, rel: np.ndarray, ragged: bool = False) -> None:
-        """`rel[i, j]`: where field j of record i ends, counted from the record's start (reused here)."""
+    def __init__(self, buf: np.ndarray, row: np.ndarray, ends: np.ndarray, ragged: bool = False) -> None:
+        """`ends[i, j]`: where field j of record i ends in `buf`; `row[i]`: where record i starts."""
         self.buf, self.row, self.ragged = buf, row, ragged
-        self.n, self.width = rel.shape
+        self.n, self.width = n, w = ends.shape
         self.full = _padded(buf)
-        # kept as a uint16 anchor every GROUP fields plus a byte from it (a third less than uint16 for all)
-        longest = int(rel[:, -1].max()) if rel.size else 0
-        anchor = rel[:, GROUP - 1:self.width - 1:GROUP].astype(np.uint16 if longest < 65536 else np.int64)
-        for g in range(anchor.shape[1]):  # rel becomes the offsets from each group's anchor
-            rel[:, GROUP * (g + 1):GROUP * (g + 2)] -= anchor[:, g:g + 1]
-        big = int(rel.max()) if rel.size else 0
-        self.delta = rel.astype(np.uint8 if big < 256 else np.uint16 if big < 65536 else np.int64)
-        self.anchor = anchor
+        # kept as a uint16 anchor every GROUP fields (the end of the group before) plus a byte from it:
+        # a third less than uint16 offsets for every field
+        groups = (w - 1) // GROUP
+        last = np.minimum(np.arange(groups + 1) * GROUP + GROUP - 1, w - 1)
+        tail = ends[:, last] - row[:, None]  # where each group's last field ends, from the record's start
+        anchor = tail[:, :groups]
+        span = tail.copy()
+        span[:, 1:] -= anchor
+        big = int(span.max()) if n else 0
+        longest = int(tail[:, -1].max()) if n else 0
+        self.delta = np.empty((n, w), np.uint8 if big < 256 else np.uint16 if big < 65536 else np.int64)
+        np.subtract(ends[:, :GROUP], row[:, None], out=self.delta[:, :GROUP], casting="unsafe")
+        for g in range(groups):
+            part = slice(GROUP * (g + 1), GROUP * (g + 2))
+            np.subtract(ends[:, part], (row + anchor[:, g])[:, None], out=self.delta[:, part], casting="unsafe")
+        self.anchor = anchor.astype(np.uint16 if longest < 65536 else np.int64)
 
     @classmethod
     def of(cls, buf: np.ndarray, width: int, need: int | None = None, scratch: Scratch | None = None) -> Split | None:
@@ -179,10 +187,7 @@ class Split:
                 if not blank.any():
                     break
                 first = np.where(blank, first + 1, first)
-        longest = int((mat[:, -1] - first).max())  # record length
-        rel = np.empty((records, width), np.int32 if longest < 2**31 else np.int64)
-        np.subtract(mat, first[:, None], out=rel, casting="unsafe")
-        return cls(buf, first, rel, ragged)
+        return cls(buf, first, mat, ragged)
 
     def bounds(self, j: int, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of field j of every record, or of records `rows` (end excludes the delimiter and a CR
