@@ -42,6 +42,7 @@ def blocks(fh, first: bytes = b"", size: int = BLOCK) -> Iterator[np.ndarray]:  
     memory goes back to the system as soon as nothing reads it.
     """
     carry = first
+    marks = np.empty(0, bool)  # where the quotes are, reused block to block
     while True:
         buf = mmap.mmap(-1, len(carry) + size + PAD)
         buf[:len(carry)] = carry
@@ -55,10 +56,12 @@ def blocks(fh, first: bytes = b"", size: int = BLOCK) -> Iterator[np.ndarray]:  
                 yield np.frombuffer(last, np.uint8, count=len(tail))
             return
         cut = buf.rfind(b"\n", 0, end)
-        odd = _quotes(buf, 0, cut) & 1 if cut >= 0 else 0
+        if len(marks) < end:
+            marks = np.empty(end, bool)
+        odd = _quotes(buf, 0, cut, marks) & 1 if cut >= 0 else 0
         while cut >= 0 and odd:  # that newline sits inside a quoted field: step back
             prev = buf.rfind(b"\n", 0, cut)
-            odd ^= _quotes(buf, prev + 1, cut) & 1
+            odd ^= _quotes(buf, prev + 1, cut, marks) & 1
             cut = prev
         if cut < 0:
             carry = buf[:end]
@@ -67,11 +70,13 @@ def blocks(fh, first: bytes = b"", size: int = BLOCK) -> Iterator[np.ndarray]:  
         yield np.frombuffer(buf, np.uint8, count=cut + 1)
 
 
-def _quotes(buf: mmap.mmap, start: int, stop: int) -> int:
-    """How many `"` bytes buf[start:stop] holds (counted in place)."""
+def _quotes(buf: mmap.mmap, start: int, stop: int, marks: np.ndarray) -> int:
+    """How many `"` bytes buf[start:stop] holds (counted in place, `marks` as work space)."""
     if stop <= start:
         return 0
-    return int(np.count_nonzero(np.frombuffer(buf, np.uint8, count=stop - start, offset=start) == QUOTE))
+    out = marks[:stop - start]
+    return int(np.count_nonzero(np.equal(np.frombuffer(buf, np.uint8, count=stop - start, offset=start), QUOTE,
+                                         out=out)))
 
 
 class Scratch:
@@ -103,29 +108,27 @@ class Split:
     split costs a third of the text it indexes and any column can be decoded later.
     """
 
-    __slots__ = ("buf", "full", "row", "anchor", "delta", "n", "width", "ragged")
+    __slots__ = ("buf", "full", "row", "anchor", "delta", "n", "width", "ragged")  # delta: offsets or their low bytes
 
     def __init__(self, buf: np.ndarray, row: np.ndarray, ends: np.ndarray, ragged: bool = False) -> None:
         """`ends[i, j]`: where field j of record i ends in `buf`; `row[i]`: where record i starts."""
         self.buf, self.row, self.ragged = buf, row, ragged
         self.n, self.width = n, w = ends.shape
         self.full = _padded(buf)
-        # kept as a uint16 anchor every GROUP fields (the end of the group before) plus a byte from it:
-        # a third less than uint16 offsets for every field
-        groups = (w - 1) // GROUP
-        last = np.minimum(np.arange(groups + 1) * GROUP + GROUP - 1, w - 1)
-        tail = ends[:, last] - row[:, None]  # where each group's last field ends, from the record's start
-        anchor = tail[:, :groups]
+        longest = int((ends[:, -1] - row).max()) if n else 0
+        rel = np.empty((n, w), np.uint16 if longest < 65536 else np.int64)
+        np.subtract(ends, row[:, None], out=rel, casting="unsafe")  # from the record's start
+        # kept as the low byte of each offset plus the offset where each GROUP of fields starts, when
+        # no group spans 256 bytes: a third less than uint16 offsets for every field
+        last = np.minimum(np.arange((w - 1) // GROUP + 1) * GROUP + GROUP - 1, w - 1)
+        tail = rel[:, last].astype(np.int64)  # where each group's last field ends
         span = tail.copy()
-        span[:, 1:] -= anchor
-        big = int(span.max()) if n else 0
-        longest = int(tail[:, -1].max()) if n else 0
-        self.delta = np.empty((n, w), np.uint8 if big < 256 else np.uint16 if big < 65536 else np.int64)
-        np.subtract(ends[:, :GROUP], row[:, None], out=self.delta[:, :GROUP], casting="unsafe")
-        for g in range(groups):
-            part = slice(GROUP * (g + 1), GROUP * (g + 2))
-            np.subtract(ends[:, part], (row + anchor[:, g])[:, None], out=self.delta[:, part], casting="unsafe")
-        self.anchor = anchor.astype(np.uint16 if longest < 65536 else np.int64)
+        span[:, 1:] -= tail[:, :-1]
+        if rel.dtype == np.uint16 and (int(span.max()) if n else 0) < 256:
+            self.anchor: np.ndarray | None = rel[:, last[:-1]].copy()
+            self.delta = rel.astype(np.uint8)
+        else:
+            self.anchor, self.delta = None, rel
 
     @classmethod
     def of(cls, buf: np.ndarray, width: int, need: int | None = None, scratch: Scratch | None = None) -> Split | None:
@@ -203,12 +206,12 @@ class Split:
         return start, end
 
     def _end(self, j: int, row: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
-        delta = self.delta[:, j] if rows is None else self.delta[rows, j]
+        low = self.delta[:, j] if rows is None else self.delta[rows, j]
         g = j // GROUP
-        if g == 0:
-            return row + delta
+        if self.anchor is None or g == 0:  # whole offsets, or the first group (under 256 bytes)
+            return row + low
         anchor = self.anchor[:, g - 1] if rows is None else self.anchor[rows, g - 1]
-        return row + anchor + delta
+        return row + anchor + (low - anchor.astype(np.uint8))  # the bytes past the anchor, modulo 256
 
     def words(self) -> np.ndarray:
         """The 8 bytes starting at every offset of the block (a strided view, no copy); `_load` reads them as uint64."""

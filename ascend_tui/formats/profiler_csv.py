@@ -161,7 +161,7 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
     scratch: dict[int, fast_csv.Scratch] = {}  # one set of work arrays a thread, for this file only
 
     def split_block(buf: np.ndarray) -> tuple[np.ndarray, fast_csv.Split | None]:
-        if (buf >= 0x80).any():  # ASCII needs no check; anything else must be UTF-8
+        if len(buf) and int(buf.max()) >= 0x80:  # ASCII needs no check; anything else must be UTF-8
             try:
                 buf.tobytes().decode("utf-8")
             except UnicodeDecodeError as exc:
