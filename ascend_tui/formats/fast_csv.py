@@ -125,8 +125,12 @@ class Split:
         span = tail.copy()
         span[:, 1:] -= tail[:, :-1]
         if rel.dtype == np.uint16 and (int(span.max()) if n else 0) < 256:
-            self.anchor: np.ndarray | None = rel[:, last[:-1]].copy()
-            self.delta = rel.astype(np.uint8)
+            # what a block keeps goes in a memory map of its own, apart from the split's short-lived arrays
+            # (interleaved on the heap they would leave it fragmented, a third more memory than needed)
+            keep = _Arena(n * 8 + n * (len(last) - 1) * 2 + n * w)
+            self.row = keep.take(row)
+            self.anchor: np.ndarray | None = keep.take(rel[:, last[:-1]])
+            self.delta = keep.take(rel, np.uint8)
         else:
             self.anchor, self.delta = None, rel
 
@@ -299,6 +303,22 @@ class Split:
         s, e = self.bounds(j, rows)
         full = self.full
         return [_unquote(full[a:b].tobytes()) for a, b in zip(s.tolist(), e.tolist())]
+
+
+class _Arena:
+    """Arrays copied one after another into an anonymous memory map (8-byte items first, for alignment)."""
+
+    __slots__ = ("mem", "used")
+
+    def __init__(self, size: int) -> None:
+        self.mem, self.used = mmap.mmap(-1, max(size, 1)), 0
+
+    def take(self, a: np.ndarray, dtype: type | None = None) -> np.ndarray:
+        dt = np.dtype(dtype or a.dtype)
+        out = np.frombuffer(self.mem, dt, count=a.size, offset=self.used).reshape(a.shape)
+        out[...] = a  # a cast to a narrower dtype keeps the low bytes
+        self.used += a.size * dt.itemsize
+        return out
 
 
 def _padded(buf: np.ndarray) -> np.ndarray:
