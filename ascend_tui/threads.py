@@ -28,6 +28,15 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
+def _forked() -> None:
+    """A forked child (a process pool's worker) has none of the parent's threads: it starts its own pool."""
+    global _pool, _lock
+    _pool, _lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def _marked(call: Callable[[], T]) -> T:
     _inside.on = True
     try:

@@ -149,3 +149,27 @@ def test_threads_run_in_order_and_raise_the_first_error() -> None:
 
     with pytest.raises(ValueError, match="bad block"):
         threads.run_all([lambda: 1, boom, lambda: 3])
+
+
+def _read_in_a_child(path: Path, out: object) -> None:
+    t = read_kernels(path)
+    out.put((t.n, float(t.dur_us.sum())))  # type: ignore[attr-defined]
+
+
+def test_a_forked_process_pool_worker_gets_threads_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cluster.py reads ranks in a fork-started process pool: the parent's pool threads do not exist there."""
+    import multiprocessing
+
+    monkeypatch.setattr(fast_csv, "BLOCK", 256)
+    monkeypatch.setattr(threads, "WORKERS", 2)
+    path = _write(tmp_path, "Name,Duration(us)\n" + "".join(f"k{i},{i}.5\n" for i in range(400)))
+    assert read_kernels(path).n == 400  # the parent's pool is up
+    fork = multiprocessing.get_context("fork")
+    out = fork.Queue()
+    child = fork.Process(target=_read_in_a_child, args=(path, out))
+    child.start()
+    child.join(timeout=60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("reading in a forked child hung (it waited on the parent's threads)")
+    assert out.get(timeout=5) == (400, sum(i + 0.5 for i in range(400)))
