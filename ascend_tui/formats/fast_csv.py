@@ -80,7 +80,7 @@ def _quotes(buf: mmap.mmap, start: int, stop: int, marks: np.ndarray) -> int:
 
 
 class Scratch:
-    """Work arrays reused from block to block: a fresh 8 MiB array costs its page faults every time."""
+    """Work arrays reused from block to block (one set a thread): a fresh block-sized array costs its page faults."""
 
     __slots__ = ("arrays",)
 
@@ -104,8 +104,9 @@ class Scratch:
 class Split:
     """The fields of the records in one block: record i's field j spans `bounds(j)[0][i]` to `bounds(j)[1][i]`.
 
-    Offsets are kept relative to each record's start (uint16 when records are under 64 KiB), so the
-    split costs a third of the text it indexes and any column can be decoded later.
+    Where each field ends is kept relative to its record's start: the low byte of every offset
+    plus a uint16 anchor a GROUP of fields (when no group spans 256 bytes; whole offsets otherwise),
+    so the split costs about a fifth of the text it indexes and any column can be decoded later.
     """
 
     __slots__ = ("buf", "full", "row", "anchor", "delta", "n", "width", "ragged")  # delta: offsets or their low bytes
