@@ -156,7 +156,7 @@ def boundness(table: KernelTable, *, ratio: float = BOUND_RATIO) -> Codes:
     if n == 0:
         return Codes()
     best = np.zeros(n, np.float32)
-    which = np.full(n, -1, np.int64)
+    which = np.full(n, -1, np.int8)
     have = np.zeros(n, bool)
     for i, cols in enumerate(PMU_PIPES.values()):
         for c in cols:
@@ -166,8 +166,8 @@ def boundness(table: KernelTable, *, ratio: float = BOUND_RATIO) -> Codes:
             ok = np.isfinite(v) & (v > 0)
             have |= ok
             better = ok & (v > best)
-            best = np.where(better, v, best)
-            which = np.where(better, i, which)
+            np.copyto(best, v, where=better, casting="unsafe")  # in place: no new million-row arrays a column
+            which[better] = i
     names = list(PMU_PIPES)
     labels = np.where(~have, -1, np.where(best > ratio, which, len(names)))
     values = names + ["unbound", "", "~compute", "~memory"]
