@@ -13,7 +13,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
-WORKERS = max(1, min(4, os.cpu_count() or 1))
+# half the logical CPUs (hyperthread siblings and the UI's own thread gain little from more), at most 4:
+# on a 2-CPU machine the work runs inline, where measured threads only added overhead
+WORKERS = max(1, min(4, (os.cpu_count() or 1) // 2))
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
