@@ -33,6 +33,7 @@ _POW10F = 10.0 ** np.arange(23)
 _MIX = np.random.default_rng(20261130).integers(1, 2**63 - 1, size=MAX_WIDTH // 8 + 1, dtype=np.int64).astype(
     np.uint64) | np.uint64(1)  # odd multipliers, one a word of a cell
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
+_BYTE_INDEX = np.arange(MAX_WIDTH + 8, dtype=np.int32)
 
 
 def blocks(fh, first: bytes = b"", size: int = BLOCK) -> Iterator[np.ndarray]:  # type: ignore[no-untyped-def]
@@ -264,14 +265,14 @@ class Split:
         items = np.ndarray(shape=(len(self.full) - 8 * k_words + 1,), dtype=f"S{8 * k_words}", buffer=self.full,
                            strides=(1,))
         # each cell's bytes as k uint64 words (one gather a row), the bytes past its end cleared, then hashed
-        m = items[np.minimum(s, len(items) - 1)].view("<u8").reshape(n, k_words)
-        left = lengths[:, None] - np.arange(0, 8 * k_words, 8)[None, :]
-        np.clip(left, 0, 8, out=left)
-        m &= _low_bytes(left.astype(np.uint64))
-        del left
-        x = m ^ (m >> _U(29))
-        x *= _MIX[:k_words]
-        x ^= x >> _U(32)
+        raw = items[np.minimum(s, len(items) - 1)].view(np.uint8).reshape(n, 8 * k_words)
+        if 8 * k_words <= 255:  # the bytes past each cell cleared (compared as bytes while cells are short)
+            raw *= _BYTE_INDEX[:8 * k_words].astype(np.uint8) < lengths.astype(np.uint8)[:, None]
+        else:
+            raw *= _BYTE_INDEX[:8 * k_words] < lengths[:, None]
+        m = raw.view("<u8")
+        x = m * _MIX[:k_words]
+        x ^= x >> _U(29)
         h = x.sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _U(0x9E3779B97F4A7C15)
         del x
         found = _group(h)
