@@ -348,8 +348,8 @@ def _group(h: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def _load(words: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The little-endian uint64 at each offset `at` (clipped to the block)."""
-    return words[np.minimum(at, len(words) - 1)].view("<u8")
+    """The little-endian uint64 at each offset `at` (offsets inside the block: PAD bytes follow it)."""
+    return words[at].view("<u8")
 
 
 _MISSING_WORDS = [(len(m), int.from_bytes(m, "little")) for m in MISSING if len(m) <= 8]
@@ -387,7 +387,7 @@ def _short_decimals(words: np.ndarray, s: np.ndarray, lengths: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(float64, ok, the cell's word) for cells of one to eight bytes that are digits with at most one dot,
     exactly as `float()` reads them (an integer under 10^8 over a power of ten is correctly rounded)."""
-    n = np.minimum(lengths, 8).astype(np.uint64)
+    n = np.minimum(lengths, 8).view(np.uint64)  # lengths are never negative
     keep = _low_bytes(n)
     word = _load(words, s) & keep
     x = word | ~keep  # bytes past the cell become 0xFF: never a dot or a digit
@@ -400,7 +400,7 @@ def _short_decimals(words: np.ndarray, s: np.ndarray, lengths: np.ndarray
     x = (x & below) | ((x >> _U(8)) & ~below)  # the dot taken out
     digits = n - dot
     value, ok = _parse8(x, digits)
-    ok &= (lengths >= 1) & (lengths <= 8) & (digits >= 1)
+    ok &= ((lengths - 1).view(np.uint64) < _U(8)) & (digits != _U(0))  # 1 to 8 bytes, a digit among them
     return value.astype(np.float64) / _POW10F[(n - _U(1) - p) * dot], ok, word
 
 
