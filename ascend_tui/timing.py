@@ -169,15 +169,6 @@ class Lazy(Mapping[str, V], Generic[V]):
             self._some[memo] = _decode_rows(make, rows)
         return self._some[memo]  # type: ignore[no-any-return]
 
-    def peek(self, key: str) -> V:
-        """The column `key`, decoded again (and not kept) when it has not been read yet."""
-        try:
-            return self._ready[key]
-        except KeyError:
-            pass
-        make = self._pending.get(key)
-        return make() if make is not None else self._ready[key]
-
     def replace(self, key: str, value: V) -> Lazy[V]:
         """The same columns with `key` set to `value` (nothing decoded)."""
         out = Lazy(self._ready, self._pending)

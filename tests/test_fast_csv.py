@@ -1,4 +1,4 @@
-"""The numpy kernel-table reader on the cells real profilers write: exact numbers, quoting, ragged rows, lazy columns."""
+"""The numpy kernel-table reader on the cells profilers write: exact numbers, quoting, ragged rows, lazy columns."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import threading
 from decimal import Decimal, InvalidOperation
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import BinaryIO, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -170,7 +170,7 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
         work = scratch.setdefault(threading.get_ident(), fast_csv.Scratch())
         return buf, fast_csv.Split.of(buf, width, max(need, 1), work)
 
-    def reading(raw) -> Iterator[Callable[[], tuple[np.ndarray, fast_csv.Split | None]]]:  # type: ignore[no-untyped-def]
+    def reading(raw: BinaryIO) -> Iterator[Callable[[], tuple[np.ndarray, fast_csv.Split | None]]]:
         for buf in fast_csv.blocks(raw, size=block or fast_csv.BLOCK):
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
