@@ -131,10 +131,10 @@ class Split:
             # (interleaved on the heap they would leave it fragmented, a third more memory than needed)
             keep = _Arena(n * 8 + n * (len(last) - 1) * 2 + n * w)
             self.row = keep.take(row)
-            self.anchor: np.ndarray | None = keep.take(rel[:, last[:-1]])
-            self.delta = keep.take(rel, np.uint8)
+            self.anchor: np.ndarray | None = keep.take(rel[:, last[:-1]].T)
+            self.delta = keep.take(rel.T, np.uint8)  # a field's offsets side by side: a column reads them at once
         else:
-            self.anchor, self.delta = None, rel
+            self.anchor, self.delta = None, np.ascontiguousarray(rel.T)
 
     @classmethod
     def of(cls, buf: np.ndarray, width: int, need: int | None = None, scratch: Scratch | None = None) -> Split | None:
@@ -212,11 +212,11 @@ class Split:
         return start, end
 
     def _end(self, j: int, row: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
-        low = self.delta[:, j] if rows is None else self.delta[rows, j]
+        low = self.delta[j] if rows is None else self.delta[j, rows]
         g = j // GROUP
         if self.anchor is None or g == 0:  # whole offsets, or the first group (under 256 bytes)
             return row + low
-        anchor = self.anchor[:, g - 1] if rows is None else self.anchor[rows, g - 1]
+        anchor = self.anchor[g - 1] if rows is None else self.anchor[g - 1, rows]
         return row + anchor + (low - anchor.astype(np.uint8))  # the bytes past the anchor, modulo 256
 
     def words(self) -> np.ndarray:
