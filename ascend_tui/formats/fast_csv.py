@@ -18,7 +18,7 @@ import numpy as np
 
 from ascend_tui.timing import NO_START, Codes
 
-BLOCK = 8 * 1024 * 1024
+BLOCK = 4 * 1024 * 1024
 PAD = 16  # readable bytes after a block's last record, so an 8-byte word can be loaded at any field
 MAX_WIDTH = 2048
 GROUP = 8  # fields a record's offsets are anchored in
