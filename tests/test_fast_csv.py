@@ -173,3 +173,25 @@ def test_a_forked_process_pool_worker_gets_threads_of_its_own(tmp_path: Path, mo
         child.kill()
         pytest.fail("reading in a forked child hung (it waited on the parent's threads)")
     assert out.get(timeout=5) == (400, sum(i + 0.5 for i in range(400)))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_load_stops_at_the_next_block_when_cancelled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       workers: int) -> None:
+    import threading
+
+    from ascend_tui.errors import Cancelled
+
+    monkeypatch.setattr(fast_csv, "BLOCK", 1024)
+    monkeypatch.setattr(threads, "WORKERS", workers)
+    path = _write(tmp_path, "Name,Duration(us)\n" + "".join(f"k{i},{i}.5\n" for i in range(3000)))
+    cancel = threading.Event()
+    seen: list[int] = []
+
+    def progress(text: str, done: int, total: int | None) -> None:
+        seen.append(done)
+        cancel.set()  # the user presses escape after the first block
+
+    with pytest.raises(Cancelled):
+        read_kernels(path, cancel=cancel, progress=progress)
+    assert len(seen) == 1 and 0 < seen[0] < 3000
