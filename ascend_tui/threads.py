@@ -13,9 +13,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
-# at most 4: the split and the column decodes of a million rows gain little past that. On the 2-CPU test
-# machine two threads read in 2.1-2.7 s instead of 3.1 s when it was otherwise idle, and ~5% slower when
-# other jobs held both CPUs (pandas' own reader used both CPUs there too)
+# one a CPU, at most 4 (only 2 CPUs were there to measure): on the 2-CPU test machine two threads read a
+# million rows in 2.1-2.7 s instead of 3.1 s when it was otherwise idle, ~5% slower when other jobs held
+# both CPUs (pandas' reader in the benchmark used both CPUs too: its CPU time exceeds its wall time)
 WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 _lock = threading.Lock()
