@@ -78,7 +78,11 @@ def unique_rows(columns: Sequence[Codes]) -> tuple[np.ndarray, np.ndarray]:
     if len(columns) > 1 and math.prod(max(len(c.values), 1) for c in columns) >= 2**62:
         uniq2, inverse = np.unique(np.stack([c.codes for c in columns], axis=1), axis=0, return_inverse=True)
         return uniq2, inverse.reshape(-1)
-    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    # the distinct keys of the first rows usually are all of them: then a lookup replaces a sort of every row
+    uniq, first = np.unique(key[:4096], return_index=True)
+    inverse = np.searchsorted(uniq, key) if len(uniq) else np.zeros(len(key), np.int64)
+    if len(key) and not np.array_equal(uniq[np.minimum(inverse, len(uniq) - 1)], key):
+        uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     return np.stack([c.codes[first] for c in columns], axis=1), inverse.reshape(-1)
 
 
@@ -152,7 +156,7 @@ def boundness(table: KernelTable, *, ratio: float = BOUND_RATIO) -> Codes:
     if n == 0:
         return Codes()
     best = np.zeros(n, np.float32)
-    which = np.full(n, -1, np.int64)
+    which = np.full(n, -1, np.int8)
     have = np.zeros(n, bool)
     for i, cols in enumerate(PMU_PIPES.values()):
         for c in cols:
@@ -162,8 +166,8 @@ def boundness(table: KernelTable, *, ratio: float = BOUND_RATIO) -> Codes:
             ok = np.isfinite(v) & (v > 0)
             have |= ok
             better = ok & (v > best)
-            best = np.where(better, v, best)
-            which = np.where(better, i, which)
+            np.copyto(best, v, where=better, casting="unsafe")  # in place: no new million-row arrays a column
+            which[better] = i
     names = list(PMU_PIPES)
     labels = np.where(~have, -1, np.where(best > ratio, which, len(names)))
     values = names + ["unbound", "", "~compute", "~memory"]
@@ -220,8 +224,9 @@ def intensity(op_type: str, in_shapes: str, in_dtypes: str, out_shapes: str, out
 def roofline(table: KernelTable, rows: np.ndarray) -> np.ndarray:
     """`intensity` of the given rows (computed once per distinct type/shape/dtype combination)."""
     cols = ("type", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes")
-    uniq, inverse = unique_rows([table.text[c].take(rows) for c in cols])
-    vals = np.array([intensity(*(table.text[c].values[k] for c, k in zip(cols, row))) for row in uniq], np.float64)
+    sub = table.take(rows)  # a column not read yet is decoded for these rows only
+    uniq, inverse = unique_rows([sub.text[c] for c in cols])
+    vals = np.array([intensity(*(sub.text[c].values[k] for c, k in zip(cols, row))) for row in uniq], np.float64)
     return vals[inverse.reshape(-1)]
 
 

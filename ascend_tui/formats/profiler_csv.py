@@ -1,9 +1,9 @@
 """The CSV tables of the Ascend profilers, read as written: kernel rows into numpy columns, small tables into records.
 
 kernel_details.csv (torch_npu), op_summary_*.csv and task_time_*.csv (msprof) are one table under
-several column names (`Name`/`Op Name`, `Block Dim`/`Block Num`, ...). Rows are read in chunks with
-the csv module (quoted multi-line fields, `\"\"\"32,3,224,224\"\"\"` shapes, CRLF) and each chunk becomes
-columns at once, so a million-row file never exists as a million Python rows.
+several column names (`Name`/`Op Name`, `Block Dim`/`Block Num`, ...). Blocks of the file are split
+with numpy (`fast_csv`: quoted multi-line fields, `\"\"\"32,3,224,224\"\"\"` shapes, CRLF) and each column
+is decoded when first read, so a million-row file never exists as a million Python rows.
 """
 
 from __future__ import annotations
@@ -13,15 +13,17 @@ import itertools
 import re
 import threading
 from decimal import Decimal, InvalidOperation
+from functools import partial
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import BinaryIO, Callable, Iterator, Sequence
 
 import numpy as np
 
+from ascend_tui import threads
 from ascend_tui.errors import Cancelled, InputError
 import ascend_tui.formats.fast_csv as fast_csv
 from ascend_tui.progress import Progress
-from ascend_tui.timing import NO_INT, NO_START, Codes, HostOp, KernelTable, OpStat, StepTime
+from ascend_tui.timing import NO_INT, NO_START, Codes, Decoder, HostOp, KernelTable, Lazy, OpStat, StepTime
 
 MISSING = frozenset({"", "N/A", "NA", "n/a", "-", "null", "None"})
 CHUNK = 65536
@@ -143,8 +145,9 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
                        progress: Progress | None = None) -> Iterator[KernelTable]:
     """The kernel rows of `path` as `KernelTable`s, one per block of about `block` bytes, in file order.
 
-    Each block is split with numpy (`fast_csv`); a block it cannot split cleanly goes through the
-    csv module, which names the bad record.
+    Each block is split with numpy (`fast_csv`) and its columns are decoded when first read; a block
+    it cannot split (too few fields in a record, an odd quote) goes through the csv module, which
+    names the bad record. A cell that is not a number raises `InputError` when its column is read.
     """
     reader, header, fh = open_csv(path)
     fh.close()  # type: ignore[attr-defined]
@@ -153,28 +156,41 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
         raise InputError(path, "not a kernel table: no Name/Op Name and Duration(us) columns "
                                f"(columns: {', '.join(header[:12])})", where="1")
     metrics = {h: i for i, h in enumerate(header) if _METRIC.match(h)}
+    need = min(len(header), max(cols.values()) + 1)
     done = 0
+    scratch: dict[int, fast_csv.Scratch] = {}  # one set of work arrays a thread, for this file only
+
+    def split_block(buf: np.ndarray) -> tuple[np.ndarray, fast_csv.Split | None]:
+        if len(buf) and int(buf.max()) >= 0x80:  # ASCII needs no check; anything else must be UTF-8
+            try:
+                buf.tobytes().decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(path, f"not a text file (byte {len(first) + exc.start} of a block is not "
+                                       "UTF-8)") from None
+        work = scratch.setdefault(threading.get_ident(), fast_csv.Scratch())
+        return buf, fast_csv.Split.of(buf, width, max(need, 1), work)
+
+    def reading(raw: BinaryIO) -> Iterator[Callable[[], tuple[np.ndarray, fast_csv.Split | None]]]:
+        for buf in fast_csv.blocks(raw, size=block or fast_csv.BLOCK):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled()
+            yield partial(split_block, buf)
+
     try:
         with path.open("rb") as raw:
             first = raw.readline()
             width = len(next(csv.reader([first.decode("utf-8-sig").rstrip("\r\n")])))
-            for buf in fast_csv.blocks(raw, size=block or fast_csv.BLOCK):
-                if cancel is not None and cancel.is_set():
-                    raise Cancelled()
-                try:
-                    text = buf.tobytes().decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise InputError(path, f"not a text file (byte {len(first) + exc.start} of a block is not "
-                                           "UTF-8)") from None
-                split = fast_csv.Split.of(buf, width)
-                table = _fast_table(split, cols, metrics) if split is not None else None
-                tables = [table] if table is not None else \
-                    _csv_tables(path, header, cols, metrics, text, done)
+            # blocks are read here and split on worker threads, a few ahead of the one handed out
+            for buf, split in threads.ordered(reading(raw), ahead=1):
+                tables = [_fast_table(path, header, split, cols, metrics, done)] if split is not None else \
+                    _csv_tables(path, header, cols, metrics, buf.tobytes().decode("utf-8"), done)
                 for t in tables:
                     done += t.n
                     yield t
                 if progress is not None:
                     progress(f"reading {path.name}", done, None)
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled()
     except OSError as exc:
         raise InputError(path, exc.strerror or str(exc)) from None
 
@@ -184,39 +200,47 @@ TEXT_KEYS = ("name", "type", "core", "state", "input_shapes", "input_dtypes", "i
 INT_KEYS = ("block_dim", "mix_block_dim", "step", "stream", "device")
 
 
-def _fast_table(split: fast_csv.Split, cols: dict[str, int], metrics: dict[str, int]) -> KernelTable | None:
-    """A block's table from numpy-split fields; None when a cell needs the csv module's judgement."""
-    ints: dict[str, np.ndarray] = {}
-    for k in INT_KEYS:
-        if k in cols:
-            f = split.floats(cols[k])
-            if f is None:
-                return None
-            v = np.full(split.n, NO_INT, np.int64)
-            ok = np.isfinite(f)
-            v[ok] = f[ok].astype(np.int64)
-            v[v == INVALID_ID] = NO_INT
-            ints[k] = v
+def _fast_table(path: Path, header: list[str], split: fast_csv.Split, cols: dict[str, int],
+                metrics: dict[str, int], done: int) -> KernelTable:
+    """A block's table over numpy-split fields, each column decoded when first read (or some of its rows)."""
+    first = done + 2
+    text = Lazy({}, {k: Decoder(split.codes, cols[k]) for k in TEXT_KEYS if k in cols})
+    pending = {k: Decoder(_fast_ints, path, header, split, cols[k], first) for k in INT_KEYS if k in cols}
     if "start_ns" in cols:
-        start = split.starts_ns(cols["start_ns"])
-        if start is None:
-            return None
-        ints["start_ns"] = start
-    floats = {}
-    for k in ("dur_us", "wait_us"):
-        if k in cols:
-            f = split.floats(cols[k])
-            if f is None:
-                return None
-            floats[k] = f
-    mets = {}
-    for h, i in metrics.items():
-        f = split.floats(i)
-        if f is None:
-            return None
-        mets[h] = f.astype(np.float32)
-    text = {k: split.codes(cols[k]) for k in TEXT_KEYS if k in cols}
+        pending["start_ns"] = Decoder(_fast_starts, path, header, split, cols["start_ns"], first)
+    ints = Lazy({}, pending)
+    floats = Lazy({}, {k: Decoder(_fast_floats, path, header, split, cols[k], first, np.float64)
+                       for k in ("dur_us", "wait_us") if k in cols})
+    mets = Lazy({}, {h: Decoder(_fast_floats, path, header, split, i, first, np.float32) for h, i in metrics.items()})
     return KernelTable(split.n, text, ints, floats, mets)
+
+
+def _fast_floats(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int, dtype: type,
+                 rows: np.ndarray | None = None) -> np.ndarray:
+    f = split.floats(j, rows)
+    if f is None:  # a cell that is not a number: the slow path over the whole column names it
+        f = _floats(path, header[j], split.cells(j), first)
+        f = f if rows is None else f[rows]
+    return f.astype(dtype, copy=False)
+
+
+def _fast_ints(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int,
+               rows: np.ndarray | None = None) -> np.ndarray:
+    f = _fast_floats(path, header, split, j, first, np.float64, rows)
+    v = np.full(len(f), NO_INT, np.int64)
+    ok = np.isfinite(f)
+    v[ok] = f[ok].astype(np.int64)
+    v[v == INVALID_ID] = NO_INT
+    return v
+
+
+def _fast_starts(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int,
+                 rows: np.ndarray | None = None) -> np.ndarray:
+    v = split.starts_ns(j, rows)
+    if v is None:
+        v = _starts(path, header[j], split.cells(j), first)
+        v = v if rows is None else v[rows]
+    return v
 
 
 def _csv_tables(path: Path, header: list[str], cols: dict[str, int], metrics: dict[str, int], text: str,
