@@ -8,6 +8,7 @@ is decoded when first read, so a million-row file never exists as a million Pyth
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import itertools
 import re
@@ -52,18 +53,25 @@ _METRIC = re.compile(r"^(aic|aiv)_\w*(ratio|bw\(GB/s\)|fops)$|^(aicore|aiv)_time
                      r"^memory_bound$")
 
 
-def open_csv(path: Path) -> tuple[csv.reader, list[str], object]:  # type: ignore[valid-type]
-    """(reader, stripped header, file handle) of a CSV written by a profiler; InputError when it is not one."""
+@contextlib.contextmanager
+def csv_errors(path: Path) -> Iterator[None]:
+    """Turn what reading a profiler CSV can raise (not UTF-8, bad quoting, I/O) into one `InputError` line."""
     try:
-        fh = path.open(newline="", encoding="utf-8-sig")
-        reader = csv.reader(fh)
-        header = [h.strip() for h in next(reader, [])]
+        yield
     except UnicodeDecodeError as exc:
         raise InputError(path, f"not a text file (byte {exc.start} is not UTF-8)") from None
     except csv.Error as exc:
         raise InputError(path, f"not a readable CSV file: {exc}") from None
     except OSError as exc:
         raise InputError(path, exc.strerror or str(exc)) from None
+
+
+def open_csv(path: Path) -> tuple[csv.reader, list[str], object]:  # type: ignore[valid-type]
+    """(reader, stripped header, file handle) of a CSV written by a profiler; InputError when it is not one."""
+    with csv_errors(path):
+        fh = path.open(newline="", encoding="utf-8-sig")
+        reader = csv.reader(fh)
+        header = [h.strip() for h in next(reader, [])]
     if not header or not any(header):
         fh.close()
         raise InputError(path, "empty file, expected a CSV header")
@@ -289,14 +297,11 @@ def read_records(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]
     reader, header, fh = open_csv(path)
     out = []
     try:
-        for k, row in enumerate(reader, start=2):
-            cells = [c.strip() for c in row]
-            if any(cells):
-                out.append((k, {h: ("" if c in MISSING else c) for h, c in zip(header, cells)}))
-    except csv.Error as exc:
-        raise InputError(path, f"not a readable CSV file: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(path, f"not a text file (byte {exc.start} is not UTF-8)") from None
+        with csv_errors(path):
+            for k, row in enumerate(reader, start=2):
+                cells = [c.strip() for c in row]
+                if any(cells):
+                    out.append((k, {h: ("" if c in MISSING else c) for h, c in zip(header, cells)}))
     finally:
         fh.close()  # type: ignore[attr-defined]
     return header, out

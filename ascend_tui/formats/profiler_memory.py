@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ascend_tui.progress import Progress
 from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.evidence import MemoryEvent, MemorySample
+from ascend_tui.formats.profiler_csv import csv_errors
 from ascend_tui.formats.reader import FunctionReader
 
 if TYPE_CHECKING:
@@ -58,25 +59,18 @@ def find_files(path: str | Path) -> tuple[Path | None, Path | None]:
 def _table(path: Path, cancel: threading.Event | None = None) -> tuple[list[str], list[tuple[int, dict[str, str | None]]]]:
     """Header and (line number, {column: cell}) per record; cells lose the Excel-guard TAB, `N/A`/empty become None."""
     rows: list[tuple[int, dict[str, str | None]]] = []
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.reader(fh)
-            header = [h.strip() for h in next(reader, [])]
-            if not header:
-                raise InputError(path, "empty file, expected a CSV header")
-            for i, row in enumerate(reader):
-                if cancel is not None and not i % 8192 and cancel.is_set():
-                    raise Cancelled()
-                cells = [c.strip() for c in row]
-                if any(cells):
-                    rows.append((reader.line_num, {h: (c if c not in ("", "N/A", "NA") else None)
-                                                   for h, c in zip(header, cells)}))
-    except UnicodeDecodeError as exc:
-        raise InputError(path, f"not a text file (byte {exc.start} is not UTF-8)") from None
-    except csv.Error as exc:
-        raise InputError(path, f"not a readable CSV file: {exc}") from None
-    except OSError as exc:
-        raise InputError(path, exc.strerror or str(exc)) from None
+    with csv_errors(path), path.open(newline="", encoding="utf-8-sig") as fh:
+        reader = csv.reader(fh)
+        header = [h.strip() for h in next(reader, [])]
+        if not header:
+            raise InputError(path, "empty file, expected a CSV header")
+        for i, row in enumerate(reader):
+            if cancel is not None and not i % 8192 and cancel.is_set():
+                raise Cancelled()
+            cells = [c.strip() for c in row]
+            if any(cells):
+                rows.append((reader.line_num, {h: (c if c not in ("", "N/A", "NA") else None)
+                                               for h, c in zip(header, cells)}))
     return header, rows
 
 

@@ -253,7 +253,7 @@ class Recorder:
     def module(self) -> str:
         return self.module_stack[-1] if self.module_stack else ""
 
-    def install_hooks(self, model: Any) -> list[Any]:
+    def attribute_modules(self, model: Any) -> list[Any]:
         """Attribute each op to its innermost module; returns handles whose `remove()` undoes it.
 
         Each module's `_call_impl` is shadowed, for the run, by one that pushes the module's name
@@ -265,8 +265,9 @@ class Recorder:
         if self._module_names is not None and self._module_names[0] == id(model):
             _, names, modules = self._module_names
         else:
-            modules = [mod for name, mod in model.named_modules() if name != ""]
-            names = {id(mod): name for name, mod in model.named_modules() if name != ""}
+            pairs = [(name, mod) for name, mod in model.named_modules() if name]
+            modules = [mod for _, mod in pairs]
+            names = {id(mod): name for name, mod in pairs}
         if not names:
             return []
         stack = self.module_stack

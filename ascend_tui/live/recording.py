@@ -1,6 +1,6 @@
 """One recorded run: a `Recorder` plus the observers the checks declared, on one dispatch mode.
 
-`recording(model, recorder, observers)` owns everything around a run — module hooks, grad
+`recording(model, recorder, observers)` owns everything around a run — module attribution, grad
 mode, autocast, cleanup — so no check writes "install hooks / try / call the model / finally
 remove them" again. Observers see every aten call: `before` it runs (and may swap the
 arguments it runs on, as the sanitizer does to clamp a bad index), right after it `ran`
@@ -141,7 +141,7 @@ def recording(model: Any, recorder: Recorder, observers: Sequence[Any] = (), *, 
     import torch
 
     recorder.taps = [o.output for o in observers if _overrides(o, "output")]
-    handles = recorder.install_hooks(model) if hasattr(model, "named_modules") else []
+    handles = recorder.attribute_modules(model) if hasattr(model, "named_modules") else []
     mode = _mode_class()(recorder, observers)
     try:
         with contextlib.ExitStack() as stack:

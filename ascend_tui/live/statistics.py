@@ -294,10 +294,11 @@ def _chunk_stats(torch: Any, x: Any, raw: np.ndarray | None, start: int, k: int,
                  n: int) -> tuple[float, float, float, float, int, int, int]:
     """(min, max, sum, sum of squares, zeros, nan, inf) of `k` elements of flat `x` from `start`."""
     if raw is not None:
-        a, flags = raw[start:start + k], _flags(k)
+        a = raw[start:start + k]
     else:
-        buf, a, flags = _scratch(torch, k)
+        buf, a = _scratch(torch, k)
         buf.copy_(x[start:start + k] if k < n else x)
+    flags = _flags(k)
     lo, hi = float(a.min()), float(a.max())
     s = _sum(a)
     zeros = nan = inf = 0
@@ -393,8 +394,8 @@ def _squares(a: np.ndarray) -> float:
     """The sum of squares of a float32 chunk: a dot product per 1024-value row (`vecdot`), added in float64.
 
     One `np.dot` over the whole chunk is as fast alone, but OpenBLAS runs a long dot product on
-    all its threads, which then fight torch's own for the cores (ResNet-18's capture went from
-    1.32x to 1.55x of the plain run with two torch threads); a row this short stays on one.
+    all its threads, which then compete with torch's own for the cores; a row this short stays on
+    one thread (and its float32 partial sums stay short).
     """
     k = a.size
     whole = k - k % _COLUMNS
@@ -408,17 +409,18 @@ def _squares(a: np.ndarray) -> float:
 _LOCAL = threading.local()
 
 
-def _scratch(torch: Any, n: int) -> tuple[Any, np.ndarray, np.ndarray]:
-    """A float32 buffer of `n` <= `CHUNK` elements as a tensor and as an array, and a bool buffer for masks,
-    reused (per thread): a fresh 1 MiB temporary per chunk costs its page faults every time."""
+def _scratch(torch: Any, n: int) -> tuple[Any, np.ndarray]:
+    """A float32 buffer of `n` <= `CHUNK` elements as a tensor and as an array, reused (per thread): a fresh
+    1 MiB temporary per chunk costs its page faults every time."""
     bufs = getattr(_LOCAL, "bufs", None)
     if bufs is None:
         tensor = torch.empty(CHUNK, dtype=torch.float32)
-        bufs = _LOCAL.bufs = (tensor, tensor.numpy(), np.empty(CHUNK, dtype=bool))
-    return bufs[0][:n], bufs[1][:n], bufs[2][:n]
+        bufs = _LOCAL.bufs = (tensor, tensor.numpy())
+    return bufs[0][:n], bufs[1][:n]
 
 
 def _flags(n: int) -> np.ndarray:
+    """A bool buffer of `n` <= `CHUNK` elements for masks, reused (per thread)."""
     flags = getattr(_LOCAL, "flags", None)
     if flags is None:
         flags = _LOCAL.flags = np.empty(CHUNK, dtype=bool)
@@ -470,12 +472,7 @@ def histogram_row(torch: Any, t: Any) -> Any | None:
             sample = flat.index_select(0, _sample_index(torch, n)).float()
         else:
             sample = flat.to(torch.float32, copy=True)
-        a = np.abs(sample.numpy())
-        a = a[a > 0]  # drops zeros and NaN
-        row = np.empty(HIST_BINS + 1, dtype=np.int64)
-        row[:HIST_BINS] = np.bincount(_BIN_OF_EXPONENT[a.view(np.uint32) >> 23], minlength=HIST_BINS)
-        row[HIST_BINS] = a.size
-        return row
+        return raw_histogram(sample.numpy(), sampled=True)
     sample = flat[:: max(1, n // HIST_SAMPLE)][:HIST_SAMPLE]
     sample = torch.nan_to_num(sample.float().abs(), nan=0.0, posinf=math.inf)
     bins = torch.bucketize(sample, _hist_edges(torch, sample.device), right=True)
