@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -109,6 +111,20 @@ def test_values_past_float32_squares_keep_a_finite_norm_and_sum() -> None:
     assert_row(cpu_stats_chunked(torch, t), t)
     x = t.double()
     assert cpu_stats_chunked(torch, t)[3] == pytest.approx(float(x.square().sum().sqrt()), rel=1e-6)
+
+
+@pytest.mark.parametrize("scale", [4e17, 6e17, 1e19, 3e36])
+@pytest.mark.parametrize("n", [SMALL + 1, 2 * CHUNK + 17])
+def test_values_either_side_of_the_overflow_guard_are_exact_and_warn_nothing(scale: float, n: int) -> None:
+    t = patterned(n, "mixed", torch.float32) * scale
+    t[::3] = scale  # columns of same-signed huge values: their float32 partial sums overflow past the guard
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "overflow encountered" would be one
+        row = cpu_stats_chunked(torch, t)
+    assert_row(row, t)
+    x = t.double()
+    assert row[2] == pytest.approx(float(x.sum()), rel=1e-5, abs=scale * 1e-3)
+    assert row[3] == pytest.approx(float(x.square().sum().sqrt()), rel=1e-5)
 
 
 def test_many_tensors_in_one_batch_keep_their_own_rows() -> None:
