@@ -16,27 +16,14 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-import numpy as np
-
 from ascend_tui.errors import Cancelled
-from ascend_tui.evidence import HIST_BINS, HistogramTable, StatsTable, TensorMeta
+from ascend_tui.evidence import HistogramTable, StatsTable, TensorMeta
 from ascend_tui.graph.ids import IdMinter, api_op
 from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node
 from ascend_tui.live.aten import SAME_VALUES, overload_facts, storage_key, written_args
 from ascend_tui.live.frames import stop_at, user_source
+from ascend_tui.live.stat_rows import StatRows
 from ascend_tui.live.weights import WEIGHTS
-from ascend_tui.live.statistics import (
-    SMALL,
-    HostBatch,
-    cpu_stats_chunked,
-    finish_rows,
-    histogram_row,
-    histogram_sample,
-    negated,
-    raw_histogram,
-    raw_view,
-    tensor_stats_row,
-)
 from ascend_tui.progress import Progress
 
 __all__ = ["SAME_VALUES", "CaptureResult", "Inputs", "Recorder", "call_model", "dtype_name", "iter_tensors",
@@ -189,14 +176,8 @@ class Recorder:
         # tensor from a dead one whose id was reused.
         self._producers: dict[int, tuple[Any, _Ref]] = {}
         self._writers: dict[int, _Ref] = {}
-        self._stat_keys: list[tuple[str, int]] = []
-        self._stat_rows: list[Any] = []  # a host-batch slot (int), a host row (ndarray) or device tensors
-        self._stat_numel: list[int] = []
-        self._hist_keys: list[tuple[str, int]] = []
-        self._hist_rows: list[Any] = []
-        self._batch = HostBatch(torch)
+        self.stat_rows = StatRows(torch)  # every measured output's statistics, in recording order
         self._same_as: tuple[str, int] | None = None
-        self._stat_copies: list[tuple[tuple[str, int], tuple[str, int]]] = []
         self._const_count = 0
         self._named: dict[int, tuple[str, str]] = {}
         self._keepalive: list[Any] = []
@@ -347,7 +328,7 @@ class Recorder:
             if found is not None:
                 for tap in self.taps:
                     tap(node_id, 0, t)
-                self._queue((node_id, 0), found[0], t.numel(), found[1])
+                self.stat_rows.queue((node_id, 0), found[0], t.numel(), found[1])
                 return ref
         self.measure(node_id, 0, t)
         return ref
@@ -358,54 +339,10 @@ class Recorder:
             tap(node_id, slot, t)
         if not self.want_stats:
             return
-        key = (node_id, slot)
         if self._same_as is not None:  # a view or copy holding exactly its input's values
-            self._stat_copies.append((key, self._same_as))
+            self.stat_rows.copy((node_id, slot), self._same_as)
             return
-        if t.is_cpu and t.layout == self._strided:
-            n = t.numel()
-            if n == 0:
-                return
-            contiguous = t.is_contiguous()
-            hist = contiguous and t.is_floating_point()
-            neg = t.is_neg()
-            if neg:  # measure the memory as it is (torch calls here may not resolve the bit), then negate
-                t = self._torch._neg_view(t)
-            if n <= SMALL:
-                row = self._batch.add(t if contiguous else t.detach().contiguous(), hist, neg)
-                if row is not None:
-                    self._queue(key, row, n, row if hist else None)
-                    return
-            found = cpu_stats_chunked(self._torch, t)
-            if found is not None:
-                binned = None
-                if hist:
-                    view = raw_view(t) if t.dtype == self._float32 else None
-                    if view is not None:  # float32: sampled and binned by numpy in place
-                        binned = raw_histogram(view)
-                    else:  # the sample joins the host batch, which bins it with everything else
-                        binned = self._batch.add(histogram_sample(self._torch, t), True)
-                        if binned is None:
-                            binned = histogram_row(self._torch, t)
-                self._queue(key, negated(found) if neg else found, n, binned)
-            return
-        neg = t.is_neg()
-        if neg:
-            t = self._torch._neg_view(t)
-        values = tensor_stats_row(self._torch, t)
-        if values is not None and neg:  # (min, max, sum, norm) of -x: (-max, -min, -sum, norm), still queued
-            v = values[0]
-            values = (self._torch.stack((-v[1], -v[0], -v[2], v[3])), values[1])
-        if values is not None:
-            self._queue(key, values, t.numel(), histogram_row(self._torch, t))
-
-    def _queue(self, key: tuple[str, int], row: Any, numel: int, hist: Any) -> None:
-        self._stat_keys.append(key)
-        self._stat_rows.append(row)
-        self._stat_numel.append(numel)
-        if hist is not None:
-            self._hist_keys.append(key)
-            self._hist_rows.append(hist)
+        self.stat_rows.take((node_id, slot), t)
 
     def before(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Resolve the tensors an op is about to write, so a first-seen input is measured before it changes."""
@@ -483,66 +420,12 @@ class Recorder:
         return attrs or None
 
     def finish_stats(self) -> StatsTable:
-        """Bring every queued statistic to the host at once: two transfers per device, whatever the op count."""
-        table = StatsTable()
-        if not self._stat_rows:
-            return table
-        torch = self._torch
-        batch_values, _ = self._batch.finish()
-        raw = np.empty((len(self._stat_rows), 7), dtype=np.float64)
-        by_device: dict[Any, list[int]] = {}
-        batched: list[int] = []
-        for i, row in enumerate(self._stat_rows):
-            if type(row) is int:
-                batched.append(i)
-            elif isinstance(row, np.ndarray):
-                raw[i] = row
-            else:
-                by_device.setdefault(row[0].device, []).append(i)
-        if batched:
-            raw[batched] = batch_values[[self._stat_rows[i] for i in batched]]
-        for rows in by_device.values():
-            raw[rows, :4] = torch.stack([self._stat_rows[i][0] for i in rows]).cpu().double().numpy()
-            raw[rows, 4:] = torch.stack([self._stat_rows[i][1] for i in rows]).cpu().numpy()
-        keys = list(self._stat_keys)
-        data = finish_rows(raw, np.asarray(self._stat_numel, dtype=np.float64))
-        position = {k: i for i, k in enumerate(keys)}
-        extra = []
-        for key, source in self._stat_copies:  # in recording order, so a view of a view finds its row
-            i = position.get(source)
-            if i is not None:
-                position[key] = i
-                keys.append(key)
-                extra.append(i)
-        table.add_many(keys, np.concatenate([data, data[extra]]) if extra else data)
-        return table
+        """Every output's statistics, brought to the host at once."""
+        return self.stat_rows.finish_stats()
 
     def finish_histograms(self) -> HistogramTable:
-        """Bring every queued histogram to the host at once."""
-        if not self._hist_rows:
-            return HistogramTable()
-        torch = self._torch
-        _, batch_hist = self._batch.finish()
-        data = np.zeros((len(self._hist_rows), HIST_BINS + 1), dtype=np.int64)
-        by_device: dict[Any, list[int]] = {}
-        for i, row in enumerate(self._hist_rows):
-            if type(row) is int:
-                data[i] = batch_hist[row]
-            elif isinstance(row, np.ndarray):
-                data[i] = row
-            else:
-                by_device.setdefault(row.device, []).append(i)
-        for rows in by_device.values():
-            data[rows] = torch.stack([self._hist_rows[i] for i in rows]).cpu().numpy()
-        keys = list(self._hist_keys)
-        position = {k: i for i, k in enumerate(keys)}
-        extra = []
-        for key, source in self._stat_copies:
-            if source in position:
-                position[key] = position[source]
-                keys.append(key)
-                extra.append(position[source])
-        return HistogramTable(keys, np.concatenate([data, data[extra]]) if extra else data)
+        """Every output's histogram, brought to the host at once."""
+        return self.stat_rows.finish_histograms()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ascend_tui.evidence import HIST_BINS, HIST_EDGES_LOG2, HIST_SAMPLE, STAT_FIELDS
+from ascend_tui.evidence import HIST_BINS, HIST_EDGES_LOG2, HIST_SAMPLE
 from ascend_tui.threads import run_all
 
 SMALL = 8192  # elements: up to this a copy into the host batch beats a handful of torch calls
@@ -508,21 +508,3 @@ def _hist_edges(torch: Any, device: Any) -> Any:
     if edges is None:
         edges = _EDGES[device] = torch.tensor([2.0 ** e for e in HIST_EDGES_LOG2], device=device)
     return edges
-
-
-def finish_rows(raw: np.ndarray, numel: np.ndarray) -> np.ndarray:
-    """Turn rows (min, max, sum, norm, nan, inf, zeros) and their numels into `STAT_FIELDS` order."""
-    out = np.empty((raw.shape[0], len(STAT_FIELDS)), dtype=np.float64)
-    mn, mx, total, norm, nan, inf, zeros = (raw[:, i] for i in range(7))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out[:, 0] = mn
-        out[:, 1] = mx
-        out[:, 2] = total / numel
-        out[:, 3] = norm
-        out[:, 4] = np.fmax(np.abs(mn), np.abs(mx))
-        out[:, 4] = np.where(np.isnan(mn) | np.isnan(mx), np.nan, out[:, 4])
-    out[:, 5] = nan
-    out[:, 6] = inf
-    out[:, 7] = zeros
-    out[:, 8] = numel
-    return out

@@ -1,0 +1,179 @@
+"""Where each measured output's statistics go, and how they come together at the end of a run.
+
+Every tensor a recorder measures takes one of three routes (`live/statistics.py`): a small CPU
+tensor is copied into the host batch, a large one is reduced chunk by chunk now, an accelerator's
+stays queued on its device. `StatRows` keeps the queued rows in recording order, whichever route
+made them, and turns them into one `StatsTable` and one `HistogramTable` at the end: two
+transfers per device, whatever the op count. Views and copies that hold exactly their input's
+values are not measured again; they take their source's row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ascend_tui.evidence import HIST_BINS, STAT_FIELDS, HistogramTable, StatsTable
+from ascend_tui.live.statistics import (
+    SMALL,
+    HostBatch,
+    cpu_stats_chunked,
+    histogram_row,
+    histogram_sample,
+    negated,
+    raw_histogram,
+    raw_view,
+    tensor_stats_row,
+)
+
+Key = tuple[str, int]  # (node id, output slot)
+
+
+class StatRows:
+    """The statistics (and histograms) of one recorded run's outputs, by (node, slot), in recording order."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+        self._strided = torch.strided
+        self._float32 = torch.float32
+        self.keys: list[Key] = []
+        self.rows: list[Any] = []  # a host-batch slot (int), a host row (ndarray) or device tensors
+        self.numel: list[int] = []
+        self.hist_keys: list[Key] = []
+        self.hist_rows: list[Any] = []
+        self.copies: list[tuple[Key, Key]] = []  # (key, source key): outputs holding exactly their input's values
+        self.batch = HostBatch(torch)
+
+    def copy(self, key: Key, source: Key) -> None:
+        """`key` holds exactly the values of `source` (a view or copy): its row is the source's."""
+        self.copies.append((key, source))
+
+    def take(self, key: Key, t: Any) -> None:
+        """Measure `t` for `key` on the route it needs (nothing for an empty or unmeasurable tensor)."""
+        if t.is_cpu and t.layout == self._strided:
+            n = t.numel()
+            if n == 0:
+                return
+            contiguous = t.is_contiguous()
+            hist = contiguous and t.is_floating_point()
+            neg = t.is_neg()
+            if neg:  # measure the memory as it is (torch calls here may not resolve the bit), then negate
+                t = self._torch._neg_view(t)
+            if n <= SMALL:
+                row = self.batch.add(t if contiguous else t.detach().contiguous(), hist, neg)
+                if row is not None:
+                    self.queue(key, row, n, row if hist else None)
+                    return
+            found = cpu_stats_chunked(self._torch, t)
+            if found is not None:
+                binned = None
+                if hist:
+                    view = raw_view(t) if t.dtype == self._float32 else None
+                    if view is not None:  # float32: sampled and binned by numpy in place
+                        binned = raw_histogram(view)
+                    else:  # the sample joins the host batch, which bins it with everything else
+                        binned = self.batch.add(histogram_sample(self._torch, t), True)
+                        if binned is None:
+                            binned = histogram_row(self._torch, t)
+                self.queue(key, negated(found) if neg else found, n, binned)
+            return
+        neg = t.is_neg()
+        if neg:
+            t = self._torch._neg_view(t)
+        values = tensor_stats_row(self._torch, t)
+        if values is not None and neg:  # (min, max, sum, norm) of -x: (-max, -min, -sum, norm), still queued
+            v = values[0]
+            values = (self._torch.stack((-v[1], -v[0], -v[2], v[3])), values[1])
+        if values is not None:
+            self.queue(key, values, t.numel(), histogram_row(self._torch, t))
+
+
+    def queue(self, key: Key, row: Any, numel: int, hist: Any) -> None:
+        """Add a finished or queued row (and histogram) for `key`."""
+        self.keys.append(key)
+        self.rows.append(row)
+        self.numel.append(numel)
+        if hist is not None:
+            self.hist_keys.append(key)
+            self.hist_rows.append(hist)
+
+    def finish_stats(self) -> StatsTable:
+        """Bring every queued statistic to the host at once: two transfers per device, whatever the op count."""
+        table = StatsTable()
+        if not self.rows:
+            return table
+        torch = self._torch
+        batch_values, _ = self.batch.finish()
+        raw = np.empty((len(self.rows), 7), dtype=np.float64)
+        by_device: dict[Any, list[int]] = {}
+        batched: list[int] = []
+        for i, row in enumerate(self.rows):
+            if type(row) is int:
+                batched.append(i)
+            elif isinstance(row, np.ndarray):
+                raw[i] = row
+            else:
+                by_device.setdefault(row[0].device, []).append(i)
+        if batched:
+            raw[batched] = batch_values[[self.rows[i] for i in batched]]
+        for rows in by_device.values():
+            raw[rows, :4] = torch.stack([self.rows[i][0] for i in rows]).cpu().double().numpy()
+            raw[rows, 4:] = torch.stack([self.rows[i][1] for i in rows]).cpu().numpy()
+        keys = list(self.keys)
+        data = finish_rows(raw, np.asarray(self.numel, dtype=np.float64))
+        position = {k: i for i, k in enumerate(keys)}
+        extra = []
+        for key, source in self.copies:  # in recording order, so a view of a view finds its row
+            i = position.get(source)
+            if i is not None:
+                position[key] = i
+                keys.append(key)
+                extra.append(i)
+        table.add_many(keys, np.concatenate([data, data[extra]]) if extra else data)
+        return table
+
+    def finish_histograms(self) -> HistogramTable:
+        """Bring every queued histogram to the host at once."""
+        if not self.hist_rows:
+            return HistogramTable()
+        torch = self._torch
+        _, batch_hist = self.batch.finish()
+        data = np.zeros((len(self.hist_rows), HIST_BINS + 1), dtype=np.int64)
+        by_device: dict[Any, list[int]] = {}
+        for i, row in enumerate(self.hist_rows):
+            if type(row) is int:
+                data[i] = batch_hist[row]
+            elif isinstance(row, np.ndarray):
+                data[i] = row
+            else:
+                by_device.setdefault(row.device, []).append(i)
+        for rows in by_device.values():
+            data[rows] = torch.stack([self.hist_rows[i] for i in rows]).cpu().numpy()
+        keys = list(self.hist_keys)
+        position = {k: i for i, k in enumerate(keys)}
+        extra = []
+        for key, source in self.copies:
+            if source in position:
+                position[key] = position[source]
+                keys.append(key)
+                extra.append(position[source])
+        return HistogramTable(keys, np.concatenate([data, data[extra]]) if extra else data)
+
+
+def finish_rows(raw: np.ndarray, numel: np.ndarray) -> np.ndarray:
+    """Turn rows (min, max, sum, norm, nan, inf, zeros) and their numels into `STAT_FIELDS` order."""
+    out = np.empty((raw.shape[0], len(STAT_FIELDS)), dtype=np.float64)
+    mn, mx, total, norm, nan, inf, zeros = (raw[:, i] for i in range(7))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out[:, 0] = mn
+        out[:, 1] = mx
+        out[:, 2] = total / numel
+        out[:, 3] = norm
+        out[:, 4] = np.fmax(np.abs(mn), np.abs(mx))
+        out[:, 4] = np.where(np.isnan(mn) | np.isnan(mx), np.nan, out[:, 4])
+    out[:, 5] = nan
+    out[:, 6] = inf
+    out[:, 7] = zeros
+    out[:, 8] = numel
+    return out
