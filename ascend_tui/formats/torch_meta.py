@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Iterable
 
 from ascend_tui.evidence import SourceLocation
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)')
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3")
 _STACK_FRAMES = 16
+_FOLDS = re.compile(r"/([^/]+)/\1\.")  # a part that starts with the one before it and a dot: `/mlp/mlp.0`
 
 # c10::ScalarType as torch.export's schema numbers it.
 SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float16",
@@ -83,26 +85,41 @@ def module_from_node_name(name: str) -> str:
 class NodeNameModules(dict[str, str]):
     """`module_from_node_name` per name prefix: `modules[name.rpartition("/")[0]]` is the module of `name`.
 
-    `/layers.3/attn/MatMul_1` and `/layers.3/attn/Add` share the prefix `/layers.3/attn`; a prefix seen
-    for the first time extends its parent's path, so a 100k-node model costs a dict lookup a node
-    (a miss costs one step) rather than a split and a fold of the whole name.
+    `/layers.3/attn/MatMul_1` and `/layers.3/attn/Add` share the prefix `/layers.3/attn`, worked out once.
+    A prefix with no empty part and no part that folds into the one before it (`mlp.0` under `mlp`) is
+    its parts joined by dots, which C-level string calls find; any other extends its parent's path.
     """
 
     def __init__(self) -> None:
         super().__init__({"": ""})
-        self._last: dict[str, str] = {"": ""}  # prefix -> last part of its module path (parts hold dots)
 
     def __missing__(self, head: str) -> str:
-        if head[:1] != "/":  # not the legacy exporter's spelling: no module (its prefixes do not start with / either)
-            self[head] = self._last[head] = ""
-            return ""
-        missing = [head]
+        self.learn((head,))
+        return self[head]
+
+    def learn(self, heads: Iterable[str]) -> None:
+        """Work out the module of each new prefix in `heads` (and of its new ancestors, outermost first)."""
+        folds = _FOLDS.search
+        for head in heads:
+            if head in self:
+                continue
+            if head[:1] != "/":  # not the legacy exporter's spelling: no module (its prefixes do not start with / either)
+                self[head] = ""
+            elif "//" not in head and head[-1] != "/" and folds(head) is None:
+                self[head] = head[1:].replace("/", ".")
+            else:
+                self.extend(head)
+
+    def extend(self, head: str) -> None:
+        """Work out `head` and its unknown ancestors, part by part, in a loop: names may nest deeper than the stack."""
+        chain = [head]
         parent = head.rpartition("/")[0]
-        while parent not in self:  # a loop, not recursion: names may nest deeper than the stack
-            missing.append(parent)
+        while parent not in self:
+            chain.append(parent)
             parent = parent.rpartition("/")[0]
-        module, last = self[parent], self._last[parent]
-        for h in reversed(missing):
+        module = self[parent]
+        last = parent.rstrip("/").rpartition("/")[2]  # the last part that is not empty
+        for h in reversed(chain):
             part = h.rpartition("/")[2]
             if part:
                 if last and part.startswith(last + "."):  # `mlp.0` under `mlp` replaces it
@@ -111,9 +128,13 @@ class NodeNameModules(dict[str, str]):
                     module = f"{module}.{part}" if module else part
                 last = part
             self[h] = module
-            self._last[h] = last
-        return module
 
     def of(self, name: str) -> str:
         """The module of node `name` (what `module_from_node_name(name)` says)."""
         return self[name.rpartition("/")[0]]
+
+    def of_all(self, names: Iterable[str]) -> list[str]:
+        """`of(name)` for each of `names`, each new prefix worked out once (a reader's 100k names at a time)."""
+        heads = [name.rpartition("/")[0] for name in names]
+        self.learn(dict.fromkeys(heads))
+        return list(map(self.__getitem__, heads))
