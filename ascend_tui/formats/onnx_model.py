@@ -219,8 +219,11 @@ class _OnnxBuilder:
                     attrs[k]["domain"] = domain
         ids = self.minter.mint_all(modules, [op or "op" for op in op_types] if "" in op_types else op_types)
         types_get, singles_get = self.types.get, self.singles.get
-        in_types = [tuple(map(types_get, tensors)) for tensors in inputs]
-        out_types = [singles_get(tensors[0], _UNTYPED) if len(tensors) == 1 else tuple(map(types_get, tensors))
+        # Spelled out for one and two tensors (most ops), where a call of map() per node costs more than the rest.
+        in_types = [(types_get(tensors[0]), types_get(tensors[1])) if len(tensors) == 2
+                    else singles_get(tensors[0], _UNTYPED) if len(tensors) == 1 else (*map(types_get, tensors),)
+                    for tensors in inputs]
+        out_types = [singles_get(tensors[0], _UNTYPED) if len(tensors) == 1 else (*map(types_get, tensors),)
                      for tensors in outputs]
         self.link(base, inputs, outputs, scopes)
         self.nodes += op_nodes(ids, op_types, modules, range(base, base + count), repeat("op"), in_types, out_types,

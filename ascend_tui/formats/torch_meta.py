@@ -94,23 +94,20 @@ class NodeNameModules(dict[str, str]):
         super().__init__({"": ""})
 
     def __missing__(self, head: str) -> str:
-        self.learn((head,))
-        return self[head]
+        return self.learn(head)
 
-    def learn(self, heads: Iterable[str]) -> None:
-        """Work out the module of each new prefix in `heads` (and of its new ancestors, outermost first)."""
-        folds = _FOLDS.search
-        for head in heads:
-            if head in self:
-                continue
-            if head[:1] != "/":  # not the legacy exporter's spelling: no module (its prefixes do not start with / either)
-                self[head] = ""
-            elif "//" not in head and head[-1] != "/" and folds(head) is None:
-                self[head] = head[1:].replace("/", ".")
-            else:
-                self.extend(head)
+    def learn(self, head: str) -> str:
+        """Work out, record and return the module of a new prefix (and of its new ancestors)."""
+        if head[:1] != "/":  # not the legacy exporter's spelling: no module (its prefixes do not start with / either)
+            module = ""
+        elif "//" not in head and head[-1] != "/" and _FOLDS.search(head) is None:
+            module = head[1:].replace("/", ".")
+        else:
+            return self.extend(head)
+        self[head] = module
+        return module
 
-    def extend(self, head: str) -> None:
+    def extend(self, head: str) -> str:
         """Work out `head` and its unknown ancestors, part by part, in a loop: names may nest deeper than the stack."""
         chain = [head]
         parent = head.rpartition("/")[0]
@@ -128,13 +125,19 @@ class NodeNameModules(dict[str, str]):
                     module = f"{module}.{part}" if module else part
                 last = part
             self[h] = module
+        return module
 
     def of(self, name: str) -> str:
         """The module of node `name` (what `module_from_node_name(name)` says)."""
         return self[name.rpartition("/")[0]]
 
     def of_all(self, names: Iterable[str]) -> list[str]:
-        """`of(name)` for each of `names`, each new prefix worked out once (a reader's 100k names at a time)."""
-        heads = [name.rpartition("/")[0] for name in names]
-        self.learn(dict.fromkeys(heads))
-        return list(map(self.__getitem__, heads))
+        """`of(name)` for each of `names`: one loop for a reader's 100k names, learning each new prefix once."""
+        get, learn = self.get, self.learn
+        modules: list[str] = []
+        append = modules.append
+        for name in names:
+            head = name.rpartition("/")[0]
+            module = get(head)
+            append(learn(head) if module is None else module)
+        return modules

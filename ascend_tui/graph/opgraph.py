@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import json
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -19,6 +20,7 @@ from ascend_tui.evidence import SourceLocation, TensorMeta
 from ascend_tui.graph.node import NODE_COLUMNS, PLACEHOLDER_KINDS, Edge, NodeKind, OpNode, derive, op_node, op_nodes
 
 GRAPH_SCHEMA = "ascend-tui.graph/1"
+_ID = attrgetter("id")
 __all__ = ["GRAPH_SCHEMA", "NODE_COLUMNS", "PLACEHOLDER_KINDS", "Edge", "NodeKind", "OpGraph", "OpNode", "derive",
            "op_node", "op_nodes", "read_json", "write_json_atomic"]
 
@@ -110,7 +112,7 @@ class OpGraph:
             raise ValueError("adopt() fills an empty graph")
         if not len(nodes) == len(ins) == len(outs):
             raise ValueError(f"{len(nodes)} nodes but edge lists for {len(ins)} and {len(outs)}")
-        pos = dict(zip([n.id for n in nodes], range(len(nodes))))
+        pos = dict(zip(map(_ID, nodes), range(len(nodes))))
         if len(pos) != len(nodes):
             seen: set[str] = set()
             for n in nodes:
