@@ -38,6 +38,7 @@ _FIELDS = attrgetter("name", "op_type", "domain", "input", "output", "metadata_p
 _NAME, _TYPE = attrgetter("name"), attrgetter("type")
 _SERIALIZE = methodcaller("SerializeToString")
 _FIRST = itemgetter(0)
+_KEY_VALUE = attrgetter("key", "value")
 _UNTYPED = (None,)
 
 
@@ -114,6 +115,8 @@ class _OnnxBuilder:
         self.metas: dict[tuple[int, tuple[int, ...]], TensorMeta] = {}
         self.by_bytes: dict[bytes, tuple[TensorMeta] | None] = {}  # a serialized TypeProto -> (its meta,)
         self.module_of_head = NodeNameModules()
+        self.lists: dict[str, list[str]] = {}  # metadata list literal -> its items (read, never changed)
+        self.traces: dict[str, SourceLocation | None] = {}  # metadata stack trace -> its source location
         self.unresolved: list[str] = []
         self.without_module: list[int] = []  # positions of ops neither metadata nor name placed in a module
         self.inherited = 0
@@ -285,11 +288,21 @@ class _OnnxBuilder:
 
     def node_metadata(self, props: Any, attrs: dict[str, Any]) -> tuple[str, str, SourceLocation | None, bool]:
         """(module, module class, source, whether a module was named) from one node's metadata_props."""
-        meta = {p.key: p.value for p in props}
-        scopes_list = literal_list(meta.get("pkg.torch.onnx.name_scopes"))
-        classes = literal_list(meta.get("pkg.torch.onnx.class_hierarchy"))
+        meta = dict(map(_KEY_VALUE, props))
+        lists = self.lists  # an exporter repeats the same classes and stack traces over many nodes: parse each once
+        text = meta.get("pkg.torch.onnx.name_scopes") or ""
+        scopes_list = lists.get(text)
+        if scopes_list is None:
+            scopes_list = lists[text] = literal_list(text)
+        text = meta.get("pkg.torch.onnx.class_hierarchy") or ""
+        classes = lists.get(text)
+        if classes is None:
+            classes = lists[text] = literal_list(text)
         module, module_class = module_from_scopes(scopes_list, classes)
-        source = source_from_trace(meta.get("pkg.torch.onnx.stack_trace"))
+        text = meta.get("pkg.torch.onnx.stack_trace") or ""
+        source = self.traces.get(text, _MISSING)
+        if source is _MISSING:
+            source = self.traces[text] = source_from_trace(text)
         if classes and classes[-1].startswith("aten."):
             attrs["aten"] = classes[-1]
         fx = meta.get("pkg.torch.onnx.fx_node", "")

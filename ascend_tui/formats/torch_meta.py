@@ -16,6 +16,8 @@ from ascend_tui.evidence import SourceLocation
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)')
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3")
 _STACK_FRAMES = 16
+_PLAIN_LIST = re.compile(r"\[(?:'[^'\\\r\n\0]*'(?:, '[^'\\\r\n\0]*')*)?\]")  # repr() of a list of names
+_PLAIN_ITEM = re.compile(r"'([^'\\\r\n\0]*)'")
 _FOLDS = re.compile(r"/([^/]+)/\1\.")  # a part that starts with the one before it and a dot: `/mlp/mlp.0`
 
 # c10::ScalarType as torch.export's schema numbers it.
@@ -54,6 +56,8 @@ def literal_list(text: str | None) -> list[str]:
     """`['', 'attn', 'attn.qkv']` (a Python list literal in ONNX metadata) as a list of strings."""
     if not text:
         return []
+    if _PLAIN_LIST.fullmatch(text):  # names without quotes, backslashes or line breaks: no parser needed
+        return _PLAIN_ITEM.findall(text)
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
