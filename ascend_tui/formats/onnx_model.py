@@ -33,7 +33,7 @@ _INFER_LIMIT = 2_000_000_000
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 _PLAIN_DOMAINS = frozenset({"", "ai.onnx"})
 _MISSING: Any = object()
-_CHUNK = 1024  # protobuf entries read at a time (cancel and progress are checked between chunks of nodes)
+CHUNK = 1024  # protobuf entries read at a time (cancel and progress are checked between chunks of nodes)
 _FIELDS = attrgetter("name", "op_type", "domain", "input", "output", "metadata_props")
 _NAME, _TYPE = attrgetter("name"), attrgetter("type")
 _SERIALIZE = methodcaller("SerializeToString")
@@ -129,8 +129,8 @@ class _OnnxBuilder:
         by_bytes = self.by_bytes
         types, singles = self.types, self.singles
         for infos in (graph.input, graph.output, graph.value_info):
-            for start in range(0, len(infos), _CHUNK):
-                chunk = infos[start:start + _CHUNK]  # few protobuf wrappers alive at a time: each costs less
+            for start in range(0, len(infos), CHUNK):
+                chunk = infos[start:start + CHUNK]  # few protobuf wrappers alive at a time: each costs less
                 names, raws = list(map(_NAME, chunk)), list(map(_SERIALIZE, map(_TYPE, chunk)))
                 for raw in set(raws).difference(by_bytes):  # exporters repeat a few types many times
                     meta = tensor_meta(chunk[raws.index(raw)].type, self.metas)
@@ -172,11 +172,11 @@ class _OnnxBuilder:
         scope.pop("", None)  # "" is an optional input left out, never a tensor, even if an initializer is unnamed
         scopes = [scope, *outer]
         protos = graph.node
-        for start in range(0, len(protos), _CHUNK):
+        for start in range(0, len(protos), CHUNK):
             check_cancel(self.cancel, "loading the ONNX model was cancelled")
             if self.progress is not None:
                 self.progress("building graph", len(self.nodes), total)
-            chunk = protos[start:start + _CHUNK]  # few protobuf wrappers alive at a time: each costs less
+            chunk = protos[start:start + CHUNK]  # few protobuf wrappers alive at a time: each costs less
             columns = list(zip(*map(_FIELDS, chunk)))  # every field is read once: each read builds an object
             first = 0
             for cut in self.with_bodies(chunk, columns[1], columns[2]):
