@@ -38,6 +38,7 @@ _FIELDS = attrgetter("name", "op_type", "domain", "input", "output", "metadata_p
 _NAME, _TYPE = attrgetter("name"), attrgetter("type")
 _SERIALIZE = methodcaller("SerializeToString")
 _FIRST = itemgetter(0)
+_ALL = itemgetter(slice(None))
 _KEY_VALUE = attrgetter("key", "value")
 _UNTYPED = (None,)
 
@@ -200,8 +201,7 @@ class _OnnxBuilder:
         """Add one segment of nodes (no bodies among them but maybe the last) from its `_FIELDS` columns."""
         names, op_types, domains, input_fields, output_fields, metadata = columns
         base, count = len(self.nodes), len(names)
-        inputs = [field[:] for field in input_fields]
-        outputs = [field[:] for field in output_fields]
+        inputs, outputs = list(map(_ALL, input_fields)), list(map(_ALL, output_fields))  # `field[:]`: lists of str
         if any(metadata):
             modules, classes, sources, attrs, placed = self.from_metadata(names, metadata)
         else:

@@ -137,11 +137,16 @@ class NodeNameModules(dict[str, str]):
 
     def of_all(self, names: Iterable[str]) -> list[str]:
         """`of(name)` for each of `names`: one loop for a reader's 100k names, learning each new prefix once."""
-        get, learn = self.get, self.learn
+        get, learn, folds = self.get, self.learn, _FOLDS.search
         modules: list[str] = []
         append = modules.append
         for name in names:
             head = name.rpartition("/")[0]
             module = get(head)
-            append(learn(head) if module is None else module)
+            if module is None:  # learn(head), its common case inline: most prefixes of a big model are new
+                if head[:1] == "/" and "//" not in head and head[-1] != "/" and folds(head) is None:
+                    module = self[head] = head[1:].replace("/", ".")
+                else:
+                    module = learn(head)
+            append(module)
         return modules
