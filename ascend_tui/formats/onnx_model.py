@@ -236,26 +236,22 @@ class _OnnxBuilder:
              scopes: list[dict[str, tuple[int, int]]]) -> None:
         """Edges into each node from the producers its input names resolve to, then its outputs into scope."""
         scope = scopes[0]
-        scope_get, unresolved, ins, outs = scope.get, self.unresolved, self.ins, self.outs
+        scope_get, ins, outs = scope.get, self.ins, self.outs
         outs += [[] for _ in inputs]
         for index, tensors, produced in zip(range(base, base + len(inputs)), inputs, outputs):
-            into: list[tuple[int, int, int, int]] = []
-            for slot, tensor in enumerate(tensors):
-                src = scope_get(tensor)
-                if src is None:
-                    if not tensor:  # an optional input left out
-                        continue
-                    for sc in scopes[1:]:
-                        src = sc.get(tensor)
-                        if src is not None:
-                            break
-                    else:
-                        unresolved.append(tensor)
-                        continue
-                edge = (src[0], index, src[1], slot)
-                into.append(edge)
-                outs[src[0]].append(edge)
-            ins.append(into)
+            # One or two inputs made in this graph (most ops) spelled out; the rest in edges_into().
+            if len(tensors) == 2 and (a := scope_get(tensors[0])) is not None \
+                    and (b := scope_get(tensors[1])) is not None:
+                first, second = (a[0], index, a[1], 0), (b[0], index, b[1], 1)
+                ins.append([first, second])
+                outs[a[0]].append(first)
+                outs[b[0]].append(second)
+            elif len(tensors) == 1 and (a := scope_get(tensors[0])) is not None:
+                first = (a[0], index, a[1], 0)
+                ins.append([first])
+                outs[a[0]].append(first)
+            else:
+                ins.append(self.edges_into(index, tensors, scopes))
             if len(produced) == 1:
                 if produced[0]:
                     scope[produced[0]] = (index, 0)
@@ -263,6 +259,25 @@ class _OnnxBuilder:
                 for slot, tensor in enumerate(produced):
                     if tensor:
                         scope[tensor] = (index, slot)
+
+    def edges_into(self, index: int, tensors: list[str], scopes: list[dict[str, tuple[int, int]]]
+                   ) -> list[tuple[int, int, int, int]]:
+        """The edges into node `index` from its input names, innermost scope first; names nothing made are noted."""
+        into: list[tuple[int, int, int, int]] = []
+        for slot, tensor in enumerate(tensors):
+            if not tensor:  # an optional input left out
+                continue
+            for sc in scopes:
+                src = sc.get(tensor)
+                if src is not None:
+                    break
+            else:
+                self.unresolved.append(tensor)
+                continue
+            edge = (src[0], index, src[1], slot)
+            into.append(edge)
+            self.outs[src[0]].append(edge)
+        return into
 
     def from_metadata(self, names: tuple[str, ...], metadata: tuple[Any, ...]
                       ) -> tuple[list[str], list[str], list[SourceLocation | None], list[dict[str, Any]], list[bool]]:
