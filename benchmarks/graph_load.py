@@ -8,8 +8,8 @@ block with a branch (two ops reading one tensor) and a join (an Add of both); te
 written as exporters write them (`value_info`), or left out with `--no-types` so that shape
 inference runs. `--dynamo` names nodes as `torch.onnx.export(dynamo=True)` does and gives each
 the `metadata_props` it writes (name scopes, class hierarchy, stack trace, FX node), so the
-module paths come from metadata instead of names. Goals (issue 12): ready in under 1 s beyond `onnx.load`; an upstream walk from
-the last node over the whole graph in under 100 ms.
+module paths come from metadata instead of names. Goals (issue 12): ready in under 1 s beyond
+`onnx.load`; an upstream walk from the last node over the whole graph in under 100 ms.
 """
 
 from __future__ import annotations

@@ -218,7 +218,8 @@ def test_adopted_edge_lists_give_the_graph_add_bulk_builds() -> None:
     assert list(adopted.edges()) == list(bulk.edges()) and adopted.edge_count() == bulk.edge_count() > len(nodes)
     assert adopted.to_json() == bulk.to_json() and adopted.topological_order() == bulk.topological_order()
     last = nodes[-1].id
-    assert adopted.upstream(last) == bulk.upstream(last) and adopted.consumers(nodes[0].id) == bulk.consumers(nodes[0].id)
+    first = nodes[0].id
+    assert adopted.upstream(last) == bulk.upstream(last) and adopted.consumers(first) == bulk.consumers(first)
     with pytest.raises(ValueError, match="empty graph"):
         adopted.adopt(list(nodes), ins, outs)
     with pytest.raises(ValueError, match="duplicate node id 'a'"):

@@ -101,7 +101,7 @@ class NodeNameModules(dict[str, str]):
         return self.learn(head)
 
     def learn(self, head: str) -> str:
-        """Work out, record and return the module of a new prefix (and of its new ancestors)."""
+        """Work out, record and return the module of a new prefix (and of its new ancestors, where it needs them)."""
         if head[:1] != "/":  # not the legacy exporter's spelling: no module (its prefixes do not start with / either)
             module = ""
         elif "//" not in head and head[-1] != "/" and _FOLDS.search(head) is None:
