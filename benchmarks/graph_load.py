@@ -1,13 +1,15 @@
 """Benchmark: loading a 100,000-node ONNX model into `OpGraph` against `onnx.load` alone, and a full upstream walk.
 
-Run: `PYTHONPATH=. python benchmarks/graph_load.py [--nodes 100000] [--no-types] [--rounds 3]`. Each
+Run: `PYTHONPATH=. python benchmarks/graph_load.py [--nodes 100000] [--no-types] [--dynamo] [--rounds 3]`. Each
 round times `onnx.load`, our load and the walk; the fastest of each counts (the machines these run
 on are shared), and the first round's load, what a fresh process pays, is printed too. The model is
 a stack of blocks named like the legacy exporter names them (`/layers.N/mlp/MatMul`), each
 block with a branch (two ops reading one tensor) and a join (an Add of both); tensor types are
 written as exporters write them (`value_info`), or left out with `--no-types` so that shape
-inference runs. Goals (issue 12): ready in under 1 s beyond `onnx.load`; an upstream walk from
-the last node over the whole graph in under 100 ms.
+inference runs. `--dynamo` names nodes as `torch.onnx.export(dynamo=True)` does and gives each
+the `metadata_props` it writes (name scopes, class hierarchy, stack trace, FX node), so the
+module paths come from metadata instead of names. Goals (issue 12): ready in under 1 s beyond
+`onnx.load`; an upstream walk from the last node over the whole graph in under 100 ms.
 """
 
 from __future__ import annotations
@@ -22,7 +24,26 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def generate(path: Path, nodes: int, typed: bool = True) -> int:
+_CLASSES = {"mlp": "torch.nn.modules.linear.Linear", "act": "torch.nn.modules.activation.ReLU",
+            "gate": "torch.nn.modules.activation.Sigmoid", "": ""}
+
+
+def dynamo_metadata(node: object, block: int, scope: str, op: str, k: int) -> None:
+    """Give `node` the metadata_props the dynamo exporter writes for op `op` (the `k`-th of the model)."""
+    fx = f"{op.lower()}_{k}"
+    scopes = ["", f"layers.{block}"] + ([f"layers.{block}.{scope}"] if scope else []) + [fx]
+    classes = ["bench.Net", "bench.Block"] + ([_CLASSES[scope]] if scope else []) + [f"aten.{op.lower()}.default"]
+    trace = (f'File "/src/bench.py", line {20 + len(scope)}, in forward\n    x = self.{scope or "join"}(x)\n'
+             f'  File "/usr/lib/python3/site-packages/torch/nn/modules/module.py", line 1775, in _call_impl\n'
+             f'    return forward_call(*args, **kwargs)')
+    for key, value in (("pkg.torch.onnx.name_scopes", repr(scopes)), ("pkg.torch.onnx.class_hierarchy", repr(classes)),
+                       ("pkg.torch.onnx.fx_node", f"%{fx} : [num_users=1] = call_function[target=torch.ops.aten."
+                                                  f"{op.lower()}.default](args = (%x,), kwargs = {{}})"),
+                       ("pkg.torch.onnx.stack_trace", trace)):
+        node.metadata_props.add(key=key, value=value)  # type: ignore[attr-defined]
+
+
+def generate(path: Path, nodes: int, typed: bool = True, dynamo: bool = False) -> int:
     """Write the model; returns its node count. Every block is 5 nodes: MatMul, Relu | Sigmoid, Add, Mul."""
     from onnx import TensorProto, helper, save
 
@@ -41,6 +62,11 @@ def generate(path: Path, nodes: int, typed: bool = True) -> int:
             helper.make_node("Add", [r, s], [j], name=f"{p}/Add"),             # join
             helper.make_node("Mul", [j, prev], [m], name=f"{p}/Mul"),          # skip connection joins too
         ]
+        if dynamo:
+            for k, (node, scope) in enumerate(zip(graph_nodes[-5:], ("mlp", "act", "gate", "", ""))):
+                op = node.op_type
+                node.name = f"node_{op}_{5 * b + k}"
+                dynamo_metadata(node, b, scope, op, 5 * b + k)
         if typed:
             value_info += [helper.make_tensor_value_info(t, TensorProto.FLOAT, [1, width]) for t in (mm, r, s, j)]
         prev = m
@@ -74,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=100_000)
     ap.add_argument("--no-types", action="store_true", help="leave tensor types out, so shape inference runs")
+    ap.add_argument("--dynamo", action="store_true", help="dynamo exporter names and metadata_props on every node")
     ap.add_argument("--rounds", type=int, default=3, help="time everything this many times; the fastest counts")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -85,9 +112,10 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.onnx"
-        n = generate(path, args.nodes, typed=not args.no_types)
+        n = generate(path, args.nodes, typed=not args.no_types, dynamo=args.dynamo)
         print(f"generated {n:,}-node ONNX model ({path.stat().st_size / 1e6:.1f} MB, "
-              f"{'no tensor types' if args.no_types else 'typed'}); {args.rounds} rounds, fastest of each counts")
+              f"{'no tensor types' if args.no_types else 'typed'}{', dynamo metadata' if args.dynamo else ''}); "
+              f"{args.rounds} rounds, fastest of each counts")
         best: dict[str, tuple[float, float]] = {}
         loops: list[float] = []
         first: dict[str, tuple[float, float]] = {}

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper  # noqa: E402
 SAMPLE = FIXTURES / "graphs" / "onnx_dynamo_export_node_metadata_sample.json"
 
 
-def _model_from_sample(path: Path) -> Path:
+def model_from_sample(path: Path) -> Path:
     """An ONNX file holding the nodes and metadata_props the dynamo exporter wrote for the sample Block."""
     assert SAMPLE.is_file(), f"fixture missing: {SAMPLE}"
     data = json.loads(SAMPLE.read_text())
@@ -44,7 +44,7 @@ def _model_from_sample(path: Path) -> Path:
 
 
 def test_dynamo_metadata_gives_module_paths_and_source(tmp_path: Path) -> None:
-    path = _model_from_sample(tmp_path)
+    path = model_from_sample(tmp_path)
     assert kind_of(path) == "ONNX model"
     inv = open_path(path)
     g = inv.graph
@@ -139,7 +139,8 @@ def test_a_real_dynamo_export_gives_the_module_paths_of_live_capture() -> None:
     assert inv.run.extra["nodes_with_module_metadata"] >= 15 and inv.run.extra["producer"].startswith("pytorch")
     with_source = [n for n in inv.graph if n.source is not None]
     assert with_source and all(n.source.file.endswith("graph_models.py") for n in with_source)
-def test_loop_and_if_bodies_custom_domains_and_legacy_names(tmp_path: Path) -> None:
+def control_flow_model(tmp_path: Path) -> Path:
+    """If and Loop bodies reading outer tensors, a custom-domain op, legacy names and nameless ops."""
     then_g = helper.make_graph([helper.make_node("Relu", ["a"], ["t_out"], name="/blk/then/Relu")], "then", [],
                                [helper.make_tensor_value_info("t_out", TensorProto.FLOAT, [3])])
     else_g = helper.make_graph([helper.make_node("Neg", ["a"], ["e_out"], name="else_neg")], "else", [],
@@ -166,6 +167,11 @@ def test_loop_and_if_bodies_custom_domains_and_legacy_names(tmp_path: Path) -> N
     path = tmp_path / "ctrl.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("my.dom", 1)]),
               str(path))
+    return path
+
+
+def test_loop_and_if_bodies_custom_domains_and_legacy_names(tmp_path: Path) -> None:
+    path = control_flow_model(tmp_path)
     inv = open_path(path)
     g = inv.graph
     assert [n.id for n in g] == [

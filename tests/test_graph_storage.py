@@ -185,6 +185,49 @@ def test_op_node_builds_the_same_record_as_the_constructor() -> None:
         fast.module = "other"  # type: ignore[misc]
 
 
+def test_records_built_in_bulk_are_the_records_the_constructor_builds() -> None:
+    from itertools import repeat
+
+    from ascend_tui.evidence import TensorMeta
+    from ascend_tui.graph.opgraph import op_nodes
+
+    meta = TensorMeta((4,), "int64")
+    columns = (["a", "b"], ["Add", "Mul"], ["", "enc"], [0, 1], repeat("op"), [(meta,), ()], [(), (None,)],
+               repeat(None), repeat("forward"), ["", "Linear"], [None, {"name": "/enc/Mul"}])
+    built = op_nodes(*columns)
+    plain = [OpNode("a", "Add", "", 0, "op", (meta,), ()), OpNode("b", "Mul", "enc", 1, "op", (), (None,), None,
+                                                                   "forward", "Linear", {"name": "/enc/Mul"})]
+    assert built == plain and [type(n) for n in built] == [OpNode, OpNode] and hash(built[0]) == hash(plain[0])
+    with pytest.raises(AttributeError):
+        built[1].id = "c"  # type: ignore[misc]
+
+
+def test_adopted_edge_lists_give_the_graph_add_bulk_builds() -> None:
+    nodes, edges = _branched(seed=9, ops=60)
+    pos = {n.id: i for i, n in enumerate(nodes)}
+    by_position = [(pos[s], pos[d], o, i) for s, d, o, i in edges]
+    bulk = OpGraph()
+    bulk.add_bulk(nodes, by_position, by_position=True)
+    ins: list[list[tuple[int, int, int, int]]] = [[] for _ in nodes]
+    outs: list[list[tuple[int, int, int, int]]] = [[] for _ in nodes]
+    for edge in by_position:
+        ins[edge[1]].append(edge)
+        outs[edge[0]].append(edge)
+    adopted = OpGraph()
+    adopted.adopt(list(nodes), ins, outs)
+    assert list(adopted.edges()) == list(bulk.edges()) and adopted.edge_count() == bulk.edge_count() > len(nodes)
+    assert adopted.to_json() == bulk.to_json() and adopted.topological_order() == bulk.topological_order()
+    last = nodes[-1].id
+    first = nodes[0].id
+    assert adopted.upstream(last) == bulk.upstream(last) and adopted.consumers(first) == bulk.consumers(first)
+    with pytest.raises(ValueError, match="empty graph"):
+        adopted.adopt(list(nodes), ins, outs)
+    with pytest.raises(ValueError, match="duplicate node id 'a'"):
+        OpGraph().adopt([OpNode("a", "op", "", 0), OpNode("a", "op", "", 1)], [[], []], [[], []])
+    with pytest.raises(ValueError, match="edge lists"):
+        OpGraph().adopt([OpNode("a", "op", "", 0)], [], [])
+
+
 def test_bulk_edges_by_position_land_like_edges_by_id() -> None:
     nodes, edges = _branched(seed=5, ops=40)
     by_id, by_pos = OpGraph(), OpGraph()

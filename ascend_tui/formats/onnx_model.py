@@ -9,15 +9,17 @@ are never loaded; shape inference runs only where the exporter left tensor types
 from __future__ import annotations
 
 import threading
+from itertools import repeat
+from operator import attrgetter, itemgetter, methodcaller
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import SourceLocation, TensorMeta
 from ascend_tui.formats.torch_meta import NodeNameModules, literal_list, module_from_scopes, source_from_trace
 from ascend_tui.formats.reader import FunctionReader
 from ascend_tui.graph.ids import IdMinter
-from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node
+from ascend_tui.graph.opgraph import OpGraph, OpNode, op_nodes
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.progress import Progress, check_cancel, paused_gc
 
@@ -29,7 +31,16 @@ DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int3
 _SUBGRAPH_OPS_ATTR = (5, 10)  # AttributeProto.GRAPH, GRAPHS
 _INFER_LIMIT = 2_000_000_000
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+_PLAIN_DOMAINS = frozenset({"", "ai.onnx"})
 _MISSING: Any = object()
+CHUNK = 1024  # protobuf entries read at a time (cancel and progress are checked between chunks of nodes)
+_FIELDS = attrgetter("name", "op_type", "domain", "input", "output", "metadata_props")
+_NAME, _TYPE = attrgetter("name"), attrgetter("type")
+_SERIALIZE = methodcaller("SerializeToString")
+_FIRST = itemgetter(0)
+_ALL = itemgetter(slice(None))
+_KEY_VALUE = attrgetter("key", "value")
+_UNTYPED = (None,)
 
 
 def sniff(path: Path) -> bool:
@@ -82,7 +93,13 @@ def _needs_inference(graph: Any) -> bool:
 
 
 class _OnnxBuilder:
-    """Walks the main graph and every If/Loop/Scan body, minting ids and resolving tensor names to producers."""
+    """Walks the main graph and every If/Loop/Scan body, minting ids and resolving tensor names to producers.
+
+    Nodes are read a chunk at a time, column by column (`attrgetter` over the chunk, module paths per
+    unique name prefix, ids minted in one call, records built by `map`); only edges and the tensor
+    scope need a loop over nodes. A node with bodies ends its segment, so its bodies are walked
+    right after it, as the ids and positions of a one-node-at-a-time walk require.
+    """
 
     def __init__(self, path: Path, cancel: threading.Event | None, progress: Progress | None) -> None:
         self.path = path
@@ -90,114 +107,217 @@ class _OnnxBuilder:
         self.progress = progress
         self.minter = IdMinter()
         self.nodes: list[OpNode] = []
-        self.edges: list[tuple[int, int, int, int]] = []  # (producer, consumer, out slot, in slot) by position
+        # Edges by node position, as OpGraph keeps them: one (producer, consumer, out slot, in slot)
+        # tuple per edge, in the consumer's `ins` list and the producer's `outs` list.
+        self.ins: list[list[tuple[int, int, int, int]]] = []
+        self.outs: list[list[tuple[int, int, int, int]]] = []
         self.types: dict[str, TensorMeta] = {}
+        self.singles: dict[str, tuple[TensorMeta]] = {}  # tensor name -> (its type,): one tuple per type
         self.metas: dict[tuple[int, tuple[int, ...]], TensorMeta] = {}
+        self.by_bytes: dict[bytes, tuple[TensorMeta] | None] = {}  # a serialized TypeProto -> (its meta,)
         self.module_of_head = NodeNameModules()
+        self.lists: dict[str, list[str]] = {}  # metadata list literal -> its items (read, never changed)
+        self.traces: dict[str, SourceLocation | None] = {}  # metadata stack trace -> its source location
         self.unresolved: list[str] = []
         self.without_module: list[int] = []  # positions of ops neither metadata nor name placed in a module
-        self.singles: dict[int, tuple[TensorMeta | None]] = {}  # id(meta) -> (meta,): one tuple per type
         self.inherited = 0
         self.with_metadata = 0
         self.subgraphs = 0
 
     def collect_types(self, graph: Any) -> None:
-        by_bytes: dict[bytes, TensorMeta | None] = {}  # exporters repeat a few types many times
-        types, known = self.types, by_bytes.get
+        """Tensor types by name from the graph's inputs, outputs, value_info and initializers (ones already known
+        from an outer graph are replaced, as a body's own declarations shadow them)."""
+        by_bytes = self.by_bytes
+        types, singles = self.types, self.singles
         for infos in (graph.input, graph.output, graph.value_info):
-            for vi in infos:
-                t = vi.type
-                raw = t.SerializeToString()
-                meta = known(raw, _MISSING)
-                if meta is _MISSING:
-                    meta = by_bytes[raw] = tensor_meta(t, self.metas)
-                if meta is not None:
-                    types[vi.name] = meta
+            for start in range(0, len(infos), CHUNK):
+                chunk = infos[start:start + CHUNK]  # few protobuf wrappers alive at a time: each costs less
+                names, raws = list(map(_NAME, chunk)), list(map(_SERIALIZE, map(_TYPE, chunk)))
+                for raw in set(raws).difference(by_bytes):  # exporters repeat a few types many times
+                    meta = tensor_meta(chunk[raws.index(raw)].type, self.metas)
+                    by_bytes[raw] = None if meta is None else (meta,)
+                found = list(map(by_bytes.__getitem__, raws))
+                if None in found:  # not tensors (sequences, maps): no meta
+                    kept = [k for k, single in enumerate(found) if single is not None]
+                    names, found = [names[k] for k in kept], [found[k] for k in kept]
+                singles.update(zip(names, found))
+                types.update(zip(names, map(_FIRST, found)))
         for init in graph.initializer:
-            self.types.setdefault(init.name, TensorMeta(tuple(init.dims), DTYPES.get(init.data_type, "unknown")))
+            if init.name not in types:
+                meta = TensorMeta(tuple(init.dims), DTYPES.get(init.data_type, "unknown"))
+                types[init.name] = meta
+                singles[init.name] = (meta,)
 
     def placeholders(self, graph: Any, prefix: str, scope: dict[str, tuple[int, int]], parent_module: str) -> None:
         for name in [i.name for i in graph.initializer] + [s.values.name for s in graph.sparse_initializer]:
             nid = f"param:{prefix}{name}"
             module = name.rsplit(".", 1)[0] if "." in name and not prefix else ""
-            scope[name] = (len(self.nodes), 0)
-            self.nodes.append(OpNode(nid, "param", module, -1, "param", outputs=(self.types.get(name),),
-                                     attrs={"name": name}))
+            self.place(scope, name, OpNode(nid, "param", module, -1, "param", outputs=(self.types.get(name),),
+                                           attrs={"name": name}))
         for vi in graph.input:
             if vi.name in scope:
                 continue  # old exporters list initializers as inputs too
-            scope[vi.name] = (len(self.nodes), 0)
-            self.nodes.append(OpNode(f"input:{prefix}{vi.name}", "input", parent_module, -1, "input",
-                                     outputs=(self.types.get(vi.name),), attrs={"name": vi.name}))
+            self.place(scope, vi.name, OpNode(f"input:{prefix}{vi.name}", "input", parent_module, -1, "input",
+                                              outputs=(self.types.get(vi.name),), attrs={"name": vi.name}))
+
+    def place(self, scope: dict[str, tuple[int, int]], name: str, node: OpNode) -> None:
+        scope[name] = (len(self.nodes), 0)
+        self.nodes.append(node)
+        self.ins.append([])
+        self.outs.append([])
 
     def walk(self, graph: Any, outer: list[dict[str, tuple[int, int]]], prefix: str, parent_module: str,
              total: int) -> None:
         scope: dict[str, tuple[int, int]] = {}  # tensor name -> (producer position, output slot)
         self.placeholders(graph, prefix, scope, parent_module)
+        scope.pop("", None)  # "" is an optional input left out, never a tensor, even if an initializer is unnamed
         scopes = [scope, *outer]
-        types_get, edges, nodes, mint = self.types.get, self.edges, self.nodes, self.minter.mint
-        module_of_head, unresolved, scope_get = self.module_of_head, self.unresolved, scope.get
-        singles, singles_get = self.singles, self.singles.get
-        for node in graph.node:  # every protobuf field is read once: each read builds a Python object
-            index = len(nodes)
-            if (index & 4095) == 0:
-                check_cancel(self.cancel, "loading the ONNX model was cancelled")
-                if self.progress is not None:
-                    self.progress("building graph", index, total)
-            name, op_type, domain = node.name, node.op_type, node.domain
-            attrs: dict[str, Any] = {"name": name}
-            if node.metadata_props:
-                module, module_class, source, has_module = self.from_metadata(node, attrs)
+        protos = graph.node
+        for start in range(0, len(protos), CHUNK):
+            check_cancel(self.cancel, "loading the ONNX model was cancelled")
+            if self.progress is not None:
+                self.progress("building graph", len(self.nodes), total)
+            chunk = protos[start:start + CHUNK]  # few protobuf wrappers alive at a time: each costs less
+            columns = list(zip(*map(_FIELDS, chunk)))  # every field is read once: each read builds an object
+            first = 0
+            for cut in self.with_bodies(chunk, columns[1], columns[2]):
+                self.add_ops([column[first:cut + 1] for column in columns], scopes, parent_module)
+                self.subgraphs_of(chunk[cut], self.nodes[-1], scopes, prefix, total)
+                first = cut + 1
+            if first < len(chunk):
+                self.add_ops([column[first:] for column in columns] if first else columns, scopes, parent_module)
+
+    @staticmethod
+    def with_bodies(chunk: list[Any], op_types: tuple[str, ...], domains: tuple[str, ...]) -> list[int]:
+        """Positions in `chunk` of the nodes holding graphs: If/Loop/Scan, and custom-domain ops that have some."""
+        if _CONTROL_FLOW.isdisjoint(op_types) and _PLAIN_DOMAINS.issuperset(domains):
+            return []
+        return [k for k, (node, op_type, domain) in enumerate(zip(chunk, op_types, domains))
+                if (op_type in _CONTROL_FLOW or domain not in _PLAIN_DOMAINS)
+                and any(a.type in _SUBGRAPH_OPS_ATTR for a in node.attribute)]
+
+    def add_ops(self, columns: list[tuple[Any, ...]], scopes: list[dict[str, tuple[int, int]]], parent_module: str
+                ) -> None:
+        """Add one segment of nodes (no bodies among them but maybe the last) from its `_FIELDS` columns."""
+        names, op_types, domains, input_fields, output_fields, metadata = columns
+        base, count = len(self.nodes), len(names)
+        inputs, outputs = list(map(_ALL, input_fields)), list(map(_ALL, output_fields))  # `field[:]`: lists of str
+        if any(metadata):
+            modules, classes, sources, attrs, placed = self.from_metadata(names, metadata)
+        else:
+            modules = self.module_of_head.of_all(names)
+            classes, sources = repeat(""), repeat(None)
+            attrs = [{"name": name} if name[:1] == "/" else {"name": name, "module_inferred": True}
+                     for name in names]
+            placed = None
+        if "" in modules:
+            for k in [k for k, module in enumerate(modules) if not module]:
+                if parent_module:
+                    modules[k] = parent_module
+                elif not (placed[k] if placed is not None else names[k][:1] == "/"):
+                    self.without_module.append(base + k)
+        if not _PLAIN_DOMAINS.issuperset(domains):
+            for k, domain in enumerate(domains):
+                if domain not in _PLAIN_DOMAINS:
+                    attrs[k]["domain"] = domain
+        ids = self.minter.mint_all(modules, [op or "op" for op in op_types] if "" in op_types else op_types)
+        types_get, singles_get = self.types.get, self.singles.get
+        # Spelled out for one and two tensors (most ops), where a call of map() per node costs more than the rest.
+        in_types = [(types_get(tensors[0]), types_get(tensors[1])) if len(tensors) == 2
+                    else singles_get(tensors[0], _UNTYPED) if len(tensors) == 1 else (*map(types_get, tensors),)
+                    for tensors in inputs]
+        out_types = [singles_get(tensors[0], _UNTYPED) if len(tensors) == 1 else (*map(types_get, tensors),)
+                     for tensors in outputs]
+        self.link(base, inputs, outputs, scopes)
+        self.nodes += op_nodes(ids, op_types, modules, range(base, base + count), repeat("op"), in_types, out_types,
+                               sources, repeat("forward"), classes, attrs)
+
+    def link(self, base: int, inputs: list[list[str]], outputs: list[list[str]],
+             scopes: list[dict[str, tuple[int, int]]]) -> None:
+        """Edges into each node from the producers its input names resolve to, then its outputs into scope."""
+        scope = scopes[0]
+        scope_get, ins, outs = scope.get, self.ins, self.outs
+        outs += [[] for _ in inputs]
+        for index, tensors, produced in zip(range(base, base + len(inputs)), inputs, outputs):
+            # One or two inputs made in this graph (most ops) spelled out; the rest in edges_into().
+            if len(tensors) == 2 and (a := scope_get(tensors[0])) is not None \
+                    and (b := scope_get(tensors[1])) is not None:
+                first, second = (a[0], index, a[1], 0), (b[0], index, b[1], 1)
+                ins.append([first, second])
+                outs[a[0]].append(first)
+                outs[b[0]].append(second)
+            elif len(tensors) == 1 and (a := scope_get(tensors[0])) is not None:
+                first = (a[0], index, a[1], 0)
+                ins.append([first])
+                outs[a[0]].append(first)
+            else:
+                ins.append(self.edges_into(index, tensors, scopes))
+            if len(produced) == 1:
+                if produced[0]:
+                    scope[produced[0]] = (index, 0)
+            else:
+                for slot, tensor in enumerate(produced):
+                    if tensor:
+                        scope[tensor] = (index, slot)
+
+    def edges_into(self, index: int, tensors: list[str], scopes: list[dict[str, tuple[int, int]]]
+                   ) -> list[tuple[int, int, int, int]]:
+        """The edges into node `index` from its input names, innermost scope first; names nothing made are noted."""
+        into: list[tuple[int, int, int, int]] = []
+        for slot, tensor in enumerate(tensors):
+            if not tensor:  # an optional input left out
+                continue
+            for sc in scopes:
+                src = sc.get(tensor)
+                if src is not None:
+                    break
+            else:
+                self.unresolved.append(tensor)
+                continue
+            edge = (src[0], index, src[1], slot)
+            into.append(edge)
+            self.outs[src[0]].append(edge)
+        return into
+
+    def from_metadata(self, names: tuple[str, ...], metadata: tuple[Any, ...]
+                      ) -> tuple[list[str], list[str], list[SourceLocation | None], list[dict[str, Any]], list[bool]]:
+        """(modules, module classes, sources, attrs, whether a module was named) of a segment where some nodes
+        carry the dynamo exporter's metadata_props; the others are placed by their names."""
+        modules, classes, sources, attrs, placed = [], [], [], [], []
+        module_of_head = self.module_of_head
+        for name, props in zip(names, metadata):
+            extra: dict[str, Any] = {"name": name}
+            if props:
+                module, module_class, source, has_module = self.node_metadata(props, extra)
             else:
                 module, module_class, source = module_of_head[name.rpartition("/")[0]], "", None
                 has_module = name[:1] == "/"
-            if not module:
-                if parent_module:
-                    module = parent_module
-                elif not has_module:
-                    self.without_module.append(index)
             if not has_module:
-                attrs["module_inferred"] = True
-            if domain and domain != "ai.onnx":
-                attrs["domain"] = domain
-            nid = mint(module, op_type or "op")
-            inputs = node.input[:]
-            outputs = node.output[:]
-            for slot, tensor in enumerate(inputs):
-                if not tensor:
-                    continue
-                src = scope_get(tensor)
-                if src is None:
-                    for sc in scopes[1:]:
-                        src = sc.get(tensor)
-                        if src is not None:
-                            break
-                    else:
-                        unresolved.append(tensor)
-                        continue
-                edges.append((src[0], index, src[1], slot))
-            if len(outputs) == 1:  # most ops: share one tuple per output type (fewer objects for the collector)
-                meta = types_get(outputs[0])
-                outs = singles_get(id(meta))
-                if outs is None:
-                    outs = singles[id(meta)] = (meta,)
-            else:
-                outs = tuple(map(types_get, outputs))
-            nodes.append(op_node(nid, op_type, module, index, "op", tuple(map(types_get, inputs)), outs, source,
-                                 "forward", module_class, attrs))
-            for slot, tensor in enumerate(outputs):
-                if tensor:
-                    scope[tensor] = (index, slot)
-            if op_type in _CONTROL_FLOW or "domain" in attrs:
-                self.subgraphs_of(node, nodes[-1], attrs, scopes, prefix, total)
+                extra["module_inferred"] = True
+            modules.append(module)
+            classes.append(module_class)
+            sources.append(source)
+            attrs.append(extra)
+            placed.append(has_module)
+        return modules, classes, sources, attrs, placed
 
-    def from_metadata(self, node: Any, attrs: dict[str, Any]) -> tuple[str, str, SourceLocation | None, bool]:
-        """(module, module class, source, whether a module was named) from the dynamo exporter's metadata_props."""
-        meta = {p.key: p.value for p in node.metadata_props}
-        scopes_list = literal_list(meta.get("pkg.torch.onnx.name_scopes"))
-        classes = literal_list(meta.get("pkg.torch.onnx.class_hierarchy"))
+    def node_metadata(self, props: Any, attrs: dict[str, Any]) -> tuple[str, str, SourceLocation | None, bool]:
+        """(module, module class, source, whether a module was named) from one node's metadata_props."""
+        meta = dict(map(_KEY_VALUE, props))
+        lists = self.lists  # an exporter repeats the same classes and stack traces over many nodes: parse each once
+        text = meta.get("pkg.torch.onnx.name_scopes") or ""
+        scopes_list = lists.get(text)
+        if scopes_list is None:
+            scopes_list = lists[text] = literal_list(text)
+        text = meta.get("pkg.torch.onnx.class_hierarchy") or ""
+        classes = lists.get(text)
+        if classes is None:
+            classes = lists[text] = literal_list(text)
         module, module_class = module_from_scopes(scopes_list, classes)
-        source = source_from_trace(meta.get("pkg.torch.onnx.stack_trace"))
+        text = meta.get("pkg.torch.onnx.stack_trace") or ""
+        source = self.traces.get(text, _MISSING)
+        if source is _MISSING:
+            source = self.traces[text] = source_from_trace(text)
         if classes and classes[-1].startswith("aten."):
             attrs["aten"] = classes[-1]
         fx = meta.get("pkg.torch.onnx.fx_node", "")
@@ -206,12 +326,13 @@ class _OnnxBuilder:
         self.with_metadata += bool(scopes_list)
         return module, module_class, source, bool(scopes_list)
 
-    def subgraphs_of(self, node: Any, op: OpNode, attrs: dict[str, Any], scopes: list[dict[str, tuple[int, int]]],
-                     prefix: str, total: int) -> None:
+    def subgraphs_of(self, node: Any, op: OpNode, scopes: list[dict[str, tuple[int, int]]], prefix: str,
+                     total: int) -> None:
         """Walk the If/Loop/Scan bodies (and a custom domain's graph attributes) after their node."""
         subs = [a for a in node.attribute if a.type in _SUBGRAPH_OPS_ATTR]
         if not subs:
             return
+        attrs = cast("dict[str, Any]", op.attrs)
         attrs["subgraphs"] = [a.name for a in subs]  # the node's own attrs, so its record shows them
         for a in subs:
             bodies = [a.g] if a.type == 5 else list(a.graphs)
@@ -223,23 +344,18 @@ class _OnnxBuilder:
 
     def inherit_modules(self) -> None:
         """Nodes the optimizer made (no metadata) take the innermost module holding all their neighbours."""
-        todo = self.without_module
-        if not todo:
-            return
-        neighbours: dict[int, list[int]] = {}
-        for src, dst, _, _ in self.edges:
-            neighbours.setdefault(dst, []).append(src)
-            neighbours.setdefault(src, []).append(dst)
-        for i in todo:
-            n = self.nodes[i]
-            known = [o for o in (self.nodes[x] for x in neighbours.get(i, ()))
+        nodes = self.nodes
+        for i in self.without_module:
+            n = nodes[i]
+            neighbours = [e[0] for e in self.ins[i]] + [e[1] for e in self.outs[i]]  # the order edges were made
+            known = [o for o in (nodes[x] for x in neighbours)
                      if o.kind == "op" and not (o.attrs or {}).get("module_inferred")]
             if not known:
                 continue
             module = common_module([o.module for o in known])
             owner = next((o for o in known if o.module == module), known[0])
-            self.nodes[i] = OpNode(n.id, n.op_type, module, n.index, n.kind, n.inputs, n.outputs, owner.source,
-                                   n.phase, owner.module_class if owner.module == module else "", n.attrs)
+            nodes[i] = OpNode(n.id, n.op_type, module, n.index, n.kind, n.inputs, n.outputs, owner.source,
+                              n.phase, owner.module_class if owner.module == module else "", n.attrs)
             self.inherited += 1
 
 
@@ -284,7 +400,7 @@ def _load(path: Path, progress: Progress | None, cancel: threading.Event | None)
     builder.inherit_modules()
     out = OpGraph(graph.name or path.stem)
     try:
-        out.add_bulk(builder.nodes, builder.edges, by_position=True)
+        out.adopt(builder.nodes, builder.ins, builder.outs)
     except ValueError as exc:
         raise InputError(path, f"ONNX graph is malformed: {exc}") from None
     notes: list[str] = []

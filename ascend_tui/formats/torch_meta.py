@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Iterable
 
 from ascend_tui.evidence import SourceLocation
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)')
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3")
 _STACK_FRAMES = 16
+_PLAIN_LIST = re.compile(r"\[(?:'[^'\\\r\n\0]*'(?:, '[^'\\\r\n\0]*')*)?\]")  # repr() of a list of names
+_PLAIN_ITEM = re.compile(r"'([^'\\\r\n\0]*)'")
+_FOLDS = re.compile(r"/([^/]+)/\1\.")  # a part that starts with the one before it and a dot: `/mlp/mlp.0`
 
 # c10::ScalarType as torch.export's schema numbers it.
 SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float16",
@@ -52,6 +56,8 @@ def literal_list(text: str | None) -> list[str]:
     """`['', 'attn', 'attn.qkv']` (a Python list literal in ONNX metadata) as a list of strings."""
     if not text:
         return []
+    if _PLAIN_LIST.fullmatch(text):  # names without quotes, backslashes or line breaks: no parser needed
+        return _PLAIN_ITEM.findall(text)
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -83,26 +89,38 @@ def module_from_node_name(name: str) -> str:
 class NodeNameModules(dict[str, str]):
     """`module_from_node_name` per name prefix: `modules[name.rpartition("/")[0]]` is the module of `name`.
 
-    `/layers.3/attn/MatMul_1` and `/layers.3/attn/Add` share the prefix `/layers.3/attn`; a prefix seen
-    for the first time extends its parent's path, so a 100k-node model costs a dict lookup a node
-    (a miss costs one step) rather than a split and a fold of the whole name.
+    `/layers.3/attn/MatMul_1` and `/layers.3/attn/Add` share the prefix `/layers.3/attn`, worked out once.
+    A prefix with no empty part and no part that folds into the one before it (`mlp.0` under `mlp`) is
+    its parts joined by dots, which C-level string calls find; any other extends its parent's path.
     """
 
     def __init__(self) -> None:
         super().__init__({"": ""})
-        self._last: dict[str, str] = {"": ""}  # prefix -> last part of its module path (parts hold dots)
 
     def __missing__(self, head: str) -> str:
+        return self.learn(head)
+
+    def learn(self, head: str) -> str:
+        """Work out, record and return the module of a new prefix (and of its new ancestors, where it needs them)."""
         if head[:1] != "/":  # not the legacy exporter's spelling: no module (its prefixes do not start with / either)
-            self[head] = self._last[head] = ""
-            return ""
-        missing = [head]
+            module = ""
+        elif "//" not in head and head[-1] != "/" and _FOLDS.search(head) is None:
+            module = head[1:].replace("/", ".")
+        else:
+            return self.extend(head)
+        self[head] = module
+        return module
+
+    def extend(self, head: str) -> str:
+        """Work out `head` and its unknown ancestors, part by part, in a loop: names may nest deeper than the stack."""
+        chain = [head]
         parent = head.rpartition("/")[0]
-        while parent not in self:  # a loop, not recursion: names may nest deeper than the stack
-            missing.append(parent)
+        while parent not in self:
+            chain.append(parent)
             parent = parent.rpartition("/")[0]
-        module, last = self[parent], self._last[parent]
-        for h in reversed(missing):
+        module = self[parent]
+        last = parent.rstrip("/").rpartition("/")[2]  # the last part that is not empty
+        for h in reversed(chain):
             part = h.rpartition("/")[2]
             if part:
                 if last and part.startswith(last + "."):  # `mlp.0` under `mlp` replaces it
@@ -111,9 +129,24 @@ class NodeNameModules(dict[str, str]):
                     module = f"{module}.{part}" if module else part
                 last = part
             self[h] = module
-            self._last[h] = last
         return module
 
     def of(self, name: str) -> str:
         """The module of node `name` (what `module_from_node_name(name)` says)."""
         return self[name.rpartition("/")[0]]
+
+    def of_all(self, names: Iterable[str]) -> list[str]:
+        """`of(name)` for each of `names`: one loop for a reader's 100k names, learning each new prefix once."""
+        get, learn, folds = self.get, self.learn, _FOLDS.search
+        modules: list[str] = []
+        append = modules.append
+        for name in names:
+            head = name.rpartition("/")[0]
+            module = get(head)
+            if module is None:  # learn(head), its common case inline: most prefixes of a big model are new
+                if head[:1] == "/" and "//" not in head and head[-1] != "/" and folds(head) is None:
+                    module = self[head] = head[1:].replace("/", ".")
+                else:
+                    module = learn(head)
+            append(module)
+        return modules

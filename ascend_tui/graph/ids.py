@@ -9,6 +9,9 @@ match by id.
 
 from __future__ import annotations
 
+from itertools import repeat
+from typing import Iterable
+
 FORWARD = "forward"
 
 
@@ -29,6 +32,19 @@ class IdMinter:
         if phase == FORWARD:  # node_id's forward case inline: readers mint 100k ids at a time
             return f"{module}/{op}.{k}" if module else f"{op}.{k}"
         return node_id(module, op, k, phase)
+
+    def mint_all(self, modules: Iterable[str], ops: Iterable[str]) -> list[str]:
+        """`mint(module, op)` for each pair in order, forward phase: what a reader's 100k-op loop calls once."""
+        counters = self._counters
+        get = counters.get
+        ids: list[str] = []
+        append = ids.append
+        for key in zip(repeat(FORWARD), modules, ops):
+            k = get(key, 0)
+            counters[key] = k + 1
+            _, module, op = key
+            append(f"{module}/{op}.{k}" if module else f"{op}.{k}")
+        return ids
 
     def peek(self, module: str, op: str, phase: str = FORWARD) -> int:
         """How many ids this (phase, module, op) has minted so far."""

@@ -9,80 +9,20 @@ from __future__ import annotations
 
 import heapq
 import json
-from dataclasses import dataclass, replace
+from operator import attrgetter
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import networkx as nx
 
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import SourceLocation, TensorMeta
+from ascend_tui.graph.node import NODE_COLUMNS, PLACEHOLDER_KINDS, Edge, NodeKind, OpNode, derive, op_node, op_nodes
 
-NodeKind = Literal["op", "input", "param", "buffer", "const", "output"]
-PLACEHOLDER_KINDS = frozenset({"input", "param", "buffer", "const"})
 GRAPH_SCHEMA = "ascend-tui.graph/1"
-NODE_COLUMNS = ("id", "op_type", "module", "index", "kind", "inputs", "outputs", "source", "phase",
-                "module_class", "attrs")
-
-
-@dataclass(frozen=True, slots=True)
-class OpNode:
-    """One executed operator (or a placeholder for a graph input, parameter, buffer or constant)."""
-
-    id: str
-    op_type: str
-    module: str
-    index: int
-    kind: NodeKind = "op"
-    inputs: tuple[TensorMeta | None, ...] = ()
-    outputs: tuple[TensorMeta | None, ...] = ()
-    source: SourceLocation | None = None
-    phase: str = "forward"
-    module_class: str = ""
-    attrs: Mapping[str, Any] | None = None
-
-    @property
-    def is_placeholder(self) -> bool:
-        return self.kind in PLACEHOLDER_KINDS
-
-    @property
-    def short_op(self) -> str:
-        """`addmm` for `aten.addmm` — what fits a narrow column."""
-        return self.op_type.rsplit(".", 1)[-1]
-
-
-_SETTERS = tuple(OpNode.__dict__[name].__set__ for name in NODE_COLUMNS)  # the slots, in field order
-
-
-def op_node(id: str, op_type: str, module: str, index: int, kind: NodeKind, inputs: tuple[TensorMeta | None, ...],
-            outputs: tuple[TensorMeta | None, ...], source: SourceLocation | None, phase: str, module_class: str,
-            attrs: Mapping[str, Any] | None, *, _new: Any = object.__new__, _set: Any = _SETTERS) -> OpNode:
-    """`OpNode(...)` with every field given, at half the cost: a frozen dataclass's `__init__` sets each field
-    through `object.__setattr__`, this through the slot descriptors (readers build 100k nodes at a time)."""
-    node = _new(OpNode)
-    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10 = _set
-    s0(node, id)
-    s1(node, op_type)
-    s2(node, module)
-    s3(node, index)
-    s4(node, kind)
-    s5(node, inputs)
-    s6(node, outputs)
-    s7(node, source)
-    s8(node, phase)
-    s9(node, module_class)
-    s10(node, attrs)
-    return node
-
-
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """A tensor from output `out_slot` of `src` into input `in_slot` of `dst`."""
-
-    src: str
-    dst: str
-    out_slot: int
-    in_slot: int
+_ID = attrgetter("id")
+__all__ = ["GRAPH_SCHEMA", "NODE_COLUMNS", "PLACEHOLDER_KINDS", "Edge", "NodeKind", "OpGraph", "OpNode", "derive",
+           "op_node", "op_nodes", "read_json", "write_json_atomic"]
 
 
 class OpGraph:
@@ -160,6 +100,29 @@ class OpGraph:
         pos.update(fresh)
         self._append_nodes(new)
         self._fill_edges(edges, None if by_position else self._pos)
+
+    def adopt(self, nodes: list[OpNode], ins: list[list[tuple[int, int, int, int]]],
+              outs: list[list[tuple[int, int, int, int]]]) -> None:
+        """Fill an empty graph with a reader's nodes and the edge lists it built while reading, as they are.
+
+        `ins[p]` lists the `(src, dst, out_slot, in_slot)` position tuples into node `p`, `outs[p]` the same
+        tuples out of it in the order they were made, no two with the same ends and input slot: what
+        `add_bulk(nodes, edges, by_position=True)` would build, without its per-edge work (160k edges)."""
+        if self._nodes:
+            raise ValueError("adopt() fills an empty graph")
+        if not len(nodes) == len(ins) == len(outs):
+            raise ValueError(f"{len(nodes)} nodes but edge lists for {len(ins)} and {len(outs)}")
+        pos = dict(zip(map(_ID, nodes), range(len(nodes))))
+        if len(pos) != len(nodes):
+            seen: set[str] = set()
+            for n in nodes:
+                if n.id in seen:
+                    raise ValueError(f"duplicate node id {n.id!r}")
+                seen.add(n.id)
+        self._nodes, self._pos, self._ins, self._outs = nodes, pos, ins, outs
+        self._edge_count = sum(map(len, ins))
+        self._version += 1
+        self._ops = None
 
     def _bulk_load(self, nodes: list[OpNode], edges: Iterable[list[int]]) -> None:
         """Add many nodes and position-addressed edges at once (saved graphs of 100k ops load in bulk)."""
@@ -503,11 +466,6 @@ class OpGraph:
         """Replace several node records at once."""
         for n in nodes:
             self.replace_node(n)
-
-
-def derive(node: OpNode, **changes: Any) -> OpNode:
-    """A copy of `node` with some fields changed."""
-    return replace(node, **changes)
 
 
 def read_json(path: Path) -> Any:
