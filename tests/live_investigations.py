@@ -14,7 +14,7 @@ import pytest
 from ascend_tui.evidence import ChainLink, Finding, RootCause
 from ascend_tui.investigation import Investigation
 
-torch = pytest.importorskip("torch")
+import torch  # in the test command (.[live,test]): a missing torch fails, never skips
 nn = torch.nn
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch  # in the test command (.[live,test]): a missing torch fails, never skips
 
 from ascend_tui.live.recording import capture  # noqa: E402
 from ascend_tui.live.weights import WEIGHTS  # noqa: E402

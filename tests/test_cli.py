@@ -11,7 +11,6 @@ import pytest
 
 from conftest import ROOT, SAMPLES
 
-pytest.importorskip("torch")
 
 REPORT_KEYS = {"schema", "target", "device", "run", "graph", "findings", "summary", "story"}
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("torch")
 
 from ascend_tui.errors import DeviceError  # noqa: E402
 from ascend_tui.live import device  # noqa: E402

@@ -30,14 +30,6 @@ def _producers(inv, node: str) -> list[str]:
     return [e.src for e in inv.graph.producers(node)]
 
 
-def _has_overflow_check() -> bool:
-    try:
-        import ascend_tui.checks.overflow  # noqa: F401
-    except ModuleNotFoundError:
-        return False
-    return True
-
-
 # -- graph from dump_ovf -----------------------------------------------------------------------------
 
 
@@ -83,7 +75,6 @@ def test_ovf_statistics_carry_inf_and_nan_tokens(fixtures: Path) -> None:
     assert inv.stats.get("mul.0").zero_count == -1  # unknown from Max/Min alone
 
 
-@pytest.mark.skipif(not _has_overflow_check(), reason="ascend_tui.checks.overflow is not in this tree yet")
 def test_ovf_overflow_origin_is_the_exp_not_the_later_linear(fixtures: Path) -> None:
     inv = open_path(_dump(fixtures, "dump_ovf"))
     first = inv.first_finding("overflow")
@@ -228,7 +219,7 @@ def test_old_stack_format(fixtures: Path, tmp_path: Path) -> None:
 
 
 def test_exact_counts_from_tensor_payloads(tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch")
+    import torch
     data_dir = tmp_path / "dump_tensor_data"
     data_dir.mkdir()
     x = torch.tensor([1.0, float("inf"), float("inf"), 0.0, float("nan"), 2.0])
@@ -343,10 +334,8 @@ def test_bad_overflow_check_result(tmp_path: Path) -> None:
 # -- offline agrees with live --------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not _has_overflow_check(), reason="ascend_tui.checks.overflow is not in this tree yet")
 def test_offline_dump_and_live_capture_name_the_same_origin(fixtures: Path) -> None:
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("ascend_tui.live.overflow_live", reason="the live overflow check is not in this tree yet")
+    import torch
     from ascend_tui import investigate
     from ascend_tui.checks.overflow import op_name
 

@@ -50,7 +50,7 @@ def test_kernel_names_that_say_nothing() -> None:
 @pytest.fixture(scope="module")
 def graph() -> Any:
     """A tiny model whose embedding index is shifted by an offset, then a linear layer and a residual add."""
-    torch = pytest.importorskip("torch")
+    import torch
     from ascend_tui.live.recording import capture
 
     class Shifted(torch.nn.Module):

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch  # in the test command (.[live,test]): a missing torch fails, never skips
 import transformers  # noqa: E402  - a declared test dependency: missing, this tier fails instead of skipping
 
 import ascend_tui  # noqa: E402

@@ -9,7 +9,6 @@ import pytest
 
 from conftest import SAMPLES
 
-pytest.importorskip("torch")
 
 from ascend_tui import cli  # noqa: E402
 
