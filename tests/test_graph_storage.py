@@ -61,17 +61,23 @@ def _edges_of(ref: nx.MultiDiGraph) -> list[Edge]:
     return [Edge(u, v, d["out_slot"], d["in_slot"]) for u, v, d in ref.edges(data=True)]
 
 
+def _built(nodes: list[OpNode], edges: list[tuple[str, str, int, int]], bulk: bool, name: str = "") -> OpGraph:
+    """The graph of `nodes` and `edges`, added in one `add_bulk` or node by node and edge by edge."""
+    g = OpGraph(name)
+    if bulk:
+        g.add_bulk(nodes, edges)
+        return g
+    for n in nodes:
+        g.add_node(n)
+    for e in edges:
+        g.add_edge(*e)
+    return g
+
+
 @pytest.mark.parametrize("bulk", [False, True])
 def test_walks_match_networkx_on_a_branched_graph(bulk: bool) -> None:
     nodes, edges = _branched()
-    g = OpGraph("branched")
-    if bulk:
-        g.add_bulk(nodes, edges)
-    else:
-        for n in nodes:
-            g.add_node(n)
-        for e in edges:
-            g.add_edge(*e)
+    g = _built(nodes, edges, bulk, "branched")
     ref = _reference(nodes, edges)
     pos = {n.id: i for i, n in enumerate(nodes)}
     assert g.edge_count() == ref.number_of_edges() and list(g.edges()) == _edges_of(ref)
@@ -121,14 +127,7 @@ def test_an_edge_added_again_replaces_the_old_one_as_networkx_keys_it() -> None:
     nodes = [OpNode("a", "op", "", 0), OpNode("b", "op", "", 1), OpNode("c", "op", "", 2)]
     edges = [("a", "c", 0, 0), ("b", "c", 0, 1), ("a", "c", 1, 0), ("a", "b", 0, 0)]
     for bulk in (False, True):
-        g = OpGraph()
-        if bulk:
-            g.add_bulk(nodes, edges)
-        else:
-            for n in nodes:
-                g.add_node(n)
-            for e in edges:
-                g.add_edge(*e)
+        g = _built(nodes, edges, bulk)
         ref = _reference(nodes, edges)
         assert g.edge_count() == 3 == ref.number_of_edges()
         assert g.producers("c") == [Edge("a", "c", 1, 0), Edge("b", "c", 0, 1)]
