@@ -80,7 +80,7 @@ def parse_share(text: str) -> float:
 
 def apply_baseline(inv: Investigation, path: str | Path, max_slowdown: float) -> set[str] | None:
     """Known finding ids from a report baseline; for a profile baseline, add its regression findings instead."""
-    from ascend_tui.formats import kind_of, open_path
+    from ascend_tui.readers import kind_of, open_path
 
     p = Path(path)
     if not p.exists():
@@ -92,7 +92,7 @@ def apply_baseline(inv: Investigation, path: str | Path, max_slowdown: float) ->
             raise InputError(p, "--baseline is a profile, but this run has no timing to compare (add --checks "
                                 "profile, or give a profiler folder)")
         if "baseline" not in inv.profile.extra:
-            from ascend_tui.profile_cli import attach_baseline
+            from ascend_tui.cli.profile import attach_baseline
 
             attach_baseline(inv, base, max_slowdown)
         return None

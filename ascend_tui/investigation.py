@@ -24,7 +24,7 @@ from ascend_tui.evidence import (
 from ascend_tui.graph.movers import moves_values
 from ascend_tui.graph.opgraph import OpGraph, read_json, write_json_atomic
 from ascend_tui.progress import paused_gc
-from ascend_tui.timing import Profile
+from ascend_tui.graph.profile import Profile
 
 INVESTIGATION_SCHEMA = "ascend-tui.investigation/1"
 CHECK_NAMES = ("overflow", "precision", "memory", "profile")

@@ -34,7 +34,7 @@ def triage_checks() -> tuple[str, ...]:
 def triage_model(target: str, options: RunOptions, progress: Progress | None = None) -> Investigation:
     """Load `model.py[:factory]` and run every live check on one capture."""
     from ascend_tui.live.runner import run_live
-    from ascend_tui.targets import load_target
+    from ascend_tui.live.targets import load_target
 
     if progress is not None:
         progress(f"loading {target}", 0, None)
@@ -45,8 +45,8 @@ def triage_model(target: str, options: RunOptions, progress: Progress | None = N
 
 def triage_artifacts(paths: Sequence[str], progress: Progress | None = None) -> Investigation:
     """Read every artifact; the first one's graph carries the findings of the others."""
-    from ascend_tui.formats import open_path
-    from ascend_tui.formats.overlay import lay_path
+    from ascend_tui.readers import open_path
+    from ascend_tui.offline.overlay import lay_path
 
     if not paths:
         raise InputError("", "triage needs a model file or at least one artifact")

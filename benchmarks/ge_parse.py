@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-baseline", action="store_true", help="time only our reader")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from ascend_tui.formats import ge_dump, pbtext
+    from ascend_tui.readers.graphs import ge_dump
+from ascend_tui.readers.parse import pbtext
 
     print(f"machine: a 1M-iteration Python loop takes {machine_speed():.3f} s (~0.04 s on an idle core)")
     with tempfile.TemporaryDirectory() as tmp:

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import onnx
 
-    from ascend_tui.formats import onnx_model
+    from ascend_tui.readers.graphs import onnx_model
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.onnx"

@@ -30,7 +30,7 @@ r0 = resource.getrusage(resource.RUSAGE_SELF)
 before = r0.ru_maxrss
 t0 = time.perf_counter()
 from pathlib import Path
-from ascend_tui.formats.profiler_csv import read_kernels
+from ascend_tui.readers.profiler.csv_tables import read_kernels
 from ascend_tui.checks.profile import summarize
 table = read_kernels(Path(sys.argv[1]))
 groups = summarize(table, "type")

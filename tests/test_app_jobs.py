@@ -129,7 +129,7 @@ class Gated(torch.nn.Module):
 
 
 async def test_escape_cancels_a_running_job_and_keeps_what_was_shown(tmp_path: Path) -> None:
-    from ascend_tui.targets import Target
+    from ascend_tui.live.targets import Target
 
     inv = nan_investigation()
     model = Gated()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ascend_tui.app import launch
-from ascend_tui.cli import main
+from ascend_tui.cli.main import main
 from ascend_tui.errors import InputError
 
 

@@ -288,7 +288,7 @@ def test_profiler_components_are_separate_series() -> None:
 
 
 async def test_memory_view_of_a_real_profiler_folder(fixtures: Path) -> None:
-    from ascend_tui.formats import open_path
+    from ascend_tui.readers import open_path
 
     inv = open_path(fixtures / "profiler" / "level2_2025-11" / "ASCEND_PROFILER_OUTPUT")
     app = Host(lambda: MemoryScreen(inv))
@@ -302,7 +302,7 @@ async def test_memory_view_of_a_real_profiler_folder(fixtures: Path) -> None:
 
 
 async def test_memory_view_of_a_real_sanitizer_log(fixtures: Path) -> None:
-    from ascend_tui.formats import open_path
+    from ascend_tui.readers import open_path
 
     inv = open_path(fixtures / "sanitizer" / "compute_sanitizer_memcheck_real.log")
     app = Host(lambda: MemoryScreen(inv))
@@ -526,7 +526,7 @@ async def test_memory_view_lists_a_low_confidence_mapping_as_unmapped_with_its_g
                                                                                      tmp_path: Path) -> None:
     """A kernel that only might be `add.0` is not shown at `add.0`: the row says unmapped and names the guess."""
     from ascend_tui.checks.memory_log import findings_from_events, prepare_events
-    from ascend_tui.formats.sanitizer import parse_file
+    from ascend_tui.readers.sanitizer.log import parse_file
     from ascend_tui.graph.opgraph import OpGraph, OpNode
 
     graph = OpGraph()

@@ -98,7 +98,7 @@ def test_library_and_launcher_files_are_not_the_users() -> None:
 
 
 def test_a_model_error_pairs_the_line_number_with_its_own_file(tmp_path) -> None:
-    from ascend_tui.targets import model_error
+    from ascend_tui.live.targets import model_error
 
     def forward() -> None:
         threading.Thread().join()  # raises inside the standard library

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 CORE = ["ascend_tui", "ascend_tui.graph", "ascend_tui.graph.trace", "ascend_tui.evidence",
-        "ascend_tui.investigation", "ascend_tui.report", "ascend_tui.formats", "ascend_tui.formats.native",
-        "ascend_tui.checks", "ascend_tui.cli"]
+        "ascend_tui.investigation", "ascend_tui.report", "ascend_tui.readers", "ascend_tui.readers.native",
+        "ascend_tui.checks", "ascend_tui.cli.main"]
 
 
 def test_core_imports_neither_textual_nor_torch() -> None:

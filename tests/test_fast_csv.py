@@ -12,9 +12,10 @@ import pytest
 
 from ascend_tui import threads
 from ascend_tui.errors import InputError
-from ascend_tui.formats import fast_csv, profiler_csv
-from ascend_tui.formats.profiler_csv import read_kernels
-from ascend_tui.timing import NO_INT, NO_START
+from ascend_tui.readers.parse import fast_csv
+from ascend_tui.readers.profiler import csv_tables as profiler_csv
+from ascend_tui.readers.profiler.csv_tables import read_kernels
+from ascend_tui.graph.profile import NO_INT, NO_START
 
 
 def _write(tmp_path: Path, text: str, name: str = "kernel_details.csv") -> Path:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from ascend_tui.errors import InputError
-from ascend_tui.formats import kind_of, mindspore_ir, open_path
+from ascend_tui.readers import kind_of, open_path
+from ascend_tui.readers.graphs import mindspore_ir
 from tests.conftest import FIXTURES
 
 SAMPLE = FIXTURES / "graphs" / "mindspore_ir_sample_validate.ir"

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from ascend_tui.errors import InputError
-from ascend_tui.formats import kind_of, msprobe, msprobe_overflow, open_path
-from ascend_tui.formats.msprobe_graph import API_NAME
+from ascend_tui.readers import kind_of, open_path
+from ascend_tui.readers.msprobe import dump as msprobe
+from ascend_tui.readers.msprobe import overflow as msprobe_overflow
+from ascend_tui.readers.msprobe.graph import API_NAME
 
 
 def _dump(fixtures: Path, name: str) -> Path:
@@ -366,7 +368,7 @@ def test_reading_dumps_needs_neither_torch_nor_textual(fixtures: Path) -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from ascend_tui.formats import open_path; "
+    code = ("import sys; from ascend_tui.readers import open_path; "
             f"open_path({str(_dump(fixtures, 'dump_fp32'))!r}); open_path({str(_report(fixtures))!r}); "
             "print(sorted(m for m in ('torch', 'textual') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ascend_tui.errors import InputError
-from ascend_tui.formats import kind_of, open_path
+from ascend_tui.readers import kind_of, open_path
 from tests.conftest import FIXTURES
 from tests.graph_models import block_and_input, live_modules
 
@@ -196,7 +196,7 @@ def test_loop_and_if_bodies_custom_domains_and_legacy_names(tmp_path: Path) -> N
 
 
 def test_module_paths_from_names_cached_per_prefix_match_the_plain_derivation() -> None:
-    from ascend_tui.formats.torch_meta import NodeNameModules, module_from_node_name
+    from ascend_tui.readers.graphs.torch_meta import NodeNameModules, module_from_node_name
 
     parts = ["", "layers", "layers.0", "layers.0.attn", "attn", "mlp", "mlp.0", "mlp.0.1", "mlp.01", "x.y"]
     names = ["/layers.3/attn/MatMul_1", "/MatMul", "MatMul", "a/b/c", "//x/y", "/", "", "/mlp/mlp.0/mlp.0.1/Relu",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ascend_tui.formats import onnx_model
-from ascend_tui.formats.torch_meta import NodeNameModules, literal_list, module_from_node_name
+from ascend_tui.readers.graphs import onnx_model
+from ascend_tui.readers.graphs.torch_meta import NodeNameModules, literal_list, module_from_node_name
 from tests.test_formats_onnx import control_flow_model, model_from_sample
 
 import onnx  # noqa: E402  (in the test extra: a missing onnx fails, never skips)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ascend_tui.errors import InputError
-from ascend_tui.formats import kind_of, open_path
-from ascend_tui.formats.sanitizer import CSAN, MSSAN, SanitizerParser, parse_file, parse_lines, sniff
+from ascend_tui.readers import kind_of, open_path
+from ascend_tui.readers.sanitizer.log import CSAN, MSSAN, SanitizerParser, parse_file, parse_lines, sniff
 from ascend_tui.investigation import Investigation
 
 # Counted by reading each file: the kinds of its reports, in file order.

@@ -8,7 +8,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from ascend_tui.cli import main
+from ascend_tui.cli.main import main
 from tests.conftest import FIXTURES
 
 GE = FIXTURES / "graphs" / "ge_proto_sample_afterUBMatch_excerpt.txt"

@@ -11,7 +11,7 @@ import pytest
 
 from ascend_tui.checks.memory_log import findings_from_events, mark_pool_reuse, match_kernel, prepare_events
 from ascend_tui.evidence import MemoryEvent
-from ascend_tui.formats.sanitizer import investigation_from_log, parse_file, parse_lines
+from ascend_tui.readers.sanitizer.log import investigation_from_log, parse_file, parse_lines
 
 INDEX_SELECT = ("void at::native::(anonymous namespace)::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, "
                 "true>(at::cuda::detail::TensorInfo<float, unsigned int>, at::cuda::detail::TensorInfo<float, "
@@ -180,7 +180,7 @@ def test_unprinted_errors_become_an_info_finding(fixtures: Path) -> None:
 
 
 def test_core_modules_import_without_torch_or_textual() -> None:
-    code = ("import sys, ascend_tui.checks.memory_log, ascend_tui.formats.sanitizer, "
-            "ascend_tui.formats.profiler_memory, ascend_tui.sanitize_cli; "
+    code = ("import sys, ascend_tui.checks.memory_log, ascend_tui.readers.sanitizer.log, "
+            "ascend_tui.readers.profiler.memory, ascend_tui.cli.sanitize; "
             "bad = [m for m in ('torch', 'textual') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

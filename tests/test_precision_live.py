@@ -11,11 +11,11 @@ from conftest import SAMPLES
 from torch import nn
 
 from ascend_tui.app.screens.precision import PrecisionScreen, table
-from ascend_tui.cli import main
+from ascend_tui.cli.main import main
 from ascend_tui.live import runner
 from ascend_tui.live.precision_live import PrecisionCheck
 from ascend_tui.live.runner import investigate
-from ascend_tui.targets import load_target
+from ascend_tui.live.targets import load_target
 
 
 def test_drifting_resnet_sample_names_the_variance_subtraction_as_introduced() -> None:

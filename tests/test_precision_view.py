@@ -14,7 +14,7 @@ from conftest import FIXTURES
 from ascend_tui.app.app import InvestigatorApp
 from ascend_tui.app.screens.precision import PrecisionScreen
 from ascend_tui.app.screens.row_table import RowTable
-from ascend_tui.formats.msprobe_precision import compare
+from ascend_tui.offline.compare import compare
 from ascend_tui.investigation import Investigation
 
 MSPROBE = FIXTURES / "msprobe"

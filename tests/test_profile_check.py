@@ -8,8 +8,8 @@ import pytest
 from ascend_tui.checks.profile import (boundness, category_of, cluster_summary, diff, normalize, shares, summarize,
                                        attribute)
 from ascend_tui.checks.profile_advice import advise
-from ascend_tui.formats.profiler_csv import read_step_trace
-from ascend_tui.timing import Codes, HostOp, KernelTable, Profile, StepTime
+from ascend_tui.readers.profiler.csv_tables import read_step_trace
+from ascend_tui.graph.profile import Codes, HostOp, KernelTable, Profile, StepTime
 from tests.conftest import FIXTURES
 
 

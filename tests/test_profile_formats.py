@@ -11,8 +11,8 @@ import pytest
 
 from ascend_tui.checks.profile import parse_shapes, summarize
 from ascend_tui.errors import InputError
-from ascend_tui.formats import kind_of, open_path
-from ascend_tui.formats.profiler_csv import read_kernels
+from ascend_tui.readers import kind_of, open_path
+from ascend_tui.readers.profiler.csv_tables import read_kernels
 from ascend_tui.investigation import Investigation
 from tests.conftest import FIXTURES
 
@@ -154,8 +154,8 @@ def test_bad_kernel_files(tmp_path: Path) -> None:
 
 
 def _csv_module_table(path: Path):  # the slow path, the reference for the numpy one
-    from ascend_tui.formats import profiler_csv as pc
-    from ascend_tui.timing import KernelTable
+    from ascend_tui.readers.profiler import csv_tables as pc
+    from ascend_tui.graph.profile import KernelTable
 
     _, header, fh = pc.open_csv(path)
     fh.close()
@@ -198,7 +198,7 @@ def test_tiny_blocks_with_quoted_newlines_and_blank_lines(tmp_path: Path, monkey
     for block in (7, 64, 333, 1 << 20):
         got = read_kernels(path, block=block)
         _same(got, want)
-    from ascend_tui.formats import profiler_csv
+    from ascend_tui.readers.profiler import csv_tables as profiler_csv
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("the whole file should split with numpy, not fall back to the csv module")
@@ -210,7 +210,7 @@ def test_tiny_blocks_with_quoted_newlines_and_blank_lines(tmp_path: Path, monkey
 
 
 def test_a_large_folder_shows_its_first_block_before_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ascend_tui.formats import fast_csv
+    from ascend_tui.readers.parse import fast_csv
 
     folder = tmp_path / "big_ascend_pt" / OUT
     folder.mkdir(parents=True)

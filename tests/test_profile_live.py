@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ascend_tui.checks.profile import categories, summarize
-from ascend_tui.cli import main
+from ascend_tui.cli.main import main
 from ascend_tui.investigation import Investigation
-from ascend_tui.profile_cli import profile_target
+from ascend_tui.cli.profile import profile_target
 from tests.conftest import SAMPLES
 
 SAMPLE = str(SAMPLES / "layout_detector.py")
@@ -54,7 +54,7 @@ def test_a_model_that_only_runs_under_other_checks_guards_is_not_profiled() -> N
     """The demo indexes out of range; the memory check clamps it during its passes, profiling runs it bare."""
     from ascend_tui.live.options import RunOptions
     from ascend_tui.live.runner import run_live
-    from ascend_tui.targets import load_target
+    from ascend_tui.live.targets import load_target
 
     demo = load_target(str(SAMPLES / "demo.py"))
     inv = run_live(demo.model, demo.inputs, RunOptions(checks=("memory", "profile"), device="cpu", reference=None))

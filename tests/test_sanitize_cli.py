@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ascend_tui.cli import main
+from ascend_tui.cli.main import main
 from ascend_tui.investigation import Investigation
 
 FINDING_KEYS = {"check", "kind", "severity", "node", "op_type", "module", "index", "message", "attribution",

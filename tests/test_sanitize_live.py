@@ -20,7 +20,7 @@ from ascend_tui.errors import Cancelled  # noqa: E402
 from ascend_tui.evidence import Finding  # noqa: E402
 from ascend_tui.live.recording import capture  # noqa: E402
 from ascend_tui.live.sanitize import SanitizedCapture, capture_sanitized  # noqa: E402
-from ascend_tui.targets import load_target  # noqa: E402
+from ascend_tui.live.targets import load_target  # noqa: E402
 
 pytestmark = pytest.mark.live
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"

@@ -34,7 +34,7 @@ from ascend_tui.live.options import RunOptions
 
 if TYPE_CHECKING:
     from ascend_tui.app.follow import Follower
-    from ascend_tui.targets import Target
+    from ascend_tui.live.targets import Target
 
 JOB_GROUP = "job"
 FOLLOW_GROUP = "follow"

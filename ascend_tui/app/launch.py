@@ -19,7 +19,7 @@ LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost
 
 def _existing(paths: Sequence[str]) -> list[str]:
     """The paths as given; a missing one is bad input before the app starts (model.py:factory allowed)."""
-    from ascend_tui.targets import split_spec
+    from ascend_tui.live.targets import split_spec
 
     for p in paths:
         if not Path(p).exists() and not split_spec(p)[0].exists():

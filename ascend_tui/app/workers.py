@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from textual.message import Message
 
     from ascend_tui.investigation import Investigation
-    from ascend_tui.targets import Target
+    from ascend_tui.live.targets import Target
 
 
 
@@ -74,7 +74,7 @@ def split_checks(wanted: Sequence[str] | None) -> tuple[tuple[str, ...], tuple[s
 
 def is_model_file(path: str) -> bool:
     """`model.py` or `model.py:factory`: something to run rather than read."""
-    from ascend_tui.targets import split_spec
+    from ascend_tui.live.targets import split_spec
 
     return split_spec(path)[0].suffix == ".py"
 
@@ -94,11 +94,11 @@ def load_paths(paths: Sequence[str], live: RunOptions, progress: Progress,
     elif rest and is_msprobe_pair(first, rest[0]):
         loaded = Loaded(compare_dumps(first, rest.pop(0), progress, cancel))
     else:
-        from ascend_tui.formats import open_path
+        from ascend_tui.readers import open_path
 
         progress(f"reading {Path(first).name}", 0, None)
         loaded = Loaded(open_path(first, progress=progress, cancel=cancel, on_partial=on_partial))
-    from ascend_tui.formats.overlay import lay_path as merge_path
+    from ascend_tui.offline.overlay import lay_path as merge_path
 
     for extra in rest:
         _check(cancel)
@@ -108,14 +108,14 @@ def load_paths(paths: Sequence[str], live: RunOptions, progress: Progress,
 
 def is_msprobe_pair(first: str, second: str) -> bool:
     """Two msprobe dumps: the first is the target, the second the golden run to compare it with."""
-    from ascend_tui.formats import kind_of
+    from ascend_tui.readers import kind_of
 
     return kind_of(first) == "msprobe dump" and kind_of(second) == "msprobe dump"
 
 
 def compare_dumps(target: str, golden: str, progress: Progress, cancel: threading.Event) -> Investigation:
     """The precision compare of two msprobe dumps, as an investigation on the target's graph."""
-    from ascend_tui.formats.msprobe_precision import compare
+    from ascend_tui.offline.compare import compare
 
     progress(f"comparing {Path(target).name} with {Path(golden).name}", 0, None)
     return compare(Path(target), Path(golden), progress=progress, cancel=cancel).investigation
@@ -123,7 +123,7 @@ def compare_dumps(target: str, golden: str, progress: Progress, cancel: threadin
 
 def load_model(spec: str, progress: Progress) -> Target:
     """Import a model file and call its factory (errors in it name the file and line)."""
-    from ascend_tui.targets import load_target
+    from ascend_tui.live.targets import load_target
 
     progress(f"loading {spec}", 0, None)
     return load_target(spec)

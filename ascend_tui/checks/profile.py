@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ascend_tui.timing import Codes, KernelTable, StepTime
+from ascend_tui.graph.profile import Codes, KernelTable, StepTime
 
 CATEGORIES = ("compute", "vector", "layout", "memcpy", "communication", "aicpu", "host", "other")
 GROUP_BY = ("type", "name", "module", "category", "core")

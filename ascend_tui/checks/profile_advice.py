@@ -21,7 +21,7 @@ import numpy as np
 from ascend_tui import fmt
 from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, summarize
 from ascend_tui.evidence import Finding
-from ascend_tui.timing import KernelTable, Profile
+from ascend_tui.graph.profile import KernelTable, Profile
 
 MIN_TASK_US = 20.0  # msprof-analyze's _MIN_TASK_DURATION for the bound and AI CPU checkers
 HOTSPOT_SHARE = 0.05

@@ -146,7 +146,7 @@ def model_dtype(model: Any, inputs: Any) -> Any:
 def guarded(target: str, during: str, fn: Any) -> Any:
     """Run user code; its exceptions become a `TargetError` naming the file and line."""
     from ascend_tui.errors import AscendTuiError
-    from ascend_tui.targets import model_error
+    from ascend_tui.live.targets import model_error
 
     try:
         return fn()

@@ -24,7 +24,7 @@ from ascend_tui.checks.profile import normalize
 from ascend_tui.checks.profile_advice import advise
 from ascend_tui.errors import Cancelled
 from ascend_tui.live.capture import call_model
-from ascend_tui.timing import Codes, KernelTable, Profile
+from ascend_tui.graph.profile import Codes, KernelTable, Profile
 
 if TYPE_CHECKING:
     from ascend_tui.graph.opgraph import OpGraph
@@ -267,7 +267,7 @@ def _npu_profile(model: Any, inputs: Any, device: Device, *, steps: int, warmup:
     import torch
     import torch_npu  # type: ignore[import-not-found]
 
-    from ascend_tui.formats.ascend_profiler import output_dir, read_folder
+    from ascend_tui.readers.profiler.ascend_pt import output_dir, read_folder
 
     npu_prof = torch_npu.profiler
     config = npu_prof._ExperimentalConfig(profiler_level=npu_prof.ProfilerLevel.Level1,

@@ -23,7 +23,7 @@ from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 from ascend_tui.app.widgets.timeline_strip import KINDS, TimelineStrip, segments_of
 from ascend_tui.checks.profile import Group, column, step_count, summarize
-from ascend_tui.timing import Profile
+from ascend_tui.graph.profile import Profile
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation

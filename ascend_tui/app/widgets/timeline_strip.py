@@ -19,7 +19,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from ascend_tui.timing import Profile
+from ascend_tui.graph.profile import Profile
 
 KINDS = ("compute", "communication", "free")
 GLYPH = {"compute": "█", "communication": "▓", "free": "░", "": " "}

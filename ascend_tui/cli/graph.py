@@ -1,0 +1,64 @@
+"""`ascend-tui graph PATH [EVIDENCE...] [--json OUT]`: what a graph file holds, and the graph as node-link JSON.
+
+Any graph source the readers know (ONNX, .pt2, GE dump, MindSpore IR, msprobe dump or .vis.db,
+saved graphs) is summarized without torch; evidence files given after it are laid on it by
+operator name, and the line per file says what matched and what did not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TextIO
+
+from ascend_tui.errors import InputError
+from ascend_tui.progress import Progress
+
+_TOP_TYPES = 12
+
+
+def run_graph(args: Any, out: TextIO, progress: Progress | None = None) -> int:
+    """Open `args.path`, lay `args.evidence` on it, print the summary, write `args.json` when asked."""
+    from ascend_tui.readers import open_path, reader_for
+    from ascend_tui.offline.overlay import lay_path
+    from ascend_tui.graph.names import NameIndex
+    from ascend_tui.graph.opgraph import write_json_atomic
+    from ascend_tui.graph.summary import node_link, summarize
+
+    path = Path(args.path)
+    inv = open_path(path, progress=progress)
+    reader = reader_for(path)
+    notes: list[str] = list(inv.run.extra.get("notes") or [])
+    if args.evidence:
+        index = NameIndex(inv.graph)
+        for evidence in args.evidence:
+            notes.append(lay_path(inv, evidence, progress, None, index))
+    summary = summarize(inv.graph)
+    fmt = reader.name if reader is not None else inv.run.source
+    lines = [f"{path}: {fmt}",
+             f"  {summary.nodes:,} nodes ({summary.operators:,} operators"
+             + "".join(f", {v:,} {k}" for k, v in summary.placeholders.items()) + f"), {summary.edges:,} edges",
+             f"  {len(summary.op_types)} op types: "
+             + ", ".join(f"{t} {c}" for t, c in summary.op_types[:_TOP_TYPES])
+             + (", ..." if len(summary.op_types) > _TOP_TYPES else ""),
+             f"  module tree: {summary.modules:,} modules, depth {summary.module_depth}",
+             f"  inferred edges: {summary.inferred_edges:,}"
+             + (f"; control edges: {summary.control_edges:,}" if summary.control_edges else "")
+             + (f"; modules inferred from neighbours: {summary.inferred_modules:,}" if summary.inferred_modules
+                else "")]
+    if inv.findings:
+        s = inv.summary()
+        lines.append(f"  findings: {s['errors']} errors, {s['warnings']} warnings, {len(inv.findings)} in all")
+    lines += [f"  note: {n}" for n in notes]
+    print("\n".join(lines), file=out)
+    if args.json:
+        meta = {"source": inv.run.source, "format": fmt, "path": str(path), "summary": summary.to_json(),
+                "evidence": inv.run.extra.get("evidence", {}),
+                "unmatched_evidence": inv.run.extra.get("unmatched_evidence", {})}
+        try:
+            write_json_atomic(Path(args.json), node_link(inv.graph, meta))
+        except OSError as exc:
+            raise InputError(args.json, exc.strerror or str(exc)) from None
+        except ValueError as exc:
+            raise InputError(args.json, f"cannot write the graph as JSON: {exc}") from None
+        print(f"  wrote {args.json}", file=out)
+    return 0

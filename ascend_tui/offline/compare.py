@@ -1,0 +1,389 @@
+"""Offline precision compare of two msprobe dumps (target vs golden) into rows, findings and an `Investigation`.
+
+Both dumps are read with the msprobe reader; rows are matched by name (`msprobe_compare`),
+tensor pairs go to `msprobe_tensors` (processes or dask), statistics and md5 dumps are
+compared from dump.json alone. The target dump's graph carries the findings, the golden
+side's statistics become the reference, and a cross-rank summary names the first divergence.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ascend_tui.checks.precision import (
+    N_A, StatsMetrics, TensorMetrics, Thresholds, classify, from_norm_rel, stats_metrics,
+)
+from ascend_tui.checks.precision_attribution import NodeCompare, ParamDiff, Verdict, attribute, findings
+from ascend_tui.errors import InputError
+from ascend_tui.evidence import Finding, StatsTable
+from ascend_tui.readers.msprobe import dump as msprobe
+from ascend_tui.readers.msprobe import rows as msprobe_compare
+from ascend_tui.readers.msprobe import tensors as msprobe_tensors
+from ascend_tui.readers.msprobe.rows import Item, Row
+from ascend_tui.readers.msprobe.graph import PARAM_GRAD, Builder, stats_rows
+from ascend_tui.graph.opgraph import read_json
+from ascend_tui.investigation import Investigation, RunInfo
+from ascend_tui.progress import Progress
+
+VIEW_COLUMNS = ("name", "node", "slot", "cosine", "max_abs", "max_rel", "rmse", "one_thousandth", "result",
+                "attribution")
+
+
+@dataclass(slots=True)
+class RankCompare:
+    """One rank's compare: its rows, the mode, the investigation on its target graph and its verdicts."""
+
+    rank: str
+    target_dir: Path
+    golden_dir: Path
+    mode: str
+    rows: list[Row]
+    inv: Investigation
+    verdicts: dict[str, Verdict]
+    stacks: dict[str, str] = field(default_factory=dict)
+
+    def first_introduced(self) -> Finding | None:
+        """The earliest finding (execution order) that introduces an error or warning: where this rank diverges."""
+        return next((f for f in self.inv.findings if f.check == "precision" and f.attribution == "introduced"
+                     and f.severity != "info"), None)
+
+
+@dataclass(slots=True)
+class CompareResult:
+    """Every rank's compare plus the summary across ranks; `investigation` is what the app and reports show."""
+
+    ranks: list[RankCompare]
+    summary: dict[str, Any]
+
+    @property
+    def investigation(self) -> Investigation:
+        first = self.summary.get("first_rank")
+        return next((r.inv for r in self.ranks if r.rank == first), self.ranks[0].inv)
+
+
+def _mode(header: Mapping[str, Any], items: Sequence[Item]) -> str:
+    """tensor, md5 (summary_mode md5 or xor: a checksum per tensor) or statistics, as msprobe picks its columns."""
+    if str(header.get("task") or "") == "tensor":
+        return "tensor"
+    if any(i.leaf is not None and i.leaf.md5 for i in items[:200]):
+        return "md5"
+    return "statistics"
+
+
+def _side(rank_dir: Path) -> tuple[dict[str, Any], dict[str, Any], list[Item]]:
+    header, data = msprobe.read_dump(rank_dir / "dump.json")
+    return header, data, msprobe_compare.items_of(data, rank_dir / "dump.json")
+
+
+def _stack_text(rank_dir: Path) -> dict[str, str]:
+    """Entry name -> its stack as msprobe's CSV writes it (the raw lines of stack.json, old or 26.x format)."""
+    msprobe.read_stacks(rank_dir / "stack.json")  # validates; raises InputError on a malformed file
+    path = rank_dir / "stack.json"
+    if not path.exists():
+        return {}
+    raw = read_json(path)
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        if "0" in raw:
+            for name in value[0]:
+                out[str(name)] = str(value[1])
+        else:
+            out[str(key)] = str(value)
+    return out
+
+
+def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thresholds | None = None,
+            workers: int | None = None, scheduler: str | None = None, replay: bool = True,
+            progress: Progress | None = None, cancel: threading.Event | None = None) -> CompareResult:
+    """Compare two msprobe dumps (root, step folder with many ranks, rank folder or dump.json)."""
+    t = thresholds or Thresholds()
+    t_ranks, _ = msprobe.rank_folders(Path(target))
+    g_ranks, _ = msprobe.rank_folders(Path(golden))
+    if len(t_ranks) != len(g_ranks):
+        raise InputError(golden, f"{len(g_ranks)} rank folders here but {len(t_ranks)} in {target}; "
+                                 "msprobe pairs ranks by position, so the counts must match")
+    prepared = []
+    for i, (td, gd) in enumerate(zip(t_ranks, g_ranks)):
+        if progress is not None:
+            progress("reading dump.json", i, len(t_ranks))
+        th, tdata, titems = _side(td)
+        gh, gdata, gitems = _side(gd)
+        mode = _mode(th, titems) if _mode(th, titems) == _mode(gh, gitems) else "statistics"
+        rows = msprobe_compare.match(titems, gitems, fuzzy=fuzzy)
+        prepared.append((td, gd, th, tdata, mode, rows, gdata))
+    notes: list[str] = []
+    if replay and any(p[4] == "tensor" for p in prepared) and not msprobe_tensors.torch_available():
+        notes.append("isolated replay needs PyTorch (pip install torch): attribution uses the amplification rule")
+    _tensor_metrics(prepared, workers, scheduler, progress, cancel)
+    ranks = []
+    for td, gd, th, tdata, mode, rows, gdata in prepared:
+        for row in rows:
+            _judge(row, mode, t)
+        ranks.append(_rank_compare(td, gd, th, tdata, gdata, mode, rows, t, replay))
+    summary = summarize(ranks)
+    summary["notes"] = notes
+    return CompareResult(ranks, summary)
+
+
+def _tensor_metrics(prepared: list[Any], workers: int | None, scheduler: str | None, progress: Progress | None,
+                    cancel: threading.Event | None) -> None:
+    """Fill tensor-mode metrics of every rank in one batch of work (each file pair once)."""
+    index: dict[tuple[str, str], int] = {}
+    pairs: list[msprobe_tensors.Pair] = []
+    todo: list[tuple[Row, int]] = []
+    for td, gd, _th, _data, mode, rows, _gdata in prepared:
+        if mode != "tensor":
+            continue
+        for row in msprobe_compare.tensor_rows(rows):
+            assert row.golden is not None and row.target.leaf is not None and row.golden.leaf is not None
+            key = (str(td / "dump_tensor_data" / str(row.target.leaf.data_name)),
+                   str(gd / "dump_tensor_data" / str(row.golden.leaf.data_name)))
+            if key not in index:
+                index[key] = len(pairs)
+                nbytes = row.target.leaf.numel * 4
+                pairs.append(msprobe_tensors.Pair(key[0], key[1], nbytes))
+            todo.append((row, index[key]))
+    if not pairs:
+        return
+    results = msprobe_tensors.run_pairs(pairs, workers=workers, scheduler=scheduler, progress=progress,
+                                        cancel=cancel)
+    for row, i in todo:
+        row.metrics = results[i]
+
+
+def _scale(item: Item | None) -> float:
+    if item is None or item.leaf is None or item.leaf.stats is None:
+        return math.nan
+    vals = [abs(v) for v in item.leaf.stats[:2] if v is not None and math.isfinite(v)]
+    return max(vals) if vals else math.nan
+
+
+def _judge(row: Row, mode: str, t: Thresholds) -> None:
+    """Result and messages of one row: our thresholds; a dtype difference alone is not an error."""
+    tgt, gold = row.target, row.golden
+    if gold is None:
+        row.result = N_A
+        return
+    if tgt.is_scalar or gold.is_scalar:
+        if tgt.value != gold.value:
+            row.result = "error"
+            row.messages.append(f"error: the value differs ({tgt.value!r} vs {gold.value!r})")
+        return
+    if tgt.leaf is None or gold.leaf is None:
+        return
+    if tuple(d for d in tgt.leaf.meta.shape if d != 1) != tuple(d for d in gold.leaf.meta.shape if d != 1):
+        row.result = "error"
+        row.messages.append("error: the shape of target and golden differ")
+        return
+    if mode == "md5":
+        if tgt.leaf.md5 != gold.leaf.md5:
+            row.result = "error"
+            row.messages.append("error: the CRC-32 differs")
+        return
+    if mode == "statistics":
+        if tgt.leaf.stats is not None and gold.leaf.stats is not None:
+            row.metrics = stats_metrics(tgt.leaf.stats, gold.leaf.stats)
+            rel = row.metrics.norm_rel_value
+            sev, reason = classify(from_norm_rel(rel), math.nan, t) if not math.isnan(rel) else (None, "")
+            if sev is not None:
+                row.result = sev
+                row.messages.append(f"{sev}: {reason}")
+        return
+    if isinstance(row.metrics, TensorMetrics):
+        sev, reason = classify(row.metrics, _scale(gold), t)
+        if sev is not None:
+            row.result = sev
+            row.messages.append(f"{sev}: {reason}")
+        elif row.metrics.message:
+            row.messages.append(row.metrics.message)
+    if tgt.requires_grad is not None and gold.requires_grad is not None and tgt.requires_grad != gold.requires_grad:
+        row.result = "error" if row.result == "error" else "warning"
+        row.messages.append("warning: requires_grad differs")
+
+
+def _as_tensor_metrics(m: TensorMetrics | StatsMetrics | None) -> TensorMetrics | None:
+    """Statistics-mode rows become tensor metrics carrying only a relative error, for attribution."""
+    if m is None or isinstance(m, TensorMetrics):
+        return m
+    rel = m.norm_rel_value
+    if math.isnan(rel):
+        return None
+    return from_norm_rel(rel)
+
+
+def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[str, Any],
+                  golden: Mapping[str, Any], mode: str,
+                  rows: list[Row], t: Thresholds, replay: bool) -> RankCompare:
+    """Build the target graph, put metrics on its nodes, attribute, and make the investigation."""
+    dump_file = td / "dump.json"
+    construct = msprobe.read_construct(td / "construct.json")
+    stacks = msprobe.read_stacks(td / "stack.json")
+    entries = [e for name, rec in data.items() if (e := msprobe.parse_entry(str(name), rec, dump_file)) is not None]
+    builder = Builder(entries, construct, stacks)
+    builder.build(None, None)
+    built = builder.finish(sum(1 for n in data if not PARAM_GRAD.match(str(n))) - len(entries))
+    graph = built.graph
+    by_entry: dict[str, list[Row]] = {}
+    for row in rows:
+        by_entry.setdefault(row.target.entry, []).append(row)
+    out_key = {leaf.key(): key for key, leaf in built.leaves.items() if leaf.key() is not None}
+    nodes: list[NodeCompare] = []
+    ref_keys: list[tuple[str, int]] = []
+    ref_leaves = []
+    params: list[ParamDiff] = []
+    for entry_name, nid in builder.ids.items():
+        erows = by_entry.get(entry_name, [])
+        outs = [r for r in erows if r.target.section == "output" and r.target.leaf is not None]
+        ins = [r for r in erows if r.target.section == "input" and r.target.leaf is not None]
+        for slot, r in enumerate(outs):
+            r.node, r.slot = nid, slot
+            if r.golden is not None and r.golden.leaf is not None and r.golden.leaf.stats is not None:
+                ref_keys.append((nid, slot))
+                ref_leaves.append(r.golden.leaf)
+        nodes.append(NodeCompare(nid, tuple(_as_tensor_metrics(r.metrics) for r in outs),
+                                 tuple(_scale(r.golden) for r in outs),
+                                 tuple(_as_tensor_metrics(r.metrics) for r in ins), None,
+                                 tuple(r.target.name for r in outs)))
+    seen_params: set[str] = set()
+    for row in rows:
+        if row.target.section == "parameters" and _differs(row):
+            diff = _param_diff(graph, row)
+            if diff.name not in seen_params:  # a module called n times lists its parameters n times
+                seen_params.add(diff.name)
+                params.append(diff)
+        elif row.node is None and row.target.leaf is not None and (k := out_key.get(row.target.leaf.key())):
+            row.node, row.slot = k
+    replay_op = None
+    if replay and mode == "tensor" and msprobe_tensors.torch_available():
+        from ascend_tui.offline.replay import replayer
+
+        replay_op = replayer(gd, data, golden, builder.ids)
+    verdicts = attribute(graph, nodes, t, replay_op)
+    for row in rows:
+        v = verdicts.get(row.node or "")
+        if v is not None and row.result in ("error", "warning") and row.target.section == "output":
+            row.attribution = v.attribution
+    reference = StatsTable()
+    if ref_keys:
+        reference.add_many(ref_keys, stats_rows(ref_leaves))
+    run = RunInfo(target=str(td), source="msprobe compare", checks=("precision",), dtype=msprobe.dominant_dtype(graph),
+                  reference=str(gd),
+                  device={"backend": "offline", "name": f"msprobe {header.get('framework', '')} dump".replace("  ", " "),
+                          "inf_nan_mode": None},
+                  extra={"task": header.get("task"), "mode": mode, "rank": td.name, "golden": str(gd),
+                         "thresholds": {k: getattr(t, k) for k in t.__slots__},
+                         "precision": {"columns": list(VIEW_COLUMNS), "rows": _view_rows(rows)}})
+    graph.name = f"msprobe compare {td.parent.name}/{td.name}"
+    inv = Investigation(graph, stats=built.stats, reference=reference, run=run,
+                        findings=[*findings(graph, verdicts, params), *_shape_findings(graph, rows)])
+    return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, {k: v for k, v in _stack_text(td).items()})
+
+
+def _shape_findings(graph: Any, rows: Sequence[Row]) -> list[Finding]:
+    """One error per node whose output has another shape on the golden side: the two runs are not the same model."""
+    out: dict[str, Finding] = {}
+    for r in rows:
+        if r.node is None or r.node in out or r.target.section != "output" or r.golden is None \
+                or not any("shape" in m for m in r.messages) or r.node not in graph:
+            continue
+        n = graph.node(r.node)
+        out[r.node] = Finding("precision", "shape-mismatch", "error", n.id, n.op_type, n.module, n.index,
+                              f"output {r.target.name} is {r.target.shape} here but {r.golden.shape} in the golden "
+                              "dump: the two runs do not compute the same thing", attribution="introduced",
+                              hint="compare dumps of the same model and inputs (or map names with --fuzzy)")
+    return list(out.values())
+
+
+def _differs(row: Row) -> bool:
+    """The two sides of a parameter row are not equal (by values, statistics or checksum)."""
+    m, t, g = row.metrics, row.target.leaf, row.golden.leaf if row.golden is not None else None
+    if isinstance(m, TensorMetrics):
+        return m.value("max_abs") > 0
+    if isinstance(m, StatsMetrics):
+        return any(isinstance(d, float) and d != 0 for d in (m.max_diff, m.min_diff, m.mean_diff, m.norm_diff))
+    return t is not None and g is not None and t.md5 is not None and g.md5 is not None and t.md5 != g.md5
+
+
+def _param_diff(graph: Any, row: Row) -> ParamDiff:
+    entry = row.target.entry
+    m = msprobe_compare.MODULE_NAME.match(entry)
+    module = m["path"] if m else ""
+    pname = row.target.name.rsplit(".parameters.", 1)[-1]
+    nid = f"param:{module}.{pname}" if module else f"param:{pname}"
+    consumers = [e.dst for e in graph.consumers(nid)] if nid in graph else graph.module_nodes(module)
+    index = min((graph.node(c).index for c in consumers if c in graph), default=-1)
+    if nid not in graph:
+        nid = consumers[0] if consumers else ""
+    metrics = row.metrics if isinstance(row.metrics, TensorMetrics) else \
+        _as_tensor_metrics(row.metrics) or from_norm_rel(math.nan)
+    return ParamDiff(nid, module, f"{module}.{pname}" if module else pname, metrics, index)
+
+
+def _cell(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return x
+
+
+def _view_rows(rows: Sequence[Row]) -> list[list[Any]]:
+    """Compact rows for the app's precision view (tensor rows that were compared)."""
+    out: list[list[Any]] = []
+    for r in rows:
+        if r.golden is None or r.target.leaf is None:
+            continue
+        m = r.metrics
+        vals: list[Any] = [N_A] * 5
+        if isinstance(m, TensorMetrics):
+            vals = [m.cosine, m.max_abs, m.max_rel, m.rmse, m.one_thousandth]
+        elif isinstance(m, StatsMetrics):
+            vals = [N_A, m.max_diff, m.norm_rel, N_A, N_A]
+        out.append([r.target.name, r.node, r.slot, *(_cell(v) for v in vals), r.result, r.attribution])
+    return out
+
+
+# -- across ranks ----------------------------------------------------------------------------------
+
+
+def summarize(ranks: Sequence[RankCompare]) -> dict[str, Any]:
+    """The first rank and op to diverge, and ranks whose error on an op is far from their peers'."""
+    firsts = []
+    for r in ranks:
+        f = r.first_introduced()
+        if f is not None:
+            firsts.append((f.index, r.rank, f))
+    summary: dict[str, Any] = {"ranks": len(ranks),
+                               "ranks_with_errors": sum(1 for r in ranks if r.first_introduced() is not None)}
+    if firsts:
+        index, rank, f = min(firsts, key=lambda x: (x[0], x[1]))
+        summary.update(first_rank=rank, first_node=f.node, first_index=index, first_severity=f.severity,
+                       first_kind=f.kind)
+    if len(ranks) > 2:
+        summary["outliers"] = _outliers(ranks)
+    return summary
+
+
+def _outliers(ranks: Sequence[RankCompare]) -> list[dict[str, Any]]:
+    """(rank, node) whose error measure is over threshold and 10x the median of the same node on other ranks."""
+    per_node: dict[str, dict[str, float]] = {}
+    for r in ranks:
+        for v in r.verdicts.values():
+            per_node.setdefault(v.node, {})[r.rank] = v.error
+        for node in r.inv.graph:
+            per_node.setdefault(node.id, {}).setdefault(r.rank, 0.0)
+    out = []
+    for node, errs in per_node.items():
+        if len(errs) < 3:
+            continue
+        values = np.array(list(errs.values()))
+        med = float(np.median(values))
+        for rank, e in errs.items():
+            if e > 0 and e > 10 * max(med, 1e-9) and any(rc.rank == rank and node in rc.verdicts for rc in ranks):
+                out.append({"rank": rank, "node": node, "error": e, "median": med})
+    return sorted(out, key=lambda d: -d["error"])[:50]
+

@@ -1,0 +1,421 @@
+"""Reader of ONNX models into an `OpGraph`: nodes, port-carrying edges, shapes, module paths and source lines.
+
+Module paths come from the `metadata_props` that `torch.onnx.export(dynamo=True)` writes
+(`pkg.torch.onnx.name_scopes`, `class_hierarchy`, `stack_trace`), else from the legacy
+exporter's `/attn/qkv/MatMul` node names, so they read like live capture's. External weights
+are never loaded; shape inference runs only where the exporter left tensor types out.
+"""
+
+from __future__ import annotations
+
+import threading
+from itertools import repeat
+from operator import attrgetter, itemgetter, methodcaller
+from pathlib import Path
+from typing import Any, cast
+
+from ascend_tui.errors import InputError
+from ascend_tui.evidence import SourceLocation, TensorMeta
+from ascend_tui.readers.graphs.torch_meta import NodeNameModules, literal_list, module_from_scopes, source_from_trace
+from ascend_tui.readers.base import FunctionReader
+from ascend_tui.graph.ids import IdMinter
+from ascend_tui.graph.opgraph import OpGraph, OpNode, op_nodes
+from ascend_tui.investigation import Investigation, RunInfo
+from ascend_tui.progress import Progress, check_cancel, paused_gc
+
+DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
+          9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 14: "complex64", 15: "complex128",
+          16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz",
+          21: "uint4", 22: "int4", 23: "float4_e2m1", 24: "float8_e8m0", 25: "uint2", 26: "int2",
+          27: "float6_e2m3", 28: "float6_e3m2"}
+_SUBGRAPH_OPS_ATTR = (5, 10)  # AttributeProto.GRAPH, GRAPHS
+_INFER_LIMIT = 2_000_000_000
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+_PLAIN_DOMAINS = frozenset({"", "ai.onnx"})
+_MISSING: Any = object()
+CHUNK = 1024  # protobuf entries read at a time (cancel and progress are checked between chunks of nodes)
+_FIELDS = attrgetter("name", "op_type", "domain", "input", "output", "metadata_props")
+_NAME, _TYPE = attrgetter("name"), attrgetter("type")
+_SERIALIZE = methodcaller("SerializeToString")
+_FIRST = itemgetter(0)
+_ALL = itemgetter(slice(None))
+_KEY_VALUE = attrgetter("key", "value")
+_UNTYPED = (None,)
+
+
+def sniff(path: Path) -> bool:
+    """Files named `*.onnx`."""
+    return path.suffix.lower() == ".onnx" and path.is_file()
+
+
+def _import_onnx() -> Any:
+    try:
+        import onnx
+    except ImportError:
+        raise InputError("", "reading ONNX models needs the onnx package (pip install 'ascend-tui[onnx]')") from None
+    return onnx
+
+
+def read_model(path: Path) -> Any:
+    """The `ModelProto` without external weights; anything unreadable becomes one `InputError` line."""
+    onnx = _import_onnx()
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except OSError as exc:
+        raise InputError(path, exc.strerror or str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
+        raise InputError(path, f"not an ONNX model ({type(exc).__name__}: {exc})".rstrip(": )") + ")") from None
+    if not model.HasField("graph") or len(model.graph.node) == 0:
+        raise InputError(path, "ONNX model has no graph nodes (is this an ONNX file?)")
+    return model
+
+
+def tensor_meta(type_proto: Any, cache: dict[tuple[int, tuple[int, ...]], TensorMeta] | None = None
+                ) -> TensorMeta | None:
+    """Shape (symbolic dims as -1) and dtype of a `TypeProto` holding a tensor; None for other types."""
+    if not type_proto.HasField("tensor_type"):
+        return None
+    tt = type_proto.tensor_type
+    shape = tuple(d.dim_value if d.dim_value or not d.dim_param else -1 for d in tt.shape.dim) \
+        if tt.HasField("shape") else ()
+    key = (tt.elem_type, shape)
+    if cache is not None and (hit := cache.get(key)) is not None:
+        return hit
+    meta = TensorMeta(shape, DTYPES.get(tt.elem_type, f"onnx_{tt.elem_type}"))
+    if cache is not None:
+        cache[key] = meta
+    return meta
+
+
+def _needs_inference(graph: Any) -> bool:
+    """True when the exporter typed fewer than half as many tensors as there are nodes."""
+    return len(graph.value_info) + len(graph.output) < len(graph.node) // 2
+
+
+class _OnnxBuilder:
+    """Walks the main graph and every If/Loop/Scan body, minting ids and resolving tensor names to producers.
+
+    Nodes are read a chunk at a time, column by column (`attrgetter` over the chunk, module paths per
+    unique name prefix, ids minted in one call, records built by `map`); only edges and the tensor
+    scope need a loop over nodes. A node with bodies ends its segment, so its bodies are walked
+    right after it, as the ids and positions of a one-node-at-a-time walk require.
+    """
+
+    def __init__(self, path: Path, cancel: threading.Event | None, progress: Progress | None) -> None:
+        self.path = path
+        self.cancel = cancel
+        self.progress = progress
+        self.minter = IdMinter()
+        self.nodes: list[OpNode] = []
+        # Edges by node position, as OpGraph keeps them: one (producer, consumer, out slot, in slot)
+        # tuple per edge, in the consumer's `ins` list and the producer's `outs` list.
+        self.ins: list[list[tuple[int, int, int, int]]] = []
+        self.outs: list[list[tuple[int, int, int, int]]] = []
+        self.types: dict[str, TensorMeta] = {}
+        self.singles: dict[str, tuple[TensorMeta]] = {}  # tensor name -> (its type,): one tuple per type
+        self.metas: dict[tuple[int, tuple[int, ...]], TensorMeta] = {}
+        self.by_bytes: dict[bytes, tuple[TensorMeta] | None] = {}  # a serialized TypeProto -> (its meta,)
+        self.module_of_head = NodeNameModules()
+        self.lists: dict[str, list[str]] = {}  # metadata list literal -> its items (read, never changed)
+        self.traces: dict[str, SourceLocation | None] = {}  # metadata stack trace -> its source location
+        self.unresolved: list[str] = []
+        self.without_module: list[int] = []  # positions of ops neither metadata nor name placed in a module
+        self.inherited = 0
+        self.with_metadata = 0
+        self.subgraphs = 0
+
+    def collect_types(self, graph: Any) -> None:
+        """Tensor types by name from the graph's inputs, outputs, value_info and initializers (ones already known
+        from an outer graph are replaced, as a body's own declarations shadow them)."""
+        by_bytes = self.by_bytes
+        types, singles = self.types, self.singles
+        for infos in (graph.input, graph.output, graph.value_info):
+            for start in range(0, len(infos), CHUNK):
+                chunk = infos[start:start + CHUNK]  # few protobuf wrappers alive at a time: each costs less
+                names, raws = list(map(_NAME, chunk)), list(map(_SERIALIZE, map(_TYPE, chunk)))
+                for raw in set(raws).difference(by_bytes):  # exporters repeat a few types many times
+                    meta = tensor_meta(chunk[raws.index(raw)].type, self.metas)
+                    by_bytes[raw] = None if meta is None else (meta,)
+                found = list(map(by_bytes.__getitem__, raws))
+                if None in found:  # not tensors (sequences, maps): no meta
+                    kept = [k for k, single in enumerate(found) if single is not None]
+                    names, found = [names[k] for k in kept], [found[k] for k in kept]
+                singles.update(zip(names, found))
+                types.update(zip(names, map(_FIRST, found)))
+        for init in graph.initializer:
+            if init.name not in types:
+                meta = TensorMeta(tuple(init.dims), DTYPES.get(init.data_type, "unknown"))
+                types[init.name] = meta
+                singles[init.name] = (meta,)
+
+    def placeholders(self, graph: Any, prefix: str, scope: dict[str, tuple[int, int]], parent_module: str) -> None:
+        for name in [i.name for i in graph.initializer] + [s.values.name for s in graph.sparse_initializer]:
+            nid = f"param:{prefix}{name}"
+            module = name.rsplit(".", 1)[0] if "." in name and not prefix else ""
+            self.place(scope, name, OpNode(nid, "param", module, -1, "param", outputs=(self.types.get(name),),
+                                           attrs={"name": name}))
+        for vi in graph.input:
+            if vi.name in scope:
+                continue  # old exporters list initializers as inputs too
+            self.place(scope, vi.name, OpNode(f"input:{prefix}{vi.name}", "input", parent_module, -1, "input",
+                                              outputs=(self.types.get(vi.name),), attrs={"name": vi.name}))
+
+    def place(self, scope: dict[str, tuple[int, int]], name: str, node: OpNode) -> None:
+        scope[name] = (len(self.nodes), 0)
+        self.nodes.append(node)
+        self.ins.append([])
+        self.outs.append([])
+
+    def walk(self, graph: Any, outer: list[dict[str, tuple[int, int]]], prefix: str, parent_module: str,
+             total: int) -> None:
+        scope: dict[str, tuple[int, int]] = {}  # tensor name -> (producer position, output slot)
+        self.placeholders(graph, prefix, scope, parent_module)
+        scope.pop("", None)  # "" is an optional input left out, never a tensor, even if an initializer is unnamed
+        scopes = [scope, *outer]
+        protos = graph.node
+        for start in range(0, len(protos), CHUNK):
+            check_cancel(self.cancel, "loading the ONNX model was cancelled")
+            if self.progress is not None:
+                self.progress("building graph", len(self.nodes), total)
+            chunk = protos[start:start + CHUNK]  # few protobuf wrappers alive at a time: each costs less
+            columns = list(zip(*map(_FIELDS, chunk)))  # every field is read once: each read builds an object
+            first = 0
+            for cut in self.with_bodies(chunk, columns[1], columns[2]):
+                self.add_ops([column[first:cut + 1] for column in columns], scopes, parent_module)
+                self.subgraphs_of(chunk[cut], self.nodes[-1], scopes, prefix, total)
+                first = cut + 1
+            if first < len(chunk):
+                self.add_ops([column[first:] for column in columns] if first else columns, scopes, parent_module)
+
+    @staticmethod
+    def with_bodies(chunk: list[Any], op_types: tuple[str, ...], domains: tuple[str, ...]) -> list[int]:
+        """Positions in `chunk` of the nodes holding graphs: If/Loop/Scan, and custom-domain ops that have some."""
+        if _CONTROL_FLOW.isdisjoint(op_types) and _PLAIN_DOMAINS.issuperset(domains):
+            return []
+        return [k for k, (node, op_type, domain) in enumerate(zip(chunk, op_types, domains))
+                if (op_type in _CONTROL_FLOW or domain not in _PLAIN_DOMAINS)
+                and any(a.type in _SUBGRAPH_OPS_ATTR for a in node.attribute)]
+
+    def add_ops(self, columns: list[tuple[Any, ...]], scopes: list[dict[str, tuple[int, int]]], parent_module: str
+                ) -> None:
+        """Add one segment of nodes (no bodies among them but maybe the last) from its `_FIELDS` columns."""
+        names, op_types, domains, input_fields, output_fields, metadata = columns
+        base, count = len(self.nodes), len(names)
+        inputs, outputs = list(map(_ALL, input_fields)), list(map(_ALL, output_fields))  # `field[:]`: lists of str
+        if any(metadata):
+            modules, classes, sources, attrs, placed = self.from_metadata(names, metadata)
+        else:
+            modules = self.module_of_head.of_all(names)
+            classes, sources = repeat(""), repeat(None)
+            attrs = [{"name": name} if name[:1] == "/" else {"name": name, "module_inferred": True}
+                     for name in names]
+            placed = None
+        if "" in modules:
+            for k in [k for k, module in enumerate(modules) if not module]:
+                if parent_module:
+                    modules[k] = parent_module
+                elif not (placed[k] if placed is not None else names[k][:1] == "/"):
+                    self.without_module.append(base + k)
+        if not _PLAIN_DOMAINS.issuperset(domains):
+            for k, domain in enumerate(domains):
+                if domain not in _PLAIN_DOMAINS:
+                    attrs[k]["domain"] = domain
+        ids = self.minter.mint_all(modules, [op or "op" for op in op_types] if "" in op_types else op_types)
+        types_get, singles_get = self.types.get, self.singles.get
+        # Spelled out for one and two tensors (most ops), where a call of map() per node costs more than the rest.
+        in_types = [(types_get(tensors[0]), types_get(tensors[1])) if len(tensors) == 2
+                    else singles_get(tensors[0], _UNTYPED) if len(tensors) == 1 else (*map(types_get, tensors),)
+                    for tensors in inputs]
+        out_types = [singles_get(tensors[0], _UNTYPED) if len(tensors) == 1 else (*map(types_get, tensors),)
+                     for tensors in outputs]
+        self.link(base, inputs, outputs, scopes)
+        self.nodes += op_nodes(ids, op_types, modules, range(base, base + count), repeat("op"), in_types, out_types,
+                               sources, repeat("forward"), classes, attrs)
+
+    def link(self, base: int, inputs: list[list[str]], outputs: list[list[str]],
+             scopes: list[dict[str, tuple[int, int]]]) -> None:
+        """Edges into each node from the producers its input names resolve to, then its outputs into scope."""
+        scope = scopes[0]
+        scope_get, ins, outs = scope.get, self.ins, self.outs
+        outs += [[] for _ in inputs]
+        for index, tensors, produced in zip(range(base, base + len(inputs)), inputs, outputs):
+            # One or two inputs made in this graph (most ops) spelled out; the rest in edges_into().
+            if len(tensors) == 2 and (a := scope_get(tensors[0])) is not None \
+                    and (b := scope_get(tensors[1])) is not None:
+                first, second = (a[0], index, a[1], 0), (b[0], index, b[1], 1)
+                ins.append([first, second])
+                outs[a[0]].append(first)
+                outs[b[0]].append(second)
+            elif len(tensors) == 1 and (a := scope_get(tensors[0])) is not None:
+                first = (a[0], index, a[1], 0)
+                ins.append([first])
+                outs[a[0]].append(first)
+            else:
+                ins.append(self.edges_into(index, tensors, scopes))
+            if len(produced) == 1:
+                if produced[0]:
+                    scope[produced[0]] = (index, 0)
+            else:
+                for slot, tensor in enumerate(produced):
+                    if tensor:
+                        scope[tensor] = (index, slot)
+
+    def edges_into(self, index: int, tensors: list[str], scopes: list[dict[str, tuple[int, int]]]
+                   ) -> list[tuple[int, int, int, int]]:
+        """The edges into node `index` from its input names, innermost scope first; names nothing made are noted."""
+        into: list[tuple[int, int, int, int]] = []
+        for slot, tensor in enumerate(tensors):
+            if not tensor:  # an optional input left out
+                continue
+            for sc in scopes:
+                src = sc.get(tensor)
+                if src is not None:
+                    break
+            else:
+                self.unresolved.append(tensor)
+                continue
+            edge = (src[0], index, src[1], slot)
+            into.append(edge)
+            self.outs[src[0]].append(edge)
+        return into
+
+    def from_metadata(self, names: tuple[str, ...], metadata: tuple[Any, ...]
+                      ) -> tuple[list[str], list[str], list[SourceLocation | None], list[dict[str, Any]], list[bool]]:
+        """(modules, module classes, sources, attrs, whether a module was named) of a segment where some nodes
+        carry the dynamo exporter's metadata_props; the others are placed by their names."""
+        modules, classes, sources, attrs, placed = [], [], [], [], []
+        module_of_head = self.module_of_head
+        for name, props in zip(names, metadata):
+            extra: dict[str, Any] = {"name": name}
+            if props:
+                module, module_class, source, has_module = self.node_metadata(props, extra)
+            else:
+                module, module_class, source = module_of_head[name.rpartition("/")[0]], "", None
+                has_module = name[:1] == "/"
+            if not has_module:
+                extra["module_inferred"] = True
+            modules.append(module)
+            classes.append(module_class)
+            sources.append(source)
+            attrs.append(extra)
+            placed.append(has_module)
+        return modules, classes, sources, attrs, placed
+
+    def node_metadata(self, props: Any, attrs: dict[str, Any]) -> tuple[str, str, SourceLocation | None, bool]:
+        """(module, module class, source, whether a module was named) from one node's metadata_props."""
+        meta = dict(map(_KEY_VALUE, props))
+        lists = self.lists  # an exporter repeats the same classes and stack traces over many nodes: parse each once
+        text = meta.get("pkg.torch.onnx.name_scopes") or ""
+        scopes_list = lists.get(text)
+        if scopes_list is None:
+            scopes_list = lists[text] = literal_list(text)
+        text = meta.get("pkg.torch.onnx.class_hierarchy") or ""
+        classes = lists.get(text)
+        if classes is None:
+            classes = lists[text] = literal_list(text)
+        module, module_class = module_from_scopes(scopes_list, classes)
+        text = meta.get("pkg.torch.onnx.stack_trace") or ""
+        source = self.traces.get(text, _MISSING)
+        if source is _MISSING:
+            source = self.traces[text] = source_from_trace(text)
+        if classes and classes[-1].startswith("aten."):
+            attrs["aten"] = classes[-1]
+        fx = meta.get("pkg.torch.onnx.fx_node", "")
+        if fx.startswith("%"):
+            attrs["aliases"] = [fx[1:].split(" ", 1)[0]]
+        self.with_metadata += bool(scopes_list)
+        return module, module_class, source, bool(scopes_list)
+
+    def subgraphs_of(self, node: Any, op: OpNode, scopes: list[dict[str, tuple[int, int]]], prefix: str,
+                     total: int) -> None:
+        """Walk the If/Loop/Scan bodies (and a custom domain's graph attributes) after their node."""
+        subs = [a for a in node.attribute if a.type in _SUBGRAPH_OPS_ATTR]
+        if not subs:
+            return
+        attrs = cast("dict[str, Any]", op.attrs)
+        attrs["subgraphs"] = [a.name for a in subs]  # the node's own attrs, so its record shows them
+        for a in subs:
+            bodies = [a.g] if a.type == 5 else list(a.graphs)
+            for k, body in enumerate(bodies):
+                self.subgraphs += 1
+                self.collect_types(body)
+                tag = f"{attrs['name'] or op.id}.{a.name}" + (f".{k}" if a.type == 10 else "")
+                self.walk(body, scopes, f"{prefix}{tag}/", op.module, total)
+
+    def inherit_modules(self) -> None:
+        """Nodes the optimizer made (no metadata) take the innermost module holding all their neighbours."""
+        nodes = self.nodes
+        for i in self.without_module:
+            n = nodes[i]
+            neighbours = [e[0] for e in self.ins[i]] + [e[1] for e in self.outs[i]]  # the order edges were made
+            known = [o for o in (nodes[x] for x in neighbours)
+                     if o.kind == "op" and not (o.attrs or {}).get("module_inferred")]
+            if not known:
+                continue
+            module = common_module([o.module for o in known])
+            owner = next((o for o in known if o.module == module), known[0])
+            nodes[i] = OpNode(n.id, n.op_type, module, n.index, n.kind, n.inputs, n.outputs, owner.source,
+                              n.phase, owner.module_class if owner.module == module else "", n.attrs)
+            self.inherited += 1
+
+
+def common_module(paths: list[str]) -> str:
+    """The innermost module path that holds every one of `paths` (`attn` for `attn.qkv` and `attn`)."""
+    split = [p.split(".") if p else [] for p in paths]
+    common: list[str] = []
+    for parts in zip(*split):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    return ".".join(common)
+
+
+def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:
+    """Read an ONNX model (weights stay on disk) into an `Investigation` with a graph and no evidence."""
+    with paused_gc():
+        return _load(Path(path), progress, cancel)
+
+
+def _load(path: Path, progress: Progress | None, cancel: threading.Event | None) -> Investigation:
+    path = Path(path)
+    if progress is not None:
+        progress("reading ONNX model", 0, None)
+    model = read_model(path)
+    graph = model.graph
+    inferred = False
+    if _needs_inference(graph) and model.ByteSize() < _INFER_LIMIT:
+        onnx = _import_onnx()
+        check_cancel(cancel, "loading the ONNX model was cancelled")
+        if progress is not None:
+            progress("inferring shapes", 0, None)
+        try:
+            model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+            graph = model.graph
+            inferred = True
+        except Exception:  # noqa: BLE001 - a model inference rejects still has a graph worth showing
+            inferred = False
+    builder = _OnnxBuilder(path, cancel, progress)
+    builder.collect_types(graph)
+    builder.walk(graph, [], "", "", len(graph.node))
+    builder.inherit_modules()
+    out = OpGraph(graph.name or path.stem)
+    try:
+        out.adopt(builder.nodes, builder.ins, builder.outs)
+    except ValueError as exc:
+        raise InputError(path, f"ONNX graph is malformed: {exc}") from None
+    notes: list[str] = []
+    if builder.unresolved:
+        notes.append(f"{len(builder.unresolved)} node inputs name tensors nothing produces "
+                     f"(e.g. {builder.unresolved[0]!r})")
+    opset = {imp.domain or "ai.onnx": imp.version for imp in model.opset_import}
+    run = RunInfo(target=str(path), source="onnx",
+                  device={"backend": "offline", "name": "ONNX model", "inf_nan_mode": None},
+                  extra={"producer": f"{model.producer_name} {model.producer_version}".strip(), "opset": opset,
+                         "ir_version": model.ir_version, "shape_inference": inferred,
+                         "nodes_with_module_metadata": builder.with_metadata,
+                         "modules_inherited_from_neighbours": builder.inherited, "subgraphs": builder.subgraphs,
+                         "outputs": [o.name for o in graph.output], "notes": notes})
+    return Investigation(out, run=run)
+
+
+READER = FunctionReader("ONNX model", sniff, load)

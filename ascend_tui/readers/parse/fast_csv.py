@@ -1,0 +1,508 @@
+"""Split a CSV into columns with numpy: quote parity finds the delimiters, a column is decoded only when asked.
+
+A million-row kernel table through the csv module costs a Python object per cell; here a block of
+the file is one uint8 array, every record's separators are found at once (commas and newlines
+outside quoted spans) and kept as small offsets, and a column is decoded on demand: numbers eight
+bytes at a time as uint64 words (SWAR digit parsing, exact for the short decimals profilers write),
+text hashed word by word into codes and checked byte-exactly against each code's first row.
+Anything irregular (too few fields, an odd quote) returns None so the caller can use the csv module,
+which names the bad record; a cell that is not a number returns None for that column only.
+"""
+
+from __future__ import annotations
+
+import mmap
+from typing import Iterator
+
+import numpy as np
+
+from ascend_tui.graph.profile import NO_START, Codes
+
+BLOCK = 4 * 1024 * 1024
+PAD = 16  # readable bytes after a block's last record, so an 8-byte word can be loaded at any field
+MAX_WIDTH = 2048
+GROUP = 8  # fields a record's offsets are anchored in
+SAMPLE = 4096  # rows whose distinct values are found first; the rest are looked up among them
+MISSING = (b"", b"N/A", b"NA", b"n/a", b"-", b"null", b"None")
+QUOTE, COMMA, NL, CR = ord('"'), ord(","), ord("\n"), ord("\r")
+
+_U = np.uint64
+_ONES, _HIGHS, _DOTS = _U(0x0101010101010101), _U(0x8080808080808080), _U(0x2E2E2E2E2E2E2E2E)
+_ZEROS, _SIXES, _NIBBLE = _U(0x3030303030303030), _U(0x0606060606060606), _U(0xF0F0F0F0F0F0F0F0)
+_POW10F = 10.0 ** np.arange(23)
+_MIX = np.random.default_rng(20261130).integers(1, 2**63 - 1, size=MAX_WIDTH // 8 + 1, dtype=np.int64).astype(
+    np.uint64) | np.uint64(1)  # odd multipliers, one a word of a cell
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
+_BYTE_INDEX = np.arange(MAX_WIDTH + 8, dtype=np.int32)
+
+
+def blocks(fh, first: bytes = b"", size: int = BLOCK) -> Iterator[np.ndarray]:  # type: ignore[no-untyped-def]
+    """Blocks of whole records (quote-aware), each a uint8 array ending with a newline, PAD readable bytes after.
+
+    Each block lives in its own anonymous memory map: untouched pages cost nothing and a block's
+    memory goes back to the system as soon as nothing reads it.
+    """
+    carry = first
+    marks = np.empty(0, bool)  # where the quotes are, reused block to block
+    while True:
+        buf = mmap.mmap(-1, len(carry) + size + PAD)
+        buf[:len(carry)] = carry
+        got = fh.readinto(memoryview(buf)[len(carry):len(carry) + size]) or 0
+        end = len(carry) + got
+        if not got:
+            if carry.strip(b"\r\n"):
+                tail = carry + (b"" if carry.endswith(b"\n") else b"\n")
+                last = mmap.mmap(-1, len(tail) + PAD)
+                last[:len(tail)] = tail
+                yield np.frombuffer(last, np.uint8, count=len(tail))
+            return
+        cut = buf.rfind(b"\n", 0, end)
+        if len(marks) < end:
+            marks = np.empty(end, bool)
+        odd = _quotes(buf, 0, cut, marks) & 1 if cut >= 0 else 0
+        while cut >= 0 and odd:  # that newline sits inside a quoted field: step back
+            prev = buf.rfind(b"\n", 0, cut)
+            odd ^= _quotes(buf, prev + 1, cut, marks) & 1
+            cut = prev
+        if cut < 0:
+            carry = buf[:end]
+            continue
+        carry = buf[cut + 1:end]
+        yield np.frombuffer(buf, np.uint8, count=cut + 1)
+
+
+def _quotes(buf: mmap.mmap, start: int, stop: int, marks: np.ndarray) -> int:
+    """How many `"` bytes buf[start:stop] holds (counted in place, `marks` as work space)."""
+    if stop <= start:
+        return 0
+    out = marks[:stop - start]
+    return int(np.count_nonzero(np.equal(np.frombuffer(buf, np.uint8, count=stop - start, offset=start), QUOTE,
+                                         out=out)))
+
+
+class Scratch:
+    """Work arrays reused from block to block (one set a thread): a fresh block-sized array costs its page faults."""
+
+    __slots__ = ("arrays",)
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def counting(self, n: int) -> np.ndarray:
+        """0, 1, ... n-1 as int32 (made once)."""
+        a = self.arrays.get("counting")
+        if a is None or len(a) < n:
+            a = self.arrays["counting"] = np.arange(max(n, 2 * len(a) if a is not None else 1 << 16), dtype=np.int32)
+        return a[:n]
+
+    def get(self, name: str, n: int, dtype: type = bool) -> np.ndarray:
+        a = self.arrays.get(name)
+        if a is None or len(a) < n:
+            a = self.arrays[name] = np.empty(max(n, BLOCK + PAD), dtype)
+        return a[:n]
+
+
+class Split:
+    """The fields of the records in one block: record i's field j spans `bounds(j)[0][i]` to `bounds(j)[1][i]`.
+
+    Where each field ends is kept relative to its record's start: the low byte of every offset
+    plus a uint16 anchor a GROUP of fields (when no group spans 256 bytes; whole offsets otherwise),
+    so the split costs about a fifth of the text it indexes and any column can be decoded later.
+    """
+
+    __slots__ = ("buf", "full", "row", "anchor", "delta", "n", "width", "ragged")  # delta: offsets or their low bytes
+
+    def __init__(self, buf: np.ndarray, row: np.ndarray, ends: np.ndarray, ragged: bool = False) -> None:
+        """`ends[i, j]`: where field j of record i ends in `buf`; `row[i]`: where record i starts."""
+        self.buf, self.row, self.ragged = buf, row, ragged
+        self.n, self.width = n, w = ends.shape
+        self.full = _padded(buf)
+        longest = int((ends[:, -1] - row).max()) if n else 0
+        rel = np.empty((n, w), np.uint16 if longest < 65536 else np.int64)
+        np.subtract(ends, row[:, None], out=rel, casting="unsafe")  # from the record's start
+        # kept as the low byte of each offset plus the offset where each GROUP of fields starts, when
+        # no group spans 256 bytes: a third less than uint16 offsets for every field
+        last = np.minimum(np.arange((w - 1) // GROUP + 1) * GROUP + GROUP - 1, w - 1)
+        tail = rel[:, last].astype(np.int64)  # where each group's last field ends
+        span = tail.copy()
+        span[:, 1:] -= tail[:, :-1]
+        if rel.dtype == np.uint16 and (int(span.max()) if n else 0) < 256:
+            # what a block keeps goes in a memory map of its own, apart from the split's short-lived arrays
+            # (interleaved on the heap they would leave it fragmented, a third more memory than needed)
+            keep = _Arena(n * 8 + n * (len(last) - 1) * 2 + n * w)
+            self.row = keep.take(row)
+            self.anchor: np.ndarray | None = keep.take(rel[:, last[:-1]].T)
+            self.delta = keep.take(rel.T, np.uint8)  # a field's offsets side by side: a column reads them at once
+        else:
+            self.anchor, self.delta = None, np.ascontiguousarray(rel.T)
+
+    @classmethod
+    def of(cls, buf: np.ndarray, width: int, need: int | None = None, scratch: Scratch | None = None) -> Split | None:
+        """Split `buf` into records of `width` fields; None when a record has fewer than `need` (default `width`)
+        or a quote is left open.
+
+        A record with more fields keeps its first `width`; one with fewer (but at least `need`) reads
+        the missing ones as empty cells.
+        """
+        need = width if need is None else need
+        size = len(buf)
+        scratch = scratch if scratch is not None else Scratch()
+        nlm = np.equal(buf, NL, out=scratch.get("nl", size))
+        sep = np.equal(buf, COMMA, out=scratch.get("sep", size))
+        sep |= nlm
+        quotes = np.flatnonzero(np.equal(buf, QUOTE, out=scratch.get("quote", size)))
+        if len(quotes) & 1:
+            return None
+        if len(quotes):  # no separator inside a quoted span (from an opening quote to its closing one)
+            lens = quotes[1::2] - quotes[0::2]
+            total = int(lens.sum())
+            offset = np.cumsum(lens) - lens
+            inside = np.repeat((quotes[0::2] - offset).astype(np.int32), lens)
+            inside += scratch.counting(total)
+            sep[inside] = False
+            del inside
+        del quotes
+        nl = np.flatnonzero(nlm)
+        del nlm
+        nl = nl[sep[nl]]  # the record ends: newlines outside quotes
+        pos = np.flatnonzero(sep)
+        del sep
+        # blank lines (a newline right after a newline, or after a lone \r) hold no record
+        prev = np.concatenate((np.array([-1], np.int64), nl[:-1]))
+        empty = (nl - prev == 1) | ((nl - prev == 2) & (buf[np.maximum(nl - 1, 0)] == CR))
+        if empty.any():
+            pos = pos[np.isin(pos, nl[empty], assume_unique=True, invert=True)]
+            nl = nl[~empty]
+        records = len(nl)
+        if records == 0:
+            return None
+        ragged = len(pos) != records * width or not np.array_equal(pos[width - 1::width], nl)
+        if ragged:
+            ends = np.searchsorted(pos, nl)  # index in pos of each record's newline
+            counts = np.diff(ends, prepend=-1)
+            if int(counts.min()) < need:
+                return None
+            firsts = ends - counts + 1
+            mat = pos[firsts[:, None] + np.minimum(np.arange(width)[None, :], counts[:, None] - 1)]
+        else:
+            mat = pos.reshape(records, width)
+        del pos
+        first = np.empty(records, np.int64)
+        first[0] = 0
+        first[1:] = nl[:-1] + 1
+        if empty.any():
+            while True:  # skip the blank lines before a record
+                blank = (first < mat[:, 0]) & ((buf[first] == NL) | (buf[first] == CR))
+                if not blank.any():
+                    break
+                first = np.where(blank, first + 1, first)
+        return cls(buf, first, mat, ragged)
+
+    def bounds(self, j: int, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of field j of every record, or of records `rows` (end excludes the delimiter and a CR
+        before the newline)."""
+        row = self.row if rows is None else self.row[rows]
+        start = row if j == 0 else self._end(j - 1, row, rows) + 1
+        end = self._end(j, row, rows)
+        if self.ragged:  # a padded field is empty; a short record's last field may end at its newline
+            start = np.minimum(start, end)
+            end = end - ((self.buf[end] == NL) & (self.buf[np.maximum(end - 1, 0)] == CR) & (end > start))
+        elif j == self.width - 1:
+            end = end - (self.buf[np.maximum(end - 1, 0)] == CR)
+        return start, end
+
+    def _end(self, j: int, row: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+        low = self.delta[j] if rows is None else self.delta[j, rows]
+        g = j // GROUP
+        if self.anchor is None or g == 0:  # whole offsets, or the first group (under 256 bytes)
+            return row + low
+        anchor = self.anchor[g - 1] if rows is None else self.anchor[g - 1, rows]
+        return row + anchor + (low - anchor.astype(np.uint8))  # the bytes past the anchor, modulo 256
+
+    def words(self) -> np.ndarray:
+        """The 8 bytes starting at every offset of the block (a strided view, no copy); `_load` reads them as uint64."""
+        return np.ndarray(shape=(len(self.full) - 7,), dtype="S8", buffer=self.full, strides=(1,))
+
+    def floats(self, j: int, rows: np.ndarray | None = None) -> np.ndarray | None:
+        """Column j (or its records `rows`) as float64, NaN for missing cells; None when a cell is not a number."""
+        s, e = self.bounds(j, rows)
+        lengths = e - s
+        out, ok, word = _short_decimals(self.words(), s, lengths)
+        if ok.all():
+            return out
+        bad = np.flatnonzero(~ok)
+        missing = _missing(word[bad], lengths[bad])
+        out[bad[missing]] = np.nan
+        bad = bad[~missing]
+        if not len(bad):
+            return out
+        rest = _general_floats(self.full, s[bad], e[bad])
+        if rest is None:
+            return None
+        out[bad] = rest
+        return out
+
+    def starts_ns(self, j: int, rows: np.ndarray | None = None) -> np.ndarray | None:
+        """Column j (µs with up to ns decimals, maybe a trailing TAB) as exact int64 ns; None for junk."""
+        s, e = self.bounds(j, rows)
+        m = _matrix(self.full, s, e)
+        if m is None:
+            return None
+        return _stamps(m)
+
+    def codes(self, j: int, rows: np.ndarray | None = None) -> Codes:
+        """Column j (or its records `rows`) as `Codes`: cells hashed a word at a time, each distinct value
+        decoded once (csv quoting undone)."""
+        s, e = self.bounds(j, rows)
+        n = len(s)
+        if n == 0:
+            return Codes()
+        lengths = e - s
+        longest = int(lengths.max())
+        if longest > MAX_WIDTH:
+            return Codes.of(self.cells(j, rows))
+        k_words = max(1, -(-longest // 8))
+        items = np.ndarray(shape=(len(self.full) - 8 * k_words + 1,), dtype=f"S{8 * k_words}", buffer=self.full,
+                           strides=(1,))
+        # each cell's bytes as k uint64 words (one gather a row), the bytes past its end cleared, then hashed
+        raw = items[np.minimum(s, len(items) - 1)].view(np.uint8).reshape(n, 8 * k_words)
+        if 8 * k_words <= 255:  # the bytes past each cell cleared (compared as bytes while cells are short)
+            raw *= _BYTE_INDEX[:8 * k_words].astype(np.uint8) < lengths.astype(np.uint8)[:, None]
+        else:
+            raw *= _BYTE_INDEX[:8 * k_words] < lengths[:, None]
+        m = raw.view("<u8")
+        x = m * _MIX[:k_words]
+        x ^= x >> _U(29)
+        h = x.sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _U(0x9E3779B97F4A7C15)
+        del x
+        found = _group(h)
+        if found is not None:
+            inverse, first = found
+            rep = first[inverse]
+            if not (np.array_equal(lengths, lengths[rep]) and np.array_equal(m, m[rep])):
+                found = None  # two values shared a hash: group the bytes themselves
+        del m
+        if found is None:
+            m = _matrix(self.full, s, e)
+            assert m is not None
+            _, first, inverse = np.unique(m.view(f"S{m.shape[1]}").ravel(), return_index=True, return_inverse=True)
+            inverse = inverse.reshape(-1)
+        else:
+            inverse, first = found
+        order = np.argsort(first, kind="stable")  # values in order of first appearance
+        rank = np.empty(len(order), np.int32)
+        rank[order] = np.arange(len(order), dtype=np.int32)
+        values = [_unquote(self.full[s[k]:e[k]].tobytes()) for k in first[order]]
+        codes = rank[inverse]
+        if len(set(values)) < len(values):  # e.g. `x` and `"x"` are one value
+            index = {v: i for i, v in enumerate(dict.fromkeys(values))}
+            codes = np.array([index[v] for v in values], np.int32)[codes]
+            values = list(index)
+        return Codes(codes, values)
+
+    def cells(self, j: int, rows: np.ndarray | None = None) -> list[str]:
+        """Column j as strings, one Python object a cell (the slow path, for exact error messages)."""
+        s, e = self.bounds(j, rows)
+        full = self.full
+        return [_unquote(full[a:b].tobytes()) for a, b in zip(s.tolist(), e.tolist())]
+
+
+class _Arena:
+    """Arrays copied one after another into an anonymous memory map (8-byte items first, for alignment)."""
+
+    __slots__ = ("mem", "used")
+
+    def __init__(self, size: int) -> None:
+        self.mem, self.used = mmap.mmap(-1, max(size, 1)), 0
+
+    def take(self, a: np.ndarray, dtype: type | None = None) -> np.ndarray:
+        dt = np.dtype(dtype or a.dtype)
+        out = np.frombuffer(self.mem, dt, count=a.size, offset=self.used).reshape(a.shape)
+        out[...] = a  # a cast to a narrower dtype keeps the low bytes
+        self.used += a.size * dt.itemsize
+        return out
+
+
+def _padded(buf: np.ndarray) -> np.ndarray:
+    """`buf` and the PAD bytes after it as one array (a copy only when `buf` does not own them)."""
+    base = buf.base
+    if isinstance(base, (bytes, bytearray, memoryview, mmap.mmap)):
+        whole = np.frombuffer(base, np.uint8)
+        if whole.ctypes.data == buf.ctypes.data and len(whole) >= len(buf) + PAD:
+            return whole
+    out = np.zeros(len(buf) + PAD, np.uint8)
+    out[:len(buf)] = buf
+    return out
+
+
+def _group(h: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(index of each row's value, first row of each value) for hashes `h`; distinct values found in a sample first."""
+    head = h[:SAMPLE]
+    cand, first = np.unique(head, return_index=True)
+    at = np.minimum(np.searchsorted(cand, h), len(cand) - 1)
+    hit = cand[at] == h
+    if hit.all():
+        return at, first
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    return inverse.reshape(-1), first
+
+
+def _load(words: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The little-endian uint64 at each offset `at` (offsets inside the block: PAD bytes follow it)."""
+    return words[at].view("<u8")
+
+
+_MISSING_WORDS = [(len(m), int.from_bytes(m, "little")) for m in MISSING if len(m) <= 8]
+
+
+def _missing(word: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Which cells (their first 8 bytes as `word`, the rest cleared) are one of MISSING (`N/A`, `NA`, empty...)."""
+    out = np.zeros(len(word), bool)
+    for n, w in _MISSING_WORDS:
+        out |= (lengths == n) & (word == _U(w))
+    return out
+
+
+def _parse8(x: np.ndarray, digits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(value, ok) of the `digits` (uint64, 0..8) ASCII digits in the low bytes of each word; ok: all are digits.
+
+    The digits are shifted to the top of the word with '0's below them, then paired up by three
+    multiplications (8 digits -> 4 two-digit -> 2 four-digit -> 1 number).
+    """
+    bits = digits << _U(3)
+    x = (x << (_U(64) - bits)) | (_ZEROS >> bits)  # a shift by 64 gives 0 in numpy
+    ok = ((x & _NIBBLE) == _ZEROS) & (((x + _SIXES) & _NIBBLE) == _ZEROS)
+    x = ((x & _U(0x0F0F0F0F0F0F0F0F)) * _U(2561)) >> _U(8)
+    x = ((x & _U(0x00FF00FF00FF00FF)) * _U(6553601)) >> _U(16)
+    x = ((x & _U(0x0000FFFF0000FFFF)) * _U(42949672960001)) >> _U(32)
+    return x, ok
+
+
+def _low_bytes(n: np.ndarray) -> np.ndarray:
+    """A mask of the low `n` (uint64, 0..8) bytes of a word."""
+    return (_U(1) << (n << _U(3))) - _U(1)  # n = 8: 1 << 64 is 0, minus 1 is all ones
+
+
+def _short_decimals(words: np.ndarray, s: np.ndarray, lengths: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(float64, ok, the cell's word) for cells of one to eight bytes that are digits with at most one dot,
+    exactly as `float()` reads them (an integer under 10^8 over a power of ten is correctly rounded)."""
+    n = np.minimum(lengths, 8).view(np.uint64)  # lengths are never negative
+    keep = _low_bytes(n)
+    word = _load(words, s) & keep
+    x = word | ~keep  # bytes past the cell become 0xFF: never a dot or a digit
+    y = x ^ _DOTS
+    t = (y - _ONES) & ~y & _HIGHS  # the lowest flagged byte is the first dot
+    b = (t & (~t + _U(1))) >> _U(7)  # 1 in the dot's byte, 0 without a dot
+    dot = (b != 0).astype(np.uint64)
+    p = (b * _U(0x0001020304050607)) >> _U(56)  # the dot's byte index
+    below = b - _U(1)  # the bytes before the dot (all of them without one)
+    x = (x & below) | ((x >> _U(8)) & ~below)  # the dot taken out
+    digits = n - dot
+    value, ok = _parse8(x, digits)
+    ok &= ((lengths - 1).view(np.uint64) < _U(8)) & (digits != _U(0))  # 1 to 8 bytes, a digit among them
+    return value.astype(np.float64) / _POW10F[(n - _U(1) - p) * dot], ok, word
+
+
+def _matrix(full: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
+    """Cells s..e as an (n, W) uint8 matrix, NUL-padded; None when a cell is wider than MAX_WIDTH."""
+    lengths = e - s
+    n = len(s)
+    w = max(int(lengths.max()) if n else 0, 1)
+    if w > MAX_WIDTH:
+        return None
+    size = len(full)
+    # every offset of the buffer as a w-byte string: a column is one 1-D fancy index
+    items = np.ndarray(shape=(size - w + 1,), dtype=f"S{w}", buffer=full, strides=(1,))
+    tail = s + w > size
+    if tail.any():
+        m = np.zeros((n, w), np.uint8)
+        m[~tail] = items[s[~tail]].view(np.uint8).reshape(-1, w)
+        for i in np.flatnonzero(tail):
+            cell = full[s[i]:e[i]]
+            m[i, :len(cell)] = cell
+    else:
+        m = items[s].view(np.uint8).reshape(n, w)
+    if n and int(lengths.min()) < w:
+        m = np.where(np.arange(w, dtype=np.int32)[None, :] < lengths[:, None], m, np.uint8(0))
+    return m
+
+
+def _general_floats(full: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
+    """Cells s..e as float64 through numpy's string conversion (signs, exponents, quotes, `N/A`); None for junk."""
+    m = _matrix(full, s, e)
+    if m is None:
+        return None
+    arr = m.view(f"S{m.shape[1]}").ravel()
+    arr = np.char.strip(arr, b' \t\r"')
+    missing = np.isin(arr, MISSING)
+    if missing.any():
+        arr = arr.copy()
+        arr[missing] = b"nan"
+    try:
+        return arr.astype(np.float64)
+    except ValueError:
+        return None
+
+
+def _stamps(m: np.ndarray) -> np.ndarray | None:
+    """Cells of µs with up to ns decimals (maybe a trailing TAB) as exact int64 ns; None for junk."""
+    uniform = _uniform_stamps(m)
+    if uniform is not None:
+        return uniform
+    n, w = m.shape
+    digit = (m >= 48) & (m <= 57)
+    dot = m == ord(".")
+    blank = (m == 0) | (m == 9) | (m == 32) | (m == CR)
+    col = np.arange(w)[None, :]
+    has_dot = dot.any(axis=1)
+    dotpos = np.where(has_dot, dot.argmax(axis=1), np.where(blank.all(axis=1), 0, (~blank).sum(axis=1)))
+    arr = m.view(f"S{w}").ravel()
+    missing = np.isin(np.char.strip(arr, b' \t\r"'), MISSING)
+    ok = digit | dot | blank
+    if not (ok.all(axis=1) | missing).all() or (dot.sum(axis=1) > 1).any():
+        return None
+    d = (m.astype(np.int64) - 48) * digit
+    power = dotpos[:, None] - 1 - col
+    whole_mask = (power >= 0) & digit
+    if (power[whole_mask] > 18).any():
+        return None
+    whole = (d * _POW10[np.clip(power, 0, 18)] * whole_mask).sum(axis=1)
+    frac = np.zeros(n, np.int64)
+    for k, scale in ((1, 100), (2, 10), (3, 1)):
+        c = np.minimum(dotpos + k, w - 1)
+        inside = has_dot & (dotpos + k < w)
+        dig = np.take_along_axis(d, c[:, None], axis=1)[:, 0]
+        isd = np.take_along_axis(digit, c[:, None], axis=1)[:, 0]
+        frac += np.where(inside & isd, dig * scale, 0)
+    out = whole * 1000 + frac
+    out[missing] = NO_START
+    return out
+
+
+def _uniform_stamps(m: np.ndarray) -> np.ndarray | None:
+    """The common case in one pass: every cell is digits, a dot at one column, three or more decimals, then blanks."""
+    n, w = m.shape
+    if n == 0:
+        return None
+    dots = np.flatnonzero(m[0] == 46)
+    if len(dots) != 1:
+        return None
+    p = int(dots[0])
+    if p == 0 or p > 18 or p + 4 > w or not (m[:, p] == 46).all():
+        return None
+    whole, frac = m[:, :p], m[:, p + 1:p + 4]
+    if not (((whole >= 48) & (whole <= 57)).all() and ((frac >= 48) & (frac <= 57)).all()):
+        return None
+    rest = m[:, p + 4:]
+    if not (((rest >= 48) & (rest <= 57)) | (rest == 0) | (rest == 9) | (rest == 32) | (rest == CR)).all():
+        return None
+    return np.ascontiguousarray(whole).view(f"S{p}").ravel().astype(np.int64) * 1000 + \
+        np.ascontiguousarray(frac).view("S3").ravel().astype(np.int64)
+
+
+def _unquote(raw: bytes) -> str:
+    text = raw.decode("utf-8", errors="replace")
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        text = text[1:-1].replace('""', '"')
+    return text.strip()
