@@ -37,7 +37,8 @@ def add_parser(sub: Any) -> None:
                 "finding (a regression against --baseline is one)", save="save the investigation for `ascend-tui open`",
                 markdown="write the Markdown report")
     add_gate_options(p, baseline_help="an earlier profile (folder, trace, CSV or model file) to diff against, "
-                     "regressions first; a step slower than --max-slowdown is an error")
+                     "regressions first, a step slower than --max-slowdown is an error; or an earlier --json "
+                     "report (only findings it did not have fail)")
     p.add_argument("--open", action="store_true", help="browse the profile in the app afterwards")
     p.add_argument("--device", default="auto", help="live runs: auto|cpu|cuda|npu")
     p.add_argument("--steps", type=int, default=3, help="live runs: profiled steps after warm-up")
@@ -49,14 +50,17 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The `profile` command: read or run, diff against the baseline, print, write, and open the app if asked."""
+    from ascend_tui.gate import is_report
+
     check_outputs(args, [args.target, args.baseline, args.graph])
     if args.steps < 1 or args.warmup < 0:
         raise InputError("--steps", "needs --steps >= 1 and --warmup >= 0")
     progress = ProgressLine(sys.stderr, args.quiet)
     try:
         inv = load_profile(args.target, args, progress)
+        # a profile baseline is read as the target is (live or offline); a report one is the gate's to read
         base = load_profile(args.baseline, argparse.Namespace(**{**vars(args), "graph": None}), progress) \
-            if args.baseline else None
+            if args.baseline and not is_report(args.baseline) else None
     finally:
         progress.done()
     code = finish(inv, args, before=lambda out: print_summary(inv, out, args.top), baseline=base)
