@@ -107,12 +107,11 @@ def test_sanitize_log_goes_through_the_same_gate(fixtures: Path, tmp_path: Path)
 
 def test_every_reporting_subcommand_offers_the_same_outputs_and_gate() -> None:
     import argparse
-    import importlib
 
-    from ascend_tui.cli.main import SUBCOMMANDS, build_parser
+    from ascend_tui.cli.main import SUBCOMMANDS, build_parser, subcommand
 
     for command in SUBCOMMANDS:
-        module = importlib.import_module(f"ascend_tui.cli.{SUBCOMMANDS[command]}")
+        module = subcommand(command)
         assert callable(module.add_parser) and callable(module.run), command
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     flags = {name: {o for a in p._actions for o in a.option_strings} for name, p in sub.choices.items()}
@@ -120,3 +119,18 @@ def test_every_reporting_subcommand_offers_the_same_outputs_and_gate() -> None:
     for command in ("check", "triage", "compare", "profile", "sanitize"):
         assert common <= flags[command], (command, common - flags[command])
     assert "--csv" in flags["compare"]
+
+
+def test_a_run_imports_only_the_module_of_its_subcommand() -> None:
+    import ast
+    import subprocess
+    import sys
+
+    code = ("import sys, contextlib, io\nfrom ascend_tui.cli.main import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    main(['devices'])\n"
+            "print(sorted(m for m in sys.modules if m.startswith('ascend_tui.cli.')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    loaded = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert "ascend_tui.cli.devices" in loaded
+    assert not {"ascend_tui.cli.check", "ascend_tui.cli.compare", "ascend_tui.cli.profile"} & set(loaded), loaded

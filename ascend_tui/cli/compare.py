@@ -18,8 +18,7 @@ if TYPE_CHECKING:
 
 def add_parser(sub: Any) -> None:
     """Register the `compare` subcommand on the CLI's subparsers."""
-    cmp = sub.add_parser("compare", help="compare two msprobe dumps (target vs golden) as `msprobe compare` "
-                         "does, and say which operator introduces the error")
+    cmp = sub.add_parser("compare")
     cmp.add_argument("target", help="msprobe dump of the run under test (root, step folder, rank folder, dump.json)")
     cmp.add_argument("golden", help="msprobe dump of the reference run, same layout")
     add_outputs(cmp, csv="write msprobe's compare CSV columns plus Attribution (one file per rank, PATH_rankN.csv, "

@@ -7,7 +7,7 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    demo = sub.add_parser("demo", help="open the app on a bundled sample with findings in every view")
+    demo = sub.add_parser("demo")
     demo.add_argument("--theme", default=None)
 
 

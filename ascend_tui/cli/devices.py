@@ -9,7 +9,7 @@ from ascend_tui.cli.exits import EXIT_CLEAN
 
 
 def add_parser(sub: Any) -> None:
-    sub.add_parser("devices", help="which device backends work on this machine")
+    sub.add_parser("devices")
 
 
 def run(_args: argparse.Namespace) -> int:

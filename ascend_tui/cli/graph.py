@@ -24,8 +24,7 @@ _TOP_TYPES = 12
 
 
 def add_parser(sub: Any) -> None:
-    graph = sub.add_parser("graph", help="summarize a graph file (ONNX, .pt2, GE dump, MindSpore IR, msprobe "
-                           "dump or .vis.db) and export it as node-link JSON, without torch")
+    graph = sub.add_parser("graph")
     graph.add_argument("path", help="the graph source")
     graph.add_argument("evidence", nargs="*", help="dumps, profiles or sanitizer logs to lay on it by operator name")
     # not a report: the graph itself as node-link JSON (what `check --json` writes is the report)

@@ -10,7 +10,7 @@ from ascend_tui.errors import InputError
 
 
 def add_parser(sub: Any) -> None:
-    op = sub.add_parser("open", help="open model files, investigations, dumps or logs in the app")
+    op = sub.add_parser("open")
     op.add_argument("paths", nargs="*", help="model.py, *.atui.json, an msprobe dump folder, a sanitizer log")
     op.add_argument("--theme", default=None, help="theme name: dark, light, high-contrast, ansi-dark, ansi-light, ...")
     op.add_argument("--follow", action="store_true",

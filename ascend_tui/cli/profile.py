@@ -28,8 +28,7 @@ if TYPE_CHECKING:
 
 def add_parser(sub: Any) -> None:
     """The `profile` subcommand's arguments."""
-    p = sub.add_parser("profile", help="where the time goes: a profiler folder, trace or kernel CSV offline, "
-                                       "or a model file profiled live")
+    p = sub.add_parser("profile")
     p.add_argument("target", help="*_ascend_pt / PROF_* / OPPROF_* folder, cluster folder, kernel_details.csv, "
                                   "trace JSON, or path/to/model.py[:factory]")
     p.add_argument("--graph", metavar="PATH", help="an investigation or graph to map kernels onto (by op name)")

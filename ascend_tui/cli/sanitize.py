@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TextIO
@@ -39,8 +36,7 @@ LIVE_HINT = "to check a model without one, run the live sanitizer: ascend-tui ch
 
 
 def add_parser(sub: Any) -> None:
-    san = sub.add_parser("sanitize", help="turn a msSanitizer / compute-sanitizer log into a report, "
-                         "or run a command under the sanitizer")
+    san = sub.add_parser("sanitize")
     san.add_argument("--log", metavar="PATH", help="an existing sanitizer log")
     san.add_argument("--graph", metavar="PATH", help="an investigation or graph file to map events onto")
     add_outputs(san, "json", "save", "junit", "markdown", json="write the report")
@@ -56,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
 def run_sanitize(args: Any, progress: Progress | None = None) -> Investigation:
     """`--log PATH` or `-- COMMAND`, optionally mapped onto `--graph PATH`; the investigation to report."""
+    import shlex
+
     from ascend_tui.readers.sanitizer.log import investigation_from_log, parse_file
 
     cmd = list(getattr(args, "cmd", None) or [])
@@ -99,6 +97,8 @@ def load_graph(path: str, progress: Progress | None = None) -> Investigation:
 
 def find_tool(choice: str = "auto", env: Mapping[str, str] | None = None) -> tuple[str, str]:
     """(tool name, executable) of the sanitizer to run: msSanitizer first (NPU hosts), then compute-sanitizer."""
+    import shutil
+
     env = os.environ if env is None else env
     names = TOOLS if choice == "auto" else (choice,)
     for name in names:
@@ -123,6 +123,9 @@ def run_command(
     env: Mapping[str, str] | None = None,
 ) -> tuple[Investigation, int]:
     """Run `cmd` under the sanitizer with the caching allocator off; (investigation, exit status)."""
+    import shlex
+    import subprocess
+
     from ascend_tui.readers.sanitizer.log import SanitizerParser, investigation_from_log
 
     name, exe = find_tool(tool, env)

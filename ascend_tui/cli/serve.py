@@ -7,7 +7,7 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    serve = sub.add_parser("serve", help="the same app in a browser via textual-serve, on localhost")
+    serve = sub.add_parser("serve")
     serve.add_argument("paths", nargs="*")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--host", default="localhost")

@@ -40,3 +40,16 @@ def run_options(args: argparse.Namespace, **fields: Any) -> Any:
     return RunOptions(**checks, device=args.device, dtype=args.dtype,
                       reference=None if args.reference == "none" else args.reference, iterations=args.iterations,
                       backward=args.backward, **fields)
+
+
+def check_settings(args: argparse.Namespace) -> None:
+    """Refuse bad --checks and --iterations without importing the live runner (an offline report needs neither)."""
+    from ascend_tui.investigation import CHECK_NAMES
+
+    names = [n.strip() for n in str(getattr(args, "checks", "") or "").split(",") if n.strip()]
+    if names not in ([], ["none"], ["all"]):
+        for name in names:
+            if name not in CHECK_NAMES:
+                raise InputError("--checks", f"unknown check {name!r} (choose from {', '.join(CHECK_NAMES)}, all, none)")
+    if args.iterations < 1:
+        raise InputError("--iterations", "must be at least 1")

@@ -13,7 +13,7 @@ from ascend_tui.cli.settings import add_run_settings, run_options
 
 
 def add_parser(sub: Any) -> None:
-    tri = sub.add_parser("triage", help="every check that applies, in order, and one story from symptom to cause")
+    tri = sub.add_parser("triage")
     tri.add_argument("targets", nargs="+", help="a model file (path/to/model.py[:factory]), or artifacts: msprobe "
                      "dumps, sanitizer logs, profiler folders, graphs, saved runs (the first one's graph carries the rest)")
     add_run_settings(tri, checks=None, iterations=2)
