@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.done()
     inv = result.investigation
+    inv.sections["ranks"] = {**result.summary, "per_rank": [_rank_json(r) for r in result.ranks]}
 
     def write_csv(base: Path) -> None:
         from ascend_tui.readers.msprobe.rows import write_csv as write_rows
@@ -87,7 +88,7 @@ def csv_paths(base: Path, ranks: list[str]) -> list[Path]:
 
 
 def run_compare(args: argparse.Namespace, progress: Progress) -> Any:
-    """The compare the arguments ask for; its cross-rank summary is left on the investigation as `ranks`."""
+    """The compare the arguments ask for (`run` leaves its cross-rank summary on the investigation as `ranks`)."""
     from ascend_tui.offline.compare import compare
 
     for p in (args.target, args.golden):
@@ -97,7 +98,6 @@ def run_compare(args: argparse.Namespace, progress: Progress) -> Any:
         raise InputError("--workers", "must be at least 1")
     result = compare(Path(args.target), Path(args.golden), fuzzy=args.fuzzy, thresholds=thresholds(args.threshold),
                      workers=args.workers, scheduler=args.scheduler, replay=not args.no_replay, progress=progress)
-    result.investigation.sections["ranks"] = {**result.summary, "per_rank": [_rank_json(r) for r in result.ranks]}
     return result
 
 
