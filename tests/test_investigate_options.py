@@ -62,6 +62,25 @@ def test_as_run_options_sorts_fields_from_knobs() -> None:
     assert as_run_options(checks="memory").checks == ("memory",)
 
 
+def test_a_misspelt_setting_is_a_type_error_but_a_custom_check_passes_its_own_knobs() -> None:
+    with pytest.raises(TypeError, match="'inf_nan_mod'.*check setting"):
+        as_run_options({"inf_nan_mod": False})
+    with pytest.raises(TypeError, match="'no_such_option'"):
+        as_run_options(no_such_option=1)
+    assert as_run_options(settings={"my_knob": 1}).setting("my_knob") == 1
+
+
+def test_known_settings_cover_every_setting_the_live_checks_read() -> None:
+    import re
+    from pathlib import Path
+
+    from ascend_tui.live.options import KNOWN_SETTINGS
+
+    live = Path(__file__).resolve().parents[1] / "ascend_tui" / "live"
+    read = {m for p in live.glob("*.py") for m in re.findall(r'setting\("(\w+)"', p.read_text())}
+    assert read and read <= KNOWN_SETTINGS, read - KNOWN_SETTINGS
+
+
 @pytest.mark.parametrize("bad", [["overflow"], "overflow", 3, {1: True}])
 def test_anything_else_is_a_type_error_that_says_what_it_takes(bad: Any) -> None:
     with pytest.raises(TypeError, match="RunOptions|setting names"):
