@@ -41,7 +41,7 @@ def add_parser(sub: Any) -> None:
 
 def load_profile(target: str, args: argparse.Namespace, progress: Progress | None = None) -> Investigation:
     """The investigation of `target`: read offline when it is an artifact, profiled live when it is a model file."""
-    from ascend_tui.readers import open_path
+    from ascend_tui.offline.open import open_path
 
     from ascend_tui.live.targets import split_spec
 

@@ -20,7 +20,7 @@ from ascend_tui.errors import InputError
 import ascend_tui.readers.profiler.trace as chrome_trace
 import ascend_tui.readers.profiler.csv_tables as profiler_csv
 import ascend_tui.readers.profiler.memory as profiler_memory
-from ascend_tui.offline.profile import merge_memory, profile_investigation
+from ascend_tui.readers.profiler.investigation import merge_memory, profile_investigation
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.progress import Progress
 from ascend_tui.graph.profile import Codes, KernelTable, Profile
