@@ -1,7 +1,7 @@
 """Work items on local processes or on a dask.distributed scheduler, results in submission order.
 
 Every fan-out of the package goes through `run`: the tensor pairs of an msprobe compare
-(`offline/compare_tensors.py`) and the rank folders of a cluster profile (`offline/cluster.py`).
+(`offline/compare_tensors.py`) and the rank folders of a cluster profile (`offline/profile_cluster.py`).
 Local work runs on a forked process pool where fork exists (workers start in milliseconds); with a
 scheduler address it goes to the dask.distributed workers there, which must see the same paths.
 """

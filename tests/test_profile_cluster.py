@@ -9,7 +9,7 @@ import pytest
 
 from ascend_tui.cli.main import main
 from ascend_tui.offline.open import kind_of, open_path
-from ascend_tui.offline.cluster import load_cluster
+from ascend_tui.offline.profile_cluster import load_cluster
 from tests.conftest import FIXTURES
 
 PROF = FIXTURES / "profiler"

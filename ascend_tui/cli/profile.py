@@ -76,7 +76,7 @@ def profile_target(spec: str, *, device: str = "auto", steps: int = 3, warmup: i
 
 
 def _cluster(path: Path, args: argparse.Namespace) -> Investigation:
-    from ascend_tui.offline.cluster import load_cluster
+    from ascend_tui.offline.profile_cluster import load_cluster
 
     return load_cluster(path, scheduler=args.scheduler)
 

@@ -16,11 +16,11 @@ from ascend_tui.live.capture import dtype_name
 from ascend_tui.live.context import LiveCheck, LiveContext, Run, guarded, model_dtype, prepare, torch_dtype
 from ascend_tui.live.device import select
 from ascend_tui.live.options import RunOptions
-from ascend_tui.live.overflow_live import OverflowCheck
-from ascend_tui.live.precision_live import PrecisionCheck
+from ascend_tui.live.overflow import OverflowCheck
+from ascend_tui.live.precision import PrecisionCheck
 from ascend_tui.live.profile import ProfileCheck
 from ascend_tui.live.recording import capture
-from ascend_tui.live.sanitize import MemoryCheck
+from ascend_tui.live.memory import MemoryCheck
 from ascend_tui.plugins import CHECKS as CHECKS_GROUP
 from ascend_tui.plugins import Plugin, plugins
 from ascend_tui.progress import Progress

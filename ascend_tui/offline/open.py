@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
     from ascend_tui.progress import Progress
 
-CLUSTER = LazyReader("cluster profile", "ascend_tui.offline.cluster:READER")
+CLUSTER = LazyReader("cluster profile", "ascend_tui.offline.profile_cluster:READER")
 
 # reader name -> the analysis (`module:function`, Investigation -> Investigation) that adds its findings
 ANALYSES = {

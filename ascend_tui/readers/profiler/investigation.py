@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ascend_tui.graph.kernels import kernel_graph
+from ascend_tui.graph.profile_kernels import kernel_graph
 from ascend_tui.investigation import Investigation, RunInfo
 
 if TYPE_CHECKING:
