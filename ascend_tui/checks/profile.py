@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ascend_tui.graph.profile_kernels import CATEGORIES, categories, category_of, unique_rows  # noqa: F401 - the model's, summed here
+from ascend_tui.graph.profile_kernels import CATEGORIES, categories, category_of, unique_rows  # noqa: F401
 from ascend_tui.graph.profile import Codes, KernelTable, StepTime
 
 GROUP_BY = ("type", "name", "module", "category", "core")

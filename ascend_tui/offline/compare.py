@@ -22,7 +22,7 @@ from ascend_tui.checks.precision import (
 from ascend_tui.checks.precision_attribution import NodeCompare, ParamDiff, Verdict, attribute, findings
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding, StatsTable
-from ascend_tui.readers.msprobe import dump as msprobe
+from ascend_tui.readers.msprobe import dump
 from ascend_tui.offline import compare_rows, compare_tensors
 from ascend_tui.offline.compare_rows import Item, Row
 from ascend_tui.readers.msprobe.tensors import torch_available
@@ -77,13 +77,13 @@ def _mode(header: Mapping[str, Any], items: Sequence[Item]) -> str:
 
 
 def _side(rank_dir: Path) -> tuple[dict[str, Any], dict[str, Any], list[Item]]:
-    header, data = msprobe.read_dump(rank_dir / "dump.json")
+    header, data = dump.read_dump(rank_dir / "dump.json")
     return header, data, compare_rows.items_of(data, rank_dir / "dump.json")
 
 
 def _stack_text(rank_dir: Path) -> dict[str, str]:
     """Entry name -> its stack as msprobe's CSV writes it (the raw lines of stack.json, old or 26.x format)."""
-    msprobe.read_stacks(rank_dir / "stack.json")  # validates; raises InputError on a malformed file
+    dump.read_stacks(rank_dir / "stack.json")  # validates; raises InputError on a malformed file
     path = rank_dir / "stack.json"
     if not path.exists():
         return {}
@@ -103,8 +103,8 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
             progress: Progress | None = None, cancel: threading.Event | None = None) -> CompareResult:
     """Compare two msprobe dumps (root, step folder with many ranks, rank folder or dump.json)."""
     t = thresholds or Thresholds()
-    t_ranks, _ = msprobe.rank_folders(Path(target))
-    g_ranks, _ = msprobe.rank_folders(Path(golden))
+    t_ranks, _ = dump.rank_folders(Path(target))
+    g_ranks, _ = dump.rank_folders(Path(golden))
     if len(t_ranks) != len(g_ranks):
         raise InputError(golden, f"{len(g_ranks)} rank folders here but {len(t_ranks)} in {target}; "
                                  "msprobe pairs ranks by position, so the counts must match")
@@ -222,9 +222,9 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                   rows: list[Row], t: Thresholds, replay: bool) -> RankCompare:
     """Build the target graph, put metrics on its nodes, attribute, and make the investigation."""
     dump_file = td / "dump.json"
-    construct = msprobe.read_construct(td / "construct.json")
-    stacks = msprobe.read_stacks(td / "stack.json")
-    entries = [e for name, rec in data.items() if (e := msprobe.parse_entry(str(name), rec, dump_file)) is not None]
+    construct = dump.read_construct(td / "construct.json")
+    stacks = dump.read_stacks(td / "stack.json")
+    entries = [e for name, rec in data.items() if (e := dump.parse_entry(str(name), rec, dump_file)) is not None]
     builder = Builder(entries, construct, stacks)
     builder.build(None, None)
     built = builder.finish(sum(1 for n in data if not PARAM_GRAD.match(str(n))) - len(entries))
@@ -272,7 +272,7 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
     reference = StatsTable()
     if ref_keys:
         reference.add_many(ref_keys, stats_rows(ref_leaves))
-    run = RunInfo(target=str(td), source="msprobe compare", checks=("precision",), dtype=msprobe.dominant_dtype(graph),
+    run = RunInfo(target=str(td), source="msprobe compare", checks=("precision",), dtype=dump.dominant_dtype(graph),
                   reference=str(gd),
                   device={"backend": "offline", "name": f"msprobe {header.get('framework', '')} dump".replace("  ", " "),
                           "inf_nan_mode": None},

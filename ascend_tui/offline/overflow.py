@@ -39,9 +39,10 @@ def overflow_check_findings(inv: Investigation) -> Investigation:
     ours = _analyze(inv)
     added: list[Finding] = []
     for f in theirs:
-        same = [i for i, o in enumerate(ours) if o.node == f.node and o.kind == f.kind and o.attribution == "introduced"]
-        if same:
-            ours[same[0]] = dataclasses.replace(ours[same[0]], metrics={**ours[same[0]].metrics, "confirmed_by": SOURCE})
+        same = next((i for i, o in enumerate(ours)
+                     if o.node == f.node and o.kind == f.kind and o.attribution == "introduced"), None)
+        if same is not None:
+            ours[same] = dataclasses.replace(ours[same], metrics={**ours[same].metrics, "confirmed_by": SOURCE})
         else:
             added.append(f)
     inv.replace_findings("overflow", [*ours, *added])

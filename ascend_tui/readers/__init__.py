@@ -121,6 +121,7 @@ def read_with(reader: LazyReader, path: str | Path, progress: Progress | None = 
     return reader.load(p, progress=progress, cancel=cancel)
 
 
-def read_path(path: str | Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:
+def read_path(path: str | Path, progress: Progress | None = None,
+              cancel: threading.Event | None = None) -> Investigation:
     """What the reader for `path` reads from it, without the analyses (`offline.open.open_path` adds those)."""
     return read_with(choose(path), path, progress, cancel)
