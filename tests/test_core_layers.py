@@ -7,7 +7,7 @@ import sys
 
 CORE = ["ascend_tui", "ascend_tui.graph", "ascend_tui.graph.trace", "ascend_tui.evidence",
         "ascend_tui.investigation", "ascend_tui.report", "ascend_tui.readers", "ascend_tui.readers.native",
-        "ascend_tui.checks", "ascend_tui.cli.main"]
+        "ascend_tui.checks", "ascend_tui.cli.main", "ascend_tui.offline.open", "ascend_tui.pool", "ascend_tui.plugins"]
 
 
 def test_core_imports_neither_textual_nor_torch() -> None:
@@ -17,6 +17,24 @@ def test_core_imports_neither_textual_nor_torch() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ""
+
+
+def test_start_up_imports_no_reader_numpy_or_networkx() -> None:
+    """The reader registry is lazy: the CLI's parser and the registry load no reader module, numpy or networkx
+    (a reader is imported when a path reaches its sniff)."""
+    code = ("import sys, ascend_tui.cli.main, ascend_tui.readers, ascend_tui.offline.open\n"
+            "print(sorted(m for m in sys.modules if m in ('numpy', 'networkx') or m.startswith('ascend_tui.readers.')"
+            " and m != 'ascend_tui.readers.base'))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_every_lazy_reader_names_its_reader() -> None:
+    """Each registry entry's name is its reader's own name (the name is what lists and errors show unimported)."""
+    from ascend_tui.offline.open import all_readers
+
+    assert [(r.name, r.reader().name) for r in all_readers()] == [(r.name, r.name) for r in all_readers()]
 
 
 def test_checks_and_graph_never_import_textual() -> None:
