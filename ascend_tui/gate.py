@@ -92,7 +92,7 @@ def apply_baseline(inv: Investigation, path: str | Path, max_slowdown: float,
 
     `base` is the baseline already opened (the `profile` command reads it as it reads its target).
     """
-    from ascend_tui.readers import kind_of, open_path
+    from ascend_tui.offline.open import kind_of, open_path
 
     p = Path(path)
     if base is not None and base.profile is None:

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     progress = ProgressLine(sys.stderr, args.quiet)
     if is_offline:
         # an artifact the real tools wrote (msprobe dump, sanitizer log, saved run): reported without torch
-        from ascend_tui.readers import open_path
+        from ascend_tui.offline.open import open_path
 
         progress(f"reading {offline}", 0, None)
         try:

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     inv.sections["ranks"] = {**result.summary, "per_rank": [_rank_json(r) for r in result.ranks]}
 
     def write_csv(base: Path) -> None:
-        from ascend_tui.readers.msprobe.rows import write_csv as write_rows
+        from ascend_tui.offline.compare_rows import write_csv as write_rows
 
         for rank, path in zip(result.ranks, csv_paths(base, [r.rank for r in result.ranks])):
             write_rows(path, rank.rows, rank.mode, rank.stacks)

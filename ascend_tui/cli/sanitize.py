@@ -54,7 +54,8 @@ def run_sanitize(args: Any, progress: Progress | None = None) -> Investigation:
     """`--log PATH` or `-- COMMAND`, optionally mapped onto `--graph PATH`; the investigation to report."""
     import shlex
 
-    from ascend_tui.readers.sanitizer.log import investigation_from_log, parse_file
+    from ascend_tui.offline.memory import investigation_from_log
+    from ascend_tui.readers.sanitizer.log import parse_file
 
     cmd = list(getattr(args, "cmd", None) or [])
     if cmd and cmd[0] == "--":
@@ -85,7 +86,7 @@ def run_sanitize(args: Any, progress: Progress | None = None) -> Investigation:
 
 def load_graph(path: str, progress: Progress | None = None) -> Investigation:
     """An investigation or graph file (or any artifact with a graph) to map the events onto."""
-    from ascend_tui.readers import kind_of, open_path
+    from ascend_tui.offline.open import kind_of, open_path
 
     if kind_of(path) == "sanitizer log":
         raise InputError(path, "--graph expects a graph or investigation file, not a sanitizer log")
@@ -126,7 +127,8 @@ def run_command(
     import shlex
     import subprocess
 
-    from ascend_tui.readers.sanitizer.log import SanitizerParser, investigation_from_log
+    from ascend_tui.offline.memory import investigation_from_log
+    from ascend_tui.readers.sanitizer.log import SanitizerParser
 
     name, exe = find_tool(tool, env)
     echo = sys.stdout if echo is None else echo
