@@ -101,9 +101,17 @@ VOLATILE_KEYS = frozenset({"elapsed_s", "duration_s", "wall_s", "created", "time
 _BIG = 200_000  # a written file longer than this is recorded by digest and size, not in full
 
 
-def _subst(text: str, out: Path) -> str:
+def _subst_paths(text: str, out: Path) -> str:
     return text.replace(str(out), "$OUT").replace(str(FIXTURES.resolve()), F).replace(str(FIXTURES), F) \
         .replace(str(ROOT), "$ROOT")
+
+
+# Source paths recorded inside checked-in artifacts (the checkout that made them) read as the checkout's own.
+_MADE_IN = re.compile(r"(?<![\w$])/[\w./-]*?/(?=(?:tests|samples)/[\w./-]*\.py)")
+
+
+def _subst(text: str, out: Path) -> str:
+    return _MADE_IN.sub("$ROOT/", _subst_paths(text, out))
 
 
 def _normalise(value: Any, out: Path) -> Any:
