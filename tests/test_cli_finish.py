@@ -139,3 +139,12 @@ def test_a_run_imports_only_the_module_of_its_subcommand() -> None:
     loaded = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
     assert "ascend_tui.cli.devices" in loaded
     assert not {"ascend_tui.cli.check", "ascend_tui.cli.compare", "ascend_tui.cli.profile"} & set(loaded), loaded
+
+
+def test_a_saved_compare_reports_its_ranks_when_reopened(fixtures: Path, tmp_path: Path) -> None:
+    m = fixtures / "msprobe"
+    saved, first, again = tmp_path / "run.atui.json", tmp_path / "first.json", tmp_path / "again.json"
+    assert main(["compare", str(m / "dump_bf16"), str(m / "dump_fp32"), "-q", "--workers", "1", "--no-replay",
+                 "--save", str(saved), "--json", str(first)]) == 1
+    assert main(["check", str(saved), "-q", "--json", str(again)]) == 1
+    assert json.loads(again.read_text())["ranks"] == json.loads(first.read_text())["ranks"]
