@@ -48,8 +48,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_compare(args, progress)
     finally:
         progress.done()
-    inv = result.investigation
-    inv.sections["ranks"] = {**result.summary, "per_rank": [_rank_json(r) for r in result.ranks]}
+    inv = result.investigation  # carries the cross-rank summary as its `ranks` section
 
     def write_csv(base: Path) -> None:
         from ascend_tui.offline.compare_rows import write_csv as write_rows
@@ -88,7 +87,7 @@ def csv_paths(base: Path, ranks: list[str]) -> list[Path]:
 
 
 def run_compare(args: argparse.Namespace, progress: Progress) -> Any:
-    """The compare the arguments ask for (`run` leaves its cross-rank summary on the investigation as `ranks`)."""
+    """The compare the arguments ask for."""
     from ascend_tui.offline.compare import compare
 
     for p in (args.target, args.golden):
@@ -99,14 +98,6 @@ def run_compare(args: argparse.Namespace, progress: Progress) -> Any:
     result = compare(Path(args.target), Path(args.golden), fuzzy=args.fuzzy, thresholds=thresholds(args.threshold),
                      workers=args.workers, scheduler=args.scheduler, replay=not args.no_replay, progress=progress)
     return result
-
-
-def _rank_json(r: Any) -> dict[str, Any]:
-    first = r.first_introduced()
-    return {"rank": r.rank, "mode": r.mode, "rows": len(r.rows),
-            "errors": sum(1 for x in r.rows if x.result == "error"),
-            "warnings": sum(1 for x in r.rows if x.result == "warning"),
-            "first_introduced": first.node if first else None}
 
 
 def summary_lines(result: Any) -> list[str]:
