@@ -73,7 +73,7 @@ READERS: list[LazyReader] = [
     LazyReader("graph", "ascend_tui.readers.native:GRAPH_READER"),
     LazyReader("msprobe dump", "ascend_tui.readers.msprobe.dump:READER"),
     LazyReader("msprobe overflow_check", "ascend_tui.readers.msprobe.overflow:READER"),
-    LazyReader("sanitizer log", "ascend_tui.readers.sanitizer.log:READER"),
+    LazyReader("sanitizer log", "ascend_tui.readers.sanitizer.investigation:READER"),
     LazyReader("profiler", "ascend_tui.readers.profiler.ascend_pt:READER"),
     LazyReader("msprof op", "ascend_tui.readers.profiler.msprof_op:READER"),
     LazyReader("profiler memory", "ascend_tui.readers.profiler.memory:READER"),
