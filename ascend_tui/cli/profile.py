@@ -136,8 +136,18 @@ def print_summary(inv: Investigation, out: TextIO, top: int = 15) -> None:
     assert p is not None
     t = p.kernels
     w = out.write
-    w(f"{inv.run.target}: {p.kind}, {fmt.plural(t.n, 'kernel')}, {fmt.duration_us(t.total_us())} of kernel time, "
-      f"{fmt.plural(step_count(t, p.steps), 'step')}\n")
+    cluster = p.extra.get("cluster") or {}
+    if cluster.get("per_rank"):
+        shown = cluster.get("shown_rank")
+        w(f"{inv.run.target}: {p.kind}, {fmt.plural(len(cluster['per_rank']), 'rank')}, "
+          f"{fmt.plural(int(cluster.get('kernels', t.n)), 'kernel')} in all"
+          + (f"; the tables show rank {shown}'s {fmt.plural(t.n, 'kernel')}, {fmt.duration_us(t.total_us())}"
+             if shown is not None else "; no rank has kernel rows") + "\n")
+    else:
+        w(f"{inv.run.target}: {p.kind}, {fmt.plural(t.n, 'kernel')}, {fmt.duration_us(t.total_us())} of kernel time, "
+          f"{fmt.plural(step_count(t, p.steps), 'step')}\n")
+    for note in inv.run.extra.get("notes", ()) or ():
+        w(f"note: {note}\n")
     if p.unmatched:
         shown = ", ".join(p.unmatched[:8]) + (", ..." if len(p.unmatched) > 8 else "")
         w(f"{fmt.plural(len(p.unmatched), 'op name')} matched no graph node: {shown}\n")
@@ -159,7 +169,10 @@ def print_summary(inv: Investigation, out: TextIO, top: int = 15) -> None:
             mark = "  <- slow" if r.rank == c.slow_rank else ""
             w(f"{r.rank:>5} {fmt.duration_us(r.computing):>11} {fmt.duration_us(r.communication):>15} "
               f"{fmt.duration_us(r.free):>11} {fmt.duration_us(r.total):>11}{mark}\n")
-        w(f"slow rank {c.slow_rank}: {c.slow_stage} {fmt.duration_us(c.excess_us)} above the median rank\n\n")
+        if c.slow_rank >= 0:
+            w(f"slow rank {c.slow_rank}: {c.slow_stage} {fmt.duration_us(c.excess_us)} above the median rank\n\n")
+        else:
+            w("no slow rank: every rank's own time (computing + free) is within 1% of a step of the median\n\n")
     base = p.extra.get("baseline")
     if base:
         w(f"against {base['target']} (per step):\n{'op type':<32} {'before':>10} {'after':>10} {'delta':>10} {'x':>7}\n")

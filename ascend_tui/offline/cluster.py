@@ -48,19 +48,43 @@ def sniff(path: Path) -> bool:
 
 def summarize_rank(folder: str) -> dict[str, Any]:
     """One rank's summary (runs in a worker process): its rank id, steps and time per op type."""
-    from ascend_tui.readers.profiler.ascend_pt import output_dir, read_folder
+    from ascend_tui.readers.profiler.ascend_pt import read_profile
 
-    out = output_dir(Path(folder))
-    if out is None:
+    profile = read_profile(Path(folder))
+    if profile is None:
         raise InputError(folder, "not a profiler folder")
-    profile = read_folder(out)
     rank = profile.extra.get("rank")
+    named = folder_rank(Path(folder))
     if rank is None:
-        digits = "".join(ch for ch in Path(folder).name.split("_")[0] if ch.isdigit())
-        rank = int(digits) if digits else -1
-    return {"folder": folder, "rank": int(rank), "steps": [replace(s, rank=int(rank)) for s in profile.steps],
+        rank = -1 if named is None else named
+    return {"folder": folder, "rank": int(rank), "named": named, "steps": list(profile.steps),
             "types": [(g.key, g.count, g.total_us) for g in summarize(profile.kernels, "type")],
-            "kernel_us": profile.kernels.total_us()}
+            "kernel_us": profile.kernels.total_us(), "kernels": profile.kernels.n}
+
+
+def folder_rank(folder: Path) -> int | None:
+    """The rank a folder's name gives (`rank3_ascend_pt` -> 3, `host_12345_3_..._ascend_pt` -> None), or None."""
+    digits = "".join(ch for ch in folder.name.split("_")[0] if ch.isdigit())
+    return int(digits) if digits else None
+
+
+def distinct_ranks(ranks: list[dict[str, Any]]) -> list[str]:
+    """Give every rank summary its own rank id, in place; the notes say what was renumbered and why.
+
+    Ranks whose metadata repeat one id (copied folders, a launcher that set no RANK) would merge into one
+    rank silently: they are numbered by their folder names when those differ, else in folder order.
+    """
+    ids = [r["rank"] for r in ranks]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if not dup:
+        return []
+    named = [r["named"] for r in ranks]
+    by_name = None not in named and len(set(named)) == len(named)
+    for k, r in enumerate(ranks):
+        r["rank"] = int(r["named"]) if by_name else k
+    clash = ", ".join(f"rank {i} ({ids.count(i)} folders)" for i in dup)
+    return [f"{len(ranks)} rank folders repeat rank ids in their metadata: {clash}; ranks renumbered by "
+            + ("their folder names" if by_name else "folder order") + " so that none is merged into another"]
 
 
 def map_ranks(folders: list[Path], *, scheduler: str | None = None, workers: int | None = None) -> list[dict[str, Any]]:
@@ -92,10 +116,13 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
         progress(f"reading {len(folders) or 1} rank(s) in {path.name}", 0, len(folders) or None)
     kernels = KernelTable(0)
     per_rank: dict[int, Any] = {}
+    notes: list[str] = []
     if len(folders) >= 2:
         ranks = map_ranks(folders, scheduler=scheduler, workers=workers)
-        steps = [s for r in ranks for s in r["steps"]]
-        per_rank = {r["rank"]: {"types": r["types"], "kernel_us": r["kernel_us"], "folder": r["folder"]} for r in ranks}
+        notes = distinct_ranks(ranks)
+        steps = [replace(s, rank=r["rank"]) for r in ranks for s in r["steps"]]
+        per_rank = {r["rank"]: {"types": r["types"], "kernel_us": r["kernel_us"], "kernels": r["kernels"],
+                                "folder": r["folder"]} for r in ranks}
     elif csv_path.is_file():
         steps = list(read_step_trace(csv_path))
     else:
@@ -103,18 +130,33 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
     if not steps:
         raise InputError(path, "no step_trace_time rows in any rank: cannot compare ranks")
     summary = cluster_summary(steps)
-    if summary.slow_rank in per_rank:
-        from ascend_tui.readers.profiler.ascend_pt import output_dir, read_folder
+    shown = summary.slow_rank if per_rank.get(summary.slow_rank, {}).get("kernels") else \
+        next((r for r in sorted(per_rank) if per_rank[r]["kernels"]), None)
+    if shown is not None:  # the slow rank's kernel rows, or the first rank's that has any
+        from ascend_tui.readers.profiler.ascend_pt import read_profile
 
-        out = output_dir(Path(per_rank[summary.slow_rank]["folder"]))
-        kernels = read_folder(out).kernels if out is not None else kernels
+        read = read_profile(Path(per_rank[shown]["folder"]))
+        kernels = read.kernels if read is not None else kernels
     cluster = {"ranks": [{"rank": r.rank, "steps": r.steps, "total": r.total, "computing": r.computing,
                           "communication": r.communication, "free": r.free} for r in summary.ranks],
                "slow_rank": summary.slow_rank, "slow_stage": summary.slow_stage, "excess_us": summary.excess_us,
-               "spread": summary.spread, "per_rank": per_rank}
+               "spread": summary.spread, "per_rank": per_rank, "shown_rank": shown,
+               "kernels": sum(int(r.get("kernels", 0)) for r in per_rank.values()) if per_rank else kernels.n}
     profile = Profile("cluster", kernels, steps=tuple(steps), extra={"cluster": cluster})
+    findings = [] if summary.slow_rank < 0 or not summary.ranks else [_slow_finding(summary)]
+    inv = profile_investigation(profile, path, source="cluster profile", extra_findings=findings)
+    if notes:
+        inv.run.extra["notes"] = [*inv.run.extra.get("notes", []), *notes]
+        inv.findings.append(Finding("profile", "duplicate_rank", "warning", "", "", "", -1, notes[0],
+                                    hint="check RANK / profiler_info_*.json of each folder: two folders of one rank "
+                                         "are two runs, not one"))
+    inv.run.extra["kernels"] = cluster["kernels"]
+    return inv
+
+
+def _slow_finding(summary: Any) -> Finding:
     slow = next(r for r in summary.ranks if r.rank == summary.slow_rank)
-    finding = Finding("profile", "slow_rank", "warning", "", "", "", -1,
+    return Finding("profile", "slow_rank", "warning", "", "", "", -1,
                       f"rank {summary.slow_rank} is the slow rank: {summary.slow_stage} "
                       f"{fmt.duration_us(summary.excess_us)} above the median of {len(summary.ranks)} ranks "
                       f"(computing {fmt.duration_us(slow.computing)}, free {fmt.duration_us(slow.free)} a step); "
@@ -122,8 +164,6 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
                       metrics={"rank": summary.slow_rank, "stage": summary.slow_stage, "excess_us": summary.excess_us},
                       hint="free time: host-side stalls (dataloader, dispatch, synchronisation) on that rank; "
                            "computing: uneven work (pipeline stage balance, sequence lengths) or a slow card")
-    inv = profile_investigation(profile, path, source="cluster profile", extra_findings=[finding])
-    return inv
 
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:

@@ -19,6 +19,7 @@ import numpy as np
 from ascend_tui.errors import InputError
 import ascend_tui.readers.profiler.trace as chrome_trace
 import ascend_tui.readers.profiler.csv_tables as profiler_csv
+import ascend_tui.readers.profiler.db as profiler_db
 import ascend_tui.readers.profiler.memory as profiler_memory
 from ascend_tui.offline.profile import merge_memory, profile_investigation
 from ascend_tui.readers.base import FunctionReader
@@ -50,7 +51,14 @@ def output_dir(path: Path) -> Path | None:
     if any((path / m).is_file() for m in MARKERS) or any(path.glob("op_summary*.csv")) or \
             any(path.glob("op_statistic*.csv")):
         return path
-    return None
+    found, _ = profiler_db.find(path)
+    return found.parent if found is not None else None
+
+
+def _text_export(folder: Path) -> bool:
+    """Whether `folder` holds the text export (kernel, step or statistic CSVs, a timeline), not only the db."""
+    return bool(kernel_files(folder) or _first(folder, "op_statistic*.csv") or _first(folder, "step_trace_time*.csv")
+                or any(_first(folder, pattern) for pattern in TRACE_FILES))
 
 
 def _first(folder: Path, pattern: str) -> list[Path]:
@@ -108,6 +116,21 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
     return Profile(kind, kernels, tuple(stats), tuple(steps), tuple(host), spans, extra)
 
 
+def read_profile(path: Path, *, cancel: threading.Event | None = None) -> Profile | None:
+    """The `Profile` of a profiler folder, its text export or, when it has only that, its db export; None when
+    `path` is no profiler folder."""
+    folder = output_dir(path)
+    if folder is None:
+        return None
+    db_file, analysis = profiler_db.find(folder)
+    if db_file is not None and not _text_export(folder):
+        profile = profiler_db.read(db_file, analysis)[0]
+        profile.extra.update({k: v for k, v in _profiler_info(_info_root(db_file.parent)).items()
+                              if k not in profile.extra})
+        return profile
+    return read_folder(folder, cancel=cancel)
+
+
 def _fill_types(t: KernelTable) -> KernelTable:
     """Level0 files write `N/A` types and task_time has none: take the type from the kernel name."""
     types = t.text["type"]
@@ -157,6 +180,8 @@ def sniff(path: Path) -> bool:
     """A profiler output folder (or its parent), or a kernel CSV / trace JSON by its name and first bytes."""
     if path.is_dir():
         return output_dir(path) is not None
+    if path.suffix == ".db":
+        return profiler_db.sniff_file(path)
     if path.suffix == ".csv" and path.is_file():
         try:
             with path.open(encoding="utf-8-sig", errors="replace") as fh:
@@ -177,6 +202,8 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     partial = None if on_partial is None else \
         (lambda p: on_partial(profile_investigation(p, path, source=f"{p.kind} profiler (reading)",
                                                     device=_device(p))))
+    if path.is_file() and path.suffix == ".db":
+        return _load_db(path, path, *profiler_db.find(path.parent))
     if path.is_file():
         if path.suffix == ".json":
             profile = chrome_trace.read_trace(path, cancel)
@@ -189,6 +216,9 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     if folder is None:
         raise InputError(path, "not a profiler folder (no ASCEND_PROFILER_OUTPUT, mindstudio_profiler_output, "
                                "kernel_details.csv or op_summary_*.csv)")
+    db_file, analysis = profiler_db.find(folder)
+    if db_file is not None and not _text_export(folder):
+        return _load_db(path, db_file, db_file, analysis)
     profile = read_folder(folder, cancel=cancel, progress=progress, on_partial=partial)
     if profile.kernels.n == 0 and not profile.op_stats and not profile.steps:
         record, operator = profiler_memory.find_files(path)
@@ -199,6 +229,24 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     if record is not None or operator is not None:
         merge_memory(inv, profiler_memory.load(folder, cancel=cancel))
     return inv
+
+
+def _load_db(path: Path, asked: Path, db_file: Path | None, analysis: Path | None) -> Investigation:
+    """The investigation of a profiler db export (`asked` is the db the user named, or the folder's)."""
+    if db_file is None or (asked.is_file() and asked != db_file and asked.name != profiler_db.ANALYSIS_DB):
+        db_file, analysis = asked, None
+    profile, samples, blocks = profiler_db.read(db_file, analysis)
+    profile.extra.update({k: v for k, v in _profiler_info(_info_root(db_file.parent)).items() if k not in profile.extra})
+    if profile.kernels.n == 0 and not profile.steps and not samples and not blocks:
+        raise InputError(db_file, "profiler db without kernel tasks, steps or memory records")
+    inv = profile_investigation(profile, path, source=f"{profile.kind} profiler (db)", device=_device(profile))
+    if samples or blocks:
+        merge_memory(inv, profiler_memory.memory_investigation(path, samples, blocks))
+    return inv
+
+
+def _info_root(folder: Path) -> Path:
+    return folder.parent if folder.name in (TORCH_NPU_DIR, MSPROF_DIR) else folder
 
 
 def _device(profile: Profile) -> dict[str, Any]:

@@ -161,6 +161,12 @@ def load_memory_timeline(folder: str | Path, cancel: threading.Event | None = No
                                  "profile with profile_memory=True)")
     rows = read_memory_record(record, cancel) if record else []
     ops = read_operator_memory(operator, cancel) if operator else []
+    return timeline(rows, ops)
+
+
+def timeline(rows: list[tuple[Decimal, str, float, float]], ops: list[dict[str, Any]]
+             ) -> tuple[list[MemorySample], list[MemoryEvent]]:
+    """(samples, blocks largest first) of memory_record rows and operator_memory blocks (the CSVs' or the db's)."""
     stamps = [r[0] for r in rows] + [o["start"] for o in ops]
     origin = min(stamps) if stamps else Decimal(0)
     samples = [MemorySample(float(t - origin), a, r, label) for t, label, a, r in rows]
@@ -220,12 +226,17 @@ def sniff(path: Path) -> bool:
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:
     """An `Investigation` holding the memory timeline, on a graph with one node per allocating operator."""
-    from ascend_tui.graph.opgraph import OpGraph, OpNode
-    from ascend_tui.investigation import Investigation, RunInfo
-
     if progress is not None:
         progress(f"reading memory records in {Path(path).name}", 0, None)
     samples, blocks = load_memory_timeline(path, cancel)
+    return memory_investigation(path, samples, blocks)
+
+
+def memory_investigation(path: str | Path, samples: list[MemorySample], blocks: list[MemoryEvent]) -> Investigation:
+    """The memory timeline as an `Investigation` on a graph with one node per allocating operator."""
+    from ascend_tui.graph.opgraph import OpGraph, OpNode
+    from ascend_tui.investigation import Investigation, RunInfo
+
     graph = OpGraph(Path(path).name)
     for b in sorted(blocks, key=lambda e: e.extra["allocated_us"]):
         op = str(b.extra["op"])
