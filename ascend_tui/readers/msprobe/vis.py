@@ -22,10 +22,10 @@ from ascend_tui.evidence import Finding, SourceLocation, StatsTable
 from ascend_tui.readers.msprobe.dump import build, dominant_dtype, parse_leaves, source_from_lines
 from ascend_tui.readers.msprobe.graph import Leaf, stats_rows
 from ascend_tui.readers.base import FunctionReader
+from ascend_tui.readers.parse import sqlite_ro
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.progress import Progress, check_cancel
 
-_MAGIC = b"SQLite format 3\x00"
 _METRICS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
             "Five Thousandths Err Ratio", "KLD", "Max diff", "Min diff", "Mean diff", "L2norm diff",
             "MaxRelativeErr", "Requires_grad Consistent", "Result")
@@ -38,28 +38,12 @@ def sniff(path: Path) -> bool:
     """A `*.vis.db` file that starts with the SQLite header."""
     if not path.name.endswith(".vis.db") or not path.is_file():
         return False
-    try:
-        with path.open("rb") as fh:
-            return fh.read(16) == _MAGIC
-    except OSError:
-        return False
+    return sqlite_ro.is_sqlite(path)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    try:
-        with path.open("rb") as fh:
-            if fh.read(16) != _MAGIC:
-                raise InputError(path, "not an SQLite database (graph_visualize writes *.vis.db with SQLite)")
-        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
-        tables = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
-    except sqlite3.DatabaseError as exc:
-        raise InputError(path, f"unreadable SQLite database ({exc})") from None
-    except OSError as exc:
-        raise InputError(path, exc.strerror or str(exc)) from None
-    if "tb_nodes" not in tables:
-        conn.close()
+def _check_tables(path: Path, conn: sqlite3.Connection) -> None:
+    if "tb_nodes" not in sqlite_ro.tables(conn):
         raise InputError(path, "SQLite database without tb_nodes (not msprobe graph_visualize output)")
-    return conn
 
 
 def _json(text: Any, default: Any) -> Any:
@@ -131,7 +115,16 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     path = Path(path)
     if progress is not None:
         progress("reading graph_visualize database", 0, None)
-    conn = _connect(path)
+    with sqlite_ro.connect(path) as conn:  # opened so that no -shm/-wal is left beside the input
+        _check_tables(path, conn)
+        config, runs, rows, stacks = _read(path, conn)
+    check_cancel(cancel, "loading the graph_visualize database was cancelled")
+    step, rank = runs[0]
+    return _investigation(path, config, runs, rows, stacks, step, rank, progress, cancel)
+
+
+def _read(path: Path, conn: sqlite3.Connection) -> tuple[Any, list[Any], list[Any], dict[Any, Any]]:
+    """(tb_config row, (step, rank) pairs, the first pair's tb_nodes rows, stacks by id)."""
     try:
         config = conn.execute("select graph_type, task, overflow_check from tb_config").fetchone() or ("", "", 0)
         runs = conn.execute("select distinct step, rank from tb_nodes order by step, rank").fetchall()
@@ -146,9 +139,12 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                   conn.execute("select id, stack_info from tb_stack")} if _has_table(conn, "tb_stack") else {}
     except sqlite3.DatabaseError as exc:
         raise InputError(path, f"tb_nodes is not in graph_visualize's layout ({exc})") from None
-    finally:
-        conn.close()
-    check_cancel(cancel, "loading the graph_visualize database was cancelled")
+    return config, runs, rows, stacks
+
+
+def _investigation(path: Path, config: Any, runs: list[Any], rows: list[Any], stacks: dict[Any, Any], step: Any,
+                   rank: Any, progress: Progress | None, cancel: threading.Event | None) -> Investigation:
+    """The investigation of one step and rank's tb_nodes rows."""
     npu = [r for r in rows if r[8] != "Bench"]
     bench = [r for r in rows if r[8] == "Bench"]
     up = {r[0]: r[2] for r in npu}

@@ -32,6 +32,7 @@ OVERLAP = "Overlap Analysis"
 OVERLAP_TYPES = {0: "Computing", 1: "Communication", 2: "Communication(Not Overlapped)", 3: "Free"}
 PMU_NAMES = {"aic_total_time": "aicore_time(us)", "aiv_total_time": "aiv_time(us)"}  # ns in the db, µs in the CSV
 BATCH = 65536
+HCCL, NOT_APPLICABLE = -2, -3  # string ids of no STRING_IDS row: the texts kernel_details.csv gives collectives
 _INT_MAX = np.iinfo(np.int64).max
 
 
@@ -62,6 +63,7 @@ class Strings:
     def __init__(self, conn: sqlite3.Connection, have: set[str]) -> None:
         self.values: dict[int, str] = dict(conn.execute("select id, value from STRING_IDS")) if "STRING_IDS" in have \
             else {}
+        self.values.update({HCCL: "HCCL", NOT_APPLICABLE: "N/A"})  # what kernel_details.csv writes for collectives
 
     def codes(self, ids: np.ndarray) -> Codes:
         """A text column of string ids."""
@@ -119,10 +121,9 @@ def read_kernels(conn: sqlite3.Connection, have: set[str], strings: Strings, ste
         a = _rows(conn, sql, 5)
         n = len(a)
         none = np.full(n, -1, np.int64)
-        cols = {key: none for key in TEXT}
-        cols.update(name=a[:, 0], type=a[:, 1], start=a[:, 2], dur=a[:, 3], wait=a[:, 4], block=np.zeros(n, np.int64),
-                    mix=none, stream=none, device=none)
-        cols["core"] = np.full(n, -2, np.int64)  # "HCCL", as kernel_details.csv labels collectives
+        cols = {key: np.full(n, NOT_APPLICABLE, np.int64) for key in TEXT}
+        cols.update(name=a[:, 0], type=a[:, 1], core=np.full(n, HCCL, np.int64), start=a[:, 2], dur=a[:, 3],
+                    wait=a[:, 4], block=np.zeros(n, np.int64), mix=none, stream=none, device=none)
         parts.append((cols, none))
     if not parts:
         return KernelTable(0)
@@ -133,9 +134,6 @@ def read_kernels(conn: sqlite3.Connection, have: set[str], strings: Strings, ste
     tasks = tasks[order]
     n = len(order)
     text = {key: strings.codes(joined[key]) for key in TEXT}
-    if (joined["core"] == -2).any():
-        core = text["core"]
-        text["core"] = Codes.of("HCCL" if c == -2 else core.at(i) for i, c in enumerate(joined["core"].tolist()))
     types = text["type"]
     if any(not v for v in types.values):  # msprof writes opType -1 for collectives: the name says the type
         from ascend_tui.readers.profiler.trace import type_from_name
@@ -233,7 +231,11 @@ def read_analysis_steps(path: Path, rank: int) -> tuple[StepTime, ...]:
 
 
 def read_op_stats(kernels: KernelTable) -> tuple[OpStat, ...]:
-    """op_statistic rows (count, total, min, mean, max, share per op type and core) of the kernel rows."""
+    """op_statistic rows (count, total, min, mean, max, share per op type and core) of the compute kernels
+    (op_statistic.csv leaves the collectives out)."""
+    hccl = kernels.text["core"].code("HCCL")
+    if hccl >= 0:
+        kernels = kernels.take(kernels.text["core"].codes != hccl)
     if kernels.n == 0:
         return ()
     key = kernels.text["type"].codes.astype(np.int64) * (len(kernels.text["core"].values) + 1) + \
@@ -334,11 +336,18 @@ def read_memory(conn: sqlite3.Connection, have: set[str], strings: Strings
                          float(reserved) if reserved is not None else a))
             devices.add(dev)
     ops: list[dict[str, Any]] = []
+    ge: set[int] = set()  # blocks CANN (GE) allocated: operator_memory.csv names them cann::<op>
+    if "NPU_OP_MEM" in have:
+        ge = {int(n) for n, c in conn.execute("select distinct operatorName, component from NPU_OP_MEM "
+                                              "where operatorName is not null") if strings.text(c) == "GE"}
     if "OP_MEMORY" in have:
         for k, (name, size, start, end, total, dev) in enumerate(conn.execute(
                 "select name, size, allocationTime, releaseTime, allocationTotalAllocated, deviceId from OP_MEMORY "
                 "where allocationTime is not null and size is not null order by rowid"), start=1):
-            ops.append({"op": strings.text(name) or "?", "bytes": int(size), "start": Decimal(int(start)) / 1000,
+            op = strings.text(name) or "?"
+            if name in ge and not op.startswith("cann::"):
+                op = f"cann::{op}"
+            ops.append({"op": op, "bytes": int(size), "start": Decimal(int(start)) / 1000,
                         "end": Decimal(int(end)) / 1000 if end not in (None, "") else None, "line": k,
                         "device": f"NPU:{dev}" if dev is not None else None,
                         "total_allocated": int(total) if total not in (None, "") else None})
