@@ -121,6 +121,8 @@ def summary_json(inv: Investigation, top: int = 50) -> dict[str, Any]:
         out["step_trace"] = [{"step": s.step, "rank": s.rank, "computing": s.computing,
                               "communication_not_overlapped": s.communication_not_overlapped, "free": s.free,
                               "total": s.total} for s in p.steps]
+    if inv.run.extra.get("skipped"):  # records the readers could not use, per file
+        out["skipped"] = list(inv.run.extra["skipped"])
     if "baseline" in p.extra:
         out["baseline"] = p.extra["baseline"]
     if "cluster" in p.extra:

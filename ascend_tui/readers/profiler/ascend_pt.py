@@ -23,6 +23,7 @@ import ascend_tui.readers.profiler.db as profiler_db
 import ascend_tui.readers.profiler.memory as profiler_memory
 from ascend_tui.offline.profile import merge_memory, profile_investigation
 from ascend_tui.readers.base import FunctionReader
+from ascend_tui.readers.parse.skipped import Skipped, report as report_skips
 from ascend_tui.progress import Progress
 from ascend_tui.graph.profile import Codes, KernelTable, Profile
 
@@ -83,21 +84,27 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
     files = kernel_files(folder)
     kind = "msprof" if folder.name == MSPROF_DIR or any(f.name.startswith(("op_summary", "task_time"))
                                                         for f in files) else "ascend_pt"
-    stats = [s for f in _first(folder, "op_statistic*.csv") for s in profiler_csv.read_op_statistic(f)]
-    steps = [s for f in _first(folder, "step_trace_time*.csv") for s in profiler_csv.read_step_trace(f)]
+    skips: dict[Path, Skipped] = {}
+
+    def skip(f: Path) -> Skipped:  # each file's skipped records, said in the notes
+        return skips.setdefault(f, Skipped(str(f)))
+
+    stats = [s for f in _first(folder, "op_statistic*.csv") for s in profiler_csv.read_op_statistic(f, skip(f))]
+    steps = [s for f in _first(folder, "step_trace_time*.csv") for s in profiler_csv.read_step_trace(f, skip(f))]
     chunks: list[KernelTable] = []
     for f in files:
-        for chunk in profiler_csv.iter_kernel_chunks(f, cancel=cancel, progress=progress):
+        for chunk in profiler_csv.iter_kernel_chunks(f, cancel=cancel, progress=progress, skipped=skip(f)):
             chunks.append(chunk)
             if on_partial is not None and len(chunks) == 1:
                 on_partial(Profile(kind, _fill_types(chunk), tuple(stats), tuple(steps),
                                    extra={"partial": True, "files": [f.name]}))
     kernels = _fill_types(KernelTable.concat(chunks))
-    host = [h for f in _first(folder, "operator_details*.csv") for h in profiler_csv.read_operator_details(f)]
+    kernels.dur_us  # decoded now, so that the cells it could not read are counted before the notes are made
+    host = [h for f in _first(folder, "operator_details*.csv") for h in profiler_csv.read_operator_details(f, skip(f))]
     extra: dict[str, Any] = {"files": [f.name for f in files]}
     api = _first(folder, "api_statistic*.csv")
     if api:
-        extra["api_statistic"] = _api(api[0])
+        extra["api_statistic"] = _api(api[0], skip(api[0]))
     spans: tuple = ()
     trace = next((p for pattern in TRACE_FILES for p in _first(folder, pattern)), None)
     if trace is not None and (kernels.n == 0 or trace.stat().st_size <= TRACE_LIMIT):
@@ -113,6 +120,7 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
         host = host or list(timeline.host_ops)
     info = _profiler_info(folder.parent if folder.name in (TORCH_NPU_DIR, MSPROF_DIR) else folder)
     extra.update(info)
+    report_skips(extra, list(skips.values()))
     return Profile(kind, kernels, tuple(stats), tuple(steps), tuple(host), spans, extra)
 
 
@@ -154,10 +162,12 @@ def _modules_from(kernels: KernelTable, timeline: KernelTable) -> KernelTable:
     return kernels.with_text("module", Codes.of(found)) if any(found) else kernels
 
 
-def _api(path: Path) -> list[dict[str, Any]]:
-    header, rows = profiler_csv.read_records(path)
-    return [{"level": r.get("Level", ""), "name": r.get("API Name", ""), "count": int(float(r.get("Count") or 0)),
-             "time_us": float(r.get("Time(us)") or 0)} for _, r in rows]
+def _api(path: Path, skipped: Skipped | None = None) -> list[dict[str, Any]]:
+    header, rows = profiler_csv.read_records(path, skipped)
+    num = profiler_csv._num
+    return profiler_csv._tolerant(path, rows, lambda k, r: {
+        "level": r.get("Level", ""), "name": r.get("API Name", ""), "count": int(num(path, r, "Count", k)),
+        "time_us": num(path, r, "Time(us)", k)}, skipped)
 
 
 def _profiler_info(root: Path) -> dict[str, Any]:
@@ -208,8 +218,11 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
         if path.suffix == ".json":
             profile = chrome_trace.read_trace(path, cancel)
         else:
-            profile = Profile("kernel_csv", _fill_types(profiler_csv.read_kernels(path, cancel=cancel,
-                                                                                  progress=progress)))
+            skipped = Skipped(str(path))
+            profile = Profile("kernel_csv", _fill_types(profiler_csv.read_kernels(path, cancel=cancel, progress=progress,
+                                                                                  skipped=skipped)))
+            profile.kernels.dur_us  # decoded now: its undecodable cells are counted before the notes are made
+            report_skips(profile.extra, [skipped])
         return profile_investigation(profile, path, source="trace" if path.suffix == ".json" else "kernel table",
                                      device=_device(profile))
     folder = output_dir(path)
