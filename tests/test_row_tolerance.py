@@ -115,3 +115,30 @@ def test_fast_path_speed_is_kept_for_good_blocks(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(csv_tables, "_csv_tables", refuse)
     skipped = Skipped(str(path))
     assert read_kernels(path, skipped=skipped, block=8192).n == 2000 and not skipped
+
+
+def test_gzip_csvs_read_like_their_plain_twins(fixtures: Path, tmp_path: Path) -> None:
+    """A profiler folder shipped compressed (by magic bytes: `.csv.gz`, or gzip under a `.csv` name) reads the same."""
+    import gzip
+    import shutil
+
+    src = FIXTURES / "profiler/level1_2025-01"
+    plain = open_path(src)
+    copy = tmp_path / "run_ascend_pt"
+    shutil.copytree(src, copy)
+    out = copy / "ASCEND_PROFILER_OUTPUT"
+    for name in ("kernel_details.csv", "op_statistic.csv", "memory_record.csv"):
+        (out / f"{name}.gz").write_bytes(gzip.compress((out / name).read_bytes()))
+        (out / name).unlink()
+    data = (out / "step_trace_time.csv").read_bytes()
+    (out / "step_trace_time.csv").write_bytes(gzip.compress(data))  # gzip under the plain name
+    packed = open_path(copy)
+    assert packed.profile.kernels.n == plain.profile.kernels.n
+    assert packed.profile.kernels.total_us() == plain.profile.kernels.total_us()
+    assert packed.profile.steps == plain.profile.steps and packed.profile.op_stats == plain.profile.op_stats
+    assert len(packed.memory_samples) == len(plain.memory_samples)
+    lone = open_path(out / "kernel_details.csv.gz")
+    assert lone.profile.kernels.n == plain.profile.kernels.n
+    (out / "broken.csv").write_bytes(gzip.compress(data)[:-12])
+    with pytest.raises(InputError, match="damaged gzip file"):
+        csv_tables.read_step_trace(out / "broken.csv")

@@ -23,6 +23,7 @@ import ascend_tui.readers.profiler.db as profiler_db
 import ascend_tui.readers.profiler.memory as profiler_memory
 from ascend_tui.offline.profile import merge_memory, profile_investigation
 from ascend_tui.readers.base import FunctionReader
+from ascend_tui.readers.parse.compressed import head as compressed_head, plain_name
 from ascend_tui.readers.parse.skipped import Skipped, report as report_skips
 from ascend_tui.progress import Progress
 from ascend_tui.graph.profile import Codes, KernelTable, Profile
@@ -49,8 +50,8 @@ def output_dir(path: Path) -> Path | None:
     prof = sorted(path.glob(f"PROF_*/{MSPROF_DIR}"))
     if prof:
         return prof[0]
-    if any((path / m).is_file() for m in MARKERS) or any(path.glob("op_summary*.csv")) or \
-            any(path.glob("op_statistic*.csv")):
+    if any((path / m).is_file() or (path / f"{m}.gz").is_file() for m in MARKERS) or \
+            any(path.glob("op_summary*.csv*")) or any(path.glob("op_statistic*.csv*")):
         return path
     found, _ = profiler_db.find(path)
     return found.parent if found is not None else None
@@ -64,7 +65,7 @@ def _text_export(folder: Path) -> bool:
 
 def _first(folder: Path, pattern: str) -> list[Path]:
     """Files matching `pattern`; msprof slices (`*_slice_<k>_*`) all, otherwise the first by name."""
-    found = sorted(p for p in folder.glob(pattern) if p.is_file())
+    found = sorted(p for p in (*folder.glob(pattern), *folder.glob(pattern + ".gz")) if p.is_file())
     slices = [p for p in found if "_slice_" in p.name]
     return slices or found[:1]
 
@@ -192,13 +193,9 @@ def sniff(path: Path) -> bool:
         return output_dir(path) is not None
     if path.suffix == ".db":
         return profiler_db.sniff_file(path)
-    if path.suffix == ".csv" and path.is_file():
-        try:
-            with path.open(encoding="utf-8-sig", errors="replace") as fh:
-                head = fh.readline()
-        except OSError:
-            return False
-        return profiler_csv.is_kernel_header([h.strip() for h in head.split(",")])
+    if plain_name(path).endswith(".csv") and path.is_file():
+        line = compressed_head(path).decode("utf-8-sig", errors="replace").split("\n", 1)[0]
+        return profiler_csv.is_kernel_header([h.strip() for h in line.split(",")])
     return chrome_trace.sniff_json(path)
 
 
@@ -215,7 +212,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     if path.is_file() and path.suffix == ".db":
         return _load_db(path, path, *profiler_db.find(path.parent))
     if path.is_file():
-        if path.suffix == ".json":
+        if plain_name(path).endswith(".json"):
             profile = chrome_trace.read_trace(path, cancel)
         else:
             skipped = Skipped(str(path))
@@ -223,7 +220,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                                                                                   skipped=skipped)))
             profile.kernels.dur_us  # decoded now: its undecodable cells are counted before the notes are made
             report_skips(profile.extra, [skipped])
-        return profile_investigation(profile, path, source="trace" if path.suffix == ".json" else "kernel table",
+        return profile_investigation(profile, path, source="trace" if plain_name(path).endswith(".json") else "kernel table",
                                      device=_device(profile))
     folder = output_dir(path)
     if folder is None:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import gzip
 import itertools
 import re
 import threading
+import zlib
 from decimal import Decimal, InvalidOperation
 from functools import partial
 from pathlib import Path
@@ -23,6 +25,7 @@ import numpy as np
 from ascend_tui import threads
 from ascend_tui.errors import Cancelled, InputError
 import ascend_tui.readers.parse.fast_csv as fast_csv
+from ascend_tui.readers.parse.compressed import open_binary, open_text
 from ascend_tui.progress import Progress
 from ascend_tui.readers.parse.skipped import Skipped
 from ascend_tui.graph.profile import NO_INT, NO_START, Codes, Decoder, HostOp, KernelTable, Lazy, OpStat, StepTime
@@ -61,6 +64,8 @@ def csv_errors(path: Path) -> Iterator[None]:
         yield
     except UnicodeDecodeError as exc:
         raise InputError(path, f"not a text file (byte {exc.start} is not UTF-8)") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(path, f"damaged gzip file ({exc or 'it ends early'})") from None
     except csv.Error as exc:
         raise InputError(path, f"not a readable CSV file: {exc}") from None
     except OSError as exc:
@@ -70,7 +75,7 @@ def csv_errors(path: Path) -> Iterator[None]:
 def open_csv(path: Path, errors: str = "strict") -> tuple[csv.reader, list[str], object]:  # type: ignore[valid-type]
     """(reader, stripped header, file handle) of a CSV written by a profiler; InputError when it is not one."""
     with csv_errors(path):
-        fh = path.open(newline="", encoding="utf-8-sig", errors=errors)
+        fh = open_text(path, errors=errors)
         reader = csv.reader(fh)
         header = [h.strip() for h in next(reader, [])]
     if not header or not any(header):
@@ -222,7 +227,7 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
             yield partial(split_block, buf)
 
     try:
-        with path.open("rb") as raw:
+        with open_binary(path) as raw:
             first = raw.readline()
             width = len(next(csv.reader([first.decode("utf-8-sig", errors="replace").rstrip("\r\n")])))
             # blocks are read here and split on worker threads, a few ahead of the one handed out
@@ -240,6 +245,8 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
                     progress(f"reading {path.name}", usable, None)
                 if cancel is not None and cancel.is_set():
                     raise Cancelled()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(path, f"damaged gzip file ({exc or 'it ends early'})") from None
     except OSError as exc:
         raise InputError(path, exc.strerror or str(exc)) from None
     if skipped is not None:

@@ -21,6 +21,7 @@ from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.evidence import MemoryEvent, MemorySample
 from ascend_tui.readers.profiler.csv_tables import csv_errors
 from ascend_tui.readers.base import FunctionReader
+from ascend_tui.readers.parse.compressed import open_text, plain_name
 from ascend_tui.readers.parse.skipped import Skipped, report as report_skips
 
 if TYPE_CHECKING:
@@ -53,8 +54,10 @@ def find_files(path: str | Path) -> tuple[Path | None, Path | None]:
         folder = p / OUTPUT_DIR
     else:
         folder = p
-    record, operator = folder / RECORD, folder / OPERATOR
-    return (record if record.is_file() else None), (operator if operator.is_file() else None)
+    def found(name: str) -> Path | None:  # plain, or compressed as name.gz
+        return next((f for f in (folder / name, folder / f"{name}.gz") if f.is_file()), None)
+
+    return found(RECORD), found(OPERATOR)
 
 
 def _table(path: Path, cancel: threading.Event | None = None, skipped: Skipped | None = None
@@ -66,7 +69,7 @@ def _table(path: Path, cancel: threading.Event | None = None, skipped: Skipped |
     """
     rows: list[tuple[int, dict[str, str | None]]] = []
     errors = "surrogateescape" if skipped is not None else "strict"
-    with csv_errors(path), path.open(newline="", encoding="utf-8-sig", errors=errors) as fh:
+    with csv_errors(path), open_text(path, errors=errors) as fh:
         reader = csv.reader(fh)
         header = [h.strip() for h in next(reader, [])]
         if not header:
@@ -257,7 +260,7 @@ def top_holders(blocks: list[MemoryEvent], n: int = 10) -> list[Holder]:
 def sniff(path: Path) -> bool:
     """A profiler folder (or its output folder, or one of the two files) with a memory record."""
     if path.is_file():
-        return path.name in (RECORD, OPERATOR)
+        return plain_name(path) in (RECORD, OPERATOR)
     record, operator = find_files(path) if path.is_dir() else (None, None)
     return record is not None or operator is not None
 
