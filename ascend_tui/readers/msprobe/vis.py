@@ -10,6 +10,7 @@ the Bench side becomes the reference statistics, and the levels become findings.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 from pathlib import Path
@@ -23,6 +24,7 @@ from ascend_tui.readers.msprobe.dump import build, dominant_dtype, parse_leaves,
 from ascend_tui.readers.msprobe.graph import Leaf, stats_rows
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.readers.parse import sqlite_ro
+from ascend_tui.readers.parse.compressed import head as compressed_head, open_text
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.progress import Progress, check_cancel
 
@@ -35,10 +37,50 @@ _GROUP = "Apis_Between_Modules."
 
 
 def sniff(path: Path) -> bool:
-    """A `*.vis.db` file that starts with the SQLite header."""
+    """A `*.vis.db` file that starts with the SQLite header, or an older `*.vis` JSON graph."""
+    if path.name.endswith(".vis") and path.is_file():
+        return compressed_head(path, 64).lstrip().startswith(b"{")
     if not path.name.endswith(".vis.db") or not path.is_file():
         return False
     return sqlite_ro.is_sqlite(path)
+
+
+def _read_vis_json(path: Path) -> tuple[Any, list[Any], list[Any], dict[Any, Any]]:
+    """What `_read` gives for a database, from the JSON graph_visualize wrote before `.vis.db`:
+    `{"node": {...}, "root": ...}` for one graph, `{"NPU": {...}, "Bench": {...}}` for a compare."""
+    try:
+        with open_text(path, encoding="utf-8", newline=None) as fh:
+            data = json.load(fh)
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not a text file (byte {exc.start} is not UTF-8)") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON: {exc.msg}", where=f"{exc.lineno}:{exc.colno}") from None
+    except (OSError, EOFError) as exc:
+        raise InputError(path, str(exc) or "unreadable file") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "not a graph_visualize .vis file (expected a JSON object with 'node' or 'NPU')")
+    sides = [("NPU", data["NPU"]), ("Bench", data.get("Bench"))] if isinstance(data.get("NPU"), dict) else \
+        [("NPU", data)]
+    rows: list[Any] = []
+    stacks: dict[Any, Any] = {}
+    for source, graph in sides:
+        nodes = graph.get("node") if isinstance(graph, dict) else None
+        if not isinstance(nodes, dict):
+            if source == "NPU":
+                raise InputError(path, "not a graph_visualize .vis file: no 'node' table")
+            continue
+        for name, node in nodes.items():
+            if not isinstance(node, dict):
+                continue
+            info = node.get("data") if isinstance(node.get("data"), dict) else {}
+            stack = node.get("stack_info")
+            if stack and source == "NPU":
+                stacks[name] = source_from_lines(stack if isinstance(stack, list) else [str(stack)])
+            rows.append((str(node.get("id") or name), node.get("node_type"), node.get("upnode"),
+                         info.get("precision_index"), info.get("overflow_level"), name if stack else None,
+                         node.get("input_data") or {}, node.get("output_data") or {}, source))
+    graph_type = "compare" if len(sides) == 2 and sides[1][1] else "build"
+    return (graph_type, str(data.get("task", "")), 0), [(0, 0)], rows, stacks
 
 
 def _check_tables(path: Path, conn: sqlite3.Connection) -> None:
@@ -49,6 +91,8 @@ def _check_tables(path: Path, conn: sqlite3.Connection) -> None:
 def _json(text: Any, default: Any) -> Any:
     if not text:
         return default
+    if isinstance(text, (dict, list)):  # the older .vis JSON holds the values themselves
+        return text
     try:
         return json.loads(text)
     except (TypeError, ValueError):
@@ -115,9 +159,12 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     path = Path(path)
     if progress is not None:
         progress("reading graph_visualize database", 0, None)
-    with sqlite_ro.connect(path) as conn:  # opened so that no -shm/-wal is left beside the input
-        _check_tables(path, conn)
-        config, runs, rows, stacks = _read(path, conn)
+    if path.name.endswith(".vis"):
+        config, runs, rows, stacks = _read_vis_json(path)
+    else:
+        with sqlite_ro.connect(path) as conn:  # opened so that no -shm/-wal is left beside the input
+            _check_tables(path, conn)
+            config, runs, rows, stacks = _read(path, conn)
     check_cancel(cancel, "loading the graph_visualize database was cancelled")
     step, rank = runs[0]
     return _investigation(path, config, runs, rows, stacks, step, rank, progress, cancel)
@@ -172,6 +219,8 @@ def _investigation(path: Path, config: Any, runs: list[Any], rows: list[Any], st
         raise InputError(path, f"no API or module nodes for step {step}, rank {rank}")
     built = build(data, construct, sources, path, progress, cancel)
     graph = built.graph
+    if not len(graph) and npu:
+        graph = _tree_graph(npu, construct, sources, graph)  # names msprobe's builder does not parse
     by_record = {str((n.attrs or {}).get("msprobe")): n for n in graph if n.attrs and "msprobe" in n.attrs}
     findings: list[Finding] = []
     for name, _type, _up, precision, overflow, _sid, _in, output_data, _src in npu:
@@ -206,6 +255,26 @@ def _investigation(path: Path, config: Any, runs: list[Any], rows: list[Any], st
                          if len(runs) > 1 else []})
     graph.name = f"graph_visualize {path.name}"
     return Investigation(graph, stats=built.stats, reference=reference, findings=findings, run=run)
+
+
+def _tree_graph(npu: list[Any], construct: dict[str, str | None], sources: dict[str, SourceLocation],
+                graph: Any) -> Any:
+    """The node tree as it is when its names are not msprobe dump names: every leaf an operator, its module the
+    path of the nodes above it (no dataflow: such files carry none)."""
+    from ascend_tui.graph.node import OpNode
+
+    parents = {name for name in construct.values() if name}
+    for name, node_type, *_rest in npu:
+        if name not in construct or name in parents:
+            continue
+        chain: list[str] = []
+        up = construct.get(name)
+        while up and up not in chain:
+            chain.append(up)
+            up = construct.get(up)
+        graph.add_node(OpNode(id=name, op_type=re.sub(r"[._]\d+$", "", name) or name, module=".".join(reversed(chain)),
+                              index=len(graph), source=sources.get(name), attrs={"msprobe": name}))
+    return graph
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:
