@@ -119,12 +119,20 @@ def tensor_desc(desc: Any) -> tuple[TensorMeta | None, dict[str, Any]]:
     return meta, facts
 
 
+_JSON_GRAPH = re.compile(rb'"graph"\s*:\s*\[\s*\{')
+_JSON_HEAD = 65536  # the model's own attr list (task names) comes before "graph" and can be long
+
+
 def sniff(path: Path) -> bool:
-    """`ge_proto_<seq>_<stage>.txt`, or a text file that starts like a GE ModelDef (`graph {` then `name:`)."""
+    """`ge_proto_<seq>_<stage>.txt`, a text file that starts like a GE ModelDef (`graph {` then `name:`), or the
+    ModelDef as JSON (`atc --mode=1` of an .om, GE's own field names)."""
     if not path.is_file():
         return False
     if _FILE_NAME.match(path.name):
         return True
+    if path.suffix == ".json":
+        start = head(path, _JSON_HEAD)
+        return start.lstrip().startswith(b"{") and _JSON_GRAPH.search(start) is not None and b'"op"' in start
     if path.suffix not in (".txt", ".pbtxt", ".prototxt"):
         return False
     return re.match(rb"\s*(?:#[^\n]*\n\s*)*graph\s*\{\s*name\s*:", head(path, 512)) is not None
@@ -140,6 +148,20 @@ def read_text(path: Path) -> str:
         raise InputError(path, "binary data, expected GE graph dump text (DUMP_GE_GRAPH writes ge_proto_*.txt; "
                                "an .om or binary .pb needs `atc --mode=1` first)")
     return data.decode("utf-8", errors="replace")
+
+
+def _json_model(path: Path, text: str) -> Message:
+    """The ModelDef of `atc --mode=1` JSON: the message tree with protobuf's own field names, as `parse` gives."""
+    import json
+
+    try:
+        model = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON: {exc.msg}", where=f"{exc.lineno}:{exc.colno}") from None
+    if not isinstance(model, dict) or not isinstance(model.get("graph"), list):
+        raise InputError(path, "not a GE graph as JSON (expected an object with a 'graph' list, as `atc --mode=1` "
+                               "writes)")
+    return model
 
 
 class _GeBuilder:
@@ -330,8 +352,8 @@ def _load(path: Path, progress: Progress | None, cancel: threading.Event | None)
     text = read_text(path)
     check_cancel(cancel, "loading the GE dump was cancelled")
     if progress is not None:
-        progress("parsing protobuf text", 0, None)
-    model = parse(text, path)
+        progress("parsing protobuf text" if not text.lstrip().startswith("{") else "parsing JSON", 0, None)
+    model = _json_model(path, text) if text.lstrip().startswith("{") else parse(text, path)
     del text
     builder = _GeBuilder(path, model, cancel)
     graph = builder.build(progress)
