@@ -47,6 +47,16 @@ _KINDS: dict[str, NodeKind] = {"Data": "input", "RefData": "input", "PlaceHolder
 _SCALAR_ATTR_LIMIT = 32
 
 
+_OPSET_SUFFIX = re.compile(r"^(?P<op>[A-Za-z][A-Za-z0-9]*?[A-Za-z])V(?P<v>[1-9]\d)$")
+
+
+def op_family(ge_type: str) -> str:
+    """One op type for the opset versions GE appends to ops it parsed from ONNX (`ResizeV14`, `ResizeV18` ->
+    `Resize`); GE's own one-digit versions are different operators and stay (`MatMulV2`, `MatMulV3`, `PadV3`)."""
+    m = _OPSET_SUFFIX.match(ge_type)
+    return m.group("op") if m else ge_type
+
+
 def dtype_name(value: Any) -> str:
     """`float16` for `DT_FLOAT16`; unknown names and numbers are kept (`DT_NEW_TYPE` -> `new_type`, 99 -> `dt_99`)."""
     if isinstance(value, int) or (isinstance(value, str) and value.lstrip("-").isdigit()):
@@ -210,7 +220,8 @@ class _GeBuilder:
         return graph
 
     def add_node(self, gname: str, op: Message, index: int) -> str:
-        name, op_type = str(first(op, "name")), str(first(op, "type", ""))
+        name, ge_type = str(first(op, "name")), str(first(op, "type", ""))
+        op_type = op_family(ge_type)
         attrs = attrs_of(op)
         module = name.rsplit("/", 1)[0].replace("/", ".") if "/" in name else ""
         nid = self.minter.mint(module, op_type or "op")
@@ -227,6 +238,8 @@ class _GeBuilder:
             outs.append(meta)
             out_facts.append(facts)
         info: dict[str, Any] = {"name": name, "graph": gname}
+        if ge_type != op_type:
+            info["ge_type"] = ge_type
         info["ge_id"] = int(first(op, "id", 0))  # proto3 leaves id 0 out
         self.by_ge_id.setdefault((gname, info["ge_id"]), nid)
         originals = attrs.get("_datadump_original_op_names")
@@ -248,7 +261,7 @@ class _GeBuilder:
             info["subgraphs"] = subgraphs
         info["ge_attrs"] = {k: v for k, v in attrs.items() if v is not None and not k.startswith("_datadump")
                             and (not isinstance(v, list) or len(v) <= _SCALAR_ATTR_LIMIT)}
-        kind = _KINDS.get(op_type, "op")
+        kind = _KINDS.get(ge_type, "op")
         self.nodes.append(op_node(nid, op_type, module, index, kind, tuple(ins), tuple(outs), None, "forward", "",
                                   info))
         if (gname, name) in self.by_name:
