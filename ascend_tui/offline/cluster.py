@@ -23,12 +23,14 @@ from ascend_tui.offline.profile import profile_investigation
 from ascend_tui.readers.profiler.csv_tables import read_step_trace
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.progress import Progress
-from ascend_tui.graph.profile import KernelTable, Profile
+from ascend_tui.graph.profile import NO_INT, KernelTable, Profile, StepTime
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
 CLUSTER_CSV = "cluster_step_trace_time.csv"
+CLUSTER_DB = "cluster_analysis.db"
+CLUSTER_OUTPUT = "cluster_analysis_output"
 
 
 def rank_folders(path: Path) -> list[Path]:
@@ -39,11 +41,47 @@ def rank_folders(path: Path) -> list[Path]:
                   (p.name.endswith("_ascend_pt") or (p / "ASCEND_PROFILER_OUTPUT").is_dir()))
 
 
-def sniff(path: Path) -> bool:
-    """Two or more rank folders, or msprof-analyze's cluster output (a folder or the CSV itself)."""
+def cluster_output(path: Path) -> Path | None:
+    """msprof-analyze's step table for `path`: its cluster_step_trace_time.csv (or .gz) or cluster_analysis.db, in
+    `path` itself or its cluster_analysis_output/ (a run folder that holds only that output); None when absent."""
     if path.is_file():
-        return path.name == CLUSTER_CSV
-    return len(rank_folders(path)) >= 2 or (path / CLUSTER_CSV).is_file()
+        return path if path.name in (CLUSTER_CSV, f"{CLUSTER_CSV}.gz", CLUSTER_DB) else None
+    for where in (path, path / CLUSTER_OUTPUT):
+        for name in (CLUSTER_CSV, f"{CLUSTER_CSV}.gz", CLUSTER_DB):
+            if (where / name).is_file():
+                return where / name
+    return None
+
+
+def sniff(path: Path) -> bool:
+    """Two or more rank folders, or msprof-analyze's cluster output (a folder, its parent, or the file itself)."""
+    if path.is_file():
+        return cluster_output(path) is not None
+    return len(rank_folders(path)) >= 2 or cluster_output(path) is not None
+
+
+def read_cluster_db(path: Path) -> list[StepTime]:
+    """cluster_analysis.db's ClusterStepTraceTime rows of Type rank (msprof-analyze's export_type=db output)."""
+    from ascend_tui.readers.parse import sqlite_ro
+
+    with sqlite_ro.connect(path) as conn:
+        if "ClusterStepTraceTime" not in sqlite_ro.tables(conn):
+            raise InputError(path, "cluster_analysis.db without a ClusterStepTraceTime table "
+                                   "(run msprof-analyze cluster -m all)")
+        have = set(sqlite_ro.columns(conn, "ClusterStepTraceTime"))
+        names = ("computing", "communication_not_overlapped", "overlapped", "communication", "free", "stage",
+                 "bubble", "preparing")
+        sel = ", ".join(f"coalesce({n}, 0)" if n in have else "0" for n in names)
+        out = []
+        for step, kind, index, *vals in conn.execute(f'select step, type, "index", {sel} from ClusterStepTraceTime'):
+            if str(kind or "rank").lower() != "rank":
+                continue  # per-stage rows
+            try:
+                out.append(StepTime(int(float(step)) if step not in (None, "") else NO_INT,
+                                    *(float(v) for v in vals), rank=int(float(index))))
+            except (TypeError, ValueError):
+                continue
+        return out
 
 
 def summarize_rank(folder: str) -> dict[str, Any]:
@@ -110,7 +148,7 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
                  progress: Progress | None = None) -> Investigation:
     """The cluster's `Investigation`: every rank's steps, the slow rank's kernels, and a `slow_rank` finding."""
     path = Path(path)
-    csv_path = path if path.is_file() else path / CLUSTER_CSV
+    output = cluster_output(path)
     folders = rank_folders(path) if path.is_dir() else []
     if progress is not None:
         progress(f"reading {len(folders) or 1} rank(s) in {path.name}", 0, len(folders) or None)
@@ -123,8 +161,8 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
         steps = [replace(s, rank=r["rank"]) for r in ranks for s in r["steps"]]
         per_rank = {r["rank"]: {"types": r["types"], "kernel_us": r["kernel_us"], "kernels": r["kernels"],
                                 "folder": r["folder"]} for r in ranks}
-    elif csv_path.is_file():
-        steps = list(read_step_trace(csv_path))
+    elif output is not None:
+        steps = read_cluster_db(output) if output.name == CLUSTER_DB else list(read_step_trace(output))
     else:
         raise InputError(path, "not a cluster profile (no rank folders and no cluster_step_trace_time.csv)")
     if not steps:

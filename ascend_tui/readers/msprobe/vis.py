@@ -76,7 +76,8 @@ def _read_vis_json(path: Path) -> tuple[Any, list[Any], list[Any], dict[Any, Any
             stack = node.get("stack_info")
             if stack and source == "NPU":
                 stacks[name] = source_from_lines(stack if isinstance(stack, list) else [str(stack)])
-            rows.append((str(node.get("id") or name), node.get("node_type"), node.get("upnode"),
+            up = node.get("upnode")
+            rows.append((str(node.get("id") or name), node.get("node_type"), None if up in ("None", "") else up,
                          info.get("precision_index"), info.get("overflow_level"), name if stack else None,
                          node.get("input_data") or {}, node.get("output_data") or {}, source))
     graph_type = "compare" if len(sides) == 2 and sides[1][1] else "build"

@@ -516,8 +516,9 @@ def parse_file(path: str | Path, progress: Progress | None = None,
     except OSError as exc:
         raise InputError(p, exc.strerror or str(exc)) from None
     if not log.tools:
-        raise InputError(p, "no msSanitizer ('====== ') or compute-sanitizer ('========= ') report line "
-                            f"in its {read[0]} line{'s' if read[0] != 1 else ''}")
+        seen = f"; {log.report_lines} start like report lines but hold no report" if log.report_lines else ""
+        raise InputError(p, "no msSanitizer ('====== ') or compute-sanitizer ('========= ') report "
+                            f"in its {read[0]} line{'s' if read[0] != 1 else ''}{seen}")
     return log
 
 
