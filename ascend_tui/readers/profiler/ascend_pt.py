@@ -20,6 +20,7 @@ from ascend_tui.errors import InputError
 import ascend_tui.readers.profiler.trace as chrome_trace
 import ascend_tui.readers.profiler.csv_tables as profiler_csv
 import ascend_tui.readers.profiler.db as profiler_db
+import ascend_tui.readers.profiler.framework_ops as framework_ops
 import ascend_tui.readers.profiler.memory as profiler_memory
 from ascend_tui.offline.profile import merge_memory, profile_investigation
 from ascend_tui.readers.base import FunctionReader
@@ -113,6 +114,7 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
             progress(f"reading {trace.name}", 0, None)
         timeline = chrome_trace.read_trace(trace, cancel)
         spans = timeline.spans
+        extra.update({k: v for k, v in timeline.extra.items() if k in (framework_ops.KEY, framework_ops.STEPS)})
         if kernels.n == 0:
             kernels = timeline.kernels
             extra["files"].append(trace.name)

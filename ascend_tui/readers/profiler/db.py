@@ -22,6 +22,7 @@ import numpy as np
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import MemoryEvent, MemorySample
 from ascend_tui.graph.profile import NO_INT, Codes, HostOp, KernelTable, OpStat, Profile, Span, StepTime
+from ascend_tui.readers.profiler import framework_ops
 from ascend_tui.readers.parse.sqlite_ro import columns, connect, is_sqlite, tables
 from ascend_tui.readers.profiler.csv_tables import INVALID_ID
 
@@ -295,6 +296,26 @@ def read_host_ops(conn: sqlite3.Connection, have: set[str], strings: Strings) ->
     return tuple(sorted(ops, key=lambda h: -h.host_self_us))
 
 
+def read_aten_sequence(conn: sqlite3.Connection, have: set[str], strings: Strings) -> dict[str, Any]:
+    """The first-level aten ops of PYTORCH_API in start order (what the affinity-API rules match), as
+    `framework_ops.sequence` stores them."""
+    if "PYTORCH_API" not in have:
+        return {}
+    steps = {i: v for i, v in strings.values.items() if isinstance(v, str) and v.startswith(framework_ops.OPTIMIZER_STEP)}
+    found: dict[str, Any] = {}
+    if steps:
+        calls = conn.execute(f"select name, count(*) from PYTORCH_API where name in ({','.join(map(str, steps))}) "
+                             "group by name").fetchall()
+        found = framework_ops.optimizer_steps(steps[i] for i, n in calls for _ in range(n))
+    aten = [i for i, v in strings.values.items() if isinstance(v, str) and v.startswith("aten::")]
+    if not aten:
+        return found
+    a = _rows(conn, "select coalesce(p.name, -1), cast(p.startNs as integer), cast(p.endNs as integer) "
+                    f"from PYTORCH_API p where p.name in ({','.join(map(str, aten))}) and p.startNs is not null", 3)
+    names = [strings.text(i) for i in a[:, 0].tolist()]
+    return {**framework_ops.sequence(names, a[:, 1].tolist(), a[:, 2].tolist()), **found}
+
+
 def read_spans(conn: sqlite3.Connection, have: set[str], origin_ns: int) -> tuple[Span, ...]:
     """OVERLAP_ANALYSIS intervals as the trace's Overlap Analysis track, and the steps as Step spans (µs from origin)."""
     out = []
@@ -386,10 +407,12 @@ def read(path: Path, analysis: Path | None = None) -> tuple[Profile, list[Memory
         if not steps and len(step_rows):
             steps = read_step_times(conn, have, step_rows, NO_INT if rank is None else rank)
         host = read_host_ops(conn, have, strings)
+        aten = read_aten_sequence(conn, have, strings)
         spans = read_spans(conn, have, origin(conn, have))
         rows, ops = read_memory(conn, have, strings)
     kind = "msprof" if path.match(MSPROF_DB) else "ascend_pt"
-    extra: dict[str, Any] = {"files": [path.name] + ([analysis.name] if analysis is not None else []), "export": "db"}
+    extra: dict[str, Any] = {"files": [path.name] + ([analysis.name] if analysis is not None else []), "export": "db",
+                             **aten}
     if rank is not None:
         extra["rank"] = rank
     samples, blocks = timeline(rows, ops) if rows or ops else ([], [])
