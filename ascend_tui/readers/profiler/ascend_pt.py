@@ -193,12 +193,20 @@ def sniff(path: Path) -> bool:
     """A profiler output folder (or its parent), or a kernel CSV / trace JSON by its name and first bytes."""
     if path.is_dir():
         return output_dir(path) is not None
-    if path.suffix == ".db":
-        return profiler_db.sniff_file(path)
+    if path.suffix == ".db":  # a profiler db, or analysis.db beside one
+        return profiler_db.sniff_file(path) or (path.name == profiler_db.ANALYSIS_DB and path.is_file()
+                                                and profiler_db.find(path.parent)[0] is not None)
     if plain_name(path).endswith(".csv") and path.is_file():
         line = compressed_head(path).decode("utf-8-sig", errors="replace").split("\n", 1)[0]
-        return profiler_csv.is_kernel_header([h.strip() for h in line.split(",")])
+        header = [h.strip() for h in line.split(",")]
+        return profiler_csv.is_kernel_header(header) or _is_step_header(header)
     return chrome_trace.sniff_json(path)
+
+
+def _is_step_header(header: list[str]) -> bool:
+    """step_trace_time.csv's header (one rank's steps: Step, Computing, ..., Free)."""
+    return "Computing" in header and "Free" in header and ("Step" in header or "Step Id" in header) and \
+        "Type" not in header  # msprof-analyze's cluster table is the cluster reader's
 
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None,
@@ -216,6 +224,12 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     if path.is_file():
         if plain_name(path).endswith(".json"):
             profile = chrome_trace.read_trace(path, cancel)
+        elif _is_step_header([h.strip() for h in compressed_head(path).decode("utf-8-sig", errors="replace")
+                             .split("\n", 1)[0].split(",")]):
+            skipped = Skipped(str(path))
+            profile = Profile("ascend_pt", steps=profiler_csv.read_step_trace(path, skipped),
+                              extra={"files": [path.name]})
+            report_skips(profile.extra, [skipped])
         else:
             skipped = Skipped(str(path))
             profile = Profile("kernel_csv", _fill_types(profiler_csv.read_kernels(path, cancel=cancel, progress=progress,
