@@ -133,3 +133,20 @@ def test_eight_ranks_all_saying_rank_0_are_never_merged(fixtures: Path, tmp_path
     c = inv.profile.extra["cluster"]
     assert [r["rank"] for r in c["ranks"]] == list(range(8)) and len(c["per_rank"]) == 8
     assert "rank 0 (8 folders)" in inv.run.extra["notes"][0] and "folder order" in inv.run.extra["notes"][0]
+
+
+def test_bad_records_in_json_graphs_are_skipped_and_counted(fixtures: Path, tmp_path: Path) -> None:
+    import json
+
+    data = json.loads(OLD_VIS.read_text())
+    data["node"]["broken"] = "not an object"
+    vis = tmp_path / "old.vis"
+    vis.write_text(json.dumps(data))
+    inv = open_path(vis)
+    assert inv.run.extra["skipped"][0]["skipped_records"] == 1 and len([n for n in inv.graph if not n.is_placeholder]) == 11
+    model = json.loads(OM_JSON.read_text())
+    model["graph"][0]["op"].insert(3, {"type": "Cast"})  # an op without its name
+    ge = tmp_path / "model.om.json"
+    ge.write_text(json.dumps(model))
+    inv = open_path(ge)
+    assert len(inv.graph) == 132 and inv.run.extra["skipped"][0]["first_bad_record"].startswith("record 4:")

@@ -142,3 +142,20 @@ def test_gzip_csvs_read_like_their_plain_twins(fixtures: Path, tmp_path: Path) -
     (out / "broken.csv").write_bytes(gzip.compress(data)[:-12])
     with pytest.raises(InputError, match="damaged gzip file"):
         csv_tables.read_step_trace(out / "broken.csv")
+
+
+async def test_skipped_rows_are_an_app_notification(fixtures: Path, tmp_path: Path) -> None:
+    from textual.worker import WorkerFailed
+
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp([str(RANK_0)], theme="textual-dark", export_dir=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        try:
+            await app.workers.wait_for_complete()
+        except WorkerFailed:
+            pass
+        await pilot.pause()
+        said = [n.message for n in app._notifications]
+        assert any("kernel_details.csv: skipped 1 unreadable record (first: record 17" in m for m in said), said
+        assert app.inv is not None and app.inv.profile.kernels.n == 20

@@ -17,6 +17,7 @@ from ascend_tui.errors import InputError
 from ascend_tui.evidence import TensorMeta
 from ascend_tui.readers.parse.pbtext import Message, first, parse, repeated
 from ascend_tui.readers.base import FunctionReader, head
+from ascend_tui.readers.parse.skipped import Skipped, report as report_skips
 from ascend_tui.graph.ids import IdMinter
 from ascend_tui.graph.opgraph import NodeKind, OpGraph, OpNode, op_node
 from ascend_tui.investigation import Investigation, RunInfo
@@ -192,6 +193,7 @@ class _GeBuilder:
         self.controls: dict[str, list[str]] = {}
         self.unresolved: list[str] = []
         self.subgraph_links = 0
+        self.skipped = Skipped(str(path))
 
     def build(self, progress: Progress | None) -> OpGraph:
         graphs = [g for g in repeated(self.model, "graph") if isinstance(g, dict)]
@@ -204,13 +206,16 @@ class _GeBuilder:
         ops: list[tuple[str, Message, str]] = []
         for g in graphs:
             gname = str(first(g, "name", ""))
-            for op in repeated(g, "op"):
-                if not isinstance(op, dict) or "name" not in op:
-                    raise InputError(self.path, f"graph {gname!r}: an op without a name")
+            for k, op in enumerate(repeated(g, "op")):
+                if not isinstance(op, dict) or "name" not in op:  # skipped and counted, the rest still reads
+                    self.skipped.record(k + 1, f"graph {gname!r}: op {k + 1} has no name")
+                    continue
                 ops.append((gname, op, self.add_node(gname, op, len(self.nodes))))
                 if progress is not None and (len(self.nodes) & 4095) == 0:
                     check_cancel(self.cancel, "loading the GE dump was cancelled")
                     progress("building graph", len(self.nodes), total)
+        if not ops:
+            raise InputError(self.path, f"no usable op: all {self.skipped.records} have no name")
         for gname, op, nid in ops:
             self.wire(gname, op, nid)
         self.attach_controls()
@@ -381,6 +386,7 @@ def _load(path: Path, progress: Progress | None, cancel: threading.Event | None)
                          "subgraph_links": builder.subgraph_links, "unresolved_inputs": len(builder.unresolved),
                          "model_attrs": {k: v for k, v in attrs_of(model).items() if not isinstance(v, list)},
                          "notes": notes})
+    report_skips(run.extra, [builder.skipped])
     return Investigation(graph, run=run)
 
 

@@ -25,6 +25,7 @@ from ascend_tui.readers.msprobe.graph import Leaf, stats_rows
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.readers.parse import sqlite_ro
 from ascend_tui.readers.parse.compressed import head as compressed_head, open_text
+from ascend_tui.readers.parse.skipped import Skipped, report as report_skips
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.progress import Progress, check_cancel
 
@@ -63,14 +64,16 @@ def _read_vis_json(path: Path) -> tuple[Any, list[Any], list[Any], dict[Any, Any
         [("NPU", data)]
     rows: list[Any] = []
     stacks: dict[Any, Any] = {}
+    skipped = Skipped(str(path))
     for source, graph in sides:
         nodes = graph.get("node") if isinstance(graph, dict) else None
         if not isinstance(nodes, dict):
             if source == "NPU":
                 raise InputError(path, "not a graph_visualize .vis file: no 'node' table")
             continue
-        for name, node in nodes.items():
+        for k, (name, node) in enumerate(nodes.items(), start=1):
             if not isinstance(node, dict):
+                skipped.record(k, f"{source} node {name!r} is {type(node).__name__}, not an object")
                 continue
             info = node.get("data") if isinstance(node.get("data"), dict) else {}
             stack = node.get("stack_info")
@@ -80,8 +83,9 @@ def _read_vis_json(path: Path) -> tuple[Any, list[Any], list[Any], dict[Any, Any
             rows.append((str(node.get("id") or name), node.get("node_type"), None if up in ("None", "") else up,
                          info.get("precision_index"), info.get("overflow_level"), name if stack else None,
                          node.get("input_data") or {}, node.get("output_data") or {}, source))
+    skipped.refuse_if_empty(len(rows))
     graph_type = "compare" if len(sides) == 2 and sides[1][1] else "build"
-    return (graph_type, str(data.get("task", "")), 0), [(0, 0)], rows, stacks
+    return (graph_type, str(data.get("task", "")), 0, skipped), [(0, 0)], rows, stacks
 
 
 def _check_tables(path: Path, conn: sqlite3.Connection) -> None:
@@ -254,6 +258,8 @@ def _investigation(path: Path, config: Any, runs: list[Any], rows: list[Any], st
                          "runs": [list(r) for r in runs], "edges": dict(built.match_counts),
                          "notes": [f"{len(runs)} step/rank graphs in the database; showing step {step}, rank {rank}"]
                          if len(runs) > 1 else []})
+    if len(config) > 3:  # the JSON form: its nodes that were not objects
+        report_skips(run.extra, [config[3]])
     graph.name = f"graph_visualize {path.name}"
     return Investigation(graph, stats=built.stats, reference=reference, findings=findings, run=run)
 
