@@ -83,8 +83,19 @@ def _rows(conn: sqlite3.Connection, sql: str, width: int, params: Iterable[Any] 
         got = cur.fetchmany(BATCH)
         if not got:
             break
-        parts.append(np.array(got, dtype=np.int64).reshape(len(got), width))
+        try:
+            parts.append(np.array(got, dtype=np.int64).reshape(len(got), width))
+        except (TypeError, ValueError, OverflowError):  # a NULL or a text cell the export left: read as -1
+            parts.append(np.array([[_int(v) for v in row] for row in got], dtype=np.int64).reshape(len(got), width))
     return np.concatenate(parts) if parts else np.zeros((0, width), np.int64)
+
+
+def _int(value: Any) -> int:
+    """An integer cell, -1 for NULL or text that is not a number."""
+    try:
+        return int(value) if isinstance(value, int) else int(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return -1
 
 
 def _col(have_cols: list[str], *names: str) -> str:
@@ -105,10 +116,13 @@ def read_kernels(conn: sqlite3.Connection, have: set[str], strings: Strings, ste
     parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []  # (columns, global task ids)
     if "COMPUTE_TASK_INFO" in have and "TASK" in have:
         cc = columns(conn, "COMPUTE_TASK_INFO")
+        tc = columns(conn, "TASK")
         text = ", ".join(_col(cc, *_COMPUTE[k]) for k in TEXT)
+        stream, device = (_col(tc, name).replace("c.", "t.") for name in ("streamId", "deviceId"))
         sql = (f"select {text}, t.startNs, t.endNs - t.startNs, {_col(cc, 'waitNs')}, {_col(cc, 'blockDim', 'block_dim')},"
-               f" {_col(cc, 'mixBlockDim')}, coalesce(t.streamId, -1), coalesce(t.deviceId, -1), t.globalTaskId"
-               " from COMPUTE_TASK_INFO c join TASK t on t.globalTaskId = c.globalTaskId")
+               f" {_col(cc, 'mixBlockDim')}, {stream}, {device}, t.globalTaskId"
+               " from COMPUTE_TASK_INFO c join TASK t on t.globalTaskId = c.globalTaskId"
+               " where t.startNs is not null and t.endNs is not null")
         a = _rows(conn, sql, len(TEXT) + 8)
         k = len(TEXT)
         cols = {key: a[:, i] for i, key in enumerate(TEXT)}
@@ -118,7 +132,7 @@ def read_kernels(conn: sqlite3.Connection, have: set[str], strings: Strings, ste
     if "COMMUNICATION_OP" in have:
         oc = columns(conn, "COMMUNICATION_OP")
         sql = (f"select {_col(oc, 'opName')}, {_col(oc, 'opType')}, c.startNs, c.endNs - c.startNs, {_col(oc, 'waitNs')}"
-               " from COMMUNICATION_OP c")
+               " from COMMUNICATION_OP c where c.startNs is not null and c.endNs is not null")
         a = _rows(conn, sql, 5)
         n = len(a)
         none = np.full(n, -1, np.int64)
