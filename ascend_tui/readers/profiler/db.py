@@ -92,10 +92,12 @@ def _rows(conn: sqlite3.Connection, sql: str, width: int, params: Iterable[Any] 
 
 def _int(value: Any) -> int:
     """An integer cell, -1 for NULL or text that is not a number."""
-    try:
-        return int(value) if isinstance(value, int) else int(float(value))
-    except (TypeError, ValueError, OverflowError):
-        return -1
+    for cast in (int, lambda v: int(float(v))):  # exact for integer text (ns stamps), then decimals
+        try:
+            return cast(value)
+        except (TypeError, ValueError, OverflowError):
+            continue
+    return -1
 
 
 def _col(have_cols: list[str], *names: str) -> str:
