@@ -44,12 +44,13 @@ def test_db_export_reads_as_its_text_export(fixtures: Path, rank: int) -> None:
     # the same kernels with the same types, cores, shapes and dtypes (streams interleave differently run to run)
     def kernels(p: object) -> Counter[tuple[str, ...]]:
         t = p.kernels  # type: ignore[attr-defined]
-        cols = ("name", "type", "core", "input_shapes", "input_dtypes", "output_shapes", "output_formats")
+        cols = ("name", "type", "core", "input_shapes", "input_dtypes", "output_shapes", "output_formats", "module")
         # collectives carry the run's own op index (hcom_allReduce__210_0_1 / __586_0_1)
         return Counter(tuple(t.label(c, i).split("__")[0] if c == "name" else t.label(c, i) for c in cols)
                        for i in range(t.n))
 
-    assert kernels(db) == kernels(text)
+    assert kernels(db) == kernels(text)  # module paths too: the db's links equal the trace's flows
+    assert sum(1 for i in range(db.kernels.n) if db.kernels.label("module", i)) >= 50
     on_stream = [db.kernels.label("name", i) for i in np.flatnonzero(db.kernels.ints["stream"] == 2)]
     assert on_stream == [text.kernels.label("name", i) for i in np.flatnonzero(text.kernels.ints["stream"] == 2)]
     assert set(db.kernels.ints["step"].tolist()) == set(text.kernels.ints["step"].tolist()) == {50}

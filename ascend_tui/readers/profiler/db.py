@@ -12,6 +12,7 @@ so the tables fill the same `Profile` and memory records the CSV readers fill.
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
 from decimal import Decimal
 from pathlib import Path
@@ -169,11 +170,54 @@ def read_kernels(conn: sqlite3.Connection, have: set[str], strings: Strings, ste
 
     wait = joined["wait"].astype(np.float64) / 1000
     wait[joined["wait"] < 0] = np.nan
+    modules = read_modules(conn, have, strings, tasks)
+    if modules is not None:
+        text["module"] = modules
     return KernelTable(n, text, {"start_ns": joined["start"], "block_dim": ints(joined["block"]),
                                  "mix_block_dim": ints(joined["mix"]), "stream": ints(joined["stream"]),
                                  "device": ints(joined["device"]), "step": step},
                        {"dur_us": joined["dur"].astype(np.float64) / 1000, "wait_us": wait},
                        _metrics(conn, have, strings, tasks))
+
+
+MODULE_PREFIX = "nn.Module: "
+
+
+def read_modules(conn: sqlite3.Connection, have: set[str], strings: Strings, tasks: np.ndarray) -> Codes | None:
+    """The `nn.Module` path around the framework op that launched each task (PYTORCH_API -> CONNECTION_IDS ->
+    TASK, the trace's flows), as trace_view.json's module column; None when the db has no module records."""
+    if not {"PYTORCH_API", "CONNECTION_IDS", "TASK"} <= have or not len(tasks):
+        return None
+    ids = [i for i, v in strings.values.items() if isinstance(v, str) and v.startswith(MODULE_PREFIX)]
+    if not ids:
+        return None
+    spans: dict[int, list[tuple[int, int, str]]] = {}
+    for tid, start, end, name in _rows(conn, "select coalesce(globalTid, -1), cast(startNs as integer), "
+                                             f"cast(endNs as integer), name from PYTORCH_API where name in "
+                                             f"({','.join(map(str, ids))}) and startNs is not null", 4).tolist():
+        spans.setdefault(tid, []).append((start, end, strings.text(name)[len(MODULE_PREFIX):]))
+    for v in spans.values():
+        v.sort()
+    op_type = "(select id from ENUM_API_TYPE where name = 'op')" if "ENUM_API_TYPE" in have else "p.type"
+    launched = _rows(conn, "select t.globalTaskId, coalesce(p.globalTid, -1), max(cast(p.startNs as integer)) "
+                           "from TASK t join CONNECTION_IDS ci on ci.connectionId = t.connectionId "
+                           f"join PYTORCH_API p on p.connectionId = ci.id where p.type = {op_type} "
+                           "group by t.globalTaskId", 3)
+    if not len(launched):
+        return None
+    paths: dict[tuple[int, int], str] = {}
+
+    def path(tid: int, t: int) -> str:
+        key = (tid, t)
+        if key not in paths:
+            around = spans.get(tid, [])
+            upto = bisect.bisect_right(around, (t, 1 << 62, ""))
+            paths[key] = ".".join(name for s, e, name in around[:upto] if e >= t)
+        return paths[key]
+
+    by_task = {task: path(tid, t) for task, tid, t in launched.tolist()}
+    found = [by_task.get(int(task), "") for task in tasks.tolist()]
+    return Codes.of(found) if any(found) else None
 
 
 def _metrics(conn: sqlite3.Connection, have: set[str], strings: Strings, tasks: np.ndarray) -> dict[str, np.ndarray]:
