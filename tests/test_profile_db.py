@@ -212,3 +212,13 @@ def test_bad_sqlite_files_are_one_line_errors(tmp_path: Path) -> None:
     sqlite3.connect(empty).execute("create table other (x)").connection.close()
     with pytest.raises(InputError, match="without profiler tables"):
         open_path(empty)
+
+
+def test_msprof_db_inside_prof_folders(fixtures: Path, tmp_path: Path) -> None:
+    prof = tmp_path / "run" / "PROF_000001_20231025081133337_QCMJMHKCPRKMNQHC"
+    prof.mkdir(parents=True)
+    shutil.copyfile(FULL_DB, prof / "msprof_20231025081240.db")
+    for path in (prof, prof.parent):
+        assert kind_of(path) == "profiler"
+        inv = open_path(path)
+        assert inv.profile.kind == "msprof" and inv.profile.kernels.n == 11
