@@ -159,3 +159,16 @@ async def test_skipped_rows_are_an_app_notification(fixtures: Path, tmp_path: Pa
         said = [n.message for n in app._notifications]
         assert any("kernel_details.csv: skipped 1 unreadable record (first: record 17" in m for m in said), said
         assert app.inv is not None and app.inv.profile.kernels.n == 20
+
+
+def test_memory_csvs_are_told_by_header_not_by_kernel_columns(fixtures: Path) -> None:
+    """operator_memory.csv has Name and Duration(us) like a kernel table: it is the memory reader's, renamed or not."""
+    from ascend_tui.readers import kind_of
+
+    older = FIXTURES / "profiler/older_2023-2024"
+    for path in (FIXTURES / "profiler/level1_2025-01/ASCEND_PROFILER_OUTPUT/operator_memory.csv",
+                 older / "operator_memory_2023-09.csv", older / "memory_record_2023-09.csv"):
+        assert kind_of(path) == "profiler memory", path
+    inv = open_path(older / "operator_memory_2023-09.csv")
+    assert inv.profile is None and len(inv.memory_events) > 0
+    assert len(open_path(older / "memory_record_2023-09.csv").memory_samples) == 8

@@ -199,6 +199,8 @@ def sniff(path: Path) -> bool:
     if plain_name(path).endswith(".csv") and path.is_file():
         line = compressed_head(path).decode("utf-8-sig", errors="replace").split("\n", 1)[0]
         header = [h.strip() for h in line.split(",")]
+        if "Allocation Time(us)" in header:  # operator_memory.csv has Name and Duration(us) too: the memory reader's
+            return False
         return profiler_csv.is_kernel_header(header) or _is_step_header(header)
     return chrome_trace.sniff_json(path)
 

@@ -21,7 +21,7 @@ from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.evidence import MemoryEvent, MemorySample
 from ascend_tui.readers.profiler.csv_tables import csv_errors
 from ascend_tui.readers.base import FunctionReader
-from ascend_tui.readers.parse.compressed import open_text, plain_name
+from ascend_tui.readers.parse.compressed import head as compressed_head, open_text, plain_name
 from ascend_tui.readers.parse.skipped import Skipped, report as report_skips
 
 if TYPE_CHECKING:
@@ -48,6 +48,9 @@ class Holder:
 def find_files(path: str | Path) -> tuple[Path | None, Path | None]:
     """(memory_record.csv, operator_memory.csv) of a profiler folder, its ASCEND_PROFILER_OUTPUT, or one of the files."""
     p = Path(path)
+    if p.is_file() and plain_name(p) not in (RECORD, OPERATOR):  # a renamed copy: its header says which it is
+        kind = file_kind(p)
+        return (p if kind == RECORD else None), (p if kind == OPERATOR else None)
     if p.is_file():
         folder = p.parent
     elif (p / OUTPUT_DIR).is_dir():
@@ -58,6 +61,20 @@ def find_files(path: str | Path) -> tuple[Path | None, Path | None]:
         return next((f for f in (folder / name, folder / f"{name}.gz") if f.is_file()), None)
 
     return found(RECORD), found(OPERATOR)
+
+
+def file_kind(path: Path) -> str | None:
+    """RECORD or OPERATOR for a CSV whose header is memory_record's or operator_memory's, whatever its name."""
+    if not plain_name(path).endswith(".csv"):
+        return None
+    header = [h.strip() for h in compressed_head(path, 2048).decode("utf-8-sig", errors="replace")
+              .split("\n", 1)[0].split(",")]
+    if any(h.startswith("Allocation Time") for h in header) and any(h.startswith("Size") for h in header):
+        return OPERATOR
+    if "Component" in header and any(h.startswith("Total Allocated") for h in header) and \
+            any(h.startswith("Timestamp") for h in header):
+        return RECORD
+    return None
 
 
 def _table(path: Path, cancel: threading.Event | None = None, skipped: Skipped | None = None
@@ -260,7 +277,7 @@ def top_holders(blocks: list[MemoryEvent], n: int = 10) -> list[Holder]:
 def sniff(path: Path) -> bool:
     """A profiler folder (or its output folder, or one of the two files) with a memory record."""
     if path.is_file():
-        return plain_name(path) in (RECORD, OPERATOR)
+        return plain_name(path) in (RECORD, OPERATOR) or file_kind(path) is not None
     record, operator = find_files(path) if path.is_dir() else (None, None)
     return record is not None or operator is not None
 
