@@ -222,3 +222,17 @@ def test_msprof_db_inside_prof_folders(fixtures: Path, tmp_path: Path) -> None:
         assert kind_of(path) == "profiler"
         inv = open_path(path)
         assert inv.profile.kind == "msprof" and inv.profile.kernels.n == 11
+
+
+def test_msprof_prof_folders_as_a_cluster(fixtures: Path, tmp_path: Path) -> None:
+    """Two PROF_* folders of msprof db exports (one a device): a cluster, ranks numbered loudly (no rank ids in them)."""
+    for k in range(2):
+        prof = tmp_path / "job" / f"PROF_00000{k}_2023102508113333{k}_QCMJMHKCPRKMNQHC"
+        prof.mkdir(parents=True)
+        shutil.copyfile(FULL_DB, prof / f"msprof_2023102508124{k}.db")
+    assert kind_of(tmp_path / "job") == "cluster profile"
+    inv = open_path(tmp_path / "job")  # this export has no steps: the kernels, and a note saying so
+    c = inv.profile.extra["cluster"]
+    assert c["kernels"] == 22 and inv.profile.kernels.n == 11 and c["slow_rank"] == -1
+    assert any("no step times in any of the 2 ranks" in n for n in inv.run.extra["notes"])
+    assert any("repeat rank ids" in n for n in inv.run.extra["notes"])

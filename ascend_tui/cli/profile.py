@@ -148,8 +148,6 @@ def print_summary(inv: Investigation, out: TextIO, top: int = 15) -> None:
     else:
         w(f"{inv.run.target}: {p.kind}, {fmt.plural(t.n, 'kernel')}, {fmt.duration_us(t.total_us())} of kernel time, "
           f"{fmt.plural(step_count(t, p.steps), 'step')}\n")
-    for note in inv.run.extra.get("notes", ()) or ():
-        w(f"note: {note}\n")
     if p.unmatched:
         shown = ", ".join(p.unmatched[:8]) + (", ..." if len(p.unmatched) > 8 else "")
         w(f"{fmt.plural(len(p.unmatched), 'op name')} matched no graph node: {shown}\n")
@@ -164,7 +162,7 @@ def print_summary(inv: Investigation, out: TextIO, top: int = 15) -> None:
             w(f"{s.step:>6} {fmt.duration_us(s.computing):>11} {fmt.duration_us(s.communication_not_overlapped):>15} "
               f"{fmt.duration_us(s.free):>11} {fmt.duration_us(s.total):>11}\n")
         w("\n")
-    if "cluster" in p.extra:
+    if "cluster" in p.extra and p.steps:
         c = cluster_summary(p.steps)
         w(f"{'rank':>5} {'computing':>11} {'comm (exposed)':>15} {'free':>11} {'step time':>11}\n")
         for r in c.ranks:

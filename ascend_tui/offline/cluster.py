@@ -34,11 +34,16 @@ CLUSTER_OUTPUT = "cluster_analysis_output"
 
 
 def rank_folders(path: Path) -> list[Path]:
-    """The per-rank profiler folders directly under `path` (`*_ascend_pt`, or any holding ASCEND_PROFILER_OUTPUT)."""
+    """The per-rank profiler folders directly under `path` (`*_ascend_pt`, or any holding ASCEND_PROFILER_OUTPUT;
+    else msprof's `PROF_*` folders, one a device, as msprof-analyze cluster takes them)."""
     if not path.is_dir():
         return []
-    return sorted(p for p in path.iterdir() if p.is_dir() and
-                  (p.name.endswith("_ascend_pt") or (p / "ASCEND_PROFILER_OUTPUT").is_dir()))
+    found = sorted(p for p in path.iterdir() if p.is_dir() and
+                   (p.name.endswith("_ascend_pt") or (p / "ASCEND_PROFILER_OUTPUT").is_dir()))
+    if found or (path / "ASCEND_PROFILER_OUTPUT").is_dir() or path.name.endswith("_ascend_pt"):
+        return found  # PROF_* inside one rank's folder are that rank's msprof data, not ranks
+    return sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith("PROF_") and
+                  ((p / "mindstudio_profiler_output").is_dir() or any(p.glob("msprof_*.db"))))
 
 
 def cluster_output(path: Path) -> Path | None:
@@ -120,7 +125,8 @@ def distinct_ranks(ranks: list[dict[str, Any]]) -> list[str]:
     by_name = None not in named and len(set(named)) == len(named)
     for k, r in enumerate(ranks):
         r["rank"] = int(r["named"]) if by_name else k
-    clash = ", ".join(f"rank {i} ({ids.count(i)} folders)" for i in dup)
+    clash = ", ".join(f"rank {i} ({ids.count(i)} folders)" if i >= 0 else f"no rank id ({ids.count(i)} folders)"
+                      for i in dup)
     return [f"{len(ranks)} rank folders repeat rank ids in their metadata: {clash}; ranks renumbered by "
             + ("their folder names" if by_name else "folder order") + " so that none is merged into another"]
 
@@ -165,8 +171,12 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
         steps = read_cluster_db(output) if output.name == CLUSTER_DB else list(read_step_trace(output))
     else:
         raise InputError(path, "not a cluster profile (no rank folders and no cluster_step_trace_time.csv)")
-    if not steps:
-        raise InputError(path, "no step_trace_time rows in any rank: cannot compare ranks")
+    if not steps and not any(r.get("kernels") for r in per_rank.values()):
+        raise InputError(path, "no step times (step_trace_time.csv, or STEP_TIME in a db export) and no kernel rows "
+                               "in any rank: nothing to compare")
+    if not steps:  # kernels but no steps (msprof without step markers): the ranks' kernels, no comparison
+        notes.append(f"no step times in any of the {len(per_rank)} ranks (no step_trace_time.csv or STEP_TIME): "
+                     "their step times are not compared; the kernel tables are per rank")
     summary = cluster_summary(steps)
     shown = summary.slow_rank if per_rank.get(summary.slow_rank, {}).get("kernels") else \
         next((r for r in sorted(per_rank) if per_rank[r]["kernels"]), None)
