@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ascend_tui.checks.affinity_api import ATEN_RULES, OPTIMIZER_RULES, match_aten, pattern
-from ascend_tui.readers import open_path
+from ascend_tui.offline.open import open_path
 from tests.conftest import FIXTURES
 
 LEVEL1 = FIXTURES / "peer/Ascend__msinsight/test/data/pytorch"

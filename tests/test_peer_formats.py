@@ -9,7 +9,7 @@ import pytest
 
 from ascend_tui.cli.main import main
 from ascend_tui.errors import InputError
-from ascend_tui.readers import kind_of, open_path
+from ascend_tui.offline.open import kind_of, open_path
 from ascend_tui.readers.graphs.ge_dump import op_family
 from ascend_tui.readers.sanitizer.log import parse_file
 from tests.conftest import FIXTURES

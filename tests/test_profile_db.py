@@ -14,7 +14,7 @@ import pytest
 
 from ascend_tui.checks.profile import summarize
 from ascend_tui.errors import InputError
-from ascend_tui.readers import kind_of, open_path
+from ascend_tui.offline.open import kind_of, open_path
 from ascend_tui.readers.parse import sqlite_ro
 from ascend_tui.readers.profiler.ascend_pt import read_profile
 from tests.conftest import FIXTURES

@@ -9,7 +9,7 @@ import pytest
 
 from ascend_tui.cli.main import main
 from ascend_tui.errors import InputError
-from ascend_tui.readers import open_path
+from ascend_tui.offline.open import open_path
 from ascend_tui.readers.parse.skipped import Skipped
 from ascend_tui.readers.profiler import csv_tables
 from ascend_tui.readers.profiler.csv_tables import read_kernels, read_op_statistic, read_step_trace
@@ -163,7 +163,7 @@ async def test_skipped_rows_are_an_app_notification(fixtures: Path, tmp_path: Pa
 
 def test_memory_csvs_are_told_by_header_not_by_kernel_columns(fixtures: Path) -> None:
     """operator_memory.csv has Name and Duration(us) like a kernel table: it is the memory reader's, renamed or not."""
-    from ascend_tui.readers import kind_of
+    from ascend_tui.offline.open import kind_of
 
     older = FIXTURES / "profiler/older_2023-2024"
     for path in (FIXTURES / "profiler/level1_2025-01/ASCEND_PROFILER_OUTPUT/operator_memory.csv",

@@ -17,12 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ascend_tui.errors import InputError
-import ascend_tui.readers.profiler.trace as chrome_trace
-import ascend_tui.readers.profiler.csv_tables as profiler_csv
-import ascend_tui.readers.profiler.db as profiler_db
-import ascend_tui.readers.profiler.framework_ops as framework_ops
-import ascend_tui.readers.profiler.memory as profiler_memory
-from ascend_tui.offline.profile import merge_memory, profile_investigation
+from ascend_tui.readers.profiler import csv_tables, db as profiler_db, framework_ops, memory, trace
+from ascend_tui.readers.profiler.investigation import merge_memory, profile_investigation
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.readers.parse.compressed import head as compressed_head, plain_name
 from ascend_tui.readers.parse.skipped import Skipped, report as report_skips
@@ -38,7 +34,7 @@ KERNEL_FILES = ("kernel_details.csv", "op_summary*.csv", "task_time*.csv")
 TRACE_FILES = ("trace_view.json", "msprof_*.json", "msprof*.json")
 TRACE_LIMIT = 64 * 1024 * 1024  # larger timelines are skipped: kernel rows already hold the time
 MARKERS = ("kernel_details.csv", "op_statistic.csv", "step_trace_time.csv", "operator_details.csv", "trace_view.json",
-           profiler_memory.RECORD, profiler_memory.OPERATOR)
+           memory.RECORD, memory.OPERATOR)
 
 
 def output_dir(path: Path) -> Path | None:
@@ -91,33 +87,33 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
     def skip(f: Path) -> Skipped:  # each file's skipped records, said in the notes
         return skips.setdefault(f, Skipped(str(f)))
 
-    stats = [s for f in _first(folder, "op_statistic*.csv") for s in profiler_csv.read_op_statistic(f, skip(f))]
-    steps = [s for f in _first(folder, "step_trace_time*.csv") for s in profiler_csv.read_step_trace(f, skip(f))]
+    stats = [s for f in _first(folder, "op_statistic*.csv") for s in csv_tables.read_op_statistic(f, skip(f))]
+    steps = [s for f in _first(folder, "step_trace_time*.csv") for s in csv_tables.read_step_trace(f, skip(f))]
     chunks: list[KernelTable] = []
     for f in files:
-        for chunk in profiler_csv.iter_kernel_chunks(f, cancel=cancel, progress=progress, skipped=skip(f)):
+        for chunk in csv_tables.iter_kernel_chunks(f, cancel=cancel, progress=progress, skipped=skip(f)):
             chunks.append(chunk)
             if on_partial is not None and len(chunks) == 1:
                 on_partial(Profile(kind, _fill_types(chunk), tuple(stats), tuple(steps),
                                    extra={"partial": True, "files": [f.name]}))
     kernels = _fill_types(KernelTable.concat(chunks))
     kernels.dur_us  # decoded now, so that the cells it could not read are counted before the notes are made
-    host = [h for f in _first(folder, "operator_details*.csv") for h in profiler_csv.read_operator_details(f, skip(f))]
+    host = [h for f in _first(folder, "operator_details*.csv") for h in csv_tables.read_operator_details(f, skip(f))]
     extra: dict[str, Any] = {"files": [f.name for f in files]}
     api = _first(folder, "api_statistic*.csv")
     if api:
         extra["api_statistic"] = _api(api[0], skip(api[0]))
     spans: tuple = ()
-    trace = next((p for pattern in TRACE_FILES for p in _first(folder, pattern)), None)
-    if trace is not None and (kernels.n == 0 or trace.stat().st_size <= TRACE_LIMIT):
+    trace_file = next((p for pattern in TRACE_FILES for p in _first(folder, pattern)), None)
+    if trace_file is not None and (kernels.n == 0 or trace_file.stat().st_size <= TRACE_LIMIT):
         if progress is not None:
-            progress(f"reading {trace.name}", 0, None)
-        timeline = chrome_trace.read_trace(trace, cancel)
+            progress(f"reading {trace_file.name}", 0, None)
+        timeline = trace.read_trace(trace_file, cancel)
         spans = timeline.spans
         extra.update({k: v for k, v in timeline.extra.items() if k in (framework_ops.KEY, framework_ops.STEPS)})
         if kernels.n == 0:
             kernels = timeline.kernels
-            extra["files"].append(trace.name)
+            extra["files"].append(trace_file.name)
         else:
             kernels = _modules_from(kernels, timeline.kernels)
         host = host or list(timeline.host_ops)
@@ -147,7 +143,7 @@ def _fill_types(t: KernelTable) -> KernelTable:
     types = t.text["type"]
     if t.n and not any(v not in ("", "N/A") for v in types.values):
         names = t.text["name"]
-        mapped = [chrome_trace.type_from_name(v) for v in names.values]
+        mapped = [trace.type_from_name(v) for v in names.values]
         index = {v: i for i, v in enumerate(dict.fromkeys(mapped))}
         return t.with_text("type", Codes(np.array([index[m] for m in mapped], np.int32)[names.codes], list(index)))
     return t
@@ -166,9 +162,9 @@ def _modules_from(kernels: KernelTable, timeline: KernelTable) -> KernelTable:
 
 
 def _api(path: Path, skipped: Skipped | None = None) -> list[dict[str, Any]]:
-    header, rows = profiler_csv.read_records(path, skipped)
-    num = profiler_csv._num
-    return profiler_csv._tolerant(path, rows, lambda k, r: {
+    header, rows = csv_tables.read_records(path, skipped)
+    num = csv_tables._num
+    return csv_tables._tolerant(path, rows, lambda k, r: {
         "level": r.get("Level", ""), "name": r.get("API Name", ""), "count": int(num(path, r, "Count", k)),
         "time_us": num(path, r, "Time(us)", k)}, skipped)
 
@@ -201,8 +197,8 @@ def sniff(path: Path) -> bool:
         header = [h.strip() for h in line.split(",")]
         if "Allocation Time(us)" in header:  # operator_memory.csv has Name and Duration(us) too: the memory reader's
             return False
-        return profiler_csv.is_kernel_header(header) or _is_step_header(header)
-    return chrome_trace.sniff_json(path)
+        return csv_tables.is_kernel_header(header) or _is_step_header(header)
+    return trace.sniff_json(path)
 
 
 def _is_step_header(header: list[str]) -> bool:
@@ -213,7 +209,7 @@ def _is_step_header(header: list[str]) -> bool:
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None,
          on_partial: Callable[[Investigation], None] | None = None) -> Investigation:
-    """An `Investigation` of a profiler folder, kernel CSV or trace: time per kernel, advice, and memory.
+    """An `Investigation` of a profiler folder, kernel CSV or trace: time per kernel and memory (no advice yet).
 
     `on_partial` receives an investigation of the first block of kernel rows while the rest is read.
     """
@@ -225,16 +221,16 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
         return _load_db(path, path, *profiler_db.find(path.parent))
     if path.is_file():
         if plain_name(path).endswith(".json"):
-            profile = chrome_trace.read_trace(path, cancel)
+            profile = trace.read_trace(path, cancel)
         elif _is_step_header([h.strip() for h in compressed_head(path).decode("utf-8-sig", errors="replace")
                              .split("\n", 1)[0].split(",")]):
             skipped = Skipped(str(path))
-            profile = Profile("ascend_pt", steps=profiler_csv.read_step_trace(path, skipped),
+            profile = Profile("ascend_pt", steps=csv_tables.read_step_trace(path, skipped),
                               extra={"files": [path.name]})
             report_skips(profile.extra, [skipped])
         else:
             skipped = Skipped(str(path))
-            profile = Profile("kernel_csv", _fill_types(profiler_csv.read_kernels(path, cancel=cancel, progress=progress,
+            profile = Profile("kernel_csv", _fill_types(csv_tables.read_kernels(path, cancel=cancel, progress=progress,
                                                                                   skipped=skipped)))
             profile.kernels.dur_us  # decoded now: its undecodable cells are counted before the notes are made
             report_skips(profile.extra, [skipped])
@@ -249,13 +245,13 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
         return _load_db(path, db_file, db_file, analysis)
     profile = read_folder(folder, cancel=cancel, progress=progress, on_partial=partial)
     if profile.kernels.n == 0 and not profile.op_stats and not profile.steps:
-        record, operator = profiler_memory.find_files(path)
+        record, operator = memory.find_files(path)
         if record is None and operator is None:
             raise InputError(path, "profiler folder without kernel rows, op statistics, step times or memory records")
     inv = profile_investigation(profile, path, source=f"{profile.kind} profiler", device=_device(profile))
-    record, operator = profiler_memory.find_files(folder)
+    record, operator = memory.find_files(folder)
     if record is not None or operator is not None:
-        merge_memory(inv, profiler_memory.load(folder, cancel=cancel))
+        merge_memory(inv, memory.load(folder, cancel=cancel))
     return inv
 
 
@@ -269,7 +265,7 @@ def _load_db(path: Path, asked: Path, db_file: Path | None, analysis: Path | Non
         raise InputError(db_file, "profiler db without kernel tasks, steps or memory records")
     inv = profile_investigation(profile, path, source=f"{profile.kind} profiler (db)", device=_device(profile))
     if samples or blocks:
-        merge_memory(inv, profiler_memory.memory_investigation(path, samples, blocks))
+        merge_memory(inv, memory.memory_investigation(path, samples, blocks))
     return inv
 
 
