@@ -101,10 +101,10 @@ def _int(value: Any) -> int:
     return -1
 
 
-def _col(have_cols: list[str], *names: str) -> str:
-    """The first of `names` the table has, as an SQL expression defaulting to -1."""
+def _col(have_cols: list[str], *names: str, alias: str = "c") -> str:
+    """The first of `names` the table (`alias` in the query) has, as an SQL expression defaulting to -1."""
     found = next((n for n in names if n in have_cols), None)
-    return f'coalesce(c."{found}", -1)' if found else "-1"
+    return f'coalesce({alias}."{found}", -1)' if found else "-1"
 
 
 TEXT = ("name", "type", "core", "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
@@ -121,7 +121,7 @@ def read_kernels(conn: sqlite3.Connection, have: set[str], strings: Strings, ste
         cc = columns(conn, "COMPUTE_TASK_INFO")
         tc = columns(conn, "TASK")
         text = ", ".join(_col(cc, *_COMPUTE[k]) for k in TEXT)
-        stream, device = (_col(tc, name).replace("c.", "t.") for name in ("streamId", "deviceId"))
+        stream, device = (_col(tc, name, alias="t") for name in ("streamId", "deviceId"))
         sql = (f"select {text}, t.startNs, t.endNs - t.startNs, {_col(cc, 'waitNs')}, {_col(cc, 'blockDim', 'block_dim')},"
                f" {_col(cc, 'mixBlockDim')}, {stream}, {device}, t.globalTaskId"
                " from COMPUTE_TASK_INFO c join TASK t on t.globalTaskId = c.globalTaskId"
