@@ -216,7 +216,8 @@ def parse_entry(name: str, record: Any, path: Path) -> Entry | None:
     if not isinstance(record, dict):
         raise InputError(path, f"record {name!r} is {type(record).__name__}, expected an object")
     if m := MODULE_NAME.match(name):
-        entry = Entry(name, "module", m["cls"], f"Module.{m['cls']}", m["dir"], m["path"], m["cls"])
+        kind = name.split(".", 1)[0]  # Module (PyTorch) or Cell (MindSpore): the record says which
+        entry = Entry(name, "module", m["cls"], f"{kind}.{m['cls']}", m["dir"], m["path"], m["cls"])
     elif m := API_NAME.match(name):
         entry = Entry(name, "api", api_op(m["api"]), f"{m['prefix']}.{api_op(m['api'])}", m["dir"])
     else:

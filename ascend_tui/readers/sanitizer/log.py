@@ -12,7 +12,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ascend_tui.progress import Progress
 from ascend_tui.errors import Cancelled, InputError
@@ -506,14 +506,22 @@ def parse_file(path: str | Path, progress: Progress | None = None,
             raise InputError(p, "empty file, expected msSanitizer or compute-sanitizer output")
         if progress is not None:
             progress(f"reading {p.name}", 0, None)
-        log = parse_lines(_decoded_lines(p), str(p), cancel=cancel)
+        read = [0]  # every line, the tool's chatter and its report lines too, for the refusal below
+
+        def counted(lines: Iterable[str]) -> Iterator[str]:
+            for line in lines:
+                read[0] += 1
+                yield line
+
+        log = parse_lines(counted(_decoded_lines(p)), str(p), cancel=cancel)
     except FileNotFoundError:
         raise InputError(p, "no such file") from None
     except OSError as exc:
         raise InputError(p, exc.strerror or str(exc)) from None
     if not log.tools:
-        raise InputError(p, "no msSanitizer ('====== ') or compute-sanitizer ('========= ') report line "
-                            f"in its {log.program_lines} line{'s' if log.program_lines != 1 else ''}")
+        seen = f"; {log.report_lines} start like report lines but hold no report" if log.report_lines else ""
+        raise InputError(p, "no msSanitizer ('====== ') or compute-sanitizer ('========= ') report "
+                            f"in its {read[0]} line{'s' if read[0] != 1 else ''}{seen}")
     return log
 
 
