@@ -371,12 +371,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _check_output_paths(args, [args.target, args.golden])
     progress = ProgressLine(sys.stderr, args.quiet)
     try:
-        inv, lines = run_compare(args, progress)
+        _inv, lines, failed = run_compare(args, progress)
     finally:
         progress.done()
     for line in lines:
         print(line)
-    return EXIT_FINDINGS if inv.summary()["errors"] else EXIT_CLEAN
+    return EXIT_FINDINGS if failed else EXIT_CLEAN
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:

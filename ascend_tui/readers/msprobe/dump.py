@@ -26,6 +26,7 @@ from ascend_tui.graph.ids import api_op
 from ascend_tui.graph.opgraph import OpGraph, read_json
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.readers.base import FunctionReader
+from ascend_tui.readers.msprobe.mapping import canonical_dtype
 
 _RANK_DIR = re.compile(r"^(?:rank|proc)(\d*)$")
 _STEP_DIR = re.compile(r"^step(\d+)$")
@@ -197,7 +198,7 @@ def parse_leaves(value: Any, name: str, path: Path, tensors: list[Leaf], scalars
         raw = [value.get(k) for k in ("Max", "Min", "Mean", "Norm")]
         stats = None if all(v is None for v in raw) else tuple(_number(v, name, path) for v in raw)
         md5 = value.get("md5")
-        tensors.append(Leaf.make(name, TensorMeta(tuple(shape), dtype.removeprefix("torch.")), stats,
+        tensors.append(Leaf.make(name, TensorMeta(tuple(shape), canonical_dtype(dtype)), stats,
                                  str(md5) if md5 is not None else None, value.get("data_name")))
     elif "type" in value or "class_type" in value:
         if "value" in value and not isinstance(value["value"], (dict, list)):
