@@ -1,0 +1,179 @@
+"""Cross-framework compare on msprobe's own MindSpore/PyTorch pair: dtypes, the four mappings, fuzzy, unmatched."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ascend_tui.cli.main import main
+from ascend_tui.errors import InputError
+from ascend_tui.offline.compare import compare
+from ascend_tui.readers.msprobe.mapping import MappingOptions, canonical_dtype, layer_pairs
+from ascend_tui.readers.msprobe.yaml_subset import parse_yaml
+from conftest import FIXTURES
+
+PAIR = FIXTURES / "peer" / "Ascend__msprobe" / "test" / "msprobe_test" / "mindspore_ut" / "compare" / "dump_file"
+MS, PT = PAIR / "mindspore_data", PAIR / "pytorch_data"
+
+# msprobe's own test (test_layer_mapping.py) expects exactly these record pairs with the pair's layer_mapping.yaml.
+MSPROBE_LAYER_PAIRS = {
+    "Tensor.__add__.0.forward": None,
+    "Tensor.__bool__.1.forward": None,
+    "Tensor.__add__.1.forward": "Tensor.__add__.0.forward",
+    "Mint.logical_or.0.forward": "Tensor.__or__.0.forward",
+    "Distributed.all_reduce.0.forward": "Distributed.all_reduce.0.forward",
+    "Cell.network_with_loss.module.language_model.embedding.word_embeddings.VocabParallelEmbedding.forward.0":
+        "Module.module.module.language_model.embedding.word_embeddings.VocabParallelEmbedding.forward.0",
+    "Primitive.norm.RmsNorm.0.forward": "NPU.npu_rms_norm.0.forward",
+    "Cell.network_with_loss.module.language_model.encoder.layers.0.ParallelTransformerLayer.forward.0":
+        "Module.module.module.language_model.encoder.layers.0.ParallelTransformerLayer.forward.0",
+    "Cell.network_with_loss.module.language_model.encoder.layers.0.input_norm.FusedRMSNorm.backward.0": None,
+    "Cell.network_with_loss.module.language_model.encoder.layers.0.attention.ParallelAttention.forward.0":
+        "Module.module.module.language_model.encoder.layers.0.self_attention.ParallelAttention.forward.0",
+    "Mint.cos.0.forward": "Torch.cos.0.forward",
+    "Functional.flash_attention_score.0.forward": "NPU.npu_fusion_attention.0.forward",
+    "Functional.flash_attention_score.0.backward": "NPU.npu_fusion_attention.0.backward",
+}
+
+
+def _pair() -> None:
+    assert (MS / "dump.json").is_file() and (PT / "dump.json").is_file(), f"msprobe's cross-framework pair missing at {PAIR}"
+
+
+def _csv(path: Path) -> dict[str, dict[str, str]]:
+    with path.open(newline="") as fh:
+        return {r["NPU Name"]: r for r in csv.DictReader(fh)}
+
+
+def _paired(opts: MappingOptions | None = None, fuzzy: bool = False) -> dict[str, str]:
+    rank = compare(MS, PT, mappings=opts, fuzzy=fuzzy, replay=False).ranks[0]
+    return {r.target.name: r.golden.name for r in rank.rows if r.golden is not None}
+
+
+def test_dtype_spellings_of_every_framework_meet() -> None:
+    assert {canonical_dtype(d) for d in ("BFloat16", "torch.bfloat16", "bfloat16", "mindspore.bfloat16")} \
+        == {"bfloat16"}
+    assert canonical_dtype("Float32") == canonical_dtype("torch.float32") == canonical_dtype("torch.float") == "float32"
+    assert canonical_dtype("Int64") == canonical_dtype("torch.int64") == "int64"
+    assert canonical_dtype("UInt8") == "uint8" and canonical_dtype("Bool") == "bool"
+
+
+def test_mindspore_vs_pytorch_pairs_all_reduce_reports_the_rest_and_gives_no_all_clear(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    _pair()
+    out, report = tmp_path / "cmp.csv", tmp_path / "cmp.json"
+    code = main(["compare", str(MS), str(PT), "--csv", str(out), "--json", str(report), "-q", "--no-replay"])
+    printed = capsys.readouterr().out
+    rows = _csv(out)
+    ar = rows["Distributed.all_reduce.0.forward.output.0"]
+    assert ar["Bench Name"] == "Distributed.all_reduce.0.forward.output.0"
+    assert (ar["NPU Dtype"], ar["Bench Dtype"]) == ("BFloat16", "torch.bfloat16")  # each side's own spelling
+    assert rows["Distributed.all_reduce.0.forward.input.0"]["Bench Name"] != "N/A"
+    # what msprobe 26.2 pairs on this pair without a mapping: 8 rows of 3 records
+    assert sum(r["Bench Name"] != "N/A" for r in rows.values()) == 8
+    assert "no operator introduces an error" not in printed
+    lines = printed.splitlines()
+    assert lines[0].startswith("UNMATCHED mindspore_data: 36 of 44 target rows and 63 of 71 golden rows")
+    assert "precision/unmatched" in printed and "Tensor.__bool__.1.forward" in printed and "--layer-mapping" in printed
+    assert "8 of 44 target rows compared (36 unmatched; golden: 63 of 71 unmatched)" in printed
+    data = json.loads(report.read_text())
+    um = data["ranks"]["per_rank"][0]["unmatched"]
+    assert (um["target"]["rows"], um["target"]["unmatched"], um["golden"]["rows"], um["golden"]["unmatched"]) \
+        == (44, 36, 71, 63)
+    assert any(f["kind"] == "unmatched" and f["severity"] == "warning" for f in data["findings"])
+    assert code == 1
+
+
+def test_layer_mapping_pairs_what_msprobes_own_test_expects(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    _pair()
+    assert layer_pairs(PAIR / "layer_mapping.yaml", MS, PT) == MSPROBE_LAYER_PAIRS
+    paired = _paired(MappingOptions(layer=PAIR / "layer_mapping.yaml"))
+    assert len(paired) == 32  # msprobe 26.2's compare -lm on this pair: 32 rows of 10 records
+    assert paired["Primitive.norm.RmsNorm.0.forward.output.1"] == "NPU.npu_rms_norm.0.forward.output.1"
+    # the layer-mapped compare has no error, but a third of the target is still unmatched: --fail-on warning fails
+    args = ["compare", str(MS), str(PT), "--layer-mapping", str(PAIR / "layer_mapping.yaml"), "-q", "--no-replay"]
+    assert main(args) == 0
+    assert "no verdict: 12 target and 39 golden rows had nothing to compare with" in capsys.readouterr().out
+    assert main([*args, "--fail-on", "warning"]) == 1
+
+
+def test_api_mapping_maps_mint_by_rule_and_user_entries_by_argument_index(tmp_path: Path) -> None:
+    _pair()
+    paired = _paired(MappingOptions(api="default"))
+    assert paired["Mint.cos.0.forward.output.0"] == "Torch.cos.0.forward.output.0"
+    assert len(paired) == 10  # msprobe 26.2's compare -am on this pair: 10 rows
+    mapping = tmp_path / "api.yaml"
+    mapping.write_text("- ms_api: Functional.flash_attention_score\n  pt_api: NPU.npu_fusion_attention\n"
+                       "  ms_args:\n  - 0\n  - 1\n  pt_args:\n  - 1\n  - 0\n  ms_outputs:\n  - 0\n  pt_outputs:\n"
+                       "  - 0\n- ms_api: Mint.logical_or\n  pt_api: Tensor.__or__\n  ms_args: [] # none\n"
+                       "  pt_args: []\n  ms_outputs:\n  - 0\n  pt_outputs:\n  - 0\n")
+    paired = _paired(MappingOptions(api=mapping))
+    assert paired["Functional.flash_attention_score.0.forward.input.0"] == "NPU.npu_fusion_attention.0.forward.input.1"
+    assert paired["Functional.flash_attention_score.0.forward.output.0"] == \
+        "NPU.npu_fusion_attention.0.forward.output.0"
+    assert "Functional.flash_attention_score.0.forward.input.2" not in paired  # not listed: abandoned
+    assert paired["Mint.logical_or.0.forward.output.0"] == "Tensor.__or__.0.forward.output.0"
+    assert paired["Mint.cos.0.forward.output.0"] == "Torch.cos.0.forward.output.0"  # the rule still applies
+
+
+def test_cell_mapping_by_whole_name_and_by_substring(tmp_path: Path) -> None:
+    _pair()
+    emb = "Cell.network_with_loss.module.language_model.embedding.word_embeddings.VocabParallelEmbedding.forward.0"
+    assert f"{emb}.output.0" not in _paired(MappingOptions(cell="default"))  # Cell -> Module alone: paths differ
+    whole = tmp_path / "cells.yaml"
+    whole.write_text("network_with_loss.module.language_model.embedding.word_embeddings.VocabParallelEmbedding: "
+                     "module.module.language_model.embedding.word_embeddings.VocabParallelEmbedding\n")
+    paired = _paired(MappingOptions(cell=whole))
+    assert paired[f"{emb}.output.0"] == emb.replace("Cell.network_with_loss", "Module.module") + ".output.0"
+    sub = tmp_path / "substr.yaml"
+    sub.write_text("# the MindSpore wrapper is called module in PyTorch\nnetwork_with_loss: module\n")
+    paired = _paired(MappingOptions(cell=sub))
+    layer = "Cell.network_with_loss.module.language_model.encoder.layers.0.ParallelTransformerLayer.forward.0"
+    assert paired[f"{emb}.input.0"].startswith("Module.module.module.language_model.embedding")
+    assert paired[f"{layer}.input.0"] == layer.replace("Cell.network_with_loss", "Module.module") + ".input.0"
+
+
+def test_data_mapping_pairs_named_tensors_whatever_their_dtype(tmp_path: Path) -> None:
+    _pair()
+    mapping = tmp_path / "data.yaml"
+    mapping.write_text("Mint.cos.0.forward.input.0: Torch.cos.0.forward.input.0\n"
+                       "'Tensor.__add__.0.forward.output.0': \"Tensor.__add__.1.forward.output.0\"\n")
+    paired = _paired(MappingOptions(data=mapping))
+    assert paired["Mint.cos.0.forward.input.0"] == "Torch.cos.0.forward.input.0"
+    assert paired["Tensor.__add__.0.forward.output.0"] == "Tensor.__add__.1.forward.output.0"
+    assert paired["Distributed.all_reduce.0.forward.output.0"] == "Distributed.all_reduce.0.forward.output.0"
+
+
+def test_fuzzy_pairs_real_records_whose_call_indices_moved(tmp_path: Path) -> None:
+    _pair()
+    shifted = tmp_path / "pt"
+    shutil.copytree(PT, shifted)
+    raw = json.loads((PT / "dump.json").read_text())
+    renamed = {k.replace("Torch.cos.0.", "Torch.cos.7.").replace("Distributed.all_reduce.0.", "Distributed.all_reduce.3."):
+               v for k, v in raw["data"].items()}
+    (shifted / "dump.json").write_text(json.dumps({**raw, "data": renamed}))
+    exact = compare(MS, shifted, replay=False).ranks[0]
+    assert not any(r.golden is not None and "all_reduce" in r.target.name for r in exact.rows)
+    paired = _paired(MappingOptions(api="default"), fuzzy=False)
+    assert paired["Mint.cos.0.forward.output.0"] == "Torch.cos.0.forward.output.0"
+    fuzzy = compare(MS, shifted, fuzzy=True, replay=False).ranks[0]
+    got = {r.target.name: r.golden.name for r in fuzzy.rows if r.golden is not None}
+    assert got["Distributed.all_reduce.0.forward.output.0"] == "Distributed.all_reduce.3.forward.output.0"
+    assert fuzzy.unmatched is not None and fuzzy.unmatched.target_unmatched == 36
+
+
+def test_mapping_yaml_is_read_strictly(tmp_path: Path) -> None:
+    assert parse_yaml("A:\n  b.c: d  # note\n  'e': \"f\"\nG:\n") == {"A": {"b.c": "d", "e": "f"}, "G": None}
+    assert parse_yaml("ms_api: X\nms_args:\n- 0\n- 2\n") == {"ms_api": "X", "ms_args": [0, 2]}
+    for bad, where in (("a: {b: c}\n", "line 1"), ("a: b\n   c: d\n", "line 2"), ("a: &x b\n", "line 1")):
+        with pytest.raises(InputError, match=where):
+            parse_yaml(bad, "m.yaml")
+    bad = tmp_path / "lm.yaml"
+    bad.write_text("- a\n- b\n")
+    with pytest.raises(InputError, match="not an msprobe layer mapping"):
+        compare(MS, PT, mappings=MappingOptions(layer=bad), replay=False)
+    assert main(["compare", str(MS), str(PT), "--data-mapping", str(tmp_path / "missing.yaml"), "-q"]) == 2
