@@ -177,3 +177,28 @@ def test_mapping_yaml_is_read_strictly(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not an msprobe layer mapping"):
         compare(MS, PT, mappings=MappingOptions(layer=bad), replay=False)
     assert main(["compare", str(MS), str(PT), "--data-mapping", str(tmp_path / "missing.yaml"), "-q"]) == 2
+
+
+async def test_precision_view_states_unmatched_counts_and_lists_the_unmatched_rows() -> None:
+    from test_app_views import Host, lines
+
+    from ascend_tui.app.screens.precision import PrecisionScreen
+    from ascend_tui.app.screens.row_table import RowTable
+
+    _pair()
+    inv = compare(MS, PT, replay=False).investigation
+    app = Host(lambda: PrecisionScreen(inv))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        summary = str(app.screen.query_one("#precision-summary").render())
+        assert "unmatched: 36 of 44 target rows, 63 of 71 golden" in summary
+        await pilot.press("u")
+        await pilot.pause()
+        rows = app.screen.query_one(RowTable).rows
+        assert len(rows) == 36 + 63
+        assert rows[0].data["side"] == "target" and rows[0].data["name"] == "Tensor.__add__.0.forward.input.1"
+        assert any(r.data["side"] == "golden" and r.data["name"].startswith("NPU.npu_rms_norm") for r in rows)
+        assert "unmatched tensor" in lines(app.screen.query_one(RowTable))[0]
+        await pilot.press("u")
+        await pilot.pause()
+        assert len(app.screen.query_one(RowTable).rows) < 36
