@@ -202,3 +202,75 @@ async def test_precision_view_states_unmatched_counts_and_lists_the_unmatched_ro
         await pilot.press("u")
         await pilot.pause()
         assert len(app.screen.query_one(RowTable).rows) < 36
+
+
+# -- msprobe's compare result as an input ------------------------------------------------------------
+
+DATA = Path(__file__).resolve().parent / "data" / "msprobe_compare"
+MSPROBE_CSV = FIXTURES / "msprobe" / "msprobe_output" / "compare_tensor_bf16_vs_fp32.csv"
+
+
+def test_msprobe_compare_results_open_without_the_dumps_as_the_graph_the_dump_gives() -> None:
+    from ascend_tui.readers import kind_of, open_path
+
+    assert MSPROBE_CSV.is_file(), f"msprobe's compare CSV missing at {MSPROBE_CSV}"
+    dump = open_path(FIXTURES / "msprobe" / "dump_bf16")
+    for path in (MSPROBE_CSV, DATA / "compare_result_tensor_bf16_vs_fp32.xlsx"):
+        assert kind_of(path) == "msprobe compare result"
+        inv = open_path(path)
+        assert len(inv.graph) == len(dump.graph) and inv.graph.edge_count() == dump.graph.edge_count()
+        rows = inv.run.extra["precision"]["rows"]
+        assert len(rows) == 140 and rows[0][0] == "Functional.conv2d.0.forward.input.0"
+        flagged = {f.node for f in inv.findings if f.kind == "msprobe-result"}
+        assert "backward:conv2d.0" in flagged and all(n in inv.graph for n in flagged)
+        row = next(r for r in rows if r[0] == "Functional.conv2d.0.backward.output.2")
+        assert row[1] == "backward:conv2d.0" and abs(row[3] - 0.354399) < 1e-6  # msprobe's cosine, on the op
+    stats = open_path(DATA / "compare_result_statistics.csv")
+    assert stats.run.extra["mode"] == "statistics" and len(stats.reference) > 0
+    md5 = open_path(DATA / "compare_result_md5.csv")
+    assert md5.run.extra["mode"] == "md5" and not [f for f in md5.findings if f.severity != "info"]
+
+
+def test_a_compare_result_with_unmatched_rows_and_a_short_row_says_so(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    from ascend_tui.readers import open_path
+
+    cross = open_path(DATA / "compare_result_ms_vs_pt_layer_mapping.csv")
+    warn = next(f for f in cross.findings if f.kind == "unmatched")
+    assert warn.severity == "warning" and "12 of 44 rows" in warn.message and "Tensor.__add__.0.forward" in warn.message
+    assert main(["check", str(DATA / "compare_result_ms_vs_pt_layer_mapping.csv"), "-q"]) == 1
+    lines = MSPROBE_CSV.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = tmp_path / "compare_result_cut.csv"
+    cut.write_text("".join(lines[:3]) + "Functional.conv2d.0.forward.input.9,too,short\n" + "".join(lines[3:]))
+    inv = open_path(cut)
+    assert inv.run.extra["skipped_rows"] == 1 and inv.run.extra["first_skipped_row"] == 4
+    assert any("1 rows of the wrong length were skipped (first at row 4)" in n for n in inv.run.extra["notes"])
+    bad = tmp_path / "compare_result_bad.csv"
+    bad.write_text("NPU Name,Bench Name,x\n")
+    with pytest.raises(InputError, match="not an msprobe compare result"):
+        open_path(bad)
+
+
+async def test_a_compare_csv_opened_in_the_app_shows_its_rows_and_a_flagged_op(tmp_path: Path) -> None:
+    from live_investigations import detail_text
+    from test_app_jobs import settle
+
+    from ascend_tui.app.app import InvestigatorApp
+    from ascend_tui.app.screens.precision import PrecisionScreen
+    from ascend_tui.app.screens.row_table import RowTable
+
+    app = InvestigatorApp([str(MSPROBE_CSV)], theme="textual-dark", export_dir=tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(app, pilot)
+        assert app.inv is not None and app.inv.run.source == "msprobe compare result"
+        await pilot.press("f")  # the first finding: an op msprobe flagged
+        await pilot.pause()
+        focused = app.main.nav.focused
+        assert focused is not None and any(f.node == focused and f.kind == "msprobe-result" for f in app.inv.findings)
+        assert "msprobe marks" in detail_text(app)
+        await pilot.press("C")
+        await pilot.pause()
+        assert isinstance(app.screen, PrecisionScreen)
+        rows = app.screen.query_one(RowTable).rows
+        assert len(rows) == 140 and rows[0].data["name"] == "Functional.conv2d.0.forward.input.0"
+        assert any(r.data["result"] == "error" for r in rows)

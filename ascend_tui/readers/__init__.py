@@ -15,6 +15,7 @@ from ascend_tui.readers.profiler import ascend_pt as ascend_profiler
 from ascend_tui.offline import cluster
 from ascend_tui.readers.graphs import ge_dump
 from ascend_tui.readers.graphs import mindspore_ir
+from ascend_tui.readers.msprobe import compare_result as msprobe_compare_result
 from ascend_tui.readers.msprobe import dump as msprobe
 from ascend_tui.readers.msprobe import overflow as msprobe_overflow
 from ascend_tui.readers.msprobe import vis as msprobe_vis
@@ -33,6 +34,7 @@ READERS: list[Reader] = [
     native.INVESTIGATION_READER,
     native.GRAPH_READER,
     msprobe.READER,
+    msprobe_compare_result.READER,
     msprobe_overflow.READER,
     sanitizer.READER,
     cluster.READER,
