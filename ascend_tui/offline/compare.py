@@ -109,6 +109,9 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
     `mappings` are msprobe's -dm/-lm/-am/-cm options; dumps of two frameworks pair dtypes by family.
     """
     opts = mappings or MappingOptions()
+    if fuzzy and opts.any:
+        raise InputError("--fuzzy", "pairs by name alone and cannot be combined with a mapping file; use one or "
+                                    "the other")
     lefts: list[tuple[Unmatched, list[Item]]] = []
     t = thresholds or Thresholds()
     t_ranks, _ = msprobe.rank_folders(Path(target))
