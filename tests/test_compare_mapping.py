@@ -274,3 +274,19 @@ async def test_a_compare_csv_opened_in_the_app_shows_its_rows_and_a_flagged_op(t
         rows = app.screen.query_one(RowTable).rows
         assert len(rows) == 140 and rows[0].data["name"] == "Functional.conv2d.0.forward.input.0"
         assert any(r.data["result"] == "error" for r in rows)
+
+
+def test_a_mindspore_npy_tensor_compares_with_a_torch_pt_tensor(tmp_path: Path) -> None:
+    import numpy as np
+    import torch
+
+    from ascend_tui.readers.msprobe.tensors import compare_pair
+
+    a = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    np.save(tmp_path / "Mint.cos.0.forward.output.0.npy", a)
+    torch.save(torch.from_numpy(a * 1.5), tmp_path / "Torch.cos.0.forward.output.0.pt")
+    m = compare_pair(str(tmp_path / "Mint.cos.0.forward.output.0.npy"), str(tmp_path / "Torch.cos.0.forward.output.0.pt"))
+    assert m.cosine == pytest.approx(1.0) and m.max_abs == pytest.approx(float(np.abs(a * 0.5).max()), rel=1e-6)
+    (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY junk")
+    with pytest.raises(InputError, match="not a readable .npy"):
+        compare_pair(str(tmp_path / "bad.npy"), str(tmp_path / "Torch.cos.0.forward.output.0.pt"))
