@@ -290,3 +290,20 @@ def test_a_mindspore_npy_tensor_compares_with_a_torch_pt_tensor(tmp_path: Path) 
     (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY junk")
     with pytest.raises(InputError, match="not a readable .npy"):
         compare_pair(str(tmp_path / "bad.npy"), str(tmp_path / "Torch.cos.0.forward.output.0.pt"))
+
+
+def test_an_older_compare_csv_with_accuracy_reached_or_not_reads_its_verdicts(tmp_path: Path) -> None:
+    from ascend_tui.readers import open_path
+
+    rows = list(csv.reader(MSPROBE_CSV.open(newline="", encoding="utf-8")))
+    head = rows[0]
+    i = head.index("Result")
+    head[i] = "Accuracy Reached or Not"
+    for r in rows[1:]:
+        r[i] = {"pass": "Yes", "error": "No", "warning": "Yes"}[r[i]]
+    old = tmp_path / "compare_result_old.csv"
+    with old.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(rows)
+    inv = open_path(old)
+    assert sum(1 for r in inv.run.extra["precision"]["rows"] if r[8] == "error") == 50
+    assert "backward:conv2d.0" in {f.node for f in inv.findings if f.kind == "msprobe-result"}

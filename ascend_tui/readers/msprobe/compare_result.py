@@ -34,7 +34,9 @@ from ascend_tui.readers.msprobe.graph import Builder, Leaf, stats_rows
 from ascend_tui.readers.msprobe.mapping import canonical_dtype
 
 NA = "N/A"
-REQUIRED = ("NPU Name", "Bench Name", "NPU Dtype", "NPU Tensor Shape", "Result")
+REQUIRED = ("NPU Name", "Bench Name", "NPU Dtype", "NPU Tensor Shape")
+VERDICT = ("Result", "Accuracy Reached or Not")  # the second is what msprobe/ptdbg wrote before Result
+_RESULT = {"pass": "pass", "fail": "error", "error": "error", "warning": "warning", "yes": "pass", "no": "error"}
 _ROW = re.compile(r"^(?P<entry>.+?\.(?:forward|backward)(?:\.\d+)?)\.(?P<section>input|output|parameters)"
                   r"\.(?P<rest>.+)$")
 _GRAD = re.compile(r"^(?P<entry>.+\.parameters_grad)\.(?P<rest>.+)$")
@@ -128,8 +130,8 @@ def read_table(path: Path) -> tuple[list[str], list[dict[str, str]], int, int | 
     """(header, rows as dicts, rows skipped for a wrong field count, the first skipped row's number)."""
     rows = _xlsx_rows(path) if path.suffix.lower() == ".xlsx" else _csv_rows(path)
     header = next(rows, None)
-    if not header or any(c not in header for c in REQUIRED):
-        missing = [c for c in REQUIRED if c not in (header or [])]
+    if not header or any(c not in header for c in REQUIRED) or not any(c in header for c in VERDICT):
+        missing = [c for c in REQUIRED if c not in (header or [])] or ["Result"]
         raise InputError(path, f"not an msprobe compare result (no {', '.join(missing)} column)")
     out: list[dict[str, str]] = []
     skipped, first = 0, None
@@ -254,6 +256,12 @@ def _metrics(row: dict[str, str], mode: str) -> list[Any]:
     return [NA] * 5
 
 
+def verdict(row: dict[str, str]) -> str:
+    """pass, warning, error or N/A from the Result column (or the older "Accuracy Reached or Not": Yes/No)."""
+    text = row.get("Result") or row.get("Accuracy Reached or Not") or NA
+    return _RESULT.get(text.strip().lower(), NA)
+
+
 def _messages(text: str) -> list[str]:
     try:
         found = json.loads(text)
@@ -285,7 +293,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     unmatched: list[str] = []
     for row in rows:
         name = row["NPU Name"]
-        result = row.get("Result", NA).strip().lower() or NA
+        result = verdict(row)
         entry = entry_of.get(name)
         nid = builder.ids.get(entry) if entry else None
         key = slot_of.get(name)
