@@ -339,7 +339,8 @@ def _stack_lines(path: Path) -> dict[str, list[str]]:
     return out
 
 
-def _tree(rank_dir: Path) -> tuple[list[_Scoped], _Layer]:
+def _tree(rank_dir: Path) -> tuple[list[_Scoped], _Layer, dict[str, int]]:
+    """The records of a rank on their scope tree, and each record's position among its node's same-state records."""
     from ascend_tui.readers.msprobe.dump import read_dump
 
     header, data = read_dump(rank_dir / "dump.json")
@@ -357,13 +358,15 @@ def _tree(rank_dir: Path) -> tuple[list[_Scoped], _Layer]:
             items.append(item)
     _postprocess(items)
     root = _Layer(TOP)
+    position: dict[str, int] = {}
     for item in items:
         node = root
         for part in item.full_scope.split(".")[1:]:
             node = node.children.setdefault(part, _Layer(part))
+        position[item.name] = len(node.items[item.state])
         node.items[item.state].append(item.name)
         node.type_name = item.type_name
-    return items, root
+    return items, root, position
 
 
 def read_layer_mapping(path: Path) -> dict[str, list[tuple[str, str, int]]]:
@@ -392,8 +395,8 @@ def read_layer_mapping(path: Path) -> dict[str, list[tuple[str, str, int]]]:
 def layer_pairs(path: Path, target_dir: Path, golden_dir: Path) -> dict[str, str | None]:
     """Target record -> golden record (None: no counterpart), walking both scope trees with the layer rules."""
     rules: Any = read_layer_mapping(path)
-    items, t_root = _tree(target_dir)
-    _g_items, g_root = _tree(golden_dir)
+    items, t_root, position = _tree(target_dir)
+    _g_items, g_root, _g_position = _tree(golden_dir)
     out: dict[str, str | None] = {}
     for item in items:
         scope = item.full_scope.split(".")
@@ -409,7 +412,7 @@ def layer_pairs(path: Path, target_dir: Path, golden_dir: Path) -> dict[str, str
             for _ in range(step):
                 node = node.children[scope[i + 1]]
                 i += 1
-        index = max((k for k, n in enumerate(node.items[item.state]) if n == item.name), default=-1)
+        index = position[item.name]
         g = g_root
         for part in ".".join(new).split(".")[1:]:
             g = g.children.get(part)  # type: ignore[assignment]
