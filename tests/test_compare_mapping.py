@@ -99,6 +99,10 @@ def test_layer_mapping_pairs_what_msprobes_own_test_expects(tmp_path: Path, caps
     assert main(args) == 0
     assert "no verdict: 12 target and 39 golden rows had nothing to compare with" in capsys.readouterr().out
     assert main([*args, "--fail-on", "warning"]) == 1
+    inv = compare(MS, PT, mappings=MappingOptions(layer=PAIR / "layer_mapping.yaml"), replay=False).investigation
+    warn = inv.first_finding()
+    assert warn is not None and warn.kind == "unmatched"  # the only finding: it sits on an op the app can go to
+    assert warn.node == "add.0" and not inv.graph.node(warn.node).is_placeholder
 
 
 def test_api_mapping_maps_mint_by_rule_and_user_entries_by_argument_index(tmp_path: Path) -> None:

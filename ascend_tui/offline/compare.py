@@ -420,11 +420,15 @@ def _pair(td: Path, gd: Path, th: Mapping[str, Any], gh: Mapping[str, Any], tite
                                  check_dtype=opts.checks_dtype)
 
 
-def unmatched_finding(rank: str, um: Unmatched) -> Finding:
-    """The warning a compare leads with when over a tenth of either side found nothing to compare with."""
+def unmatched_finding(rank: str, um: Unmatched, node: Any = None) -> Finding:
+    """The warning a compare leads with when over a tenth of either side found nothing to compare with.
+
+    It sits on `node` (the first unmatched target operator, so the app can go there) when given.
+    """
     names = ", ".join(um.first_target or um.first_golden)
     more = um.target_records_unmatched - len(um.first_target)
-    return Finding("precision", "unmatched", "warning", "", "", "", -1,
+    where = (node.id, node.op_type, node.module, node.index) if node is not None else ("", "", "", -1)
+    return Finding("precision", "unmatched", "warning", *where,
                    f"{rank}: {um.target_unmatched} of {um.target_rows} target rows and {um.golden_unmatched} of "
                    f"{um.golden_rows} golden rows have nothing to compare with ({um.target_records_unmatched} "
                    f"target records, first: {names}{f' and {more} more' if more > 0 else ''}); no verdict is "
@@ -454,6 +458,9 @@ def _account_unmatched(ranks: Sequence[RankCompare], lefts: Sequence[tuple[Unmat
         extra["unmatched"] = um.to_json()
         extra["mappings"] = {k: str(v) for k in ("data", "layer", "api", "cell") if (v := getattr(opts, k))}
         if um.share > UNMATCHED_SHARE:
-            rank.inv.add_findings([unmatched_finding(rank.rank, um)])
+            graph = rank.inv.graph
+            first = next((r.node for r in rank.rows if r.golden is None and r.node and r.node in graph
+                          and not graph.node(r.node).is_placeholder), None)
+            rank.inv.add_findings([unmatched_finding(rank.rank, um, graph.node(first) if first else None)])
     summary["unmatched"] = totals
     summary["unmatched_share"] = max((um.share for um, _g in lefts), default=0.0)
