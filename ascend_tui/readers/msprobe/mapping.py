@@ -341,10 +341,12 @@ def _stack_lines(path: Path) -> dict[str, list[str]]:
 
 def _tree(rank_dir: Path) -> tuple[list[_Scoped], _Layer, dict[str, int]]:
     """The records of a rank on their scope tree, and each record's position among its node's same-state records."""
-    from ascend_tui.readers.msprobe.dump import read_dump
-
-    header, data = read_dump(rank_dir / "dump.json")
-    framework = str(header.get("framework") or "pytorch")
+    raw = read_json(rank_dir / "dump.json")
+    if not isinstance(raw, dict) or not isinstance(raw.get("data"), dict):
+        raise InputError(rank_dir / "dump.json", "not an msprobe dump.json (expected an object with a \"data\" "
+                                                 "object of API and module records)")
+    data = raw["data"]
+    framework = str(raw.get("framework") or "pytorch")
     construct = read_json(rank_dir / "construct.json") if (rank_dir / "construct.json").exists() else {}
     if not isinstance(construct, dict):
         raise InputError(rank_dir / "construct.json", "not an msprobe construct.json (expected an object)")
