@@ -122,6 +122,10 @@ def test_api_mapping_maps_mint_by_rule_and_user_entries_by_argument_index(tmp_pa
     assert "Functional.flash_attention_score.0.forward.input.2" not in paired  # not listed: abandoned
     assert paired["Mint.logical_or.0.forward.output.0"] == "Tensor.__or__.0.forward.output.0"
     assert paired["Mint.cos.0.forward.output.0"] == "Torch.cos.0.forward.output.0"  # the rule still applies
+    # msprobe 26.2's code reads ms_output/pt_output where its docs say ms_outputs/pt_outputs: either works here
+    code_spelling = tmp_path / "api_code.yaml"
+    code_spelling.write_text(mapping.read_text().replace("_outputs:", "_output:"))
+    assert _paired(MappingOptions(api=code_spelling)) == paired
 
 
 def test_cell_mapping_by_whole_name_and_by_substring(tmp_path: Path) -> None:

@@ -190,6 +190,9 @@ def read_api_mapping(path: Path) -> list[dict[str, Any]]:
                                "ms_args/pt_args, ms_outputs/pt_outputs index lists)")
     for i in items:
         for ms, pt in _SECTIONS.values():
+            for key in (ms, pt):  # msprobe's docs say ms_outputs, its code reads ms_output: take either
+                if key.endswith("_outputs") and key not in i and key[:-1] in i:
+                    i[key] = i[key[:-1]]
             a, b = i.get(ms) or [], i.get(pt) or []
             if not isinstance(a, list) or not isinstance(b, list) or len(a) != len(b):
                 raise InputError(path, f"{i['ms_api']}: {ms} and {pt} must be lists of the same length")
