@@ -315,3 +315,49 @@ def test_an_older_compare_csv_with_accuracy_reached_or_not_reads_its_verdicts(tm
     inv = open_path(old)
     assert sum(1 for r in inv.run.extra["precision"]["rows"] if r[8] == "error") == 50
     assert "backward:conv2d.0" in {f.node for f in inv.findings if f.kind == "msprobe-result"}
+
+
+def test_an_xlsx_saved_with_shared_strings_reads_like_msprobes_inline_one(tmp_path: Path) -> None:
+    """Excel re-saves a workbook with shared strings and numeric cells: the same rows come back."""
+    import zipfile
+    from xml.sax.saxutils import escape
+
+    from ascend_tui.readers import open_path
+    from ascend_tui.readers.msprobe.compare_result import read_table
+
+    header, rows, _s, _f = read_table(MSPROBE_CSV)
+    strings: list[str] = []
+
+    def cell(ref: str, text: str) -> str:
+        try:
+            float(text)
+            return f'<c r="{ref}"><v>{text}</v></c>'
+        except ValueError:
+            strings.append(text)
+            return f'<c r="{ref}" t="s"><v>{len(strings) - 1}</v></c>'
+
+    def col(i: int) -> str:
+        return chr(65 + i) if i < 26 else "A" + chr(65 + i - 26)
+
+    body = []
+    for n, values in enumerate([header, *[[r[h] for h in header] for r in rows]], 1):
+        body.append(f'<row r="{n}">' + "".join(cell(f"{col(i)}{n}", v) for i, v in enumerate(values) if v != "")
+                    + "</row>")
+    ns = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
+    book = tmp_path / "compare_result_resaved.xlsx"
+    with zipfile.ZipFile(book, "w") as z:
+        z.writestr("xl/workbook.xml", f'<workbook {ns} xmlns:r="http://schemas.openxmlformats.org/'
+                   'officeDocument/2006/relationships"><sheets><sheet name="r" sheetId="1" r:id="rId1"/></sheets>'
+                   '</workbook>')
+        z.writestr("xl/_rels/workbook.xml.rels", '<Relationships xmlns="http://schemas.openxmlformats.org/package/'
+                   '2006/relationships"><Relationship Id="rId1" Type="worksheet" Target="worksheets/data.xml"/>'
+                   '</Relationships>')
+        z.writestr("xl/worksheets/data.xml", f"<worksheet {ns}><sheetData>{''.join(body)}</sheetData></worksheet>")
+        z.writestr("xl/sharedStrings.xml", f"<sst {ns}>" + "".join(f"<si><t>{escape(s)}</t></si>" for s in strings)
+                   + "</sst>")
+    again = read_table(book)[1]
+    assert [r["NPU Name"] for r in again] == [r["NPU Name"] for r in rows]
+    assert again[5]["Cosine"] == rows[5]["Cosine"] and again[5]["NPU_Stack_Info"] == rows[5]["NPU_Stack_Info"]
+    inv = open_path(book)
+    assert len(inv.run.extra["precision"]["rows"]) == 140
+    assert "backward:conv2d.0" in {f.node for f in inv.findings if f.kind == "msprobe-result"}

@@ -60,7 +60,12 @@ def sniff(path: Path) -> bool:
         try:
             with zipfile.ZipFile(path) as z:
                 with z.open(_first_sheet(z)) as fh:
-                    return b"NPU Name" in fh.read(8192)
+                    if b"NPU Name" in fh.read(8192):
+                        return True
+                if "xl/sharedStrings.xml" in z.namelist():  # a workbook re-saved by Excel: header text is shared
+                    with z.open("xl/sharedStrings.xml") as fh:
+                        return b"NPU Name" in fh.read(8192)
+                return False
         except (OSError, KeyError, zipfile.BadZipFile, ElementTree.ParseError):
             return False
     return False
