@@ -361,3 +361,17 @@ def test_an_xlsx_saved_with_shared_strings_reads_like_msprobes_inline_one(tmp_pa
     inv = open_path(book)
     assert len(inv.run.extra["precision"]["rows"]) == 140
     assert "backward:conv2d.0" in {f.node for f in inv.findings if f.kind == "msprobe-result"}
+
+
+def test_megatron_construct_json_with_micro_steps_reads_and_layer_maps(tmp_path: Path) -> None:
+    """msprobe writes `{node: [parent, micro step], "megatron_micro_step_number": n}` under Megatron."""
+    from ascend_tui.readers import open_path
+
+    _pair()
+    ms = tmp_path / "ms"
+    shutil.copytree(MS, ms)
+    construct = json.loads((MS / "construct.json").read_text())
+    (ms / "construct.json").write_text(json.dumps({**{k: [v, 0] for k, v in construct.items()},
+                                                   "megatron_micro_step_number": 1}))
+    assert len(open_path(ms).graph) == len(open_path(MS).graph)
+    assert layer_pairs(PAIR / "layer_mapping.yaml", ms, PT) == MSPROBE_LAYER_PAIRS

@@ -120,10 +120,15 @@ def read_construct(path: Path) -> dict[str, str | None]:
     if not path.exists():
         return {}
     raw = read_json(path)
+    if isinstance(raw, dict) and MICRO_STEPS in raw:  # Megatron dumps: {node: [parent, micro step], key: n}
+        raw = {k: v[0] if isinstance(v, list) and len(v) == 2 else v for k, v in raw.items() if k != MICRO_STEPS}
     if not isinstance(raw, dict) or not all(v is None or isinstance(v, str) for v in raw.values()):
         raise InputError(path, "not an msprobe construct.json (expected an object mapping each node to its "
                                "parent's name or null)")
     return raw
+
+
+MICRO_STEPS = "megatron_micro_step_number"
 
 
 def read_stacks(path: Path) -> dict[str, SourceLocation]:

@@ -353,6 +353,7 @@ def _tree(rank_dir: Path) -> tuple[list[_Scoped], _Layer, dict[str, int]]:
     construct = read_json(rank_dir / "construct.json") if (rank_dir / "construct.json").exists() else {}
     if not isinstance(construct, dict):
         raise InputError(rank_dir / "construct.json", "not an msprobe construct.json (expected an object)")
+    construct.pop("megatron_micro_step_number", None)  # Megatron dumps: values are [parent, micro step]
     stacks = _stack_lines(rank_dir / "stack.json")
     items = []
     for name in data:
