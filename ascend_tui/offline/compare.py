@@ -401,7 +401,6 @@ def _outliers(ranks: Sequence[RankCompare]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda d: -d["error"])[:50]
 
 
-
 # -- pairing and what did not pair -----------------------------------------------------------------
 
 UNMATCHED_SHARE = 0.1  # over this share of either side unmatched, the compare leads with it

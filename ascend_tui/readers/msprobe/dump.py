@@ -230,6 +230,8 @@ def parse_entry(name: str, record: Any, path: Path) -> Entry | None:
         return None
     entry.phase = entry.direction
     ins = ("input_args", "input_kwargs") if entry.direction == "forward" else ("input",)
+    if entry.direction == "forward" and "input_args" not in record and "input" in record:
+        ins = ("input", "input_kwargs")  # older dumps (and MindSpore cells) write a forward's inputs as "input"
     for key in ins:
         parse_leaves(record.get(key), f"{name}.input", path, entry.inputs, entry.scalars)
     parse_leaves(record.get("output"), f"{name}.output", path, entry.outputs, entry.scalars)
