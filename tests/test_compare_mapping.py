@@ -177,7 +177,10 @@ def test_fuzzy_pairs_real_records_whose_call_indices_moved(tmp_path: Path) -> No
 def test_mapping_yaml_is_read_strictly(tmp_path: Path) -> None:
     assert parse_yaml("A:\n  b.c: d  # note\n  'e': \"f\"\nG:\n") == {"A": {"b.c": "d", "e": "f"}, "G": None}
     assert parse_yaml("ms_api: X\nms_args:\n- 0\n- 2\n") == {"ms_api": "X", "ms_args": [0, 2]}
-    for bad, where in (("a: {b: c}\n", "line 1"), ("a: b\n   c: d\n", "line 2"), ("a: &x b\n", "line 1")):
+    assert parse_yaml("ms_args: [0, 2]\nx: [0, \"t, u\"]\nrtol: 1.0e-6\nok: true\n") == \
+        {"ms_args": [0, 2], "x": [0, "t, u"], "rtol": 1e-6, "ok": True}
+    for bad, where in (("a: {b: c}\n", "line 1"), ("a: b\n   c: d\n", "line 2"), ("a: &x b\n", "line 1"),
+                       ("a:\n  - [0, [1]]\n", "line 2"), ("a: [0, ]\n", "line 1")):
         with pytest.raises(InputError, match=where):
             parse_yaml(bad, "m.yaml")
     bad = tmp_path / "lm.yaml"
