@@ -319,6 +319,10 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     notes = ["construct.json is not part of a compare result: operators have no module paths"]
     if skipped:
         notes.append(f"{skipped} rows of the wrong length were skipped (first at row {first_bad})")
+    unnamed = [r["NPU Name"] for r in rows if r["NPU Name"] not in entry_of]
+    if unnamed:
+        notes.append(f"{len(unnamed)} rows have names that are not msprobe API or module names (first: "
+                     f"{unnamed[0]}): they stay in the precision table without an operator")
     entries_left = list(dict.fromkeys(unmatched))
     if rows and len(unmatched) / len(rows) > UNMATCHED_SHARE:
         more = len(entries_left) - 5
