@@ -378,3 +378,16 @@ def test_megatron_construct_json_with_micro_steps_reads_and_layer_maps(tmp_path:
                                                    "megatron_micro_step_number": 1}))
     assert len(open_path(ms).graph) == len(open_path(MS).graph)
     assert layer_pairs(PAIR / "layer_mapping.yaml", ms, PT) == MSPROBE_LAYER_PAIRS
+
+
+def test_every_ranks_unmatched_share_reaches_the_investigation_the_cli_gates(tmp_path: Path) -> None:
+    _pair()
+    for side, src in (("t", MS), ("g", PT)):
+        for rank in ("rank0", "rank1"):
+            shutil.copytree(src, tmp_path / side / "step0" / rank)
+    result = compare(tmp_path / "t" / "step0", tmp_path / "g" / "step0", replay=False)
+    assert [r.rank for r in result.ranks] == ["rank0", "rank1"]
+    warns = [f for f in result.investigation.findings if f.kind == "unmatched"]
+    assert sorted(f.message.split(":")[0] for f in warns) == ["rank0", "rank1"]
+    assert result.summary["unmatched"] == {"target_rows": 88, "target_unmatched": 72, "golden_rows": 142,
+                                           "golden_unmatched": 126}

@@ -463,3 +463,7 @@ def _account_unmatched(ranks: Sequence[RankCompare], lefts: Sequence[tuple[Unmat
             rank.inv.add_findings([unmatched_finding(rank.rank, um, graph.node(first) if first else None)])
     summary["unmatched"] = totals
     summary["unmatched_share"] = max((um.share for um, _g in lefts), default=0.0)
+    shown = CompareResult(list(ranks), summary).investigation  # what the CLI gates and the app shows
+    others = [f for r in ranks if r.inv is not shown for f in r.inv.findings if f.kind == "unmatched"]
+    shown.add_findings(Finding(f.check, f.kind, f.severity, "", "", "", -1, f.message, metrics=f.metrics,
+                               hint=f.hint) for f in others)  # other ranks' graphs differ: no node here
