@@ -391,3 +391,16 @@ def test_every_ranks_unmatched_share_reaches_the_investigation_the_cli_gates(tmp
     assert sorted(f.message.split(":")[0] for f in warns) == ["rank0", "rank1"]
     assert result.summary["unmatched"] == {"target_rows": 88, "target_unmatched": 72, "golden_rows": 142,
                                            "golden_unmatched": 126}
+
+
+def test_our_own_compare_csv_reopens_with_its_attribution(tmp_path: Path) -> None:
+    from ascend_tui.readers import open_path
+
+    root = FIXTURES / "msprobe"
+    out = tmp_path / "ours.csv"
+    assert main(["compare", str(root / "dump_bf16"), str(root / "dump_fp32"), "--csv", str(out), "-q",
+                 "--workers", "1"]) in (0, 1)
+    written = {r["NPU Name"]: r["Attribution"] for r in _csv(out).values()}
+    rows = open_path(out).run.extra["precision"]["rows"]
+    assert len(rows) == len(written) and all(r[9] == written[r[0]] for r in rows)
+    assert any(r[9] for r in rows)

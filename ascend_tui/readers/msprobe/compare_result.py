@@ -311,7 +311,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                 ref_keys.append(key)
                 ref_leaves.append(Leaf.make(name, TensorMeta(tuple(bench["shape"]), canonical_dtype(bench["dtype"])),
                                             stats))
-        table.append([name, node, slot, *_metrics(row, mode), result, ""])
+        table.append([name, node, slot, *_metrics(row, mode), result, row.get("Attribution", "")])  # ours: kept
         if result in ("error", "warning") and node in graph and (node not in worst or
                                                                   (worst[node][0] == "warning" and result == "error")):
             worst[node] = (result, row)
