@@ -41,7 +41,8 @@ MSPROBE_LAYER_PAIRS = {
 
 
 def _pair() -> None:
-    assert (MS / "dump.json").is_file() and (PT / "dump.json").is_file(), f"msprobe's cross-framework pair missing at {PAIR}"
+    assert (MS / "dump.json").is_file() and (PT / "dump.json").is_file(), \
+        f"msprobe's cross-framework pair missing at {PAIR}"
 
 
 def _csv(path: Path) -> dict[str, dict[str, str]]:
@@ -161,8 +162,9 @@ def test_fuzzy_pairs_real_records_whose_call_indices_moved(tmp_path: Path) -> No
     shifted = tmp_path / "pt"
     shutil.copytree(PT, shifted)
     raw = json.loads((PT / "dump.json").read_text())
-    renamed = {k.replace("Torch.cos.0.", "Torch.cos.7.").replace("Distributed.all_reduce.0.", "Distributed.all_reduce.3."):
-               v for k, v in raw["data"].items()}
+    renamed = {k.replace("Torch.cos.0.", "Torch.cos.7.").replace("Distributed.all_reduce.0.",
+                                                                 "Distributed.all_reduce.3."): v
+               for k, v in raw["data"].items()}
     (shifted / "dump.json").write_text(json.dumps({**raw, "data": renamed}))
     exact = compare(MS, shifted, replay=False).ranks[0]
     assert not any(r.golden is not None and "all_reduce" in r.target.name for r in exact.rows)
@@ -296,7 +298,8 @@ def test_a_mindspore_npy_tensor_compares_with_a_torch_pt_tensor(tmp_path: Path) 
     a = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
     np.save(tmp_path / "Mint.cos.0.forward.output.0.npy", a)
     torch.save(torch.from_numpy(a * 1.5), tmp_path / "Torch.cos.0.forward.output.0.pt")
-    m = compare_pair(str(tmp_path / "Mint.cos.0.forward.output.0.npy"), str(tmp_path / "Torch.cos.0.forward.output.0.pt"))
+    m = compare_pair(str(tmp_path / "Mint.cos.0.forward.output.0.npy"),
+                     str(tmp_path / "Torch.cos.0.forward.output.0.pt"))
     assert m.cosine == pytest.approx(1.0) and m.max_abs == pytest.approx(float(np.abs(a * 0.5).max()), rel=1e-6)
     (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY junk")
     with pytest.raises(InputError, match="not a readable .npy"):

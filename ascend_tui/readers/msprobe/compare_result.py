@@ -327,8 +327,9 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     if rows and len(unmatched) / len(rows) > UNMATCHED_SHARE:
         more = len(entries_left) - 5
         at = next((graph.node(n) for e in entries_left if (n := builder.ids.get(e)) and n in graph), None)
+        where = (at.id, at.op_type, at.module, at.index) if at else ("", "", "", -1)
         findings.append(Finding(
-            "precision", "unmatched", "warning", *((at.id, at.op_type, at.module, at.index) if at else ("", "", "", -1)),
+            "precision", "unmatched", "warning", *where,
             f"{len(unmatched)} of {len(rows)} rows of msprobe's result have no bench data ({len(entries_left)} "
             f"records, first: {', '.join(entries_left[:5])}{f' and {more} more' if more > 0 else ''}); "
             "msprobe gives no verdict on them", metrics={"rows": len(rows), "unmatched": len(unmatched)}, hint=HINT))

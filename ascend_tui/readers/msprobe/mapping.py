@@ -142,7 +142,8 @@ def map_cell(name: str, table: Mapping[str, str]) -> str | None:
 # -- API mapping -------------------------------------------------------------------------------------
 
 _SECTIONS = {"input": ("ms_args", "pt_args"), "output": ("ms_outputs", "pt_outputs"),
-             "parameters": ("ms_parameters", "pt_parameters"), "param_grad": ("ms_parameters_grad", "pt_parameters_grad")}
+             "parameters": ("ms_parameters", "pt_parameters"),
+             "param_grad": ("ms_parameters_grad", "pt_parameters_grad")}
 
 
 def builtin_api_table() -> dict[str, str]:
