@@ -407,3 +407,28 @@ def test_our_own_compare_csv_reopens_with_its_attribution(tmp_path: Path) -> Non
     rows = open_path(out).run.extra["precision"]["rows"]
     assert len(rows) == len(written) and all(r[9] == written[r[0]] for r in rows)
     assert any(r[9] for r in rows)
+
+
+def test_without_msprobes_api_table_an_api_pairs_with_the_golden_api_of_the_same_name(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ascend_tui.readers.msprobe import mapping
+    from ascend_tui.readers.msprobe.rows import items_of, match
+
+    leaf = {"type": "mindspore.Tensor", "dtype": "Float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+            "Norm": 1.0}
+    t = items_of({"Functional.relu.0.forward": {"input_args": [leaf], "output": [leaf]},
+                  "Mint.cos.0.forward": {"input_args": [leaf], "output": [leaf]}}, Path("ms.json"))
+    gl = {**leaf, "type": "torch.Tensor", "dtype": "torch.float32"}
+    g = items_of({"Torch.relu.0.forward": {"input_args": [gl], "output": [gl]},
+                  "Torch.cos.0.forward": {"input_args": [gl], "output": [gl]}}, Path("pt.json"))
+    golden = list(dict.fromkeys(i.entry for i in g))
+    monkeypatch.setattr(mapping, "builtin_api_table", lambda: {})
+    rows = match(t, g, rename=mapping._api_renamer(None, golden), cross=True)
+    assert {r.target.name: r.golden.name for r in rows if r.golden} == {
+        "Functional.relu.0.forward.input.0": "Torch.relu.0.forward.input.0",
+        "Functional.relu.0.forward.output.0": "Torch.relu.0.forward.output.0",
+        "Mint.cos.0.forward.input.0": "Torch.cos.0.forward.input.0",
+        "Mint.cos.0.forward.output.0": "Torch.cos.0.forward.output.0"}
+    monkeypatch.setattr(mapping, "builtin_api_table", lambda: {"Functional.relu": "Functional.relu"})
+    rows = match(t, g, rename=mapping._api_renamer(None, golden), cross=True)  # msprobe's table decides
+    assert not any(r.golden for r in rows if r.target.entry.startswith("Functional.relu"))

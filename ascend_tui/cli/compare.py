@@ -29,7 +29,8 @@ def add_parser(sub: Any) -> None:
     cmp.add_argument("--layer-mapping", metavar="YAML", help="msprobe's -lm file: per layer class, "
                      "'target layer name: golden layer name' (MindSpore Cells to PyTorch modules and their APIs)")
     cmp.add_argument("--api-mapping", metavar="YAML", nargs="?", const=DEFAULT, help="msprobe's -am: Mint.* to "
-                     "Torch.*, MintFunctional.* to Functional.* and msprobe's API table when it is installed; a "
+                     "Torch.*, MintFunctional.* to Functional.* and msprobe's API table when it is installed (else the "
+                     "golden API of the same name); a "
                      "file adds ms_api/pt_api entries with argument and output index lists")
     cmp.add_argument("--cell-mapping", metavar="YAML", nargs="?", const=DEFAULT, help="msprobe's -cm: Cell.* to "
                      "Module.*; a file maps 'cell.Class: module.Class' or substrings")

@@ -200,19 +200,31 @@ def read_api_mapping(path: Path) -> list[dict[str, Any]]:
     return items
 
 
+_SAME_NAME = ("Torch", "Functional", "Tensor", "NPU")
+
+
 def _api_renamer(path: Path | None, golden_entries: Sequence[str]) -> Rename:
     table = builtin_api_table()
     user = {i["ms_api"]: i for i in read_api_mapping(path)} if path is not None else {}
     golden_apis = {_api_head(e) for e in golden_entries}
 
+    def same_name(name: str) -> str:
+        """Without msprobe's table: the golden API of the same name under another prefix, when there is one."""
+        head = _api_head(name)
+        kind, _, api = head.partition(".")
+        if head in golden_apis or kind in _LAYERS:
+            return name
+        other = next((f"{k}.{api}" for k in _SAME_NAME if f"{k}.{api}" in golden_apis), None)
+        return name.replace(head, other, 1) if other else name
+
     def rename(name: str, entry: str, section: str) -> str | None:
         rule = user.get(_api_head(name))
         if rule is None or rule["pt_api"] not in golden_apis:
-            return map_api_builtin(name, table)
+            mapped = map_api_builtin(name, table)
+            return mapped if table else same_name(mapped)
         ms_api, pt_api = rule["ms_api"], rule["pt_api"]
         new_entry = entry.replace(ms_api, pt_api, 1)
-        key = "input" if section == "input" else section
-        ms_key, pt_key = _SECTIONS.get(key, ("", ""))
+        ms_key, pt_key = _SECTIONS.get(section, ("", ""))
         word = {"input": "input", "output": "output", "parameters": "parameters",
                 "param_grad": "parameters_grad"}.get(section, section)
         rest = name[len(entry):].removeprefix(f".{word}.") if section != "param_grad" else name[len(entry) + 1:]
