@@ -82,6 +82,9 @@ def mapping_options(args: argparse.Namespace) -> Any:
     for key in ("data", "layer", "api", "cell"):
         v = getattr(args, f"{key}_mapping", None)
         if v is not None and v != DEFAULT:
+            if Path(v).is_dir():
+                raise InputError(v, f"--{key}-mapping takes a YAML file, not a folder (give the flag after "
+                                    "TARGET GOLDEN when it has no file)")
             if not Path(v).is_file():
                 raise InputError(v, f"--{key}-mapping: no such file")
             v = Path(v)
