@@ -432,3 +432,19 @@ def test_without_msprobes_api_table_an_api_pairs_with_the_golden_api_of_the_same
     monkeypatch.setattr(mapping, "builtin_api_table", lambda: {"Functional.relu": "Functional.relu"})
     rows = match(t, g, rename=mapping._api_renamer(None, golden), cross=True)  # msprobe's table decides
     assert not any(r.golden for r in rows if r.target.entry.startswith("Functional.relu"))
+
+
+def test_name_and_dtype_rules_agree_with_msprobes_own_unit_cases() -> None:
+    """The cases msprobe's test_acc_compare.py states for process_cell_mapping and the cross-frame dtype groups."""
+    from ascend_tui.readers.msprobe.mapping import compatible_dtypes, dtype_family, map_cell
+
+    assert map_cell("MintFunctional.embedding.0.input.0", {}) is None
+    assert map_cell("Cell.network_with_loss.module.GPTModel.forward.1.input.0", {}) == \
+        "Module.network_with_loss.module.GPTModel.forward.1.input.0"
+    assert map_cell("Cell.fc1.Dense.forward.0.input.0", {"fc1.Dense": "module.name"}) == \
+        "Module.module.name.forward.0.input.0"
+    assert [dtype_family(canonical_dtype(d)) for d in ("Int8", "Float16", "torch.bool", "Complex64", "unknown")] \
+        == ["int", "float", "bool", "complex", "unknown"]
+    assert compatible_dtypes(canonical_dtype("Float16"), canonical_dtype("Float32"), cross=True)
+    assert compatible_dtypes(canonical_dtype("torch.float32"), canonical_dtype("torch.bfloat16"), cross=False)
+    assert not compatible_dtypes("int32", "int64", cross=False) and compatible_dtypes("int32", "int64", cross=True)
