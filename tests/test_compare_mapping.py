@@ -448,3 +448,29 @@ def test_name_and_dtype_rules_agree_with_msprobes_own_unit_cases() -> None:
     assert compatible_dtypes(canonical_dtype("Float16"), canonical_dtype("Float32"), cross=True)
     assert compatible_dtypes(canonical_dtype("torch.float32"), canonical_dtype("torch.bfloat16"), cross=False)
     assert not compatible_dtypes("int32", "int64", cross=False) and compatible_dtypes("int32", "int64", cross=True)
+
+
+def test_msprobes_data_mapping_case_pairs_flash_attention_across_frameworks(tmp_path: Path) -> None:
+    """msprobe's test_ms_compare.py case: MindSpore flash_attention_score vs torch_npu's npu_fusion_attention."""
+    def leaf(ms: bool, mean: float, norm: float) -> dict[str, object]:
+        return {"type": "mindspore.Tensor" if ms else "torch.Tensor", "dtype": "BFloat16" if ms else "torch.bfloat16",
+                "shape": [4096, 1, 2048], "Max": 4.1875, "Min": -4.4375, "Mean": mean, "Norm": norm,
+                "data_name": "", "md5": ""}
+    for side, name, ms, mean, norm in (("ms", "Functional.flash_attention_score.4.forward", True,
+                                        -4.550282028503716e-05, 2316.379150390625),
+                                       ("pt", "NPU.npu_fusion_attention.4.forward", False,
+                                        -4.553794860839844e-05, 2320.0)):
+        (tmp_path / side).mkdir()
+        record = {"input_args": [leaf(ms, mean, norm)], "output": [leaf(ms, mean, norm)]}
+        (tmp_path / side / "dump.json").write_text(json.dumps(
+            {"task": "statistics", "level": "L1", "framework": "mindspore" if ms else "pytorch", "dump_data_dir": "",
+             "data": {name: record}}))
+    mapping = tmp_path / "dm.yaml"
+    mapping.write_text("Functional.flash_attention_score.4.forward.input.0: NPU.npu_fusion_attention.4.forward.input.0\n"
+                       "Functional.flash_attention_score.4.forward.output.0: "
+                       "NPU.npu_fusion_attention.4.forward.output.0\n")
+    rank = compare(tmp_path / "ms", tmp_path / "pt", mappings=MappingOptions(data=mapping), replay=False).ranks[0]
+    assert {r.target.name: r.golden.name for r in rank.rows if r.golden} == {
+        "Functional.flash_attention_score.4.forward.input.0": "NPU.npu_fusion_attention.4.forward.input.0",
+        "Functional.flash_attention_score.4.forward.output.0": "NPU.npu_fusion_attention.4.forward.output.0"}
+    assert rank.unmatched is not None and rank.unmatched.share == 0.0
