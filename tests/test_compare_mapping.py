@@ -224,7 +224,7 @@ MSPROBE_CSV = FIXTURES / "msprobe" / "msprobe_output" / "compare_tensor_bf16_vs_
 
 
 def test_msprobe_compare_results_open_without_the_dumps_as_the_graph_the_dump_gives() -> None:
-    from ascend_tui.readers import kind_of, open_path
+    from ascend_tui.offline.open import kind_of, open_path
 
     assert MSPROBE_CSV.is_file(), f"msprobe's compare CSV missing at {MSPROBE_CSV}"
     dump = open_path(FIXTURES / "msprobe" / "dump_bf16")
@@ -246,7 +246,7 @@ def test_msprobe_compare_results_open_without_the_dumps_as_the_graph_the_dump_gi
 
 def test_a_compare_result_with_unmatched_rows_and_a_short_row_says_so(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture) -> None:
-    from ascend_tui.readers import open_path
+    from ascend_tui.offline.open import open_path
 
     cross = open_path(DATA / "compare_result_ms_vs_pt_layer_mapping.csv")
     warn = next(f for f in cross.findings if f.kind == "unmatched")
@@ -293,7 +293,7 @@ def test_a_mindspore_npy_tensor_compares_with_a_torch_pt_tensor(tmp_path: Path) 
     import numpy as np
     import torch
 
-    from ascend_tui.readers.msprobe.tensors import compare_pair
+    from ascend_tui.offline.compare_tensors import compare_pair
 
     a = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
     np.save(tmp_path / "Mint.cos.0.forward.output.0.npy", a)
@@ -307,7 +307,7 @@ def test_a_mindspore_npy_tensor_compares_with_a_torch_pt_tensor(tmp_path: Path) 
 
 
 def test_an_older_compare_csv_with_accuracy_reached_or_not_reads_its_verdicts(tmp_path: Path) -> None:
-    from ascend_tui.readers import open_path
+    from ascend_tui.offline.open import open_path
 
     rows = list(csv.reader(MSPROBE_CSV.open(newline="", encoding="utf-8")))
     head = rows[0]
@@ -328,7 +328,7 @@ def test_an_xlsx_saved_with_shared_strings_reads_like_msprobes_inline_one(tmp_pa
     import zipfile
     from xml.sax.saxutils import escape
 
-    from ascend_tui.readers import open_path
+    from ascend_tui.offline.open import open_path
     from ascend_tui.readers.msprobe.compare_result import read_table
 
     header, rows, _s, _f = read_table(MSPROBE_CSV)
@@ -371,7 +371,7 @@ def test_an_xlsx_saved_with_shared_strings_reads_like_msprobes_inline_one(tmp_pa
 
 def test_megatron_construct_json_with_micro_steps_reads_and_layer_maps(tmp_path: Path) -> None:
     """msprobe writes `{node: [parent, micro step], "megatron_micro_step_number": n}` under Megatron."""
-    from ascend_tui.readers import open_path
+    from ascend_tui.offline.open import open_path
 
     _pair()
     ms = tmp_path / "ms"
@@ -397,7 +397,7 @@ def test_every_ranks_unmatched_share_reaches_the_investigation_the_cli_gates(tmp
 
 
 def test_our_own_compare_csv_reopens_with_its_attribution(tmp_path: Path) -> None:
-    from ascend_tui.readers import open_path
+    from ascend_tui.offline.open import open_path
 
     root = FIXTURES / "msprobe"
     out = tmp_path / "ours.csv"
@@ -412,7 +412,7 @@ def test_our_own_compare_csv_reopens_with_its_attribution(tmp_path: Path) -> Non
 def test_without_msprobes_api_table_an_api_pairs_with_the_golden_api_of_the_same_name(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from ascend_tui.readers.msprobe import mapping
-    from ascend_tui.readers.msprobe.rows import items_of, match
+    from ascend_tui.offline.compare_rows import items_of, match
 
     leaf = {"type": "mindspore.Tensor", "dtype": "Float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
             "Norm": 1.0}

@@ -95,7 +95,7 @@ def mapping_options(args: argparse.Namespace) -> Any:
 def run_compare(args: argparse.Namespace, progress: Progress) -> tuple[Any, list[str], bool]:
     """Compare, write the requested files; returns the investigation to report on, lines to print, and
     whether any rank has a finding at or over --fail-on."""
-    from ascend_tui.readers.msprobe.rows import write_csv
+    from ascend_tui.offline.compare_rows import write_csv
     from ascend_tui.offline.compare import compare
     from ascend_tui.report import build_report
     from ascend_tui.graph.opgraph import write_json_atomic
