@@ -353,7 +353,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
 
 
 def _finding(node: Any, severity: str, row: dict[str, str], mode: str) -> Finding:
-    messages = _messages(row.get("Err_message", ""))
+    messages = [re.sub(r"^(?:error|warning):\s*", "", m, flags=re.I) for m in _messages(row.get("Err_message", ""))]
     cols = {"tensor": ("Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio"),
             "statistics": ("Max diff", "NormRelativeErr")}.get(mode, ())
     metrics = {c: v for c in cols if (v := _float(row.get(c, NA))) is not None}
