@@ -1,28 +1,35 @@
-"""`ascend-tui compare TARGET GOLDEN`: the offline msprobe precision compare, its CSV, report and summary."""
+"""`ascend-tui compare TARGET GOLDEN`: the offline msprobe precision compare, its CSV, report, gate and summary."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ascend_tui.cli.finish import check_outputs, finish
+from ascend_tui.cli.parser import add_gate_options, add_outputs, add_quiet
+from ascend_tui.cli.progress import ProgressLine
 from ascend_tui.errors import InputError
-from ascend_tui.progress import Progress
+
+if TYPE_CHECKING:
+    from ascend_tui.progress import Progress
 
 DEFAULT = "default"  # the value of --api-mapping/--cell-mapping given without a file (msprobe's rules alone)
 
 
 def add_parser(sub: Any) -> None:
     """Register the `compare` subcommand on the CLI's subparsers."""
-    cmp = sub.add_parser("compare", help="compare two msprobe dumps (target vs golden) as `msprobe compare` "
-                         "does, and say which operator introduces the error")
+    cmp = sub.add_parser("compare")
     cmp.add_argument("target", help="msprobe dump of the run under test (root, step folder, rank folder, dump.json)")
     cmp.add_argument("golden", help="msprobe dump of the reference run, same layout")
-    cmp.add_argument("--csv", metavar="PATH", help="write msprobe's compare CSV columns plus Attribution "
-                     "(one file per rank, PATH_rankN.csv, when there are several)")
-    cmp.add_argument("--json", metavar="PATH", help="write the report (schema ascend-tui.report/1) with the "
-                     "cross-rank summary")
-    cmp.add_argument("--save", metavar="PATH", help="save the investigation for `ascend-tui open`")
+    add_outputs(cmp, csv="write msprobe's compare CSV columns plus Attribution (one file per rank, PATH_rankN.csv, "
+                "when there are several)",
+                json="write the report (schema ascend-tui.report/1) with the cross-rank summary",
+                junit="write JUnit XML, one failure per error finding",
+                save="save the investigation for `ascend-tui open`",
+                markdown="write the Markdown report")
+    add_gate_options(cmp)
     cmp.add_argument("--fuzzy", action="store_true", help="match names without call index, in call order (-fm)")
     cmp.add_argument("--data-mapping", metavar="YAML", help="msprobe's -dm file: 'target tensor name: golden "
                      "tensor name' lines (pairs whatever the dtypes)")
@@ -34,9 +41,6 @@ def add_parser(sub: Any) -> None:
                      "file adds ms_api/pt_api entries with argument and output index lists")
     cmp.add_argument("--cell-mapping", metavar="YAML", nargs="?", const=DEFAULT, help="msprobe's -cm: Cell.* to "
                      "Module.*; a file maps 'cell.Class: module.Class' or substrings")
-    cmp.add_argument("--fail-on", choices=("error", "warning"), default="error",
-                     help="exit 1 when a finding of this severity or worse is found, on any rank (default: error; "
-                     "warning also fails a compare where over a tenth of either side is unmatched)")
     cmp.add_argument("--workers", type=int, default=None, help="local processes (default: one per core)")
     cmp.add_argument("--scheduler", metavar="ADDRESS", default=None,
                      help="run on an existing dask.distributed scheduler (or set ASCEND_TUI_SCHEDULER); "
@@ -45,7 +49,28 @@ def add_parser(sub: Any) -> None:
                      help="override a threshold: cosine_warning, cosine_error, max_abs_warning, max_abs_error, "
                      "amplification")
     cmp.add_argument("--no-replay", action="store_true", help="attribute without re-running ops in isolation")
-    cmp.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    add_quiet(cmp)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compare, then the one finish: the cross-rank summary rides on the investigation into the report."""
+    check_outputs(args, [args.target, args.golden])
+    progress = ProgressLine(sys.stderr, args.quiet)
+    try:
+        result = run_compare(args, progress)
+    finally:
+        progress.done()
+    inv = result.investigation
+    inv.sections["ranks"] = {**result.summary, "per_rank": [_rank_json(r) for r in result.ranks]}
+
+    def write_csv(base: Path) -> None:
+        from ascend_tui.offline.compare_rows import write_csv as write_rows
+
+        for rank, path in zip(result.ranks, csv_paths(base, [r.rank for r in result.ranks])):
+            write_rows(path, rank.rows, rank.mode, rank.stacks)
+
+    return finish(inv, args, before=[*result.summary.get("notes", []), *unmatched_lead(result)],
+                  totals=summary_lines(result), csv=write_csv)
 
 
 def thresholds(pairs: list[str]) -> Any:
@@ -92,13 +117,9 @@ def mapping_options(args: argparse.Namespace) -> Any:
     return MappingOptions(**values)
 
 
-def run_compare(args: argparse.Namespace, progress: Progress) -> tuple[Any, list[str], bool]:
-    """Compare, write the requested files; returns the investigation to report on, lines to print, and
-    whether any rank has a finding at or over --fail-on."""
-    from ascend_tui.offline.compare_rows import write_csv
+def run_compare(args: argparse.Namespace, progress: Progress) -> Any:
+    """The compare the arguments ask for (`run` leaves its cross-rank summary on the investigation as `ranks`)."""
     from ascend_tui.offline.compare import compare
-    from ascend_tui.report import build_report
-    from ascend_tui.graph.opgraph import write_json_atomic
 
     for p in (args.target, args.golden):
         if not Path(p).exists():
@@ -108,26 +129,7 @@ def run_compare(args: argparse.Namespace, progress: Progress) -> tuple[Any, list
     result = compare(Path(args.target), Path(args.golden), fuzzy=args.fuzzy, thresholds=thresholds(args.threshold),
                      workers=args.workers, scheduler=args.scheduler, replay=not args.no_replay, progress=progress,
                      mappings=mapping_options(args))
-    lines = list(result.summary.get("notes", []))
-    lines.extend(unmatched_lead(result))
-    if args.csv:
-        for rank, path in zip(result.ranks, csv_paths(Path(args.csv), [r.rank for r in result.ranks])):
-            write_csv(path, rank.rows, rank.mode, rank.stacks)
-    inv = result.investigation
-    if args.json:
-        report = build_report(inv)
-        report["ranks"] = {**result.summary, "per_rank": [_rank_json(r) for r in result.ranks]}
-        write_json_atomic(Path(args.json), report)
-    if args.save:
-        inv.save(args.save)
-    from ascend_tui.report import format_findings
-
-    lines.extend(format_findings(inv))
-    lines.extend(summary_lines(result))
-    from ascend_tui.gate import gate
-
-    failed = any(not gate(r.inv, getattr(args, "fail_on", "error")).passed for r in result.ranks)
-    return inv, lines, failed
+    return result
 
 
 def _rank_json(r: Any) -> dict[str, Any]:
