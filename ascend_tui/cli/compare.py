@@ -174,7 +174,7 @@ def summary_lines(result: Any) -> list[str]:
         out.append(f"first divergence: {s['first_rank']} at {s['first_node']} ({s['first_severity']})")
     elif s.get("unmatched_share", 0.0) > UNMATCHED_SHARE or not paired:
         out.append(f"no verdict: {fmt.count(t_left)} target and {fmt.count(g_left)} golden rows had nothing to "
-                   "compare with; among the rows compared, none is over the thresholds" if paired else
+                   "compare with; among the rows compared, no operator introduces an error" if paired else
                    "no verdict: no row of the target found its golden counterpart")
     else:
         out.append("no operator introduces an error over the thresholds in the rows compared")
