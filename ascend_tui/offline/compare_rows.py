@@ -2,8 +2,9 @@
 
 Rows come in dump.json order (inputs, parameters, outputs of each record, then parameter
 gradients), one per per-tensor name, with the same names msprobe's CSV uses; `match` pairs them
-exactly or, with `fuzzy`, by name without call index in call order. Tensor leaves are parsed by
-`msprobe.parse_leaves`; this module only orders them and pairs them.
+exactly, with `fuzzy` by name without call index in call order, or through a mapping's `rename`
+(`readers/msprobe/mapping.py`); `unmatched` counts what found no counterpart on each side. Tensor
+leaves are parsed by `msprobe.parse_leaves`; this module only orders them and pairs them.
 """
 
 from __future__ import annotations
