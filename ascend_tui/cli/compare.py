@@ -60,8 +60,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_compare(args, progress)
     finally:
         progress.done()
-    inv = result.investigation
-    inv.sections["ranks"] = {**result.summary, "per_rank": [_rank_json(r) for r in result.ranks]}
+    inv = result.investigation  # carries the cross-rank summary as its `ranks` section
 
     def write_csv(base: Path) -> None:
         from ascend_tui.offline.compare_rows import write_csv as write_rows
@@ -118,7 +117,7 @@ def mapping_options(args: argparse.Namespace) -> Any:
 
 
 def run_compare(args: argparse.Namespace, progress: Progress) -> Any:
-    """The compare the arguments ask for (`run` leaves its cross-rank summary on the investigation as `ranks`)."""
+    """The compare the arguments ask for."""
     from ascend_tui.offline.compare import compare
 
     for p in (args.target, args.golden):
@@ -130,15 +129,6 @@ def run_compare(args: argparse.Namespace, progress: Progress) -> Any:
                      workers=args.workers, scheduler=args.scheduler, replay=not args.no_replay, progress=progress,
                      mappings=mapping_options(args))
     return result
-
-
-def _rank_json(r: Any) -> dict[str, Any]:
-    first = r.first_introduced()
-    return {"rank": r.rank, "mode": r.mode, "rows": len(r.rows),
-            "errors": sum(1 for x in r.rows if x.result == "error"),
-            "warnings": sum(1 for x in r.rows if x.result == "warning"),
-            "first_introduced": first.node if first else None,
-            "unmatched": r.unmatched.to_json() if r.unmatched is not None else None}
 
 
 def unmatched_lead(result: Any) -> list[str]:
