@@ -72,6 +72,7 @@ READERS: list[LazyReader] = [
     LazyReader("investigation", "ascend_tui.readers.native:INVESTIGATION_READER"),
     LazyReader("graph", "ascend_tui.readers.native:GRAPH_READER"),
     LazyReader("msprobe dump", "ascend_tui.readers.msprobe.dump:READER"),
+    LazyReader("msprobe compare result", "ascend_tui.readers.msprobe.compare_result:READER"),
     LazyReader("msprobe overflow_check", "ascend_tui.readers.msprobe.overflow:READER"),
     LazyReader("sanitizer log", "ascend_tui.readers.sanitizer.investigation:READER"),
     LazyReader("profiler", "ascend_tui.readers.profiler.ascend_pt:READER"),
