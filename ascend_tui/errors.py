@@ -25,9 +25,10 @@ class InputError(AscendTuiError):
 class TargetError(InputError):
     """The user's model file failed to load or run; carries its own traceback frames, not ours."""
 
-    def __init__(self, path: object, problem: str, *, user_traceback: str = "") -> None:
+    def __init__(self, path: object, problem: str, *, user_traceback: str = "", memory_symptom: bool = False) -> None:
         super().__init__(path, problem)
         self.user_traceback = user_traceback
+        self.memory_symptom = memory_symptom  # an out-of-range index or bad address: the memory check finds its op
 
 
 class DeviceError(AscendTuiError):

@@ -50,7 +50,7 @@ def check_output_path(path: str | Path, inputs: Iterable[str | Path | None], *, 
     """The resolved `path` when writing there is safe; otherwise InputError (one line, the CLI's exit 2).
 
     Refused: a path equal to an input file (through links too) or inside an input folder or artifact
-    folder, a path that names a folder, and a path whose folder does not exist.
+    folder, a path that names a folder, a path whose folder does not exist, and one we cannot write.
     """
     out = Path(path)
     resolved = out.resolve()
@@ -65,7 +65,28 @@ def check_output_path(path: str | Path, inputs: Iterable[str | Path | None], *, 
         raise InputError(out, f"{option} names a folder; give a file path")
     if not resolved.parent.is_dir():
         raise InputError(out, f"{option}: its folder does not exist ({resolved.parent})")
+    _probe_writable(resolved, option)
     return resolved
+
+
+def _probe_writable(path: Path, option: str) -> None:
+    """Raise InputError naming `option` unless a file can be written at `path` (and its `.tmp` beside it).
+
+    Tried for real (an existing file opened for update, a new one created and removed, as the
+    atomic writers' `.tmp` is), since permission bits say nothing for root or a read-only mount.
+    """
+    try:
+        if path.exists():
+            with open(path, "r+b"):
+                pass
+        probe = path.with_name(path.name + ".tmp")
+        existed = probe.exists()
+        with open(probe, "ab"):
+            pass
+        if not existed:
+            probe.unlink()
+    except OSError as exc:
+        raise InputError(path, f"{option}: cannot write here ({exc.strerror or exc}); choose another path") from None
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -11,19 +11,27 @@ from ascend_tui.cli.finish import check_outputs, finish
 from ascend_tui.cli.parser import add_gate_options, add_outputs, add_quiet
 from ascend_tui.cli.progress import ProgressLine
 from ascend_tui.cli.settings import add_run_settings, check_settings, run_options
+from ascend_tui.errors import TargetError
+
+
+DEFAULT_CHECKS = "overflow"
 
 
 def add_parser(sub: Any) -> None:
     check = sub.add_parser("check")
     check.add_argument("target", help="path/to/model.py[:factory] (the factory returns (model, inputs)), or an "
                        "artifact to report on offline: msprobe dump folder, sanitizer log, saved investigation")
-    add_run_settings(check, checks="overflow")
+    add_run_settings(check, checks=DEFAULT_CHECKS)
+    check.set_defaults(checks=None)  # None: not given, so the memory check may be added after a bad-index crash
     add_outputs(check, "json", "junit", "save", "markdown")
     add_gate_options(check)
     add_quiet(check)
 
 
 def run(args: argparse.Namespace) -> int:
+    chosen = args.checks is not None
+    if not chosen:
+        args.checks = DEFAULT_CHECKS
     offline = Path(args.target)
     is_offline = offline.exists() and (offline.is_dir() or offline.suffix != ".py")
     # bad --checks or --iterations exit 2 before anything; an offline report needs no live runner for that
@@ -48,9 +56,22 @@ def run(args: argparse.Namespace) -> int:
 
     progress(f"loading {args.target}", 0, None)
     target = load_target(args.target)
+    assert options is not None
+    options = options.but(loss=target.loss)
     try:
-        assert options is not None
-        inv = run_live(target.model, target.inputs, options.but(loss=target.loss), progress=progress)
+        try:
+            inv = run_live(target.model, target.inputs, options, progress=progress)
+        except TargetError as exc:
+            # the model crashed on a bad index or address and --checks was not given: the memory check finds the
+            # op (it clamps the index and goes on), so the run is repeated with it rather than ending in exit 2
+            if chosen or not exc.memory_symptom or "memory" in options.check_names:
+                raise
+            progress.done()
+            print(f"ascend-tui: {exc.problem.partition(' — ')[0]}; running again with the memory check to find "
+                  "the op", file=sys.stderr)
+            options = options.but(checks=(*options.checks, "memory"))
+            target = load_target(args.target)  # afresh: the crashed run may have changed the model's state
+            inv = run_live(target.model, target.inputs, options, progress=progress)
     finally:
         progress.done()
     return finish(inv, args)

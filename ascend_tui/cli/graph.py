@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ascend_tui.cli.exits import EXIT_CLEAN, EXIT_FINDINGS
 from ascend_tui.cli.finish import check_outputs
 from ascend_tui.cli.parser import add_quiet
 from ascend_tui.cli.progress import ProgressLine
@@ -29,6 +30,9 @@ def add_parser(sub: Any) -> None:
     graph.add_argument("evidence", nargs="*", help="dumps, profiles or sanitizer logs to lay on it by operator name")
     # not a report: the graph itself as node-link JSON (what `check --json` writes is the report)
     graph.add_argument("--json", metavar="PATH", help="write the graph as node-link JSON")
+    graph.add_argument("--fail-on", choices=("error", "warning"), default="error",
+                       help="exit 1 when the graph or its evidence holds a finding of this severity or worse "
+                            "(default: error)")
     add_quiet(graph)
 
 
@@ -86,4 +90,6 @@ def run_graph(args: Any, out: TextIO, progress: Progress | None = None) -> int:
         except ValueError as exc:
             raise InputError(args.json, f"cannot write the graph as JSON: {exc}") from None
         print(f"  wrote {args.json}", file=out)
-    return 0
+    from ascend_tui.gate import gate
+
+    return EXIT_CLEAN if gate(inv, getattr(args, "fail_on", "error")).passed else EXIT_FINDINGS

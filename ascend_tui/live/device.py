@@ -212,5 +212,41 @@ def select(spec: str = "auto") -> Device:
 
 
 def describe_all() -> dict[str, str]:
-    """Each backend and whether it is usable here — for `ascend-tui devices` and the app's status."""
-    return {b: (probe(b) or "available") for b in BACKENDS}
+    """Each backend and whether it is usable here — for `ascend-tui devices` and the app's status.
+
+    A backend a look at the installed packages and driver files rules out (or, for the CPU,
+    rules in) is answered without importing torch (seconds); only the rest are probed.
+    """
+    out: dict[str, str] = {}
+    for backend in BACKENDS:
+        verdict = _look(backend)
+        out[backend] = (probe(backend) or "available") if verdict is None else (verdict or "available")
+    return out
+
+
+_NVIDIA_DRIVER = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd")
+
+
+def _look(backend: str) -> str | None:
+    """Why `backend` cannot work, "" when it can, or None when only importing torch can tell; imports nothing."""
+    import importlib.metadata
+    import importlib.util
+    import os
+
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed (pip install 'ascend-tui[live]' torch==2.13.0)"
+    if backend == "cpu":
+        return ""
+    if backend == "npu":
+        return None if importlib.util.find_spec("torch_npu") else \
+            "torch_npu is not installed on this machine, so there is no NPU backend"
+    if backend == "cuda":
+        try:
+            version = importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:
+            version = ""
+        if version.endswith("+cpu"):
+            return f"no CUDA device: torch {version} is a CPU-only build"
+        if not any(os.path.exists(p) for p in _NVIDIA_DRIVER):
+            return "no CUDA device: no GPU driver on this machine (no /proc/driver/nvidia, /dev/nvidia0 or /dev/kfd)"
+    return None

@@ -139,9 +139,11 @@ def model_error(exc: BaseException, target: str, during: str) -> TargetError:
     text = "".join(traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)).rstrip()
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     lowered = message.lower()
-    if isinstance(exc, IndexError) or any(s in lowered for s in _MEMORY_SYMPTOMS):
+    memory = isinstance(exc, IndexError) or any(s in lowered for s in _MEMORY_SYMPTOMS)
+    if memory:
         message += " — run with --checks memory to find the op that produced the bad index or address"
-    return TargetError(path, f"{where}{during} raised {type(exc).__name__}: {message}", user_traceback=text)
+    return TargetError(path, f"{where}{during} raised {type(exc).__name__}: {message}", user_traceback=text,
+                       memory_symptom=memory)
 
 
 _MEMORY_SYMPTOMS = ("out of range", "out of bounds", "illegal memory access", "illegal address",

@@ -175,8 +175,8 @@ class _OnnxBuilder:
         protos = graph.node
         for start in range(0, len(protos), CHUNK):
             check_cancel(self.cancel, "loading the ONNX model was cancelled")
-            if self.progress is not None:
-                self.progress("building graph", len(self.nodes), total)
+            if self.progress is not None and not prefix:  # top-level operators out of `total` (bodies are extra)
+                self.progress("building graph", start, total)
             chunk = protos[start:start + CHUNK]  # few protobuf wrappers alive at a time: each costs less
             columns = list(zip(*map(_FIELDS, chunk)))  # every field is read once: each read builds an object
             first = 0
@@ -186,6 +186,8 @@ class _OnnxBuilder:
                 first = cut + 1
             if first < len(chunk):
                 self.add_ops([column[first:] for column in columns] if first else columns, scopes, parent_module)
+        if self.progress is not None and not prefix:
+            self.progress("building graph", len(protos), total)
 
     @staticmethod
     def with_bodies(chunk: list[Any], op_types: tuple[str, ...], domains: tuple[str, ...]) -> list[int]:
