@@ -290,8 +290,9 @@ class InvestigatorApp(App[None]):
         if action == "copy_summary":
             return self.inv is not None or None
         if action == "open_view":
+            # a built-in view's key always answers (saying how to get its evidence when there is none)
             view = view_by_id(str(parameters[0]))
-            return view is not None and view.available(self.inv)
+            return view is not None and (self.inv is not None or view.available(self.inv))
         if action in ("export_report", "focus_node"):
             return self.inv is not None or None
         return True
@@ -344,7 +345,9 @@ class InvestigatorApp(App[None]):
             self.notify(f"no view named {view_id!r}", severity="warning", markup=False)
             return
         if not view.available(self.inv):
-            self.notify(f"no {view.TITLE.lower()} evidence in this investigation", markup=False)
+            how = f": {view.HOW_TO_GET}" if view.HOW_TO_GET else ""
+            self.notify(f"no {view.TITLE.lower()} evidence in this investigation{how}", markup=False,
+                        severity="warning", timeout=8)
             return
 
         def chosen(node: str | None) -> None:

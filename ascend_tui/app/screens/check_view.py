@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 class CheckView(Screen[str | None]):
     """A screen built from an investigation that dismisses with the operator to focus on the graph (or None).
 
-    It never changes the investigation. Subclasses set the four class attributes and may
+    It never changes the investigation. Subclasses set the class attributes and may
     widen `available` (the memory view also shows memory samples with no findings).
     """
 
@@ -21,6 +21,7 @@ class CheckView(Screen[str | None]):
     TITLE: ClassVar[str] = ""
     KEY: ClassVar[str] = ""
     CHECK: ClassVar[str] = ""
+    HOW_TO_GET: ClassVar[str] = ""  # what to open or run to get this view's evidence, said when there is none
 
     def __init__(self, inv: Investigation) -> None:
         super().__init__()

@@ -73,7 +73,13 @@ class MainScreen(Screen[None]):
             self._repaint()
 
     def on_resize(self, event: events.Resize) -> None:
-        self.set_class(event.size.width < NARROW, "-narrow")
+        narrow = event.size.width < NARROW
+        if narrow != self.has_class("-narrow"):
+            # a size `+`/`-` gave the list in one layout means nothing in the other: back to the layout's own
+            pane = self.query_one("#list-pane")
+            pane.styles.height = None
+            pane.styles.width = None
+        self.set_class(narrow, "-narrow")
 
     # -- state --------------------------------------------------------------------------------
 
@@ -195,12 +201,13 @@ class MainScreen(Screen[None]):
         """Give the list more (or less) of the screen: rows when stacked at 80 columns, columns side by side."""
         body = self.query_one("#body")
         pane = self.query_one("#list-pane")
+        # a share of the body, not a count of cells, so the list keeps its proportion when the terminal resizes
         if self.has_class("-narrow"):
             size = max(5, min(body.size.height - 5, pane.size.height + 2 * step))
-            pane.styles.height = size
+            pane.styles.height = f"{100 * (size + 0.5) / max(1, body.size.height):.2f}%"  # +0.5: cells are floored
         else:
             size = max(30, min(body.size.width - 30, pane.size.width + 4 * step))
-            pane.styles.width = size
+            pane.styles.width = f"{100 * (size + 0.5) / max(1, body.size.width):.2f}%"
 
     def action_focus_cursor(self) -> None:
         if (cur := self.ops.current) is not None:

@@ -121,6 +121,7 @@ class MemoryScreen(CheckView):
     VIEW_ID = "memory"
     TITLE = "Memory"
     KEY = "m"
+    HOW_TO_GET = "open a msSanitizer log or profiler memory CSVs with it, or re-run with x and the memory check"
     CHECK = "memory"
 
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -219,6 +219,7 @@ class OverflowScreen(CheckView):
     VIEW_ID = "overflow"
     TITLE = "Overflow"
     KEY = "o"
+    HOW_TO_GET = "open an msprobe overflow_check dump with it, or re-run with x and the overflow check"
     CHECK = "overflow"
 
     BINDINGS: ClassVar[list[BindingType]] = [

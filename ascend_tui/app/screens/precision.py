@@ -95,6 +95,8 @@ class PrecisionScreen(CheckView):
     VIEW_ID = "precision"
     TITLE = "Precision"
     KEY = "C"
+    HOW_TO_GET = ("open a target and a golden msprobe dump together (ascend-tui open npu_dump gpu_dump), "
+                  "a compare result CSV, or re-run with x and the precision check")
     CHECK = "precision"
 
     BINDINGS: ClassVar[list[BindingType]] = [

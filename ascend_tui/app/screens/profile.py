@@ -75,6 +75,8 @@ class ProfileScreen(CheckView):
     VIEW_ID = "profile"
     TITLE = "Profile"
     KEY = "T"
+    HOW_TO_GET = ("open a profiler folder (*_ascend_pt, PROF_*), kernel_details.csv or a trace with it, "
+                  "or re-run with x and the profile check")
     CHECK = "profile"
 
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -1,0 +1,57 @@
+"""The app's rough edges a new user hit (issue 22), each as the user met it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from app_fixtures import overflow_investigation
+
+from ascend_tui.app.app import InvestigatorApp
+
+
+@pytest.fixture(autouse=True)
+def _no_user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+
+
+async def test_C_and_T_without_their_evidence_say_why_and_how_to_get_it(tmp_path: Path) -> None:
+    app = InvestigatorApp(overflow_investigation(), theme="ascend-dark", export_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("C")
+        await pilot.pause()
+        await pilot.press("T")
+        await pilot.pause()
+        messages = [n.message for n in app._notifications]
+        assert app.screen is app.main
+        assert any("no precision evidence" in m and "msprobe dump" in m for m in messages), messages
+        assert any("no profile evidence" in m and "profiler folder" in m for m in messages), messages
+
+
+async def test_the_list_after_plus_follows_the_terminal_when_it_is_widened(tmp_path: Path) -> None:
+    app = InvestigatorApp(overflow_investigation(), theme="ascend-dark", export_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        pane = app.main.query_one("#list-pane")
+        before = pane.size.height
+        await pilot.press("plus")
+        await pilot.pause()
+        assert pane.size.height == before + 2
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause()
+        await pilot.pause()
+        body = app.main.query_one("#body")
+        assert not app.main.has_class("-narrow")
+        assert pane.size.height == body.size.height  # side by side: the list is as tall as the body
+        await pilot.resize_terminal(80, 48)  # stacked again, twice as tall: the list gets its rows back
+        await pilot.pause()
+        await pilot.pause()
+        assert pane.size.height >= before
+        await pilot.press("plus")
+        await pilot.pause()
+        grown = pane.size.height
+        await pilot.resize_terminal(90, 60)
+        await pilot.pause()
+        await pilot.pause()
+        assert pane.size.height > grown  # a share of the body, so it grows with it
