@@ -55,3 +55,18 @@ async def test_the_list_after_plus_follows_the_terminal_when_it_is_widened(tmp_p
         await pilot.pause()
         await pilot.pause()
         assert pane.size.height > grown  # a share of the body, so it grows with it
+
+
+async def test_r_on_the_root_cause_names_the_op_the_cursor_moves_to(tmp_path: Path) -> None:
+    from app_fixtures import attention_investigation
+
+    app = InvestigatorApp(attention_investigation(), theme="ascend-dark", export_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.main.ops.current == "attn/bmm.0"  # the root cause itself
+        await pilot.press("r")
+        await pilot.pause()
+        moved = app.main.ops.current
+        assert moved != "attn/bmm.0"
+        toast = next(n.message for n in app._notifications if "root cause" in n.message)
+        assert toast.startswith("attn/bmm.0 is the root cause") and f"upstream to {moved}" in toast

@@ -290,9 +290,14 @@ class MainScreen(Screen[None]):
             self.go(rc.node)
             self.notify(f"root cause: {rc.reason}", markup=False)
             return
-        self.notify(f"root cause: {rc.node} — {rc.reason}", markup=False)
         if node in self._chain:
             self._hop(node)
+        moved = self.ops.current
+        if moved != node:  # the toast names where the cursor went, not only the op it left
+            self.notify(f"{node} is the root cause — {rc.reason}; r walked its chain upstream to {moved} "
+                        "(b goes back)", markup=False)
+        else:
+            self.notify(f"root cause: {rc.node} — {rc.reason}", markup=False)
 
     def _hop(self, node: str) -> None:
         """One step further along the active root-cause chain (towards the source), over ops that only move values."""
