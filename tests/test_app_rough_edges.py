@@ -70,3 +70,17 @@ async def test_r_on_the_root_cause_names_the_op_the_cursor_moves_to(tmp_path: Pa
         assert moved != "attn/bmm.0"
         toast = next(n.message for n in app._notifications if "root cause" in n.message)
         assert toast.startswith("attn/bmm.0 is the root cause") and f"upstream to {moved}" in toast
+
+
+async def test_step_mode_numbers_the_op_as_its_row_does(tmp_path: Path) -> None:
+    from ascend_tui.app.widgets.breadcrumb import Breadcrumb
+
+    inv = overflow_investigation()
+    app = InvestigatorApp(inv, theme="ascend-dark", export_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("s", "right")
+        await pilot.pause()
+        node = inv.graph.node(app.main.ops.current)
+        crumb = str(app.main.query_one(Breadcrumb).content)
+        assert f"STEP #{node.index} of {len(inv.graph.execution_order())}" in crumb, crumb

@@ -131,7 +131,9 @@ class MainScreen(Screen[None]):
         mode = []
         rows = self.ops.rows
         if self.nav.stepping and rows is not None and here is not None:
-            mode.append(f"STEP {rows.row_of[here] + 1}/{len(rows.ids)}")
+            # the number the list and the detail show for this op (`#11`), out of the rows stepped through
+            index = self.inv.graph.node(here).index if self.inv is not None and here in self.inv.graph else -1
+            mode.append(f"STEP #{index if index >= 0 else rows.row_of[here]} of {len(rows.ids)}")
         if self._slot is not None:
             mode.append(f"slot {self._slot}")
         self.query_one(Breadcrumb).show(trail, here, " · ".join(mode))
