@@ -84,3 +84,15 @@ async def test_step_mode_numbers_the_op_as_its_row_does(tmp_path: Path) -> None:
         node = inv.graph.node(app.main.ops.current)
         crumb = str(app.main.query_one(Breadcrumb).content)
         assert f"STEP #{node.index} of {len(inv.graph.execution_order())}" in crumb, crumb
+
+
+def test_the_time_charts_two_x_labels_never_run_together() -> None:
+    from ascend_tui.app.widgets.charts import x_labels
+
+    assert x_labels("step 1", "step 3", 4, 30, 60) == "    step 1" + " " * 18 + "step 3"
+    first = "live: before the first iteration (bytes of surviving tensors)"
+    last = "live: after iteration 3 (bytes of surviving tensors)"
+    lines = x_labels(first, last, 9, 32, 50).splitlines()
+    assert len(lines) == 2 and lines[0].startswith(" " * 9 + "from live: before")
+    assert lines[1].startswith(" " * 9 + "to   live: after iteration 3")
+    assert all(len(line) <= 9 + 50 for line in lines) and lines[0].endswith("…")

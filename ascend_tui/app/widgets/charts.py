@@ -104,9 +104,23 @@ class TimeChart(Static):
                 out.append(_EIGHTHS[round(fill * 8)], bar)
             out.append("\n")
         out.append(f"{'':>{label_w}} └" + "─" * len(columns) + "\n", axis)
-        gap = max(1, len(columns) - len(self.x_first) - len(self.x_last))
-        out.append(f"{'':>{label_w}}  {self.x_first}{' ' * gap}{self.x_last}", axis)
+        room = max(len(columns), self.content_size.width - label_w - 2)
+        out.append(x_labels(self.x_first, self.x_last, label_w + 2, len(columns), room), axis)
         return out
+
+
+def x_labels(first: str, last: str, indent: int, axis: int, room: int) -> str:
+    """The x axis' first and last labels: on one line at the two ends of the `axis` columns when both fit with a
+    gap, else each on its own line (`├ first`, `┤ last`) cut to `room` with `…`, so they never run together."""
+    pad = " " * indent
+    if len(first) + len(last) + 3 <= axis:
+        return f"{pad}{first}{' ' * (axis - len(first) - len(last))}{last}"
+
+    def cut(text: str) -> str:
+        width = max(4, room - 5)
+        return text if len(text) <= width else text[:width - 1] + "…"
+
+    return f"{pad}from {cut(first)}\n{pad}to   {cut(last)}"
 
 
 def _resample(values: list[float], width: int) -> list[float]:
