@@ -96,3 +96,36 @@ def test_the_time_charts_two_x_labels_never_run_together() -> None:
     assert len(lines) == 2 and lines[0].startswith(" " * 9 + "from live: before")
     assert lines[1].startswith(" " * 9 + "to   live: after iteration 3")
     assert all(len(line) <= 9 + 50 for line in lines) and lines[0].endswith("…")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 48)])
+async def test_the_run_form_shows_every_check_the_device_used_and_marks_on_and_off(
+        tmp_path: Path, size: tuple[int, int]) -> None:
+    from textual.widgets import Input
+
+    from app_fixtures import attention_investigation
+    from ascend_tui.app.screens.run_settings import Mark
+    from ascend_tui.app.workers import available_checks
+
+    model = tmp_path / "attention.py"
+    model.write_text("")
+    inv = attention_investigation()
+    inv.run.target = str(model)
+    inv.run.device = {"backend": "cpu", "name": "cpu", "inf_nan_mode": True}
+    app = InvestigatorApp(inv, theme="ascend-dark", export_dir=tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.press("x")
+        await pilot.pause()
+        form = app.screen
+        assert form.query_one("#device", Input).value == "cpu"  # what ran, not the `auto` that chose it
+        marks = list(form.query(Mark))
+        assert len(marks) == len(available_checks()) + 1
+        for mark in marks:  # each label fully on screen, inside the form
+            region = mark.region
+            box = mark.parent.region  # the row the mark sits in: nothing of it may fall outside
+            assert region.width >= len(str(mark.label)) + 4 and box.contains_region(region), (mark.label, region, box)
+            assert str(mark.render()).startswith(("▐✓▌", "▐ ▌"))
+        on = next(m for m in marks if m.value)
+        off = next(m for m in marks if not m.value)
+        assert "✓" in str(on.render()) and "✓" not in str(off.render())

@@ -398,10 +398,15 @@ class InvestigatorApp(App[None]):
         if run is None or run.source != "live" or self.inv is self._ran:
             return self.live
         # float32 is what a model runs in unless told otherwise: keep "as the model is" (no cast, no copy)
+        # the device the run used (`cpu`, `npu:1`), not the `auto` that picked it
+        backend, index = str(run.device.get("backend") or ""), int(run.device.get("index") or 0)
+        device = self.live.device
+        if backend in ("npu", "cuda", "cpu"):
+            device = f"{backend}:{index}" if index else backend
         return self.live.but(checks=tuple(run.checks) or self.live.checks,
                              dtype=None if run.dtype == "float32" else run.dtype,
                              iterations=run.iterations, backward=bool(run.extra.get("backward")),
-                             reference=run.reference)
+                             reference=run.reference, device=device)
 
     def action_run_check(self, name: str | None) -> None:
         """Run one live check (None: all available) on the model behind this investigation."""

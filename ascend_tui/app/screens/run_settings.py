@@ -21,6 +21,14 @@ from ascend_tui.live.options import DTYPES, RunOptions
 KEEP_DTYPE = "as the model is"
 
 
+class Mark(Checkbox):
+    """A checkbox whose on and off differ by their mark (`✓` or blank), not by colour alone."""
+
+    @property  # type: ignore[override]
+    def BUTTON_INNER(self) -> str:  # noqa: N802 - Textual's name for the mark
+        return "✓" if self.value else " "
+
+
 class RunSettingsDialog(ModalScreen[RunOptions | None]):
     """Edit `RunOptions` and dismiss with the new ones (enter or Run), or None (escape)."""
 
@@ -36,8 +44,8 @@ class RunSettingsDialog(ModalScreen[RunOptions | None]):
     RunSettingsDialog .row Label { width: 12; color: $text-muted; }
     RunSettingsDialog .row Input, RunSettingsDialog .row Select { width: 1fr; }
     RunSettingsDialog #checks-row { height: auto; }
-    RunSettingsDialog #checks { height: auto; width: 1fr; layout: horizontal; }
-    RunSettingsDialog #checks Checkbox { width: auto; margin-right: 2; }
+    RunSettingsDialog #checks { height: auto; width: 1fr; layout: grid; grid-size: 2; grid-rows: 1; }
+    RunSettingsDialog #checks Checkbox { width: 1fr; }
     RunSettingsDialog #buttons { height: 1; align-horizontal: right; }
     RunSettingsDialog #buttons Button { margin-left: 2; }
     RunSettingsDialog #error { color: $error; height: auto; }
@@ -57,7 +65,7 @@ class RunSettingsDialog(ModalScreen[RunOptions | None]):
                 yield Label("checks", markup=False)
                 with Horizontal(id="checks"):
                     for name in self.checks:
-                        yield Checkbox(name, name in wanted, id=f"check-{name}", compact=True)
+                        yield Mark(name, name in wanted, id=f"check-{name}", compact=True)
             with Horizontal(classes="row"):
                 yield Label("dtype", markup=False)
                 yield Select([(d, d) for d in (KEEP_DTYPE, *DTYPES)], value=o.dtype or KEEP_DTYPE,
@@ -73,7 +81,7 @@ class RunSettingsDialog(ModalScreen[RunOptions | None]):
                 yield Input(o.reference or "none", placeholder="cpu:float32 or none", id="reference", compact=True)
             with Horizontal(classes="row"):
                 yield Label("backward", markup=False)
-                yield Checkbox("also check gradients", o.backward, id="backward", compact=True)
+                yield Mark("also check gradients", o.backward, id="backward", compact=True)
             yield Label("", id="error", markup=False)
             with Horizontal(id="buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
