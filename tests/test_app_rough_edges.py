@@ -129,3 +129,20 @@ async def test_the_run_form_shows_every_check_the_device_used_and_marks_on_and_o
         on = next(m for m in marks if m.value)
         off = next(m for m in marks if not m.value)
         assert "✓" in str(on.render()) and "✓" not in str(off.render())
+
+
+def _screen_text(app: InvestigatorApp) -> str:
+    strips = app.screen._compositor.render_update(full=True).strips
+    return "\n".join("".join(seg.text for seg in strip) for strip in strips)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 48)])
+async def test_the_export_prompt_is_shown_whole(tmp_path: Path, size: tuple[int, int]) -> None:
+    app = InvestigatorApp(overflow_investigation(), theme="ascend-dark", export_dir=tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.press("e")
+        await pilot.pause()
+        text = _screen_text(app)
+        assert "export the JSON and Markdown reports" in text and "(.json and .md) to:" in text.replace("\n", " ")
+        assert "enter writes · esc cancels" in text

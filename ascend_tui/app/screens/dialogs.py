@@ -85,7 +85,7 @@ class ExportDialog(ModalScreen[str | None]):
     ExportDialog { align: center middle; }
     ExportDialog > Vertical { width: 80; max-width: 100%; height: auto; border: round $accent; padding: 0 1;
                               background: $surface; }
-    ExportDialog Label { color: $text-muted; }
+    ExportDialog Label { color: $text-muted; width: 1fr; }
     """
 
     def __init__(self, default: str, what: str) -> None:
@@ -95,8 +95,10 @@ class ExportDialog(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"export {self._what} to (enter writes, esc cancels):", markup=False)
+            # the question and the keys on lines of their own that wrap: one line was cut at every width
+            yield Label(f"export {self._what} to:", markup=False)
             yield Input(value=self._default, id="path")
+            yield Label("enter writes · esc cancels", markup=False)
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
