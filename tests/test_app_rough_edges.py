@@ -146,3 +146,42 @@ async def test_the_export_prompt_is_shown_whole(tmp_path: Path, size: tuple[int,
         text = _screen_text(app)
         assert "export the JSON and Markdown reports" in text and "(.json and .md) to:" in text.replace("\n", " ")
         assert "enter writes · esc cancels" in text
+
+
+async def test_a_narrow_table_cuts_names_not_numbers_and_space_shows_cells_whole_at_words() -> None:
+    from textual.app import App, ComposeResult
+
+    from ascend_tui.app.screens.row_table import Column, Row, RowTable
+
+    columns = [Column("level"), Column("api"), Column("cosine", align="right"), Column("max abs", align="right"),
+               Column("message")]
+    rows = [Row(("warning", "Module.encoder.layers.11.attention.Functional.conv2d.0.forward.output.0", "0.999871", "159.25",
+                 "the relative error is over the threshold in several elements of this output"), key="a")]
+
+    class Host(App[None]):
+        def get_theme_variable_defaults(self) -> dict[str, str]:
+            from ascend_tui.app.config import variable_defaults
+
+            return variable_defaults(self.current_theme)
+
+        def compose(self) -> ComposeResult:
+            yield RowTable(columns, rows)
+
+    app = Host()
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.query_one(RowTable)
+        table.focus()
+        await pilot.pause()
+        line = "".join(seg.text for seg in table.render_line(1))
+        assert "0.999871" in line and "159.25" in line and "warning" in line  # numbers and short words whole
+        assert "…" in line  # the long name and message are what gave way
+        await pilot.press("space")
+        await pilot.pause()
+        extra = ["".join(seg.text for seg in table.render_line(y)).strip() for y in range(2, 2 + len(table._extra))]
+        joined = " ".join(extra)
+        assert "api: Module.encoder.layers.11.attention.Functional.conv2d.0.forward.output.0" in joined
+        assert "message: the relative error is over the threshold" in joined.replace("  ", " ")
+        words = set(rows[0].cells[4].split()) | {"message:"}
+        for piece in extra:  # every piece of a wrapped message is a whole word
+            if piece.startswith("message:") or not piece.startswith("api:"):
+                assert set(piece.split()) <= words | set(rows[0].cells[1].split()) | {"api:"}, piece

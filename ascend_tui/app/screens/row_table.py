@@ -125,7 +125,7 @@ class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
         self._widths: list[int] = []
         self._laid_out_for = -1
         self.expanded = False
-        self._extra: list[list[tuple[int, str]]] = []  # continuation lines of the expanded row: (column, text)
+        self._extra: list[str] = []  # continuation lines of the expanded row: each cut-off cell in full
         self._measure()
         self.set_reactive(RowTable.cursor, self._landing(0, 1))
 
@@ -188,7 +188,11 @@ class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
             for n, i in enumerate(growers):
                 widths[i] += spare // len(growers) + (1 if n < spare % len(growers) else 0)
         else:
-            for i in reversed(range(len(widths))):
+            # text columns give way first (names, messages: a cut name reads on); numbers only when nothing
+            # else can, since a cut number (`0.999…`, `159…`) misleads
+            text_first = [i for i in reversed(range(len(widths))) if self.columns[i].align != "right"]
+            numbers = [i for i in reversed(range(len(widths))) if self.columns[i].align == "right"]
+            for i in (*text_first, *numbers):
                 if spare >= 0:
                     break
                 keep = min(widths[i], max(4, cell_len(self.columns[i].label)))
@@ -241,41 +245,33 @@ class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
             text = set_cell_size(" " + " ".join(row.cells), width)
             return Strip([Segment(text, style)], width)
         cells = row.cells
-        if cursor and self.expanded:
-            cells = tuple(self._wrapped(i, c)[0] if self._wrapped(i, c) else c for i, c in enumerate(cells))
         return self._strip(cells, row.cell_tones, style, tones, width)
 
     # -- expanding the cursor row in place ----------------------------------------------------
 
-    def _wrapped(self, column: int, text: str) -> list[str]:
-        """`text` wrapped to its column's width when it does not fit there (else empty)."""
+    def _cut(self, column: int, text: str) -> bool:
+        """Whether `text` does not fit its column (so the table shows it cut with `…`)."""
         w = self._widths[column] if column < len(self._widths) else 0
-        if w <= 0 or cell_len(text) <= w:
-            return []
-        return textwrap.wrap(text, w, break_long_words=True, break_on_hyphens=False) or [text]
+        return w > 0 and cell_len(text) > w
 
-    def _expand_lines(self) -> list[list[tuple[int, str]]]:
-        """The continuation lines of the cursor row: per line, (column, piece) for each cut-off cell."""
+    def _expand_lines(self) -> list[str]:
+        """The continuation lines of the cursor row: each cut-off cell in full as `header: text`, wrapped at
+        words across the table's width (a column's own width split words mid-way: `warnin` / `g`)."""
         row = self.current
         if row is None or row.tone == "section":
             return []
-        pieces = {i: self._wrapped(i, c) for i, c in enumerate(row.cells)}
-        depth = max((len(p) for p in pieces.values()), default=0)
-        return [[(i, p[k]) for i, p in pieces.items() if k < len(p)] for k in range(1, depth)]
+        width = max(10, self.scrollable_content_region.width - 4)
+        lines: list[str] = []
+        for i, cell in enumerate(row.cells):
+            if i < len(self.columns) and self._cut(i, cell):
+                label = self.columns[i].label.strip() or f"column {i + 1}"
+                lines += textwrap.wrap(f"{label}: {cell}", width, subsequent_indent="  ", break_long_words=True,
+                                       break_on_hyphens=False) or [cell]
+        return lines
 
-    def _continuation(self, parts: list[tuple[int, str]], width: int) -> Strip:
+    def _continuation(self, line: str, width: int) -> Strip:
         style = self.rich_style + self.get_component_rich_style("row-table--cursor")
-        x = 1
-        starts = []
-        for w in self._widths:
-            starts.append(x)
-            x += w + 1
-        text = list(" " * width)
-        for column, piece in parts:
-            at = starts[column]
-            for j, ch in enumerate(piece[: max(0, width - at)]):
-                text[at + j] = ch
-        return Strip([Segment("".join(text), style)], width)
+        return Strip([Segment(set_cell_size("   " + line, width), style)], width)
 
     def _refresh_expansion(self) -> None:
         if self._laid_out_for < 0:
