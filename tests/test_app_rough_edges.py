@@ -185,3 +185,11 @@ async def test_a_narrow_table_cuts_names_not_numbers_and_space_shows_cells_whole
         for piece in extra:  # every piece of a wrapped message is a whole word
             if piece.startswith("message:") or not piece.startswith("api:"):
                 assert set(piece.split()) <= words | set(rows[0].cells[1].split()) | {"api:"}, piece
+
+
+def test_metrics_read_as_words() -> None:
+    from ascend_tui.app.widgets.detail import metric_items
+
+    text = metric_items({"error": 0.35, "input_error": 0.01, "replay_error": float("nan"), "evidence": "ratio"})
+    assert text == "error: 0.35 · input error: 0.01 · replay error: not measured · evidence: ratio"
+    assert "=" not in text and "nan" not in text

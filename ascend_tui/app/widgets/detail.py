@@ -9,7 +9,7 @@ from __future__ import annotations
 import linecache
 import math
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
 from rich.console import Console
 from rich.style import Style
@@ -357,6 +357,20 @@ def _findings(out: Text, inv: Investigation, node_id: str, style: StyleOf) -> No
         _finding(out, f, style)
 
 
+def metric_items(metrics: Mapping[str, Any]) -> str:
+    """A finding's metrics as a person reads them: `replay error: not measured`, never `replay_error=nan`."""
+    parts = []
+    for key, value in metrics.items():
+        if value is None:
+            continue
+        if isinstance(value, float) and math.isnan(value):
+            text = "not measured"
+        else:
+            text = magnitude(value) if isinstance(value, (int, float)) else str(value)
+        parts.append(f"{key.replace('_', ' ')}: {text}")
+    return " · ".join(parts)
+
+
 def _finding(out: Text, f: Finding, style: StyleOf) -> None:
     out.append(f"\n  {f.severity.upper()} ", style(f"detail--{f.severity}"))
     tag = f"{f.check}/{f.kind}" + (f" ({f.attribution})" if f.attribution else "")
@@ -366,8 +380,7 @@ def _finding(out: Text, f: Finding, style: StyleOf) -> None:
         out.append("\n    hint: ", style("detail--heading"))
         out.append(f.hint)
     if f.metrics:
-        items = ", ".join(f"{k}={magnitude(v) if isinstance(v, (int, float)) else v}" for k, v in f.metrics.items()
-                          if v is not None)
+        items = metric_items(f.metrics)
         if items:
             out.append(f"\n    {items}", style("detail--muted"))
     rc = f.root_cause
