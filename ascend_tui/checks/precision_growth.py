@@ -1,0 +1,152 @@
+"""Where a lower-precision run leaves the rounding band: introduced vs inherited error on band-relative errors.
+
+Used when target and golden run in different dtypes (bf16 vs fp32), on statistics or tensors alike.
+Each node carries the relative error of its outputs and of its inputs (see `precision_band`). An op
+propagates what its inputs carried, amplified by at most `amplification` per input (a product adds
+its inputs' errors, a square doubles one); beyond that it may add `OP_BAND` roundings of the run's
+dtype. An op whose output error exceeds that is `introduced` (its excess in bands says by how much);
+nodes downstream of one, whose outputs are beyond the rounding band, `inherit` it; everything else is
+expected rounding and no finding. Parameters are judged alone: beyond their cast's band they differ.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from ascend_tui.checks.precision_band import OP_BAND, times
+from ascend_tui.evidence import ChainLink, Finding, RootCause
+from ascend_tui.graph.opgraph import OpGraph
+
+ERROR_TIMES = 4.0  # an op whose excess is this many times its band is an error, below it a warning
+
+
+@dataclass(frozen=True, slots=True)
+class NodeError:
+    """One node's errors (relative, comparable to u): its worst output, each input, and the run's u."""
+
+    node: str
+    out_error: float
+    in_errors: tuple[float, ...]
+    u: float
+    row_band: float  # the band one rounding of its output explains (u plus statistics slack)
+
+
+@dataclass(frozen=True, slots=True)
+class GrowthVerdict:
+    """Outcome for one node: introduced (beyond the op band) or inherited (carries an upstream excess)."""
+
+    node: str
+    severity: str
+    attribution: str
+    error: float
+    carried: float
+    excess: float
+    limit: float
+    cause: str
+
+    @property
+    def bands(self) -> float:
+        """How many op bands the excess (introduced) or the error (inherited) is."""
+        return times(self.excess if self.attribution == "introduced" else self.error, self.limit)
+
+
+@dataclass(frozen=True, slots=True)
+class ParamBand:
+    """A parameter (or its gradient) compared with the band of its cast."""
+
+    node: str
+    module: str
+    name: str
+    error: float
+    band: float
+    index: int
+
+
+def carried(in_errors: Sequence[float], amplification: float) -> float:
+    """The error an op may pass on from its inputs: `amplification` times their sum (NaN inputs ignored)."""
+    return amplification * sum(e for e in in_errors if not math.isnan(e))
+
+
+def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: float = 2.0,
+                     op_band: float = OP_BAND) -> dict[str, GrowthVerdict]:
+    """A verdict per node that introduces an excess or inherits one, walking in execution order."""
+    by_node = {n.node: n for n in nodes}
+    order = sorted(by_node, key=lambda nid: graph.node(nid).index if nid in graph else 1 << 40)
+    out: dict[str, GrowthVerdict] = {}
+    last_cause = ""
+    for nid in order:
+        n = by_node[nid]
+        if math.isnan(n.out_error) or math.isnan(n.u):
+            continue
+        limit = op_band * n.u
+        carry = carried(n.in_errors, amplification)
+        excess = n.out_error - carry
+        if excess > limit:
+            sev = "error" if excess > ERROR_TIMES * limit else "warning"
+            out[nid] = GrowthVerdict(nid, sev, "introduced", n.out_error, carry, excess, limit, nid)
+            last_cause = nid
+            continue
+        if n.out_error <= n.row_band:
+            continue
+        cause = _upstream_cause(graph, nid, out) or last_cause
+        if cause and n.out_error > limit:
+            v = out[cause]
+            out[nid] = GrowthVerdict(nid, v.severity, "inherited", n.out_error, carry, excess, limit, v.cause)
+    return out
+
+
+def _upstream_cause(graph: OpGraph, nid: str, verdicts: Mapping[str, GrowthVerdict], depth: int = 64) -> str:
+    """The cause of the nearest producer (breadth first, up to `depth` nodes) that has a verdict, or ''."""
+    if nid not in graph:
+        return ""
+    seen = {nid}
+    frontier = [e.src for e in graph.producers(nid)]
+    while frontier and len(seen) < depth:
+        nxt: list[str] = []
+        for src in frontier:
+            if src in seen:
+                continue
+            seen.add(src)
+            if src in verdicts:
+                return verdicts[src].cause
+            if src in graph:
+                nxt.extend(e.src for e in graph.producers(src))
+        frontier = nxt
+    return ""
+
+
+def growth_findings(graph: OpGraph, verdicts: Mapping[str, GrowthVerdict], params: Sequence[ParamBand] = (),
+                    dtype: str = "") -> list[Finding]:
+    """Findings: parameters beyond their cast's band, introduced ops at their severity, inherited ones as info."""
+    out: list[Finding] = []
+    for p in params:
+        k = times(p.error, p.band)
+        out.append(Finding(
+            "precision", "parameter-mismatch", "error" if k > ERROR_TIMES else "warning", p.node, "param", p.module,
+            p.index, f"parameter {p.name} differs by {p.error:.3g} relative, {k:.1f}x what casting to {dtype} "
+            f"explains ({p.band:.3g})", attribution="introduced",
+            metrics={"parameter": p.name, "error": p.error, "band": p.band, "times_band": k},
+            hint="the two runs did not start from the same weights beyond the cast: load the same checkpoint"))
+    for v in verdicts.values():
+        node = graph.node(v.node)
+        metrics = {"error": v.error, "carried": v.carried, "excess": v.excess, "band": v.limit,
+                   "times_band": v.bands, "evidence": "band"}
+        if v.attribution == "introduced":
+            out.append(Finding(
+                "precision", "precision-loss", v.severity, v.node, node.op_type, node.module, node.index,
+                f"relative error {v.error:.3g} is {v.bands:.1f}x the {dtype} band beyond what its inputs carried "
+                f"({v.carried:.3g}): introduced here", attribution="introduced", metrics=metrics,
+                hint="run this op in float32 (or keep it out of autocast) and compare again"))
+        else:
+            cause = graph.get(v.cause)
+            root = RootCause(v.cause, cause.module if cause else "", "the error is already in this op's inputs",
+                             (ChainLink(v.node, node.module, node.op_type, v.error),
+                              ChainLink(v.cause, cause.module if cause else "", cause.op_type if cause else "",
+                                        verdicts[v.cause].error if v.cause in verdicts else math.nan)))
+            out.append(Finding(
+                "precision", "precision-loss", "info", v.node, node.op_type, node.module, node.index,
+                f"relative error {v.error:.3g} ({v.bands:.1f}x the {dtype} band): inherited from {v.cause}",
+                attribution="inherited", metrics={**metrics, "severity": v.severity}, root_cause=root))
+    return out

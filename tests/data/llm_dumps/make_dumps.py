@@ -1,0 +1,116 @@
+"""Make the LLM precision-compare dumps: a random-weight 2-layer Llama training step under real msprobe.
+
+usage: /work/venv-msprobe/bin/python tests/data/llm_dumps/make_dumps.py OUT_DIR [CASE ...]
+Cases: fp32, bf16, fp16 (the same weights cast), bf16_scaled (one weight x1.05 in the bf16 run),
+bf16_noise (a module that adds noise after layer 0's MLP down_proj), fp32_tensor / bf16_tensor
+(task tensor, large: not checked in), imprecise_tensor (a small MLP whose gelu
+is less precise than float32, for the reference-free check), fp32_backward / bf16_backward (data_mode backward), bf16_steps / fp32_steps (two steps).
+Each case runs in its own process (msprobe's hooks are process-global). No downloads: the model is
+built from a `LlamaConfig` with seed 0.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+CASES = ("fp32", "bf16", "fp16", "bf16_scaled", "bf16_noise", "fp32_steps", "bf16_steps", "fp32_backward",
+         "bf16_backward", "fp32_tensor", "bf16_tensor", "imprecise_tensor")
+SCALED = "model.layers.1.self_attn.o_proj"  # the weight the scaled case multiplies by 1.05
+NOISY = "model.layers.0.mlp.down_proj"  # the module whose output the noise case perturbs
+
+
+def _config(out: Path, case: str) -> Path:
+    task = "tensor" if case.endswith("_tensor") else "statistics"
+    mode = ["backward"] if case.endswith("_backward") else ["all"]
+    cfg = {"task": task, "dump_path": str(out / case), "rank": [], "step": [], "level": "mix",
+           "async_dump": False, task: {"scope": [], "list": [], "data_mode": mode}}
+    if task == "statistics":
+        cfg[task]["summary_mode"] = "statistics"
+    path = out / f"cfg_{case}.json"
+    path.write_text(json.dumps(cfg, indent=1))
+    return path
+
+
+def run_case(out: Path, case: str) -> None:
+    """One training step (or two for *_steps) of the case under PrecisionDebugger."""
+    import torch
+    from msprobe.pytorch import PrecisionDebugger, seed_all
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    seed_all(seed=1234, mode=True)
+    debugger = PrecisionDebugger(config_path=str(_config(out, case)))
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                      attn_implementation="eager")
+    model = LlamaForCausalLM(cfg)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(case.split("_")[0], torch.float32)
+    model = model.to(dtype)
+    if case == "bf16_scaled":
+        with torch.no_grad():
+            model.get_submodule(SCALED).weight.mul_(1.05)
+    if case == "bf16_noise":
+        target = model.get_submodule(NOISY)
+
+        def add_noise(_mod, _inp, output):
+            g = torch.Generator().manual_seed(7)
+            noise = torch.randn(output.shape, generator=g).to(output.dtype)
+            return output + 0.05 * output.detach().abs().mean() * noise
+
+        target.register_forward_hook(add_noise)
+    torch.manual_seed(1)
+    ids = torch.randint(0, cfg.vocab_size, (2, 16))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _step in range(2 if case.endswith("_steps") else 1):
+        debugger.start(model=model)
+        out_ = model(input_ids=ids, labels=ids)
+        out_.loss.backward()
+        debugger.stop()
+        debugger.step()
+        opt.step()  # outside the dump window: the optimizer's add_ records would triple the files
+        opt.zero_grad()
+    print(case, "loss", float(out_.loss.detach()))
+
+
+def run_imprecise(out: Path) -> None:
+    """A tensor dump of a small MLP whose gelu is a deliberately imprecise custom op (float16 inside)."""
+    import torch
+    import torch.nn.functional as F
+    from msprobe.pytorch import PrecisionDebugger, seed_all
+
+    exact_gelu = F.gelu
+
+    def imprecise_gelu(x, approximate="none"):
+        return exact_gelu(x.half(), approximate=approximate).to(x.dtype)
+
+    F.gelu = imprecise_gelu  # before the debugger wraps the API, so the dump records it as Functional.gelu
+    seed_all(seed=1234, mode=True)
+    debugger = PrecisionDebugger(config_path=str(_config(out, "imprecise_tensor")))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 16),
+                                torch.nn.LayerNorm(16))
+    x = torch.randn(4, 32)
+    debugger.start(model=model)
+    model(x).sum().backward()
+    debugger.stop()
+    debugger.step()
+    print("imprecise_tensor done")
+
+
+def main(argv: list[str]) -> None:
+    out = Path(argv[1]).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if len(argv) > 3 and argv[2] == "--one":
+        shutil.rmtree(out / argv[3], ignore_errors=True)
+        (run_imprecise(out) if argv[3] == "imprecise_tensor" else run_case(out, argv[3]))
+        return
+    for case in argv[2:] or CASES:
+        subprocess.run([sys.executable, __file__, str(out), "--one", case], check=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
