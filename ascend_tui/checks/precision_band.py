@@ -133,3 +133,33 @@ def growth(out_error: float, in_errors: Sequence[float]) -> float:
     if math.isnan(out_error):
         return math.nan
     return max(0.0, out_error - max(known)) if known else out_error
+
+
+@dataclass(frozen=True, slots=True)
+class RowBand:
+    """One compared tensor's relative error and the band rounding explains."""
+
+    band: Band
+    error: float
+    dtypes_differ: bool
+
+    @property
+    def limit(self) -> float:
+        return self.band.stats
+
+    @property
+    def times(self) -> float:
+        """The error in units of the narrower dtype's roundoff."""
+        return times(self.error, self.band.u)
+
+    @property
+    def within(self) -> bool:
+        return not math.isnan(self.error) and self.error <= self.limit
+
+    def describe(self) -> str:
+        """`expected bfloat16 rounding (0.4u)` or `3.2x the bfloat16 band`."""
+        if math.isnan(self.error):
+            return ""
+        if self.within:
+            return f"expected {self.band.dtype} rounding ({self.times:.2g}u)"
+        return f"{times(self.error, self.limit):.1f}x the {self.band.dtype} rounding band"

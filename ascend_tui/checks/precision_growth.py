@@ -70,30 +70,41 @@ def carried(in_errors: Sequence[float], amplification: float) -> float:
 
 
 def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: float = 2.0,
-                     op_band: float = OP_BAND) -> dict[str, GrowthVerdict]:
-    """A verdict per node that introduces an excess or inherits one, walking in execution order."""
+                     op_band: float = OP_BAND, seeds: Sequence[tuple[int, str]] = ()) -> dict[str, GrowthVerdict]:
+    """A verdict per node that introduces an excess or inherits one, walking in execution order.
+
+    `seeds` are (index, node) of causes found elsewhere (a parameter beyond its band): nodes after them
+    may inherit from them. Downstream of a cause, an op whose inputs are already beyond the band and whose
+    excess stays under `ERROR_TIMES` bands is amplifying what it got (inherited), not making a new error.
+    """
     by_node = {n.node: n for n in nodes}
     order = sorted(by_node, key=lambda nid: graph.node(nid).index if nid in graph else 1 << 40)
     out: dict[str, GrowthVerdict] = {}
+    pending = sorted(seeds)
     last_cause = ""
     for nid in order:
         n = by_node[nid]
+        index = graph.node(nid).index if nid in graph else 1 << 40
+        while pending and pending[0][0] <= index:
+            last_cause = pending.pop(0)[1]
         if math.isnan(n.out_error) or math.isnan(n.u):
             continue
         limit = op_band * n.u
         carry = carried(n.in_errors, amplification)
         excess = n.out_error - carry
-        if excess > limit:
+        tainted = any(e > n.row_band for e in n.in_errors if not math.isnan(e))
+        cause = ""
+        if n.out_error > n.row_band and (excess <= limit or tainted and excess <= ERROR_TIMES * limit):
+            cause = _upstream_cause(graph, nid, out) or last_cause
+        if excess > limit and not cause:
             sev = "error" if excess > ERROR_TIMES * limit else "warning"
             out[nid] = GrowthVerdict(nid, sev, "introduced", n.out_error, carry, excess, limit, nid)
             last_cause = nid
             continue
-        if n.out_error <= n.row_band:
-            continue
-        cause = _upstream_cause(graph, nid, out) or last_cause
         if cause and n.out_error > limit:
-            v = out[cause]
-            out[nid] = GrowthVerdict(nid, v.severity, "inherited", n.out_error, carry, excess, limit, v.cause)
+            v = out.get(cause)
+            out[nid] = GrowthVerdict(nid, v.severity if v else "error", "inherited", n.out_error, carry, excess,
+                                     limit, v.cause if v else cause)
     return out
 
 

@@ -20,6 +20,7 @@ from ascend_tui.checks.precision import (
     N_A, StatsMetrics, TensorMetrics, Thresholds, classify, from_norm_rel, stats_metrics,
 )
 from ascend_tui.checks.precision_attribution import NodeCompare, ParamDiff, Verdict, attribute, findings
+from ascend_tui.offline.compare_band import assign_bands, band_verdicts, depth_profile
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding, StatsTable
 from ascend_tui.readers.msprobe import dump as msprobe
@@ -45,8 +46,9 @@ class RankCompare:
     mode: str
     rows: list[Row]
     inv: Investigation
-    verdicts: dict[str, Verdict]
+    verdicts: Mapping[str, Any]  # node -> Verdict, or GrowthVerdict when the dtypes differ
     stacks: dict[str, str] = field(default_factory=dict)
+    growth: dict[str, Any] = field(default_factory=dict)
 
     def first_introduced(self) -> Finding | None:
         """The earliest finding (execution order) that introduces an error or warning: where this rank diverges."""
@@ -259,16 +261,23 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                 params.append(diff)
         elif row.node is None and row.target.leaf is not None and (k := out_key.get(row.target.leaf.key())):
             row.node, row.slot = k
-    replay_op = None
-    if replay and mode == "tensor" and msprobe_tensors.torch_available():
-        from ascend_tui.offline.replay import replayer
+    run_dtype, band_mode = assign_bands(rows, by_entry, mode)
+    growth: dict[str, Any] = {}
+    if band_mode:
+        verdicts, found = band_verdicts(graph, builder.ids, by_entry, rows, run_dtype, t)
+        growth = depth_profile(graph, builder.ids, by_entry, verdicts, run_dtype)
+    else:
+        replay_op = None
+        if replay and mode == "tensor" and msprobe_tensors.torch_available():
+            from ascend_tui.offline.replay import replayer
 
-        replay_op = replayer(gd, data, golden, builder.ids)
-    verdicts = attribute(graph, nodes, t, replay_op)
-    for row in rows:
-        v = verdicts.get(row.node or "")
-        if v is not None and row.result in ("error", "warning") and row.target.section == "output":
-            row.attribution = v.attribution
+            replay_op = replayer(gd, data, golden, builder.ids)
+        verdicts = attribute(graph, nodes, t, replay_op)
+        found = findings(graph, verdicts, params)
+        for row in rows:
+            v = verdicts.get(row.node or "")
+            if v is not None and row.result in ("error", "warning") and row.target.section == "output":
+                row.attribution = v.attribution
     reference = StatsTable()
     if ref_keys:
         reference.add_many(ref_keys, stats_rows(ref_leaves))
@@ -278,11 +287,13 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                           "inf_nan_mode": None},
                   extra={"task": header.get("task"), "mode": mode, "rank": td.name, "golden": str(gd),
                          "thresholds": {k: getattr(t, k) for k in t.__slots__},
-                         "precision": {"columns": list(VIEW_COLUMNS), "rows": _view_rows(rows)}})
+                         "precision": {"columns": list(VIEW_COLUMNS), "rows": _view_rows(rows),
+                                       "rows_total": len(rows), "growth": growth}})
     graph.name = f"msprobe compare {td.parent.name}/{td.name}"
     inv = Investigation(graph, stats=built.stats, reference=reference, run=run,
-                        findings=[*findings(graph, verdicts, params), *_shape_findings(graph, rows)])
-    return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, {k: v for k, v in _stack_text(td).items()})
+                        findings=[*found, *_shape_findings(graph, rows)])
+    return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, {k: v for k, v in _stack_text(td).items()},
+                       growth)
 
 
 def _shape_findings(graph: Any, rows: Sequence[Row]) -> list[Finding]:

@@ -54,14 +54,16 @@ def run_case(out: Path, case: str) -> None:
         with torch.no_grad():
             model.get_submodule(SCALED).weight.mul_(1.05)
     if case == "bf16_noise":
-        target = model.get_submodule(NOISY)
+        # registered before the debugger's own hooks, so the module's dumped output is already the noisy one;
+        # aten ops are not hooked at level mix, so the call sequence (and every name) stays that of the clean run
+        noise = torch.randn(2, 16, cfg.hidden_size, generator=torch.Generator().manual_seed(7)).to(dtype)
+        aten = torch.ops.aten
 
         def add_noise(_mod, _inp, output):
-            g = torch.Generator().manual_seed(7)
-            noise = torch.randn(output.shape, generator=g).to(output.dtype)
-            return output + 0.05 * output.detach().abs().mean() * noise
+            rms = aten.sqrt.default(aten.mean.default(aten.mul.Tensor(output, output)))
+            return aten.add.Tensor(output, aten.mul.Tensor(noise, aten.mul.Tensor(rms, 0.5)))
 
-        target.register_forward_hook(add_noise)
+        model.get_submodule(NOISY).register_forward_hook(add_noise)
     torch.manual_seed(1)
     ids = torch.randint(0, cfg.vocab_size, (2, 16))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -1,0 +1,220 @@
+"""The dtype-band side of the msprobe compare: each row's error against its rounding band, verdicts and the depth profile.
+
+When any matched tensor has another floating dtype in the golden run (bf16 against fp32), a
+difference is judged against what rounding to the narrower dtype explains (`checks.precision_band`),
+and where it is made by `checks.precision_growth`; the old thresholds would call every bf16 op an error.
+A tensor whose golden magnitude is below one rounding of its op's inputs (a gradient that cancels to
+about zero) is judged by its absolute error against the inputs' scale, not by its own relative error.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+from ascend_tui.checks.precision import TensorMetrics, Thresholds
+from ascend_tui.checks.precision_band import RowBand, band as dtype_band, stats_error, tensor_error, unit_roundoff
+from ascend_tui.checks.precision_growth import (
+    GrowthVerdict, NodeError, ParamBand, attribute_growth, growth_findings,
+)
+from ascend_tui.evidence import Finding
+from ascend_tui.readers.msprobe import rows as msprobe_compare
+from ascend_tui.readers.msprobe.rows import Row
+
+_INPUTS = ("input", "parameters")
+
+
+def _norm(row: Row, golden: bool = True) -> float:
+    item = row.golden if golden else row.target
+    if item is None or item.leaf is None or item.leaf.stats is None or item.leaf.stats[3] is None:
+        return math.nan
+    return abs(float(item.leaf.stats[3]))
+
+
+def row_band(row: Row, mode: str, floor_norm: float = math.nan) -> RowBand | None:
+    """This row's error against the band of its two dtypes (None: not a compared floating tensor pair)."""
+    t, g = row.target.leaf, row.golden.leaf if row.golden is not None else None
+    if t is None or g is None:
+        return None
+    b = dtype_band(t.meta.dtype, g.meta.dtype, t.numel)
+    if math.isnan(b.u) or math.isnan(unit_roundoff(t.meta.dtype)) or math.isnan(unit_roundoff(g.meta.dtype)):
+        return None
+    differ = t.meta.dtype != g.meta.dtype
+    gnorm = _norm(row)
+    tiny = math.isfinite(floor_norm) and math.isfinite(gnorm) and gnorm < b.u ** 1.5 * floor_norm
+    m = row.metrics
+    if mode == "tensor" and isinstance(m, TensorMetrics):
+        err = tensor_error(m.value("cosine"), m.value("euc_dist"), floor_norm if tiny else gnorm, t.numel, b.tiny)
+    elif t.stats is not None and g.stats is not None:
+        if tiny:  # measured against the inputs' scale: the absolute difference of the norms and the extremes
+            diffs = [abs(float(a) - float(c)) for a, c in zip(t.stats, g.stats) if a is not None and c is not None]
+            err = max(diffs) / floor_norm if diffs else math.nan
+        else:
+            err = stats_error(t.stats, g.stats, t.numel, b.tiny)
+    else:
+        err = math.nan
+    return RowBand(b, err, differ)
+
+
+def assign_bands(rows: Sequence[Row], by_entry: Mapping[str, Sequence[Row]], mode: str) -> tuple[str, bool]:
+    """Set `row.band` on every compared tensor row; (the run's narrower dtype, whether dtypes differ anywhere)."""
+    for entry_rows in by_entry.values():
+        ins = [r for r in entry_rows if r.target.section in _INPUTS or r.target.section == "param_grad"]
+        for r in ins:
+            r.band = row_band(r, mode)
+        floor = max((n for r in ins if r.target.section == "input" and not math.isnan(n := _norm(r))), default=math.nan)
+        for r in entry_rows:
+            if r.target.section == "output":
+                r.band = row_band(r, mode, floor)
+    bands = [r.band for r in rows if r.band is not None]
+    differ = [b for b in bands if b.dtypes_differ]
+    if not differ:
+        return "", False
+    worst = max(differ, key=lambda b: b.band.u)
+    return worst.band.dtype, True
+
+
+def _err(rows: Sequence[Row]) -> float:
+    vals = [r.band.error for r in rows if r.band is not None and not math.isnan(r.band.error)]
+    return max(vals) if vals else math.nan
+
+
+def band_verdicts(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Sequence[Row]], rows: Sequence[Row],
+                  run_dtype: str, t: Thresholds) -> tuple[dict[str, GrowthVerdict], list[Finding]]:
+    """Verdicts and findings of a mixed-dtype compare, and each row's Result, from the band."""
+    u = unit_roundoff(run_dtype)
+    nodes: list[NodeError] = []
+    for entry, nid in ids.items():
+        erows = by_entry.get(entry, [])
+        outs = [r for r in erows if r.target.section == "output" and r.band is not None]
+        if not outs:
+            continue
+        ins = [r.band.error for r in erows if r.target.section in _INPUTS and r.band is not None]
+        fwd = forward_of(entry)
+        if fwd:  # a gradient is computed from the forward's inputs and outputs as well as from the incoming gradient
+            ins += [r.band.error for r in by_entry.get(fwd, ()) if r.band is not None]
+        nodes.append(NodeError(nid, _err(outs), tuple(ins), u, max(r.band.limit for r in outs)))
+    params: list[ParamBand] = []
+    seen: set[str] = set()
+    for r in rows:
+        if r.target.section == "parameters" and r.band is not None and not r.band.within:
+            name = _param_name(r)
+            if name in seen:
+                continue
+            seen.add(name)
+            node, module, index = _param_node(graph, r)
+            params.append(ParamBand(node, module, name, r.band.error, r.band.limit, index))
+    verdicts = attribute_growth(graph, nodes, t.amplification, seeds=[(p.index, p.node) for p in params])
+    for r in rows:
+        if r.target.is_scalar and r.result == "error" and (why := scalar_expected(r, u)):
+            r.result, r.messages = "pass", [why]
+        _row_result(r, verdicts.get(r.node or ""), run_dtype)
+    return verdicts, growth_findings(graph, verdicts, params, run_dtype)
+
+
+def forward_of(entry: str) -> str:
+    """`Tensor.pow.0.backward` -> `Tensor.pow.0.forward`, `Module.m.Linear.backward.0` -> `...forward.0` ('' if not one)."""
+    if entry.endswith(".backward"):
+        return entry[: -len("backward")] + "forward"
+    if ".backward." in entry:
+        return entry.replace(".backward.", ".forward.")
+    return ""
+
+
+_LIMITS = (65504.0, 3.3895313892515355e38, 3.4028234663852886e38, 1.7976931348623157e308, 448.0, 57344.0)
+
+
+def scalar_expected(r: Row, u: float) -> str:
+    """Why two different float scalars are no error in a mixed-dtype compare ('' when they are one)."""
+    a, b = r.target.value, r.golden.value if r.golden is not None else None
+    if not all(isinstance(x, float) and math.isfinite(x) for x in (a, b)):
+        return ""
+    if any(math.isclose(abs(a), v, rel_tol=1e-9) for v in _LIMITS) and \
+            any(math.isclose(abs(b), v, rel_tol=1e-9) for v in _LIMITS) and (a > 0) == (b > 0):
+        return f"the largest finite value of each run's dtype ({a!r} vs {b!r}): expected"
+    if b != 0 and abs(a - b) <= u * abs(b):
+        return f"the value differs by rounding ({a!r} vs {b!r}): expected"
+    return ""
+
+
+def _param_name(r: Row) -> str:
+    m = msprobe_compare.MODULE_NAME.match(r.target.entry)
+    module = m["path"] if m else ""
+    pname = r.target.name.rsplit(".parameters.", 1)[-1]
+    return f"{module}.{pname}" if module else pname
+
+
+def _param_node(graph: Any, r: Row) -> tuple[str, str, int]:
+    m = msprobe_compare.MODULE_NAME.match(r.target.entry)
+    module = m["path"] if m else ""
+    nid = f"param:{_param_name(r)}"
+    consumers = [e.dst for e in graph.consumers(nid)] if nid in graph else graph.module_nodes(module)
+    index = min((graph.node(c).index for c in consumers if c in graph), default=-1)
+    if nid not in graph:
+        nid = consumers[0] if consumers else ""
+    return nid, module, index
+
+
+def _row_result(r: Row, v: GrowthVerdict | None, run_dtype: str) -> None:
+    """Our verdict of one row in band mode: rounding is a pass; beyond it, the verdict of its node."""
+    if r.golden is None or r.band is None or r.result == "error" and any("shape" in m for m in r.messages):
+        return
+    r.messages = [m for m in r.messages if not m.startswith(("warning: L2", "error: L2", "error: cosine",
+                                                            "warning: cosine", "error: max abs", "warning: max abs"))]
+    r.result = "pass"
+    text = r.band.describe()
+    if r.band.within or not text:
+        if text:
+            r.messages.append(text)
+        return
+    if r.target.section == "parameters":
+        r.result = "error"
+        r.messages.append(f"error: {text}: beyond what casting explains")
+        return
+    if v is not None and r.target.section == "output":
+        r.attribution = v.attribution
+        if v.attribution == "introduced":
+            r.result = v.severity
+            r.messages.append(f"{v.severity}: the op adds {v.bands:.1f}x the {run_dtype} op band beyond what its "
+                              f"inputs carried ({text})")
+        else:
+            r.messages.append(f"{text}, inherited from {v.cause}")
+        return
+    r.messages.append(f"{text}, carried from its inputs (accumulated rounding)")
+
+
+def depth_profile(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Sequence[Row]],
+                  verdicts: Mapping[str, GrowthVerdict], run_dtype: str) -> dict[str, Any]:
+    """Relative error (in units of u) of every op in execution order, and its peak per module: the error's growth."""
+    u = unit_roundoff(run_dtype)
+    points: list[dict[str, Any]] = []
+    for entry, nid in ids.items():
+        outs = [r for r in by_entry.get(entry, ()) if r.target.section == "output" and r.band is not None]
+        e = _err(outs)
+        if math.isnan(e) or nid not in graph:
+            continue
+        n = graph.node(nid)
+        v = verdicts.get(nid)
+        points.append({"index": n.index, "node": nid, "module": n.module,
+                       "phase": "backward" if ".backward" in entry else "forward", "error": e,
+                       "units": e / u, "verdict": v.attribution if v else ""})
+    points.sort(key=lambda p: p["index"])
+    modules: dict[tuple[str, str], dict[str, Any]] = {}
+    for p in points:
+        top = _top_module(p["module"])
+        m = modules.setdefault((p["phase"], top), {"module": top, "phase": p["phase"], "first": p["index"],
+                                                   "units": 0.0, "ops": 0})
+        m["units"] = max(m["units"], p["units"])
+        m["ops"] += 1
+    return {"dtype": run_dtype, "u": u, "op_band_units": 8.0, "points": points,
+            "modules": sorted(modules.values(), key=lambda m: m["first"])}
+
+
+def _top_module(module: str) -> str:
+    """`model.layers.1.self_attn.o_proj` -> `model.layers.1` (the repeated block a depth chart steps through)."""
+    parts = module.split(".")
+    for i, p in enumerate(parts):
+        if p.isdigit():
+            return ".".join(parts[:i + 1])
+    return ".".join(parts[:2]) if parts and parts[0] else "(top)"
+
