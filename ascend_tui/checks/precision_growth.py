@@ -12,7 +12,7 @@ expected rounding and no finding. Parameters are judged alone: beyond their cast
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from ascend_tui.checks.precision_band import OP_BAND, times
@@ -31,6 +31,7 @@ class NodeError:
     in_errors: tuple[float, ...]
     u: float
     row_band: float  # the band one rounding of its output explains (u plus statistics slack)
+    index: int | None = None  # execution position when the graph's is not it (a module output's placeholder)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,13 +79,15 @@ def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: 
     excess stays under `ERROR_TIMES` bands is amplifying what it got (inherited), not making a new error.
     """
     by_node = {n.node: n for n in nodes}
-    order = sorted(by_node, key=lambda nid: graph.node(nid).index if nid in graph else 1 << 40)
+    pos = {n.node: n.index if n.index is not None else graph.node(n.node).index if n.node in graph else 1 << 40
+           for n in nodes}
+    order = sorted(by_node, key=lambda nid: pos[nid])
     out: dict[str, GrowthVerdict] = {}
     pending = sorted(seeds)
     last_cause = ""
     for nid in order:
         n = by_node[nid]
-        index = graph.node(nid).index if nid in graph else 1 << 40
+        index = pos[nid]
         while pending and pending[0][0] <= index:
             last_cause = pending.pop(0)[1]
         if math.isnan(n.out_error) or math.isnan(n.u):
@@ -129,8 +132,12 @@ def _upstream_cause(graph: OpGraph, nid: str, verdicts: Mapping[str, GrowthVerdi
 
 
 def growth_findings(graph: OpGraph, verdicts: Mapping[str, GrowthVerdict], params: Sequence[ParamBand] = (),
-                    dtype: str = "") -> list[Finding]:
-    """Findings: parameters beyond their cast's band, introduced ops at their severity, inherited ones as info."""
+                    dtype: str = "", modules: Mapping[str, tuple[str, int]] | None = None) -> list[Finding]:
+    """Findings: parameters beyond their cast's band, introduced ops at their severity, inherited ones as info.
+
+    `modules` names the module of nodes that stand for a module's output (a placeholder the module fed).
+    """
+    modules = modules or {}
     out: list[Finding] = []
     for p in params:
         k = times(p.error, p.band)
@@ -142,6 +149,8 @@ def growth_findings(graph: OpGraph, verdicts: Mapping[str, GrowthVerdict], param
             hint="the two runs did not start from the same weights beyond the cast: load the same checkpoint"))
     for v in verdicts.values():
         node = graph.node(v.node)
+        if v.node in modules:
+            node = replace(node, module=modules[v.node][0], op_type="module output", index=modules[v.node][1])
         metrics = {"error": v.error, "carried": v.carried, "excess": v.excess, "band": v.limit,
                    "times_band": v.bands, "evidence": "band"}
         if v.attribution == "introduced":
@@ -152,12 +161,15 @@ def growth_findings(graph: OpGraph, verdicts: Mapping[str, GrowthVerdict], param
                 hint="run this op in float32 (or keep it out of autocast) and compare again"))
         else:
             cause = graph.get(v.cause)
+            if cause is not None and v.cause in modules:
+                cause = replace(cause, module=modules[v.cause][0], op_type="module output")
+            named = f"{v.cause} (the output of {cause.module})" if cause is not None and v.cause in modules else v.cause
             root = RootCause(v.cause, cause.module if cause else "", "the error is already in this op's inputs",
                              (ChainLink(v.node, node.module, node.op_type, v.error),
                               ChainLink(v.cause, cause.module if cause else "", cause.op_type if cause else "",
                                         verdicts[v.cause].error if v.cause in verdicts else math.nan)))
             out.append(Finding(
                 "precision", "precision-loss", "info", v.node, node.op_type, node.module, node.index,
-                f"relative error {v.error:.3g} ({v.bands:.1f}x the {dtype} band): inherited from {v.cause}",
+                f"relative error {v.error:.3g} ({v.bands:.1f}x the {dtype} band): inherited from {named}",
                 attribution="inherited", metrics={**metrics, "severity": v.severity}, root_cause=root))
     return out

@@ -16,7 +16,8 @@ def add_parser(sub: Any) -> None:
                          "does, and say which operator introduces the error")
     cmp.add_argument("target", help="msprobe dump of the run under test (root, step folder, rank folder, dump.json)")
     cmp.add_argument("golden", help="msprobe dump of the reference run, same layout")
-    cmp.add_argument("--csv", metavar="PATH", help="write msprobe's compare CSV columns plus Attribution "
+    cmp.add_argument("--csv", metavar="PATH", help="write msprobe's compare CSV (its columns, its Result rules) plus ours: Verdict, "
+                     "Verdict_message, Band_units, Attribution "
                      "(one file per rank, PATH_rankN.csv, when there are several)")
     cmp.add_argument("--json", metavar="PATH", help="write the report (schema ascend-tui.report/1) with the "
                      "cross-rank summary")
@@ -61,7 +62,7 @@ def csv_paths(base: Path, ranks: list[str]) -> list[Path]:
 
 def run_compare(args: argparse.Namespace, progress: Progress) -> tuple[Any, list[str]]:
     """Compare, write the requested files; returns the investigation to report on and lines to print."""
-    from ascend_tui.readers.msprobe.rows import write_csv
+    from ascend_tui.offline.msprobe_result import write_csv
     from ascend_tui.offline.compare import compare
     from ascend_tui.report import build_report
     from ascend_tui.graph.opgraph import write_json_atomic

@@ -94,6 +94,8 @@ def band_verdicts(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Seq
         if fwd:  # a gradient is computed from the forward's inputs and outputs as well as from the incoming gradient
             ins += [r.band.error for r in by_entry.get(fwd, ()) if r.band is not None]
         nodes.append(NodeError(nid, _err(outs), tuple(ins), u, max(r.band.limit for r in outs)))
+    modules = _module_nodes(graph, ids, by_entry, u)
+    nodes.extend(n for n, _ in modules.values())
     params: list[ParamBand] = []
     seen: set[str] = set()
     for r in rows:
@@ -109,7 +111,39 @@ def band_verdicts(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Seq
         if r.target.is_scalar and r.result == "error" and (why := scalar_expected(r, u)):
             r.result, r.messages = "pass", [why]
         _row_result(r, verdicts.get(r.node or ""), run_dtype)
-    return verdicts, growth_findings(graph, verdicts, params, run_dtype)
+    owner = {n.node: (m, n.index if n.index is not None else -1) for n, m in modules.values()}
+    verdicts = {k: v for k, v in verdicts.items() if k not in owner or not _explained(graph, owner[k][0], verdicts, k)}
+    return verdicts, growth_findings(graph, verdicts, params, run_dtype, owner)
+
+
+def _module_nodes(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Sequence[Row]], u: float
+                  ) -> dict[str, tuple[NodeError, str]]:
+    """Module records whose output enters the graph at a placeholder (a tensor no dumped op produced).
+
+    An error made between ops (a hook, a custom module's un-hooked arithmetic) shows first in such a
+    module's output; as a node it can introduce the error the ops after it inherit.
+    """
+    out: dict[str, tuple[NodeError, str]] = {}
+    for entry, erows in by_entry.items():
+        m = msprobe_compare.MODULE_NAME.match(entry)
+        if entry in ids or m is None or ".forward" not in entry:
+            continue
+        outs = [r for r in erows if r.target.section == "output" and r.band is not None and r.node in graph
+                and graph.node(r.node).is_placeholder]
+        if not outs:
+            continue
+        ins = tuple(r.band.error for r in erows if r.target.section in _INPUTS and r.band is not None)
+        node = outs[0].node
+        index = min((graph.node(e.dst).index for e in graph.consumers(node)), default=-1)
+        out.setdefault(node, (NodeError(node, _err(outs), ins, u, max(r.band.limit for r in outs), index), m["path"]))
+    return out
+
+
+def _explained(graph: Any, module: str, verdicts: Mapping[str, GrowthVerdict], node: str) -> bool:
+    """An op inside `module` already introduces an error, so the module's own verdict adds nothing."""
+    return any(v.attribution == "introduced" and k != node and k in graph and
+               (graph.node(k).module == module or graph.node(k).module.startswith(module + "."))
+               for k, v in verdicts.items())
 
 
 def forward_of(entry: str) -> str:

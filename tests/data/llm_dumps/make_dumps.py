@@ -4,7 +4,8 @@ usage: /work/venv-msprobe/bin/python tests/data/llm_dumps/make_dumps.py OUT_DIR 
 Cases: fp32, bf16, fp16 (the same weights cast), bf16_scaled (one weight x1.05 in the bf16 run),
 bf16_noise (a module that adds noise after layer 0's MLP down_proj), fp32_tensor / bf16_tensor
 (task tensor, large: not checked in), imprecise_tensor (a small MLP whose gelu
-is less precise than float32, for the reference-free check), fp32_backward / bf16_backward (data_mode backward), bf16_steps / fp32_steps (two steps).
+is less precise than float32, for the reference-free check), fp32_backward / bf16_backward (data_mode backward), fp32_steps / bf16_steps_late (two steps;
+the bf16 run scales the weight before step 1 only, so step 0 is clean and step 1 diverges).
 Each case runs in its own process (msprobe's hooks are process-global). No downloads: the model is
 built from a `LlamaConfig` with seed 0.
 """
@@ -17,8 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-CASES = ("fp32", "bf16", "fp16", "bf16_scaled", "bf16_noise", "fp32_steps", "bf16_steps", "fp32_backward",
-         "bf16_backward", "fp32_tensor", "bf16_tensor", "imprecise_tensor")
+CASES = ("fp32", "bf16", "fp16", "bf16_scaled", "bf16_noise", "fp32_steps", "bf16_steps_late", "fp32_backward",
+         "bf16_backward", "imprecise_tensor")  # the checked-in ones; fp32_tensor / bf16_tensor (~8 MB) on request
+KEEP_STACKS = ("fp32", "bf16")  # stack.json is 40% of a dump: the other cases go without (the reader allows it)
 SCALED = "model.layers.1.self_attn.o_proj"  # the weight the scaled case multiplies by 1.05
 NOISY = "model.layers.0.mlp.down_proj"  # the module whose output the noise case perturbs
 
@@ -67,7 +69,10 @@ def run_case(out: Path, case: str) -> None:
     torch.manual_seed(1)
     ids = torch.randint(0, cfg.vocab_size, (2, 16))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for _step in range(2 if case.endswith("_steps") else 1):
+    for step in range(2 if "_steps" in case else 1):
+        if case == "bf16_steps_late" and step == 1:
+            with torch.no_grad():
+                model.get_submodule(SCALED).weight.mul_(1.05)
         debugger.start(model=model)
         out_ = model(input_ids=ids, labels=ids)
         out_.loss.backward()
@@ -112,6 +117,16 @@ def main(argv: list[str]) -> None:
         return
     for case in argv[2:] or CASES:
         subprocess.run([sys.executable, __file__, str(out), "--one", case], check=True)
+        pack(out / case, keep_stack=case in KEEP_STACKS)
+
+
+def pack(case_dir: Path, keep_stack: bool) -> None:
+    """Check-in form: JSON written compact (same content), stack.json only where kept, the config beside it."""
+    for path in case_dir.rglob("*.json"):
+        if path.name == "stack.json" and not keep_stack:
+            path.unlink()
+            continue
+        path.write_text(json.dumps(json.loads(path.read_text()), separators=(",", ":")))
 
 
 if __name__ == "__main__":
