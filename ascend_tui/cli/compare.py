@@ -97,7 +97,17 @@ def _rank_json(r: Any) -> dict[str, Any]:
     return {"rank": r.rank, "mode": r.mode, "rows": len(r.rows),
             "errors": sum(1 for x in r.rows if x.result == "error"),
             "warnings": sum(1 for x in r.rows if x.result == "warning"),
-            "first_introduced": first.node if first else None}
+            "first_introduced": first.node if first else None, "counts": row_counts(r.rows), "growth": r.growth}
+
+
+def row_counts(rows: Any) -> dict[str, int]:
+    """How the rows split: tensor pairs compared, scalar/None values, unmatched; expected rounding vs beyond it."""
+    tensors = sum(1 for x in rows if x.golden is not None and x.target.leaf is not None)
+    unmatched = sum(1 for x in rows if x.golden is None)
+    bands = [x.band for x in rows if x.band is not None and x.golden is not None]
+    return {"rows": len(rows), "tensor_pairs": tensors, "values": len(rows) - tensors - unmatched,
+            "unmatched": unmatched, "within_band": sum(1 for b in bands if b.within),
+            "beyond_band": sum(1 for b in bands if not b.within and b.error == b.error)}
 
 
 def summary_lines(result: Any) -> list[str]:
@@ -107,10 +117,24 @@ def summary_lines(result: Any) -> list[str]:
     s = result.summary
     rows = sum(len(r.rows) for r in result.ranks)
     bad = sum(1 for r in result.ranks for x in r.rows if x.result == "error")
-    out = [f"{fmt.plural(len(result.ranks), 'rank')}, {fmt.count(rows)} rows compared, "
-           f"{fmt.plural(bad, 'row')} over the error threshold"]
+    c = {k: sum(row_counts(r.rows)[k] for r in result.ranks) for k in row_counts([])}
+    out = [f"{fmt.plural(len(result.ranks), 'rank')}, {fmt.count(rows)} rows: {fmt.count(c['tensor_pairs'])} tensor "
+           f"pairs compared (the precision view's rows), {fmt.count(c['values'])} scalar or None values, "
+           f"{fmt.count(c['unmatched'])} unmatched; {fmt.plural(bad, 'row')} in error"]
+    g = next((r.growth for r in result.ranks if r.growth), None)
+    if g:
+        out.append(f"dtypes differ: judged against {g['dtype']} rounding (u = {g['u']:.3g}); "
+                   f"{fmt.count(c['within_band'])} tensors within the rounding band, {fmt.count(c['beyond_band'])} "
+                   f"beyond it (accumulated or introduced)")
+        for phase in ("forward", "backward"):
+            mods = [m for m in g["modules"] if m["phase"] == phase]
+            if mods:
+                out.append(f"error growth, {phase} (peak per block, units of u): " +
+                           " > ".join(f"{m['module']} {m['units']:.1f}" for m in mods[:12]) +
+                           (" ..." if len(mods) > 12 else ""))
     if s.get("first_node"):
-        out.append(f"first divergence: {s['first_rank']} at {s['first_node']} ({s['first_severity']})")
+        where = f"{s['first_module']}, " if s.get("first_module") else ""
+        out.append(f"first divergence: {s['first_rank']} at {s['first_node']} ({where}{s['first_severity']})")
     elif rows:
         out.append("no operator introduces an error over the thresholds")
     for o in s.get("outliers", [])[:5]:

@@ -373,7 +373,7 @@ def summarize(ranks: Sequence[RankCompare]) -> dict[str, Any]:
     if firsts:
         index, rank, f = min(firsts, key=lambda x: (x[0], x[1]))
         summary.update(first_rank=rank, first_node=f.node, first_index=index, first_severity=f.severity,
-                       first_kind=f.kind)
+                       first_kind=f.kind, first_module=f.module)
     if len(ranks) > 2:
         summary["outliers"] = _outliers(ranks)
     return summary
