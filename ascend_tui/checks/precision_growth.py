@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ascend_tui.checks.precision_band import OP_BAND, times
 from ascend_tui.evidence import ChainLink, Finding, RootCause
@@ -71,7 +71,8 @@ def carried(in_errors: Sequence[float], amplification: float) -> float:
 
 
 def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: float = 2.0,
-                     op_band: float = OP_BAND, seeds: Sequence[tuple[int, str]] = ()) -> dict[str, GrowthVerdict]:
+                     op_band: float = OP_BAND, seeds: Sequence[tuple[int, str]] = (),
+                     confirm: Callable[[str], bool] | None = None) -> dict[str, GrowthVerdict]:
     """A verdict per node that introduces an excess or inherits one, walking in execution order.
 
     `seeds` are (index, node) of causes found elsewhere (a parameter beyond its band): nodes after them
@@ -99,6 +100,10 @@ def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: 
         cause = ""
         if n.out_error > n.row_band and (excess <= limit or tainted and excess <= ERROR_TIMES * limit):
             cause = _upstream_cause(graph, nid, out) or last_cause
+        if excess > limit and not cause and confirm is not None and not confirm(nid):
+            cause = _upstream_cause(graph, nid, out) or last_cause
+            if not cause:
+                continue
         if excess > limit and not cause:
             sev = "error" if excess > ERROR_TIMES * limit else "warning"
             out[nid] = GrowthVerdict(nid, sev, "introduced", n.out_error, carry, excess, limit, nid)

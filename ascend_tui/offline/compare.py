@@ -263,15 +263,15 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
             row.node, row.slot = k
     run_dtype, band_mode = assign_bands(rows, by_entry, mode)
     growth: dict[str, Any] = {}
+    replay_op = None
+    if replay and mode == "tensor" and msprobe_tensors.torch_available():
+        from ascend_tui.offline.replay import replayer
+
+        replay_op = replayer(gd, data, golden, builder.ids)
     if band_mode:
-        verdicts, found = band_verdicts(graph, builder.ids, by_entry, rows, run_dtype, t)
+        verdicts, found = band_verdicts(graph, builder.ids, by_entry, rows, run_dtype, t, replay_op)
         growth = depth_profile(graph, builder.ids, by_entry, verdicts, run_dtype)
     else:
-        replay_op = None
-        if replay and mode == "tensor" and msprobe_tensors.torch_available():
-            from ascend_tui.offline.replay import replayer
-
-            replay_op = replayer(gd, data, golden, builder.ids)
         verdicts = attribute(graph, nodes, t, replay_op)
         found = findings(graph, verdicts, params)
         for row in rows:
@@ -291,7 +291,7 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                                        "rows_total": len(rows), "growth": growth}})
     graph.name = f"msprobe compare {td.parent.name}/{td.name}"
     inv = Investigation(graph, stats=built.stats, reference=reference, run=run,
-                        findings=[*found, *_shape_findings(graph, rows)])
+                        findings=[*_shape_findings(graph, rows), *found])
     return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, {k: v for k, v in _stack_text(td).items()},
                        growth)
 
