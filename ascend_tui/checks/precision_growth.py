@@ -46,6 +46,7 @@ class GrowthVerdict:
     excess: float
     limit: float
     cause: str
+    evidence: str = "band"
 
     @property
     def bands(self) -> float:
@@ -101,9 +102,12 @@ def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: 
         if n.out_error > n.row_band and (excess <= limit or tainted and excess <= ERROR_TIMES * limit):
             cause = _upstream_cause(graph, nid, out) or last_cause
         if excess > limit and not cause and confirm is not None and not confirm(nid):
-            cause = _upstream_cause(graph, nid, out) or last_cause
-            if not cause:
-                continue
+            cause = _upstream_cause(graph, nid, out) or last_cause or _worst_producer(graph, nid, by_node)
+            if cause:
+                v = out.get(cause)
+                out[nid] = GrowthVerdict(nid, v.severity if v else "warning", "inherited", n.out_error, carry,
+                                         excess, limit, v.cause if v else cause, "replay")
+            continue
         if excess > limit and not cause:
             sev = "error" if excess > ERROR_TIMES * limit else "warning"
             out[nid] = GrowthVerdict(nid, sev, "introduced", n.out_error, carry, excess, limit, nid)
@@ -114,6 +118,23 @@ def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: 
             out[nid] = GrowthVerdict(nid, v.severity if v else "error", "inherited", n.out_error, carry, excess,
                                      limit, v.cause if v else cause)
     return out
+
+
+def _worst_producer(graph: OpGraph, nid: str, by_node: Mapping[str, NodeError]) -> str:
+    """Where the error this node's inputs carry was made: up the worst producer while producers only pass it on."""
+    node, seen = nid, {nid}
+    while node in graph and len(seen) < 256:
+        srcs = [e.src for e in graph.producers(node) if e.src in by_node and not math.isnan(by_node[e.src].out_error)]
+        src = max(srcs, key=lambda s: by_node[s].out_error, default="")
+        if not src or src in seen:
+            return node if node != nid else ""
+        seen.add(src)
+        p = by_node[src]
+        known = [e for e in p.in_errors if not math.isnan(e)]
+        if not known or max(known) < 0.5 * p.out_error:
+            return src  # made here: its output carries much more than its inputs did
+        node = src
+    return ""
 
 
 def _upstream_cause(graph: OpGraph, nid: str, verdicts: Mapping[str, GrowthVerdict], depth: int = 64) -> str:
@@ -157,7 +178,7 @@ def growth_findings(graph: OpGraph, verdicts: Mapping[str, GrowthVerdict], param
         if v.node in modules:
             node = replace(node, module=modules[v.node][0], op_type="module output", index=modules[v.node][1])
         metrics = {"error": v.error, "carried": v.carried, "excess": v.excess, "band": v.limit,
-                   "times_band": v.bands, "evidence": "band"}
+                   "times_band": v.bands, "evidence": v.evidence}
         if v.attribution == "introduced":
             out.append(Finding(
                 "precision", "precision-loss", v.severity, v.node, node.op_type, node.module, node.index,
@@ -175,6 +196,8 @@ def growth_findings(graph: OpGraph, verdicts: Mapping[str, GrowthVerdict], param
                                         verdicts[v.cause].error if v.cause in verdicts else math.nan)))
             out.append(Finding(
                 "precision", "precision-loss", "info", v.node, node.op_type, node.module, node.index,
-                f"relative error {v.error:.3g} ({v.bands:.1f}x the {dtype} band): inherited from {named}",
+                f"relative error {v.error:.3g} ({v.bands:.1f}x the {dtype} band): inherited from {named}" +
+                (" (replayed alone on the golden inputs it stays in its band: it amplifies its inputs' rounding)"
+                 if v.evidence == "replay" else ""),
                 attribution="inherited", metrics={**metrics, "severity": v.severity}, root_cause=root))
     return out

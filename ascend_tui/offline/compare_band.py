@@ -36,6 +36,8 @@ def row_band(row: Row, mode: str, floor_norm: float = math.nan) -> RowBand | Non
     t, g = row.target.leaf, row.golden.leaf if row.golden is not None else None
     if t is None or g is None:
         return None
+    if tuple(d for d in t.meta.shape if d != 1) != tuple(d for d in g.meta.shape if d != 1):
+        return None  # another shape is another tensor: the shape finding says so, no band applies
     b = dtype_band(t.meta.dtype, g.meta.dtype, t.numel)
     if math.isnan(b.u) or math.isnan(unit_roundoff(t.meta.dtype)) or math.isnan(unit_roundoff(g.meta.dtype)):
         return None
@@ -110,13 +112,15 @@ def band_verdicts(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Seq
             node, module, index = _param_node(graph, r)
             params.append(ParamBand(node, module, name, r.band.error, r.band.limit, index))
     confirm = None
+    gnorm = {nid: _norm(r) for entry, nid in ids.items() for r in by_entry.get(entry, ())[::-1]
+             if r.target.section == "output"}
     if replay is not None:
         def confirm(nid: str) -> bool:
             """The op alone, on the golden inputs in the target dtype, leaves the op band too (None: no replay)."""
             m = replay(nid)
             if m is None:
                 return True
-            return tensor_error(m.value("cosine"), m.value("euc_dist"), math.nan, m.numel) > 8.0 * u
+            return tensor_error(m.value("cosine"), m.value("euc_dist"), gnorm.get(nid, math.nan), m.numel) > 8.0 * u
     verdicts = attribute_growth(graph, nodes, t.amplification, seeds=[(p.index, p.node) for p in params],
                                 confirm=confirm)
     for r in rows:
