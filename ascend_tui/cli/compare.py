@@ -63,7 +63,7 @@ def csv_paths(base: Path, ranks: list[str]) -> list[Path]:
 def run_compare(args: argparse.Namespace, progress: Progress) -> tuple[Any, list[str]]:
     """Compare, write the requested files; returns the investigation to report on and lines to print."""
     from ascend_tui.offline.msprobe_result import write_csv
-    from ascend_tui.offline.compare import compare
+    from ascend_tui.offline.compare import compare_steps as compare
     from ascend_tui.report import build_report
     from ascend_tui.graph.opgraph import write_json_atomic
 
@@ -132,6 +132,13 @@ def summary_lines(result: Any) -> list[str]:
                 out.append(f"error growth, {phase} (peak per block, units of u): " +
                            " > ".join(f"{m['module']} {m['units']:.1f}" for m in mods[:12]) +
                            (" ..." if len(mods) > 12 else ""))
+    for st in s.get("steps", []):
+        out.append(f"{st['step']}: " + (f"diverges at {st['first_node']} ({st['first_module'] or st['first_kind']})"
+                                         if st["diverges"] else "within the rounding band / thresholds") +
+                   f", {fmt.plural(st['errors'], 'row')} in error")
+    if s.get("steps"):
+        out.append(f"first step to diverge: {s['first_step']}" if s.get("first_step") else
+                   "no step diverges")
     if s.get("first_node"):
         where = f"{s['first_module']}, " if s.get("first_module") else ""
         out.append(f"first divergence: {s['first_rank']} at {s['first_node']} ({where}{s['first_severity']})")

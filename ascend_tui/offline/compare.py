@@ -100,6 +100,37 @@ def _stack_text(rank_dir: Path) -> dict[str, str]:
     return out
 
 
+def compare_steps(target: Path, golden: Path, **kw: Any) -> CompareResult:
+    """Compare every step both dump roots have (step0, step1, ...): per-step summary and the step it first diverges.
+
+    One step (or a step/rank folder) is a plain `compare`. The returned result is the first diverging step's
+    (the last step's when none diverges), with `summary["steps"]` holding one line per step.
+    """
+    t_steps, g_steps = msprobe.step_folders(Path(target)), msprobe.step_folders(Path(golden))
+    if len(t_steps) < 2 or len(g_steps) < 2:
+        return compare(target, golden, **kw)
+    g_by = {p.name: p for p in g_steps}
+    pairs = [(t, g_by[t.name]) for t in t_steps if t.name in g_by]
+    if not pairs:
+        raise InputError(golden, f"no step folder here has the name of one in {target}")
+    results = [(t.name, compare(t, g, **kw)) for t, g in pairs]
+    steps = []
+    for name, r in results:
+        s = r.summary
+        steps.append({"step": name, "diverges": bool(s.get("first_node")), "first_node": s.get("first_node"),
+                      "first_module": s.get("first_module"), "first_kind": s.get("first_kind"),
+                      "errors": sum(1 for rk in r.ranks for x in rk.rows if x.result == "error"),
+                      "rows": sum(len(rk.rows) for rk in r.ranks)})
+    first = next((i for i, st in enumerate(steps) if st["diverges"]), None)
+    chosen = results[first if first is not None else -1][1]
+    chosen.summary["steps"] = steps
+    chosen.summary["first_step"] = steps[first]["step"] if first is not None else None
+    unpaired = len(t_steps) - len(pairs)
+    if unpaired:
+        chosen.summary.setdefault("notes", []).append(f"{unpaired} step folder(s) of the target have no golden step")
+    return chosen
+
+
 def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thresholds | None = None,
             workers: int | None = None, scheduler: str | None = None, replay: bool = True,
             progress: Progress | None = None, cancel: threading.Event | None = None) -> CompareResult:
