@@ -97,3 +97,22 @@ def test_statistics_csv_keeps_msprobes_result_and_adds_our_verdict(tmp_path: Pat
     assert all(r["Verdict"] in ("pass", "N/A") for r in rows)
     w = next(r for r in rows if r["NPU Name"].endswith(f"{SCALED}.Linear.forward.0.parameters.weight"))
     assert w["Result"] == "error" and "dtype" in w["Err_message"] and "expected bfloat16 rounding" in w["Verdict_message"]
+
+
+def test_reference_free_replay_names_the_deliberately_imprecise_gelu(capsys) -> None:
+    from ascend_tui.offline.reference_free import investigate
+
+    inv, rows, skipped = investigate(LLM / "imprecise_tensor")
+    assert skipped == 0 and {r.entry for r in rows} >= {"Functional.gelu.0.forward", "Functional.linear.0.forward"}
+    assert rows[0].entry == "Functional.gelu.0.forward" and rows[0].imprecise
+    assert rows[0].units > 1000 and rows[0].kernel_units < 8  # float16 inside a float32 op: ~2^13 u off
+    assert [r.entry for r in rows if r.imprecise] == ["Functional.gelu.0.forward"]  # linear, layer_norm are exact
+    errors = [f for f in inv.findings if f.severity == "error"]
+    assert [f.kind for f in errors] == ["imprecise-kernel"] and "gelu" in errors[0].node
+    assert main(["compare", str(LLM / "imprecise_tensor"), "-q"]) == 1
+    assert "less precise than its dtype allows" in capsys.readouterr().out
+
+
+def test_reference_free_needs_a_tensor_dump(capsys) -> None:
+    assert main(["compare", str(LLM / "bf16"), "-q"]) == 2
+    assert "task: tensor" in capsys.readouterr().err

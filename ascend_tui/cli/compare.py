@@ -15,7 +15,9 @@ def add_parser(sub: Any) -> None:
     cmp = sub.add_parser("compare", help="compare two msprobe dumps (target vs golden) as `msprobe compare` "
                          "does, and say which operator introduces the error")
     cmp.add_argument("target", help="msprobe dump of the run under test (root, step folder, rank folder, dump.json)")
-    cmp.add_argument("golden", help="msprobe dump of the reference run, same layout")
+    cmp.add_argument("golden", nargs="?", default=None,
+                     help="msprobe dump of the reference run, same layout; without it, a reference-free check of a "
+                     "tensor dump: every API replayed on the CPU in float64 and in its dtype")
     cmp.add_argument("--csv", metavar="PATH", help="write msprobe's compare CSV (its columns, its Result rules) plus ours: Verdict, "
                      "Verdict_message, Band_units, Attribution "
                      "(one file per rank, PATH_rankN.csv, when there are several)")
@@ -68,8 +70,10 @@ def run_compare(args: argparse.Namespace, progress: Progress) -> tuple[Any, list
     from ascend_tui.graph.opgraph import write_json_atomic
 
     for p in (args.target, args.golden):
-        if not Path(p).exists():
+        if p is not None and not Path(p).exists():
             raise InputError(p, "no such file or folder")
+    if args.golden is None:
+        return _reference_free(args)
     if args.workers is not None and args.workers < 1:
         raise InputError("--workers", "must be at least 1")
     result = compare(Path(args.target), Path(args.golden), fuzzy=args.fuzzy, thresholds=thresholds(args.threshold),
@@ -89,6 +93,25 @@ def run_compare(args: argparse.Namespace, progress: Progress) -> tuple[Any, list
 
     lines.extend(format_findings(inv))
     lines.extend(summary_lines(result))
+    return inv, lines
+
+
+def _reference_free(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    """`compare TARGET` alone: rank the dump's APIs by error against float64, in units of their dtype's roundoff."""
+    from ascend_tui.offline.reference_free import investigate
+    from ascend_tui.report import build_report, format_findings
+    from ascend_tui.graph.opgraph import write_json_atomic
+
+    inv, rows, skipped = investigate(Path(args.target))
+    if args.json:
+        write_json_atomic(Path(args.json), build_report(inv))
+    if args.save:
+        inv.save(args.save)
+    lines = list(format_findings(inv))
+    lines.append(f"reference-free: {len(rows)} APIs replayed against float64 on the CPU, {skipped} not replayable")
+    for r in rows[:10]:
+        lines.append(f"  {r.entry:<40} {r.dtype:<9} {r.units:10.3g}u from float64 (CPU kernel in {r.dtype}: "
+                     f"{r.kernel_units:.3g}u){'  <- less precise than its dtype allows' if r.imprecise else ''}")
     return inv, lines
 
 

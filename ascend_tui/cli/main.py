@@ -368,7 +368,7 @@ def _add_compare_parser(sub: Any) -> None:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from ascend_tui.cli.compare import run_compare
 
-    _check_output_paths(args, [args.target, args.golden])
+    _check_output_paths(args, [p for p in (args.target, args.golden) if p])
     progress = ProgressLine(sys.stderr, args.quiet)
     try:
         inv, lines = run_compare(args, progress)
