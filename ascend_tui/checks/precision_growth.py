@@ -176,20 +176,21 @@ def growth_findings(graph: OpGraph, verdicts: Mapping[str, GrowthVerdict], param
     for v in verdicts.values():
         node = graph.node(v.node)
         if v.node in modules:
-            node = replace(node, module=modules[v.node][0], op_type="module output", index=modules[v.node][1])
+            node = replace(node, module=modules[v.node][0])
         metrics = {"error": v.error, "carried": v.carried, "excess": v.excess, "band": v.limit,
                    "times_band": v.bands, "evidence": v.evidence}
         if v.attribution == "introduced":
+            where = "introduced here" if v.node not in modules else \
+                f"introduced in the output of module {modules[v.node][0]}, which this op reads: after the module's " \
+                "last dumped op (by arithmetic no hook dumped, such as a forward hook or a custom kernel)"
             out.append(Finding(
                 "precision", "precision-loss", v.severity, v.node, node.op_type, node.module, node.index,
                 f"relative error {v.error:.3g} is {v.bands:.1f}x the {dtype} band beyond what its inputs carried "
-                f"({v.carried:.3g}): introduced here", attribution="introduced", metrics=metrics,
+                f"({v.carried:.3g}): {where}", attribution="introduced", metrics=metrics,
                 hint="run this op in float32 (or keep it out of autocast) and compare again"))
         else:
             cause = graph.get(v.cause)
-            if cause is not None and v.cause in modules:
-                cause = replace(cause, module=modules[v.cause][0], op_type="module output")
-            named = f"{v.cause} (the output of {cause.module})" if cause is not None and v.cause in modules else v.cause
+            named = f"{v.cause} (reading the output of {modules[v.cause][0]})" if v.cause in modules else v.cause
             root = RootCause(v.cause, cause.module if cause else "", "the error is already in this op's inputs",
                              (ChainLink(v.node, node.module, node.op_type, v.error),
                               ChainLink(v.cause, cause.module if cause else "", cause.op_type if cause else "",

@@ -10,6 +10,7 @@ about zero) is judged by its absolute error against the inputs' scale, not by it
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from ascend_tui.checks.precision import TensorMetrics, Thresholds
@@ -129,6 +130,10 @@ def band_verdicts(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Seq
         _row_result(r, verdicts.get(r.node or ""), run_dtype)
     owner = {n.node: (m, n.index if n.index is not None else -1) for n, m in modules.values()}
     verdicts = {k: v for k, v in verdicts.items() if k not in owner or not _explained(graph, owner[k][0], verdicts, k)}
+    verdicts, owner, moved = _at_consumers(graph, verdicts, owner)
+    for r in rows:
+        if r.node in moved and r.attribution:
+            r.node = moved[r.node]  # the module output row points at the op where one can see it
     return verdicts, growth_findings(graph, verdicts, params, run_dtype, owner)
 
 
@@ -153,6 +158,27 @@ def _module_nodes(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Seq
         index = min((graph.node(e.dst).index for e in graph.consumers(node)), default=-1)
         out.setdefault(node, (NodeError(node, _err(outs), ins, u, max(r.band.limit for r in outs), index), m["path"]))
     return out
+
+
+def _at_consumers(graph: Any, verdicts: dict[str, GrowthVerdict], owner: dict[str, tuple[str, int]]
+                  ) -> tuple[dict[str, GrowthVerdict], dict[str, tuple[str, int]], dict[str, str]]:
+    """Module-output verdicts moved from their placeholder to the first op that reads it (a node one can go to)."""
+    moved: dict[str, str] = {}
+    for p in list(owner):
+        if p not in verdicts:
+            continue
+        first = min(graph.consumers(p), key=lambda e: graph.node(e.dst).index, default=None)
+        if first is not None:
+            moved[p] = first.dst
+    if not moved:
+        return verdicts, owner, moved
+    out: dict[str, GrowthVerdict] = {}
+    for k, v in verdicts.items():
+        if k in moved.values() and k not in moved:
+            continue  # the consumer's own verdict was only inheriting what the module output carried
+        node = moved.get(k, k)
+        out[node] = replace(v, node=node, cause=moved.get(v.cause, v.cause))
+    return out, {moved.get(k, k): v for k, v in owner.items()}, moved
 
 
 def _explained(graph: Any, module: str, verdicts: Mapping[str, GrowthVerdict], node: str) -> bool:
