@@ -203,6 +203,8 @@ def _judge(row: Row, mode: str, t: Thresholds) -> None:
     if gold is None:
         row.result = N_A
         return
+    if mode == "statistics" and (tgt.leaf is None or gold.leaf is None):  # msprobe diffs values' cells too
+        row.metrics = stats_metrics((tgt.value,) * 4, (gold.value,) * 4)
     if tgt.is_scalar or gold.is_scalar:
         if tgt.value != gold.value:
             row.result = "error"
@@ -221,7 +223,7 @@ def _judge(row: Row, mode: str, t: Thresholds) -> None:
         return
     if mode == "statistics":
         if tgt.leaf.stats is not None and gold.leaf.stats is not None:
-            row.metrics = stats_metrics(tgt.leaf.stats, gold.leaf.stats)
+            row.metrics = stats_metrics(tgt.raw_stats or tgt.leaf.stats, gold.raw_stats or gold.leaf.stats)
             rel = row.metrics.norm_rel_value
             sev, reason = classify(from_norm_rel(rel), math.nan, t) if not math.isnan(rel) else (None, "")
             if sev is not None:

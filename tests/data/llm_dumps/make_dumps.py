@@ -6,13 +6,14 @@ bf16_noise (a module that adds noise after layer 0's MLP down_proj), fp32_tensor
 (task tensor, large: not checked in), imprecise_tensor (a small MLP whose gelu
 is less precise than float32, for the reference-free check), fp32_backward / bf16_backward (data_mode backward), fp32_steps / bf16_steps_late (two steps;
 the bf16 run scales the weight before step 1 only, so step 0 is clean and step 1 diverges).
-Each case runs in its own process (msprobe's hooks are process-global). No downloads: the model is
+LLM_DUMP_LAYERS / LLM_DUMP_HIDDEN make a bigger model (the benchmark's). Each case runs in its own process (msprobe's hooks are process-global). No downloads: the model is
 built from a `LlamaConfig` with seed 0.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -46,7 +47,8 @@ def run_case(out: Path, case: str) -> None:
     seed_all(seed=1234, mode=True)
     debugger = PrecisionDebugger(config_path=str(_config(out, case)))
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    layers, hidden = int(os.environ.get("LLM_DUMP_LAYERS", 2)), int(os.environ.get("LLM_DUMP_HIDDEN", 64))
+    cfg = LlamaConfig(vocab_size=128, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                       attn_implementation="eager")
     model = LlamaForCausalLM(cfg)
