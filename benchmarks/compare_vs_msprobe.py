@@ -148,8 +148,8 @@ def llm_case(args: argparse.Namespace, work: Path, msprobe: str, env: dict[str, 
     print(f"dumps: Llama {args.layers} layers, hidden {args.hidden}; dump.json "
           f"{(t_rank / 'dump.json').stat().st_size / 2**20:.1f} MiB each")
     load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    start_ms, _ = run([msprobe, "-h"], cwd=work)
-    start_ours, _ = run([sys.executable, "-m", "ascend_tui", "compare", "-h"], cwd=work, env=env)
+    start_ms, scpu_ms = run([msprobe, "-h"], cwd=work)
+    start_ours, scpu_ours = run([sys.executable, "-m", "ascend_tui", "compare", "-h"], cwd=work, env=env)
     out = work / "msprobe_out"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
@@ -173,10 +173,13 @@ def llm_case(args: argparse.Namespace, work: Path, msprobe: str, env: dict[str, 
     errors = sum(r["Result"] == "error" for r in theirs.values())
     verdict_errors = sum(r["Verdict"] == "error" for r in ours.values())
     print(f"load average before: {load0}")
-    print(f"msprobe compare:    {t_ms:7.2f} s wall, {cpu_ms:7.2f} s CPU (start-up {start_ms:.2f} s)")
-    print(f"ascend-tui compare: {t_ours:7.2f} s wall, {cpu_ours:7.2f} s CPU (start-up {start_ours:.2f} s)")
-    print(f"ratio: x{t_ms / t_ours:.1f} by wall time, x{cpu_ms / cpu_ours:.1f} by CPU time, "
-          f"x{(t_ms - start_ms) / max(t_ours - start_ours, 1e-3):.1f} with start-up subtracted; {cells} cells agree "
+    print(f"msprobe compare:    {t_ms:7.2f} s wall, {cpu_ms:7.2f} s CPU (its -h: {start_ms:.2f} s wall, "
+          f"{scpu_ms:.2f} s CPU)")
+    print(f"ascend-tui compare: {t_ours:7.2f} s wall, {cpu_ours:7.2f} s CPU (its -h: {start_ours:.2f} s wall, "
+          f"{scpu_ours:.2f} s CPU)")
+    print(f"ratio: x{t_ms / t_ours:.1f} by wall time, x{cpu_ms / cpu_ours:.1f} by CPU time end to end; with start-up "
+          f"subtracted x{(t_ms - start_ms) / max(t_ours - start_ours, 1e-3):.1f} wall, "
+          f"x{(cpu_ms - scpu_ms) / max(cpu_ours - scpu_ours, 1e-3):.1f} CPU; {cells} cells agree "
           f"(statistics, Result, Err_message) over {len(theirs)} rows")
     print(f"msprobe's Result: {errors} rows error (dtype inconsistent); our Verdict: {verdict_errors} rows error")
 

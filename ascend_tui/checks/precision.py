@@ -293,6 +293,11 @@ _INF_RULES = {("inf", "num"): "inf", ("inf", "-inf"): "inf", ("-inf", "num"): "-
 
 def _stat_diff(n: Any, b: Any) -> tuple[float | str, str]:
     """(difference, relative error) of one statistic by msprobe 26.2.0's `calc_summary_diff` rules."""
+    if type(n) is float and type(b) is float and math.isfinite(n) and math.isfinite(b):  # the common case, fast
+        if n == b and math.copysign(1.0, n) == math.copysign(1.0, b):
+            return "0", "0"
+        d = n - b
+        return d, "inf" if b == 0 else f"{abs(d / b * 100)!r}%"
     if str(n) == str(b):
         return "0", "0"
     kn, kb = _kind(n), _kind(b)

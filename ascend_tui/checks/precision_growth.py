@@ -83,16 +83,21 @@ def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: 
     by_node = {n.node: n for n in nodes}
     pos = {n.node: n.index if n.index is not None else graph.node(n.node).index if n.node in graph else 1 << 40
            for n in nodes}
-    order = sorted(by_node, key=lambda nid: pos[nid])
+    for node in graph:
+        pos.setdefault(node.id, node.index)
+    order = sorted(pos, key=lambda nid: pos[nid])
     out: dict[str, GrowthVerdict] = {}
+    reach: dict[str, str] = {}  # node -> the cause of the nearest upstream verdict ('' none): one pass, no search
     pending = sorted(seeds)
     last_cause = ""
     for nid in order:
-        n = by_node[nid]
         index = pos[nid]
         while pending and pending[0][0] <= index:
             last_cause = pending.pop(0)[1]
-        if math.isnan(n.out_error) or math.isnan(n.u):
+        up = next((c for e in graph.producers(nid) if (c := reach.get(e.src))), "") if nid in graph else ""
+        reach[nid] = up
+        n = by_node.get(nid)
+        if n is None or math.isnan(n.out_error) or math.isnan(n.u):
             continue
         limit = op_band * n.u
         carry = carried(n.in_errors, amplification)
@@ -100,23 +105,25 @@ def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: 
         tainted = any(e > n.row_band for e in n.in_errors if not math.isnan(e))
         cause = ""
         if n.out_error > n.row_band and (excess <= limit or tainted and excess <= ERROR_TIMES * limit):
-            cause = _upstream_cause(graph, nid, out) or last_cause
+            cause = up or last_cause
         if excess > limit and not cause and confirm is not None and not confirm(nid):
-            cause = _upstream_cause(graph, nid, out) or last_cause or _worst_producer(graph, nid, by_node)
+            cause = up or last_cause or _worst_producer(graph, nid, by_node)
             if cause:
                 v = out.get(cause)
                 out[nid] = GrowthVerdict(nid, v.severity if v else "warning", "inherited", n.out_error, carry,
                                          excess, limit, v.cause if v else cause, "replay")
+                reach[nid] = out[nid].cause
             continue
         if excess > limit and not cause:
             sev = "error" if excess > ERROR_TIMES * limit else "warning"
             out[nid] = GrowthVerdict(nid, sev, "introduced", n.out_error, carry, excess, limit, nid)
-            last_cause = nid
+            reach[nid] = last_cause = nid
             continue
         if cause and n.out_error > limit:
             v = out.get(cause)
             out[nid] = GrowthVerdict(nid, v.severity if v else "error", "inherited", n.out_error, carry, excess,
                                      limit, v.cause if v else cause)
+            reach[nid] = out[nid].cause
     return out
 
 
@@ -134,26 +141,6 @@ def _worst_producer(graph: OpGraph, nid: str, by_node: Mapping[str, NodeError]) 
         if not known or max(known) < 0.5 * p.out_error:
             return src  # made here: its output carries much more than its inputs did
         node = src
-    return ""
-
-
-def _upstream_cause(graph: OpGraph, nid: str, verdicts: Mapping[str, GrowthVerdict], depth: int = 64) -> str:
-    """The cause of the nearest producer (breadth first, up to `depth` nodes) that has a verdict, or ''."""
-    if nid not in graph:
-        return ""
-    seen = {nid}
-    frontier = [e.src for e in graph.producers(nid)]
-    while frontier and len(seen) < depth:
-        nxt: list[str] = []
-        for src in frontier:
-            if src in seen:
-                continue
-            seen.add(src)
-            if src in verdicts:
-                return verdicts[src].cause
-            if src in graph:
-                nxt.extend(e.src for e in graph.producers(src))
-        frontier = nxt
     return ""
 
 

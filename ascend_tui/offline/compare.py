@@ -272,6 +272,7 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
     ref_keys: list[tuple[str, int]] = []
     ref_leaves = []
     params: list[ParamDiff] = []
+    run_dtype, band_mode = assign_bands(rows, by_entry, mode)
     for entry_name, nid in builder.ids.items():
         erows = by_entry.get(entry_name, [])
         outs = [r for r in erows if r.target.section == "output" and r.target.leaf is not None]
@@ -281,6 +282,8 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
             if r.golden is not None and r.golden.leaf is not None and r.golden.leaf.stats is not None:
                 ref_keys.append((nid, slot))
                 ref_leaves.append(r.golden.leaf)
+        if band_mode:  # judged by the band: the threshold attribution's inputs are not needed
+            continue
         nodes.append(NodeCompare(nid, tuple(_as_tensor_metrics(r.metrics) for r in outs),
                                  tuple(_scale(r.golden) for r in outs),
                                  tuple(_as_tensor_metrics(r.metrics) for r in ins), None,
@@ -294,7 +297,6 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                 params.append(diff)
         elif row.node is None and row.target.leaf is not None and (k := out_key.get(row.target.leaf.key())):
             row.node, row.slot = k
-    run_dtype, band_mode = assign_bands(rows, by_entry, mode)
     growth: dict[str, Any] = {}
     replay_op = None
     if replay and mode == "tensor" and msprobe_tensors.torch_available():
