@@ -283,3 +283,18 @@ def test_dumps_of_different_models_are_shape_mismatches_not_a_clean_pass() -> No
     inv = compare(root / "dump_bf16", root / "dump_ovf").investigation
     first = inv.first_finding("precision")
     assert first is not None and first.kind == "shape-mismatch" and first.node == "fc/linear.0"
+
+
+def test_md5_dumps_name_the_first_op_whose_checksum_differs_with_no_claim_of_size(tmp_path: Path) -> None:
+    root = _need_fixtures()
+    target = tmp_path / "t"
+    shutil.copytree(root / "dump_md5_fp32", target)
+    dump = next(target.glob("step0/*/dump.json"))
+    data = json.loads(dump.read_text())
+    for name in ("Functional.relu.0.forward", "Functional.max_pool2d.0.forward"):  # relu differs, and what reads it
+        rec = data["data"][name]
+        (rec["output"] if name.startswith("Functional.relu") else rec["input_args"])[0]["md5"] = "deadbeef"
+    dump.write_text(json.dumps(data))
+    inv = compare(target, root / "dump_md5_fp32", workers=1).investigation
+    first = [f for f in inv.findings if f.kind == "first-difference"]
+    assert len(first) == 1 and first[0].node == "relu.0" and "cannot say by how much" in first[0].message

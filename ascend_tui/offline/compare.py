@@ -326,7 +326,8 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                                        "rows_total": len(rows), "growth": growth}})
     graph.name = f"msprobe compare {td.parent.name}/{td.name}"
     inv = Investigation(graph, stats=built.stats, reference=reference, run=run,
-                        findings=[*_shape_findings(graph, rows), *found])
+                        findings=[*_shape_findings(graph, rows), *found,
+                                  *(_md5_first(graph, builder.ids, by_entry) if mode == "md5" else ())])
     return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, {k: v for k, v in _stack_text(td).items()},
                        growth)
 
@@ -344,6 +345,39 @@ def _shape_findings(graph: Any, rows: Sequence[Row]) -> list[Finding]:
                               "dump: the two runs do not compute the same thing", attribution="introduced",
                               hint="compare dumps of the same model and inputs (or map names with --fuzzy)")
     return list(out.values())
+
+
+def _md5_first(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Sequence[Row]]) -> list[Finding]:
+    """The first op, in execution order, whose output checksum differs while its inputs' all match (md5 dumps).
+
+    A checksum says only "equal" or "not": no size, so this is the one place the two runs start to differ,
+    not how much; tensors of different dtypes always differ, which the message says.
+    """
+    def differs(r: Row) -> bool:
+        t, g = r.target.leaf, r.golden.leaf if r.golden is not None else None
+        return t is not None and g is not None and bool(t.md5) and bool(g.md5) and t.md5 != g.md5
+
+    best: tuple[int, str, Row] | None = None
+    for entry, nid in ids.items():
+        erows = by_entry.get(entry, ())
+        outs = [r for r in erows if r.target.section == "output" and differs(r)]
+        if not outs or nid not in graph or any(differs(r) for r in erows if r.target.section == "input"):
+            continue
+        index = graph.node(nid).index
+        if best is None or index < best[0]:
+            best = (index, nid, outs[0])
+    if best is None:
+        return []
+    index, nid, row = best
+    n = graph.node(nid)
+    dtypes = row.golden is not None and row.golden.leaf is not None and row.target.leaf is not None and \
+        row.golden.leaf.meta.dtype != row.target.leaf.meta.dtype
+    why = " (its dtype differs between the runs, so its checksum must)" if dtypes else ""
+    return [Finding("precision", "first-difference", "error", nid, n.op_type, n.module, index,
+                    f"{row.target.name}: the first output, in execution order, whose checksum differs while the op's "
+                    f"inputs match{why}; an md5 dump cannot say by how much", attribution="introduced",
+                    metrics={"tensor": row.target.name},
+                    hint="dump this op with task statistics or tensor to measure the difference")]
 
 
 def _differs(row: Row) -> bool:
