@@ -67,6 +67,8 @@ def test_noise_added_after_a_module_is_introduced_there_and_everything_after_inh
     assert after and all(f.attribution == "inherited" and f.root_cause.node == first.node for f in after)
     assert any(f.node.startswith("backward:") for f in after)  # the backward pass inherits it too
     assert all(f.index >= first.index for f in after if not f.node.startswith("backward:"))
+    top = result.ranks[0].growth["growth_ranking"][0]  # ranked by growth beyond what the inputs carried
+    assert top["node"] == first.node and top["verdict"] == "introduced" and top["growth_units"] > 8
 
 
 def test_backward_only_dumps_compare_with_the_band() -> None:

@@ -155,6 +155,11 @@ def summary_lines(result: Any) -> list[str]:
                 out.append(f"error growth, {phase} (peak per block, units of u): " +
                            " > ".join(f"{m['module']} {m['units']:.1f}" for m in mods[:12]) +
                            (" ..." if len(mods) > 12 else ""))
+        top = g.get("growth_ranking", [])[:3]
+        if top:
+            out.append("largest growth beyond what inputs carried (units of u, op band "
+                       f"{g['op_band_units']:g}): " + ", ".join(f"{p['node']} {p['growth_units']:.1f}" + (f" ({p['verdict']})" if p["verdict"] else "")
+                                 for p in top))
     for st in s.get("steps", []):
         out.append(f"{st['step']}: " + (f"diverges at {st['first_node']} ({st['first_module'] or st['first_kind']})"
                                          if st["diverges"] else "within the rounding band / thresholds") +

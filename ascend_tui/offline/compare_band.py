@@ -14,9 +14,9 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from ascend_tui.checks.precision import TensorMetrics, Thresholds
-from ascend_tui.checks.precision_band import RowBand, band as dtype_band, stats_error, tensor_error, unit_roundoff
+from ascend_tui.checks.precision_band import OP_BAND, RowBand, band as dtype_band, stats_error, tensor_error, unit_roundoff
 from ascend_tui.checks.precision_growth import (
-    GrowthVerdict, NodeError, ParamBand, attribute_growth, growth_findings,
+    GrowthVerdict, NodeError, ParamBand, attribute_growth, carried, growth_findings,
 )
 from ascend_tui.evidence import Finding
 from ascend_tui.readers.msprobe import rows as msprobe_compare
@@ -271,9 +271,25 @@ def depth_profile(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Seq
             continue
         n = graph.node(nid)
         v = verdicts.get(nid)
+        ins = [r.band.error for r in by_entry.get(entry, ()) if r.target.section in _INPUTS and r.band is not None]
+        fwd = forward_of(entry)
+        if fwd:
+            ins += [r.band.error for r in by_entry.get(fwd, ()) if r.band is not None]
+        carried = carried_error(ins)
         points.append({"index": n.index, "node": nid, "module": n.module,
                        "phase": "backward" if ".backward" in entry else "forward", "error": e,
-                       "units": e / u, "verdict": v.attribution if v else ""})
+                       "units": e / u, "growth_units": (e - carried) / u if not math.isnan(carried) else e / u,
+                       "verdict": v.attribution if v else ""})
+    seen = {p["node"]: p for p in points}
+    for v in verdicts.values():  # a module output's verdict sits on an op whose own point measures the op alone
+        if v.node in seen and v.attribution == "introduced":
+            p = seen[v.node]
+            p["growth_units"], p["verdict"] = max(p["growth_units"], v.excess / u), v.attribution
+        elif v.node in graph and v.attribution == "introduced":
+            n = graph.node(v.node)
+            points.append({"index": n.index, "node": v.node, "module": n.module, "phase": n.phase or "forward",
+                           "error": v.error, "units": v.error / u, "growth_units": v.excess / u,
+                           "verdict": v.attribution})
     points.sort(key=lambda p: p["index"])
     modules: dict[tuple[str, str], dict[str, Any]] = {}
     for p in points:
@@ -282,8 +298,17 @@ def depth_profile(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Seq
                                                    "units": 0.0, "ops": 0})
         m["units"] = max(m["units"], p["units"])
         m["ops"] += 1
-    return {"dtype": run_dtype, "u": u, "op_band_units": 8.0, "points": points,
-            "modules": sorted(modules.values(), key=lambda m: m["first"])}
+    ranking = sorted((p for p in points if not math.isnan(p["growth_units"])), key=lambda p: -p["growth_units"])
+    return {"dtype": run_dtype, "u": u, "op_band_units": OP_BAND, "points": points,
+            "modules": sorted(modules.values(), key=lambda m: m["first"]),
+            "growth_ranking": [{"node": p["node"], "module": p["module"], "growth_units": p["growth_units"],
+                                "units": p["units"], "verdict": p["verdict"]} for p in ranking[:20]]}
+
+
+def carried_error(in_errors: Sequence[float], amplification: float = 2.0) -> float:
+    """What an op's inputs let it carry (`precision_growth.carried`), NaN when no input was measured."""
+    known = [e for e in in_errors if not math.isnan(e)]
+    return carried(known, amplification) if known else math.nan
 
 
 def _top_module(module: str) -> str:
