@@ -43,6 +43,7 @@ class Thresholds:
     amplification: float = 2.0
     norm_rel_warning: float = 0.1
     norm_rel_error: float = 0.5
+    op_band: float = 8.0  # mixed dtypes: roundings of the run's dtype an op may add (`precision_growth`)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> Thresholds:

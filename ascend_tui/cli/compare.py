@@ -31,7 +31,8 @@ def add_parser(sub: Any) -> None:
                      "the workers must see the dump paths")
     cmp.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
                      help="override a threshold: cosine_warning, cosine_error, max_abs_warning, max_abs_error, "
-                     "amplification")
+                     "amplification, norm_rel_warning, norm_rel_error, op_band (roundings of the run's dtype an op "
+                     "may add when the dtypes differ; default 8)")
     cmp.add_argument("--no-replay", action="store_true", help="attribute without re-running ops in isolation")
     cmp.add_argument("-q", "--quiet", action="store_true", help="no progress line")
 

@@ -305,7 +305,7 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
         replay_op = replayer(gd, data, golden, builder.ids)
     if band_mode:
         verdicts, found = band_verdicts(graph, builder.ids, by_entry, rows, run_dtype, t, replay_op)
-        growth = depth_profile(graph, builder.ids, by_entry, verdicts, run_dtype)
+        growth = depth_profile(graph, builder.ids, by_entry, verdicts, run_dtype, t.op_band)
     else:
         verdicts = attribute(graph, nodes, t, replay_op)
         found = findings(graph, verdicts, params)

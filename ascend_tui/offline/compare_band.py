@@ -121,8 +121,9 @@ def band_verdicts(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Seq
             m = replay(nid)
             if m is None:
                 return True
-            return tensor_error(m.value("cosine"), m.value("euc_dist"), gnorm.get(nid, math.nan), m.numel) > 8.0 * u
-    verdicts = attribute_growth(graph, nodes, t.amplification, seeds=[(p.index, p.node) for p in params],
+            return tensor_error(m.value("cosine"), m.value("euc_dist"), gnorm.get(nid, math.nan), m.numel) > \
+                t.op_band * u
+    verdicts = attribute_growth(graph, nodes, t.amplification, t.op_band, seeds=[(p.index, p.node) for p in params],
                                 confirm=confirm)
     for r in rows:
         if r.target.is_scalar and r.result == "error" and (why := scalar_expected(r, u)):
@@ -260,7 +261,7 @@ def _row_result(r: Row, v: GrowthVerdict | None, run_dtype: str) -> None:
 
 
 def depth_profile(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Sequence[Row]],
-                  verdicts: Mapping[str, GrowthVerdict], run_dtype: str) -> dict[str, Any]:
+                  verdicts: Mapping[str, GrowthVerdict], run_dtype: str, op_band: float = OP_BAND) -> dict[str, Any]:
     """Relative error (in units of u) of every op in execution order, and its peak per module: the error's growth."""
     u = unit_roundoff(run_dtype)
     points: list[dict[str, Any]] = []
@@ -299,7 +300,7 @@ def depth_profile(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Seq
         m["units"] = max(m["units"], p["units"])
         m["ops"] += 1
     ranking = sorted((p for p in points if not math.isnan(p["growth_units"])), key=lambda p: -p["growth_units"])
-    return {"dtype": run_dtype, "u": u, "op_band_units": OP_BAND, "points": points,
+    return {"dtype": run_dtype, "u": u, "op_band_units": op_band, "points": points,
             "modules": sorted(modules.values(), key=lambda m: m["first"]),
             "growth_ranking": [{"node": p["node"], "module": p["module"], "growth_units": p["growth_units"],
                                 "units": p["units"], "verdict": p["verdict"]} for p in ranking[:20]]}
