@@ -298,3 +298,9 @@ def test_md5_dumps_name_the_first_op_whose_checksum_differs_with_no_claim_of_siz
     inv = compare(target, root / "dump_md5_fp32", workers=1).investigation
     first = [f for f in inv.findings if f.kind == "first-difference"]
     assert len(first) == 1 and first[0].node == "relu.0" and "cannot say by how much" in first[0].message
+    out = tmp_path / "md5.csv"
+    assert main(["compare", str(target), str(root / "dump_md5_fp32"), "--csv", str(out), "-q"]) == 1
+    rows = {r["NPU Name"]: r for r in _rows(out)}
+    relu = rows["Functional.relu.0.forward.output.0"]  # as msprobe 26.2.0's own compare of this pair writes it
+    assert relu["Result"] == "error"
+    assert relu["Err_message"] == '["error: The CRC-32 value of NPU differs from that of the bench."]'
