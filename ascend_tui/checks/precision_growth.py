@@ -102,7 +102,10 @@ def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: 
         limit = op_band * n.u
         carry = carried(n.in_errors, amplification)
         excess = n.out_error - carry
-        tainted = any(e > n.row_band for e in n.in_errors if not math.isnan(e))
+        # inputs beyond the band carry a divergence; with no input measured at all (an output-only dump) an op
+        # after a cause cannot be told apart from one amplifying it, so it is taken to carry it too
+        tainted = any(e > n.row_band for e in n.in_errors if not math.isnan(e)) or \
+            (bool(last_cause) and all(math.isnan(e) for e in n.in_errors))
         cause = ""
         if n.out_error > n.row_band and (excess <= limit or tainted and excess <= ERROR_TIMES * limit):
             cause = up or last_cause

@@ -100,6 +100,13 @@ def band_verdicts(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Seq
         if fwd:  # a gradient is computed from the forward's inputs and outputs as well as from the incoming gradient
             ins += [r.band.error for r in by_entry.get(fwd, ()) if r.band is not None]
         nodes.append(NodeError(nid, _err(outs), tuple(ins), u, max(r.band.limit for r in outs)))
+    # a record without dumped inputs (data_mode output, level L0) carries what its producers' outputs had
+    out_err = {n.node: n.out_error for n in nodes}
+    for i, n in enumerate(nodes):
+        if not any(not math.isnan(e) for e in n.in_errors) and n.node in graph:
+            ups = tuple(out_err[e.src] for e in graph.producers(n.node) if e.src in out_err)
+            if ups:
+                nodes[i] = replace(n, in_errors=ups)
     modules = _module_nodes(graph, ids, by_entry, u)
     nodes.extend(n for n, _ in modules.values())
     params: list[ParamBand] = []
