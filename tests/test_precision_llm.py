@@ -118,3 +118,29 @@ def test_reference_free_replay_names_the_deliberately_imprecise_gelu(capsys) -> 
 def test_reference_free_needs_a_tensor_dump(capsys) -> None:
     assert main(["compare", str(LLM / "bf16"), "-q"]) == 2
     assert "task: tensor" in capsys.readouterr().err
+
+
+def _outputs_only(src: Path, dst: Path) -> Path:
+    """A copy of a dump with every record's inputs dropped, as `data_mode: [output]` writes it."""
+    import json
+    import shutil
+
+    shutil.copytree(src, dst)
+    for p in dst.rglob("dump.json"):
+        d = json.loads(p.read_text())
+        for rec in d["data"].values():
+            for key in ("input_args", "input"):
+                if key in rec:
+                    rec[key] = []
+            if "input_kwargs" in rec:
+                rec["input_kwargs"] = {}
+        p.write_text(json.dumps(d))
+    return dst
+
+
+def test_output_only_dumps_stay_clean_and_still_find_the_scaled_weight(tmp_path: Path) -> None:
+    gold = _outputs_only(LLM / "fp32", tmp_path / "fp32")
+    assert not _errors(compare(_outputs_only(LLM / "bf16", tmp_path / "bf16"), gold, workers=1))
+    scaled = compare(_outputs_only(LLM / "bf16_scaled", tmp_path / "scaled"), gold, workers=1)
+    first = scaled.investigation.first_finding("precision")
+    assert first is not None and first.kind == "parameter-mismatch" and first.module == SCALED
