@@ -39,6 +39,7 @@ def test_an_all_nan_output_is_100_percent_error_with_an_undefined_cosine_never_c
     assert math.isnan(eff.cosine) and eff.rel_l2 == pytest.approx(1.0)
     text = eff.describe()
     assert "cosine undefined" in text and "100" in text and "cosine 1" not in text
+    assert eff.to_json()["cosine"] is None  # JSON-safe: reports are written with allow_nan off
     half = ref.copy()
     half[::2] = np.inf  # half the rows lost: cosine well below 1, error well above 0
     part = compare_outputs([half], [ref], "float16")

@@ -74,7 +74,11 @@ class OutputEffect:
         return f"{self.describe()} ({'beyond' if self.damaged else 'within'} {limits})"
 
     def to_json(self) -> dict[str, object]:
-        return {"dtype": self.dtype, "output": self.output, "cosine": self.cosine, "rel_l2": self.rel_l2,
+        """JSON-safe: an undefined cosine or an infinite error is null (reports are written with allow_nan off)."""
+        def num(x: float) -> float | None:
+            return x if math.isfinite(x) else None
+
+        return {"dtype": self.dtype, "output": self.output, "cosine": num(self.cosine), "rel_l2": num(self.rel_l2),
                 "rows_zeroed": self.rows_zeroed, "rows": self.rows, "nonfinite": self.nonfinite,
                 "source": self.source, "damaged": self.damaged}
 
