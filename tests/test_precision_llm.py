@@ -62,7 +62,7 @@ def test_noise_added_after_a_module_is_introduced_there_and_everything_after_inh
     errors = _errors(result)
     assert len(errors) == 1
     first = errors[0]
-    assert first.attribution == "introduced" and first.module == "model.layers.0.mlp"
+    assert first.attribution == "introduced" and first.module == "model.layers.0.mlp" and first.severity == "error"
     after = [f for f in result.investigation.findings if f is not first]
     assert after and all(f.attribution == "inherited" and f.root_cause.node == first.node for f in after)
     assert any(f.node.startswith("backward:") for f in after)  # the backward pass inherits it too

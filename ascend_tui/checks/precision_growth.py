@@ -19,7 +19,9 @@ from ascend_tui.checks.precision_band import OP_BAND, times
 from ascend_tui.evidence import ChainLink, Finding, RootCause
 from ascend_tui.graph.opgraph import OpGraph
 
-ERROR_TIMES = 4.0  # an op whose excess is this many times its band is an error, below it a warning
+ERROR_TIMES = 2.0  # an op whose excess is this many times its band is an error, below it a warning
+AMPLIFY_TIMES = 4.0  # downstream of a cause, an excess up to this many bands on tainted inputs is amplification
+PARAM_ERROR_TIMES = 4.0  # a parameter this many times its cast's band off is an error
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +80,7 @@ def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: 
 
     `seeds` are (index, node) of causes found elsewhere (a parameter beyond its band): nodes after them
     may inherit from them. Downstream of a cause, an op whose inputs are already beyond the band and whose
-    excess stays under `ERROR_TIMES` bands is amplifying what it got (inherited), not making a new error.
+    excess stays under `AMPLIFY_TIMES` bands is amplifying what it got (inherited), not making a new error.
     """
     by_node = {n.node: n for n in nodes}
     pos = {n.node: n.index if n.index is not None else graph.node(n.node).index if n.node in graph else 1 << 40
@@ -107,7 +109,7 @@ def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: 
         tainted = any(e > n.row_band for e in n.in_errors if not math.isnan(e)) or \
             (bool(last_cause) and all(math.isnan(e) for e in n.in_errors))
         cause = ""
-        if n.out_error > n.row_band and (excess <= limit or tainted and excess <= ERROR_TIMES * limit):
+        if n.out_error > n.row_band and (excess <= limit or tainted and excess <= AMPLIFY_TIMES * limit):
             cause = up or last_cause
         if excess > limit and not cause and confirm is not None and not confirm(nid):
             cause = up or last_cause or _worst_producer(graph, nid, by_node)
@@ -158,8 +160,8 @@ def growth_findings(graph: OpGraph, verdicts: Mapping[str, GrowthVerdict], param
     for p in params:
         k = times(p.error, p.band)
         out.append(Finding(
-            "precision", "parameter-mismatch", "error" if k > ERROR_TIMES else "warning", p.node, "param", p.module,
-            p.index, f"parameter {p.name} differs by {p.error:.3g} relative, {k:.1f}x what casting to {dtype} "
+            "precision", "parameter-mismatch", "error" if k > PARAM_ERROR_TIMES else "warning", p.node, "param",
+            p.module, p.index, f"parameter {p.name} differs by {p.error:.3g} relative, {k:.1f}x what casting to {dtype} "
             f"explains ({p.band:.3g})", attribution="introduced",
             metrics={"parameter": p.name, "error": p.error, "band": p.band, "times_band": k},
             hint="the two runs did not start from the same weights beyond the cast: load the same checkpoint"))
