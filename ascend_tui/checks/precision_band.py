@@ -105,12 +105,13 @@ def stats_error(target: Sequence[float | None], golden: Sequence[float | None], 
     amax = max(abs(gmax), abs(gmin))  # type: ignore[arg-type]
     rms = gnorm / math.sqrt(max(numel, 1))  # type: ignore[operator]
     errs = [_rel(tmax - gmax, amax, tiny), _rel(tmin - gmin, amax, tiny),  # type: ignore[operator]
-            _rel(tmean - gmean, rms, tiny), _rel(tnorm - gnorm, gnorm, tiny * math.sqrt(max(numel, 1)))]  # type: ignore[operator]
+            _rel(tmean - gmean, rms, tiny),  # type: ignore[operator]
+            _rel(tnorm - gnorm, gnorm, tiny * math.sqrt(max(numel, 1)))]  # type: ignore[operator]
     return max(errs)
 
 
 def tensor_error(cosine: float, euc_dist: float, golden_norm: float, numel: int, tiny: float = 0.0) -> float:
-    """Relative L2 error ||t - g|| / ||g|| of a tensor pair, or from the cosine where the norm is unknown (NaN: unknown)."""
+    """Relative L2 error ||t - g|| / ||g|| of a pair, or from the cosine where the norm is unknown (NaN: unknown)."""
     if math.isfinite(euc_dist) and math.isfinite(golden_norm) and golden_norm > 0:
         return _rel(euc_dist, golden_norm, tiny * math.sqrt(max(numel, 1)))
     if math.isfinite(cosine):

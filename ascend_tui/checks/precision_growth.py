@@ -161,7 +161,8 @@ def growth_findings(graph: OpGraph, verdicts: Mapping[str, GrowthVerdict], param
         k = times(p.error, p.band)
         out.append(Finding(
             "precision", "parameter-mismatch", "error" if k > PARAM_ERROR_TIMES else "warning", p.node, "param",
-            p.module, p.index, f"parameter {p.name} differs by {p.error:.3g} relative, {k:.1f}x what casting to {dtype} "
+            p.module, p.index, f"parameter {p.name} differs by {p.error:.3g} relative, {k:.1f}x what casting to "
+            f"{dtype} "
             f"explains ({p.band:.3g})", attribution="introduced",
             metrics={"parameter": p.name, "error": p.error, "band": p.band, "times_band": k},
             hint="the two runs did not start from the same weights beyond the cast: load the same checkpoint"))

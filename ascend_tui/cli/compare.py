@@ -18,7 +18,8 @@ def add_parser(sub: Any) -> None:
     cmp.add_argument("golden", nargs="?", default=None,
                      help="msprobe dump of the reference run, same layout; without it, a reference-free check of a "
                      "tensor dump: every API replayed on the CPU in float64 and in its dtype")
-    cmp.add_argument("--csv", metavar="PATH", help="write msprobe's compare CSV (its columns, its Result rules) plus ours: Verdict, "
+    cmp.add_argument("--csv", metavar="PATH", help="write msprobe's compare CSV (its columns, its Result rules) "
+                     "plus ours: Verdict, "
                      "Verdict_message, Band_units, Attribution "
                      "(one file per rank, PATH_rankN.csv, when there are several)")
     cmp.add_argument("--json", metavar="PATH", help="write the report (schema ascend-tui.report/1) with the "
@@ -159,7 +160,8 @@ def summary_lines(result: Any) -> list[str]:
         top = g.get("growth_ranking", [])[:3]
         if top:
             out.append("largest growth beyond what inputs carried (units of u, op band "
-                       f"{g['op_band_units']:g}): " + ", ".join(f"{p['node']} {p['growth_units']:.1f}" + (f" ({p['verdict']})" if p["verdict"] else "")
+                       f"{g['op_band_units']:g}): " +
+                       ", ".join(f"{p['node']} {p['growth_units']:.1f}" + (f" ({p['verdict']})" if p["verdict"] else "")
                                  for p in top))
     for st in s.get("steps", []):
         out.append(f"{st['step']}: " + (f"diverges at {st['first_node']} ({st['first_module'] or st['first_kind']})"

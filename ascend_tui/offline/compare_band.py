@@ -1,4 +1,4 @@
-"""The dtype-band side of the msprobe compare: each row's error against its rounding band, verdicts and the depth profile.
+"""The dtype-band side of the msprobe compare: each row's error against its band, verdicts, the depth profile.
 
 When any matched tensor has another floating dtype in the golden run (bf16 against fp32), a
 difference is judged against what rounding to the narrower dtype explains (`checks.precision_band`),
@@ -14,7 +14,9 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from ascend_tui.checks.precision import TensorMetrics, Thresholds
-from ascend_tui.checks.precision_band import OP_BAND, RowBand, band as dtype_band, stats_error, tensor_error, unit_roundoff
+from ascend_tui.checks.precision_band import (
+    OP_BAND, RowBand, band as dtype_band, stats_error, tensor_error, unit_roundoff,
+)
 from ascend_tui.checks.precision_growth import (
     GrowthVerdict, NodeError, ParamBand, attribute_growth, carried, growth_findings,
 )
@@ -197,7 +199,7 @@ def _explained(graph: Any, module: str, verdicts: Mapping[str, GrowthVerdict], n
 
 
 def forward_of(entry: str) -> str:
-    """`Tensor.pow.0.backward` -> `Tensor.pow.0.forward`, `Module.m.Linear.backward.0` -> `...forward.0` ('' if not one)."""
+    """`Tensor.pow.0.backward` -> `Tensor.pow.0.forward`, `Module.m.L.backward.0` -> `...forward.0` ('': none)."""
     if entry.endswith(".backward"):
         return entry[: -len("backward")] + "forward"
     if ".backward." in entry:

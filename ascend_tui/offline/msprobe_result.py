@@ -172,7 +172,7 @@ def _units(row: Row) -> str:
 
 
 def write_csv(path: Path, rows: Sequence[Row], mode: str, stacks: Mapping[str, str]) -> None:
-    """msprobe's columns with msprobe's Result and Err_message, then ours: Verdict, its reasons, band units, Attribution."""
+    """msprobe's columns with msprobe's Result and Err_message, then ours: Verdict, reasons, band units, Attribution."""
     base = header(mode)[:-1]  # rows.header ends with our Attribution, which goes among our columns here
     cols = {c: i for i, c in enumerate(base)}
     seen: set[str] = set()

@@ -46,7 +46,8 @@ class ApiPrecision:
         return self.units / max(k, 1.0)
 
     def to_json(self) -> dict[str, Any]:
-        return {"excess": self.excess, "entry": self.entry, "dtype": self.dtype, "numel": self.numel, "error": self.error,
+        return {"excess": self.excess, "entry": self.entry, "dtype": self.dtype, "numel": self.numel,
+                "error": self.error,
                 "units": self.units, "kernel_units": self.kernel_units, "imprecise": self.imprecise}
 
 
@@ -150,7 +151,8 @@ def investigate(path: Path) -> tuple[Any, list[ApiPrecision], int]:
     _header, data = msprobe.read_dump(rank / "dump.json")
     entries = [e for name, rec in data.items()
                if (e := msprobe.parse_entry(str(name), rec, rank / "dump.json")) is not None]
-    builder = Builder(entries, msprobe.read_construct(rank / "construct.json"), msprobe.read_stacks(rank / "stack.json"))
+    builder = Builder(entries, msprobe.read_construct(rank / "construct.json"),
+                      msprobe.read_stacks(rank / "stack.json"))
     builder.build(None, None)
     builder.finish(sum(1 for n in data if not PARAM_GRAD.match(str(n))) - len(entries))
     found = []

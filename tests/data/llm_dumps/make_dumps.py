@@ -1,13 +1,17 @@
 """Make the LLM precision-compare dumps: a random-weight 2-layer Llama training step under real msprobe.
 
 usage: /work/venv-msprobe/bin/python tests/data/llm_dumps/make_dumps.py OUT_DIR [CASE ...]
-Cases: fp32, bf16, fp16 (the same weights cast), bf16_scaled (one weight x1.05 in the bf16 run),
-bf16_noise (a module that adds noise after layer 0's MLP down_proj), fp32_tensor / bf16_tensor
-(task tensor, large: not checked in), imprecise_tensor (a small MLP whose gelu
-is less precise than float32, for the reference-free check), fp32_backward / bf16_backward (data_mode backward), fp32_steps / bf16_steps_late (two steps;
-the bf16 run scales the weight before step 1 only, so step 0 is clean and step 1 diverges).
-LLM_DUMP_LAYERS / LLM_DUMP_HIDDEN make a bigger model (the benchmark's). Each case runs in its own process (msprobe's hooks are process-global). No downloads: the model is
-built from a `LlamaConfig` with seed 0.
+(with no CASE: the checked-in ones, written compact into OUT_DIR/CASE; tests read tests/data/llm_dumps.)
+Cases: fp32, bf16, fp16 (the same weights cast); bf16_scaled (one weight x1.05 in the bf16 run);
+bf16_noise (a hook adds noise to layer 0's MLP down_proj output, after msprobe dumped the module, so
+the MLP's output is the first noisy record); fp32_backward / bf16_backward (data_mode backward);
+fp32_steps / bf16_steps_late (two steps; the bf16 run scales the weight before step 1 only, so step 0
+is clean and step 1 diverges); imprecise_tensor (task tensor, a small MLP whose gelu computes in
+float16 inside a float32 op, for the reference-free check); fp32_tensor / bf16_tensor (task tensor
+of the Llama, ~8 MB: made on request, not checked in).
+LLM_DUMP_LAYERS / LLM_DUMP_HIDDEN make a bigger model (the benchmark's). Each case runs in its own
+process (msprobe's hooks are process-global). No downloads: the model is built from a `LlamaConfig`
+with seed 0.
 """
 
 from __future__ import annotations
