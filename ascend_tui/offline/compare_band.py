@@ -21,8 +21,8 @@ from ascend_tui.checks.precision_growth import (
     GrowthVerdict, NodeError, ParamBand, attribute_growth, carried, growth_findings,
 )
 from ascend_tui.evidence import Finding
-from ascend_tui.readers.msprobe import rows as msprobe_compare
-from ascend_tui.readers.msprobe.rows import Row
+from ascend_tui.offline import compare_rows as msprobe_compare
+from ascend_tui.offline.compare_rows import Row
 
 _INPUTS = ("input", "parameters")
 

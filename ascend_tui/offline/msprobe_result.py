@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ascend_tui.readers.msprobe.rows import Row, csv_row, header
+from ascend_tui.offline.compare_rows import Row, csv_row, header
 
 OURS = ["Verdict", "Verdict_message", "Band_units", "Attribution"]
 _ALL_IGNORE = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format", "new_empty_strided",

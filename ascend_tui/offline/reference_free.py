@@ -81,13 +81,13 @@ def check_api(entry: str, record: Mapping[str, Any], data_dir: Path) -> ApiPreci
     """Replay one forward API record in float64 and in its dtype (None: not replayable or not floating)."""
     import torch
 
-    from ascend_tui.offline.replay import _golden_outputs, _value, resolve
+    from ascend_tui.offline.replay import golden_outputs, record_value, resolve
 
     fn = resolve(entry)
     if fn is None:
         return None
     try:
-        outs = _golden_outputs(record, data_dir)
+        outs = golden_outputs(record, data_dir)
         if not outs or not outs[0].is_floating_point():
             return None
         dumped = outs[0]
@@ -96,8 +96,8 @@ def check_api(entry: str, record: Mapping[str, Any], data_dir: Path) -> ApiPreci
             return None
         results = []
         for dtype in (torch.float64, None):
-            args = [_value(v, data_dir, dtype) for v in record.get("input_args") or ()]
-            kwargs = {k: _value(v, data_dir, dtype) for k, v in (record.get("input_kwargs") or {}).items()}
+            args = [record_value(v, data_dir, dtype) for v in record.get("input_args") or ()]
+            kwargs = {k: record_value(v, data_dir, dtype) for k, v in (record.get("input_kwargs") or {}).items()}
             with torch.no_grad():
                 results.append(_first_tensor(fn(*args, **kwargs)))
     except (ValueError, TypeError, RuntimeError, InputError, IndexError, AttributeError, KeyError):
@@ -145,7 +145,7 @@ def investigate(path: Path) -> tuple[Any, list[ApiPrecision], int]:
     from ascend_tui.readers.msprobe.graph import PARAM_GRAD, Builder
 
     rows, skipped = check_dump(path)
-    inv = msprobe.load(Path(path), checks=False)
+    inv = msprobe.load(Path(path))  # the reader runs no checks: the findings here are the only ones
     ranks, _ = msprobe.rank_folders(Path(path))
     rank = ranks[0]
     _header, data = msprobe.read_dump(rank / "dump.json")
