@@ -15,7 +15,8 @@ as the error an op may add beyond what its inputs carried. Pure: floats in, floa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Sequence
 
 UNIT_ROUNDOFF: dict[str, float] = {
@@ -29,6 +30,7 @@ OP_BAND = 8.0  # roundings an op may add beyond its inputs' error before it is s
 F32_U = 2.0 ** -24
 
 
+@lru_cache(maxsize=256)
 def dtype_name(dtype: str) -> str:
     """`torch.bfloat16`, `BFloat16`, `bf16`, `Float32` -> the canonical numpy-style name ('' when not a float)."""
     d = dtype.strip().lower().removeprefix("torch.").removeprefix("mindspore.")
@@ -59,11 +61,10 @@ class Band:
     u: float
     tiny: float
     numel: int
+    stats: float = field(init=False)  # largest `stats_error` of a rounded tensor: u plus float32 summation slack
 
-    @property
-    def stats(self) -> float:
-        """Largest `StatsError` a rounded tensor can show: u plus float32 summation slack of the statistics."""
-        return self.u + max(1.0, math.log2(max(self.numel, 2))) * F32_U
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stats", self.u + max(1.0, math.log2(max(self.numel, 2))) * F32_U)
 
     @property
     def cosine_min(self) -> float:

@@ -147,7 +147,8 @@ def summary_lines(result: Any) -> list[str]:
     s = result.summary
     rows = sum(len(r.rows) for r in result.ranks)
     bad = sum(1 for r in result.ranks for x in r.rows if x.result == "error")
-    c = {k: sum(row_counts(r.rows)[k] for r in result.ranks) for k in row_counts([])}
+    per_rank = [row_counts(r.rows) for r in result.ranks]
+    c = {k: sum(pc[k] for pc in per_rank) for k in row_counts([])}
     out = [f"{fmt.plural(len(result.ranks), 'rank')}, {fmt.count(rows)} rows: {fmt.count(c['tensor_pairs'])} tensor "
            f"pairs compared (the precision view's rows), {fmt.count(c['values'])} scalar or None values, "
            f"{fmt.count(c['unmatched'])} unmatched; {fmt.plural(bad, 'row')} in error"]

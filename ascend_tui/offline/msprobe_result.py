@@ -47,7 +47,8 @@ class _Api:
         self.cols = cols
         self.lines = lines
         self.outputs = [i for i, line in enumerate(lines) if ".output." in line[0]]
-        self.inputs = [i for i in range(len(lines)) if i not in set(self.outputs)]
+        outs = set(self.outputs)
+        self.inputs = [i for i in range(len(lines)) if i not in outs]
         self.result = ["pass"] * len(lines)
         self.msgs: list[list[str]] = [[] for _ in lines]
 
