@@ -145,3 +145,23 @@ def test_output_only_dumps_stay_clean_and_still_find_the_scaled_weight(tmp_path:
     scaled = compare(_outputs_only(LLM / "bf16_scaled", tmp_path / "scaled"), gold, workers=1)
     first = scaled.investigation.first_finding("precision")
     assert first is not None and first.kind == "parameter-mismatch" and first.module == SCALED
+
+
+def test_nan_where_the_golden_is_finite_is_introduced_once_and_carried_after(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    shutil.copytree(LLM / "bf16", tmp_path / "bf16")
+    dump = next((tmp_path / "bf16").rglob("dump.json"))
+    d = json.loads(dump.read_text())
+    d["data"]["Tensor.__mul__.12.forward"]["output"][0].update(Max=float("nan"), Norm=float("nan"))
+    d["data"]["Functional.linear.6.forward"]["input_args"][0]["Max"] = float("nan")  # what reads it
+    d["data"]["Functional.linear.6.forward"]["output"][0]["Max"] = float("inf")
+    dump.write_text(json.dumps(d))
+    result = compare(tmp_path / "bf16", LLM / "fp32", workers=1)
+    errors = _errors(result)
+    assert [f.node for f in errors] == ["model.layers.0.mlp/mul.0"] and "NaN/Inf" in errors[0].message
+    down = next(f for f in result.investigation.findings if f.node == "model.layers.0.mlp.down_proj/linear.0")
+    assert down.attribution == "inherited" and down.root_cause.node == "model.layers.0.mlp/mul.0"
+    assert main(["compare", str(tmp_path / "bf16"), str(LLM / "fp32"), "-q", "--json", str(tmp_path / "r.json")]) == 1
+    assert json.loads((tmp_path / "r.json").read_text())["ranks"]["per_rank"][0]["growth"]["points"]

@@ -162,6 +162,8 @@ class RowBand:
         """`expected bfloat16 rounding (0.4u)` or `3.2x the bfloat16 band`."""
         if math.isnan(self.error):
             return ""
+        if math.isinf(self.error):
+            return f"NaN/Inf where the golden run is finite: no {self.band.dtype} rounding explains it"
         if self.within:
             return f"expected {self.band.dtype} rounding ({self.times:.2g}u)"
         return f"{times(self.error, self.limit):.1f}x the {self.band.dtype} rounding band"

@@ -103,7 +103,7 @@ def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: 
             continue
         limit = op_band * n.u
         carry = carried(n.in_errors, amplification)
-        excess = n.out_error - carry
+        excess = n.out_error - carry if math.isfinite(carry) else -math.inf  # NaN/Inf inputs explain anything
         # inputs beyond the band carry a divergence; with no input measured at all (an output-only dump) an op
         # after a cause cannot be told apart from one amplifying it, so it is taken to carry it too
         tainted = any(e > n.row_band for e in n.in_errors if not math.isnan(e)) or \
@@ -176,10 +176,12 @@ def growth_findings(graph: OpGraph, verdicts: Mapping[str, GrowthVerdict], param
             where = "introduced here" if v.node not in modules else \
                 f"introduced in the output of module {modules[v.node][0]}, which this op reads: after the module's " \
                 "last dumped op (by arithmetic no hook dumped, such as a forward hook or a custom kernel)"
+            how = f"relative error {v.error:.3g} is {v.bands:.1f}x the {dtype} band beyond what its inputs carried " \
+                f"({v.carried:.3g})" if math.isfinite(v.error) else \
+                f"NaN/Inf where the golden run is finite, from inputs that were finite (error {v.carried:.3g})"
             out.append(Finding(
                 "precision", "precision-loss", v.severity, v.node, node.op_type, node.module, node.index,
-                f"relative error {v.error:.3g} is {v.bands:.1f}x the {dtype} band beyond what its inputs carried "
-                f"({v.carried:.3g}): {where}", attribution="introduced", metrics=metrics,
+                f"{how}: {where}", attribution="introduced", metrics=metrics,
                 hint="run this op in float32 (or keep it out of autocast) and compare again"))
         else:
             cause = graph.get(v.cause)

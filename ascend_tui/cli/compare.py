@@ -140,6 +140,11 @@ def row_counts(rows: Any) -> dict[str, int]:
             "beyond_band": sum(1 for b in bands if not b.within and b.error == b.error)}
 
 
+def _units(x: Any) -> str:
+    """An error in units of u: one decimal, or the text a NaN/Inf is kept as."""
+    return f"{x:.1f}" if isinstance(x, (int, float)) else str(x)
+
+
 def summary_lines(result: Any) -> list[str]:
     """What a person reads after the findings: rows compared per rank and where it first diverges."""
     from ascend_tui import fmt
@@ -161,14 +166,14 @@ def summary_lines(result: Any) -> list[str]:
             mods = [m for m in g["modules"] if m["phase"] == phase]
             if mods:
                 out.append(f"error growth, {phase} (peak per block, units of u): " +
-                           " > ".join(f"{m['module']} {m['units']:.1f}" for m in mods[:12]) +
+                           " > ".join(f"{m['module']} {_units(m['units'])}" for m in mods[:12]) +
                            (" ..." if len(mods) > 12 else ""))
         top = g.get("growth_ranking", [])[:3]
         if top:
             out.append("largest growth beyond what inputs carried (units of u, op band "
                        f"{g['op_band_units']:g}): " +
-                       ", ".join(f"{p['node']} {p['growth_units']:.1f}" + (f" ({p['verdict']})" if p["verdict"] else "")
-                                 for p in top))
+                       ", ".join(f"{p['node']} {_units(p['growth_units'])}" +
+                                 (f" ({p['verdict']})" if p["verdict"] else "") for p in top))
     for st in s.get("steps", []):
         out.append(f"{st['step']}: " + (f"diverges at {st['first_node']} ({st['first_module'] or st['first_kind']})"
                                          if st["diverges"] else "within the rounding band / thresholds") +

@@ -13,7 +13,7 @@ import math
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from ascend_tui.checks.precision import TensorMetrics, Thresholds
+from ascend_tui.checks.precision import N_A, TensorMetrics, Thresholds
 from ascend_tui.checks.precision_band import (
     OP_BAND, RowBand, band as dtype_band, stats_error, tensor_error, unit_roundoff,
 )
@@ -51,7 +51,9 @@ def row_band(row: Row, mode: str, floor_norm: float = math.nan) -> RowBand | Non
     tiny = ".backward" in row.target.entry and math.isfinite(floor_norm) and math.isfinite(gnorm) \
         and gnorm < b.u ** 1.5 * floor_norm
     m = row.metrics
-    if mode == "tensor" and isinstance(m, TensorMetrics):
+    if _nonfinite(t.stats) and not _nonfinite(g.stats) or isinstance(m, TensorMetrics) and m.cosine == N_A:
+        err = math.inf  # NaN/Inf where the golden run is finite (or at other positions): no rounding explains it
+    elif mode == "tensor" and isinstance(m, TensorMetrics):
         err = tensor_error(m.value("cosine"), m.value("euc_dist"), floor_norm if tiny else gnorm, t.numel, b.tiny)
     elif t.stats is not None and g.stats is not None:
         if tiny:  # measured against the inputs' scale: the absolute difference of the norms and the extremes
@@ -62,6 +64,10 @@ def row_band(row: Row, mode: str, floor_norm: float = math.nan) -> RowBand | Non
     else:
         err = math.nan
     return RowBand(b, err, differ)
+
+
+def _nonfinite(stats: Any) -> bool:
+    return stats is not None and any(v is not None and not math.isfinite(float(v)) for v in stats[:4])
 
 
 def assign_bands(rows: Sequence[Row], by_entry: Mapping[str, Sequence[Row]], mode: str) -> tuple[str, bool]:
@@ -245,6 +251,8 @@ def _row_result(r: Row, v: GrowthVerdict | None, run_dtype: str) -> None:
     """Our verdict of one row in band mode: rounding is a pass; beyond it, the verdict of its node."""
     if r.golden is None or r.band is None or r.result == "error" and any("shape" in m for m in r.messages):
         return
+    if math.isnan(r.band.error):
+        return  # no band measure (no statistics, a marker): the row keeps the threshold verdict
     r.messages = [m for m in r.messages if not m.startswith(("warning: L2", "error: L2", "error: cosine",
                                                             "warning: cosine", "error: max abs", "warning: max abs"))]
     r.result = "pass"
@@ -306,9 +314,17 @@ def depth_profile(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Seq
         top = _top_module(p["module"])
         m = modules.setdefault((p["phase"], top), {"module": top, "phase": p["phase"], "first": p["index"],
                                                    "units": 0.0, "ops": 0})
-        m["units"] = max(m["units"], p["units"])
+        m["units"] = max(m["units"], float(p["units"]))
         m["ops"] += 1
-    ranking = sorted((p for p in points if not math.isnan(p["growth_units"])), key=lambda p: -p["growth_units"])
+    for m in modules.values():
+        if not math.isfinite(m["units"]):
+            m["units"] = str(m["units"])
+    for p in points:  # JSON-safe (reports are written with allow_nan off): NaN/Inf errors as text
+        for k in ("error", "units", "growth_units"):
+            if not math.isfinite(p[k]):
+                p[k] = str(p[k])
+    ranking = sorted((p for p in points if isinstance(p["growth_units"], float) or p["growth_units"] == "inf"),
+                     key=lambda p: -float(p["growth_units"]))
     return {"dtype": run_dtype, "u": u, "op_band_units": op_band, "points": points,
             "modules": sorted(modules.values(), key=lambda m: m["first"]),
             "growth_ranking": [{"node": p["node"], "module": p["module"], "growth_units": p["growth_units"],

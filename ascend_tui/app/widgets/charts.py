@@ -137,7 +137,7 @@ class BandChart(Static):
     def __init__(self, values: Sequence[float], band: float, *, title: str, x_first: str, x_last: str,
                  rows: int = 5, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.values = [v if v is not None and math.isfinite(v) and v > 0 else 0.0 for v in values]
+        self.values = [v if v is not None and not math.isnan(v) and v > 0 else 0.0 for v in values]  # Inf: full
         self.band, self.title, self.x_first, self.x_last, self.rows = band, title, x_first, x_last, rows
 
     def on_resize(self) -> None:
@@ -145,7 +145,7 @@ class BandChart(Static):
 
     def render(self) -> Text:
         styles = {k: cell_style(self, f"band-chart--{k}") for k in ("bar", "over", "band", "axis")}
-        lo, hi = log_span([v for v in self.values if v > 0] or [self.band], self.band)
+        lo, hi = log_span([v for v in self.values if 0 < v < math.inf] or [self.band], self.band)
         labels = [f"1e{hi}", f"1e{lo}"]
         label_w = max(len(s) for s in labels)
         width = max(8, self.content_size.width - label_w - 2)
