@@ -17,6 +17,17 @@ LLM = Path(__file__).parent / "data" / "llm_dumps"
 SCALED = "model.layers.1.self_attn.o_proj"
 
 
+def _same(ours: str, theirs: str) -> bool:
+    """Equal cells, or numbers (percentages too) within 1e-9 relative."""
+    if ours.strip() == theirs.strip():
+        return True
+    try:
+        x, y = float(ours.strip().rstrip("%")), float(theirs.strip().rstrip("%"))
+    except ValueError:
+        return False
+    return abs(x - y) <= 1e-9 * max(1.0, abs(y))
+
+
 def _errors(result) -> list:
     return [f for f in result.investigation.findings if f.severity in ("error", "warning")]
 
@@ -94,6 +105,14 @@ def test_statistics_csv_keeps_msprobes_result_and_adds_our_verdict(tmp_path: Pat
     out = tmp_path / "c.csv"
     assert main(["compare", str(LLM / "bf16"), str(LLM / "fp32"), "--csv", str(out), "-q"]) == 0
     rows = list(csv.DictReader(out.open()))
+    # every column msprobe 26.2.0's own compare of this pair writes (its stack column aside) is equal, Result too
+    theirs = list(csv.DictReader((LLM / "msprobe_compare_bf16_vs_fp32.csv").open(newline="")))
+    assert [r["NPU Name"] for r in rows] == [r["NPU Name"] for r in theirs]
+    for a, b in zip(theirs, rows):
+        for col, want in a.items():
+            if col in ("NPU Dtype", "Bench Dtype") and "class" in want:
+                continue  # msprobe names a torch.dtype argument's type <class 'str'>: a pairing detail, see report
+            assert _same(b[col], want), (a["NPU Name"], col, b[col], want)
     # msprobe's rules call every dtype difference an error; our Verdict says rounding
     assert sum(r["Result"] == "error" for r in rows) > 300
     assert all(r["Verdict"] in ("pass", "N/A") for r in rows)

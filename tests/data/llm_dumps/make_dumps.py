@@ -1,7 +1,8 @@
 """Make the LLM precision-compare dumps: a random-weight 2-layer Llama training step under real msprobe.
 
 usage: /work/venv-msprobe/bin/python tests/data/llm_dumps/make_dumps.py OUT_DIR [CASE ...]
-(with no CASE: the checked-in ones, written compact into OUT_DIR/CASE; tests read tests/data/llm_dumps.)
+(with no CASE: the checked-in ones, written compact into OUT_DIR/CASE, then msprobe's own compare of bf16
+against fp32 as msprobe_compare_bf16_vs_fp32.csv; `OUT_DIR --msprobe-compare` redoes only that.)
 Cases: fp32, bf16, fp16 (the same weights cast); bf16_scaled (one weight x1.05 in the bf16 run);
 bf16_noise (a hook adds noise to layer 0's MLP down_proj output, after msprobe dumped the module, so
 the MLP's output is the first noisy record); fp32_backward / bf16_backward (data_mode backward);
@@ -121,10 +122,34 @@ def main(argv: list[str]) -> None:
         shutil.rmtree(out / argv[3], ignore_errors=True)
         (run_imprecise(out) if argv[3] == "imprecise_tensor" else run_case(out, argv[3]))
         return
+    if argv[2:] == ["--msprobe-compare"]:
+        msprobe_compare(out)
+        return
     for case in argv[2:] or CASES:
         subprocess.run([sys.executable, __file__, str(out), "--one", case], check=True)
         pack(out / case, keep_stack=case in KEEP_STACKS)
+    if not argv[2:]:
+        msprobe_compare(out)
 
+
+def msprobe_compare(out: Path) -> None:
+    """msprobe's own `compare` of bf16 against fp32, kept as the truth our CSV must equal (its stack column dropped)."""
+    import csv
+    import glob
+    import tempfile
+
+    rank = {c: Path(glob.glob(str(out / c / "step0" / "*"))[0]) for c in ("bf16", "fp32")}
+    with tempfile.TemporaryDirectory() as tmp:
+        msprobe = Path(sys.executable).parent / "msprobe"
+        subprocess.run([str(msprobe), "compare", "-tp", str(rank["bf16"] / "dump.json"), "-gp",
+                        str(rank["fp32"] / "dump.json"), "-o", tmp], check=True, capture_output=True)
+        with open(sorted(glob.glob(f"{tmp}/compare_result*.csv"))[-1], newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    cols = [c for c in rows[0] if c != "NPU_Stack_Info"]
+    with open(out / "msprobe_compare_bf16_vs_fp32.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
 
 def pack(case_dir: Path, keep_stack: bool) -> None:
     """Check-in form: JSON written compact (same content), stack.json only where kept, the config beside it."""
