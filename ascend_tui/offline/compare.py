@@ -351,17 +351,21 @@ def _md5_first(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Sequen
     """The first op, in execution order, whose output checksum differs while its inputs' all match (md5 dumps).
 
     A checksum says only "equal" or "not": no size, so this is the one place the two runs start to differ,
-    not how much; tensors of different dtypes always differ, which the message says.
+    not how much. Tensors of different dtypes always differ, so they count as unknown, never as evidence.
     """
-    def differs(r: Row) -> bool:
+    def state(r: Row) -> str:
+        """'same', 'differs', or 'unknown' (no checksum, or another dtype: its checksum must differ)."""
         t, g = r.target.leaf, r.golden.leaf if r.golden is not None else None
-        return t is not None and g is not None and bool(t.md5) and bool(g.md5) and t.md5 != g.md5
+        if t is None or g is None or not t.md5 or not g.md5 or t.meta.dtype != g.meta.dtype:
+            return "unknown"
+        return "same" if t.md5 == g.md5 else "differs"
 
     best: tuple[int, str, Row] | None = None
     for entry, nid in ids.items():
         erows = by_entry.get(entry, ())
-        outs = [r for r in erows if r.target.section == "output" and differs(r)]
-        if not outs or nid not in graph or any(differs(r) for r in erows if r.target.section == "input"):
+        outs = [r for r in erows if r.target.section == "output" and state(r) == "differs"]
+        ins = [state(r) for r in erows if r.target.section == "input" and r.target.leaf is not None]
+        if not outs or nid not in graph or any(s != "same" for s in ins):
             continue
         index = graph.node(nid).index
         if best is None or index < best[0]:
@@ -370,12 +374,9 @@ def _md5_first(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Sequen
         return []
     index, nid, row = best
     n = graph.node(nid)
-    dtypes = row.golden is not None and row.golden.leaf is not None and row.target.leaf is not None and \
-        row.golden.leaf.meta.dtype != row.target.leaf.meta.dtype
-    why = " (its dtype differs between the runs, so its checksum must)" if dtypes else ""
     return [Finding("precision", "first-difference", "error", nid, n.op_type, n.module, index,
                     f"{row.target.name}: the first output, in execution order, whose checksum differs while the op's "
-                    f"inputs match{why}; an md5 dump cannot say by how much", attribution="introduced",
+                    "inputs match; an md5 dump cannot say by how much", attribution="introduced",
                     metrics={"tensor": row.target.name},
                     hint="dump this op with task statistics or tensor to measure the difference")]
 
