@@ -167,7 +167,8 @@ def test_compare_json_report_has_precision_findings_and_the_cross_rank_summary(t
     assert per["counts"]["rows"] == 140 and per["counts"]["tensor_pairs"] == 111  # the app's 111 rows
     assert per["growth"]["dtype"] == "bfloat16" and per["growth"]["points"]
     printed = capsys.readouterr().out
-    assert "no operator introduces" in printed and "140 rows: 111 tensor pairs compared" in printed
+    assert "no operator introduces" in printed and "140 of 140 target rows compared" in printed
+    assert "111 tensor pairs (the precision view's rows)" in printed
     assert "judged against bfloat16 rounding" in printed and "error growth, forward" in printed
 
 

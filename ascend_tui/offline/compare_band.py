@@ -346,3 +346,12 @@ def _top_module(module: str) -> str:
             return ".".join(parts[:i + 1])
     return ".".join(parts[:2]) if parts and parts[0] else "(top)"
 
+
+def row_counts(rows: Sequence[Row]) -> dict[str, int]:
+    """How the rows split: tensor pairs compared, scalar/None values, unmatched; expected rounding vs beyond it."""
+    tensors = sum(1 for x in rows if x.golden is not None and x.target.leaf is not None)
+    unmatched = sum(1 for x in rows if x.golden is None)
+    bands = [x.band for x in rows if x.band is not None and x.golden is not None]
+    return {"rows": len(rows), "tensor_pairs": tensors, "values": len(rows) - tensors - unmatched,
+            "unmatched": unmatched, "within_band": sum(1 for b in bands if b.within),
+            "beyond_band": sum(1 for b in bands if not b.within and not math.isnan(b.error))}
