@@ -55,10 +55,24 @@ def profile_investigation(profile: Profile, path: Path, *, source: str, device: 
     from ascend_tui.investigation import Investigation, RunInfo
 
     graph = kernel_graph(profile, path.name)
-    findings = advise(profile, cores=cores) + list(extra_findings or ())
+    findings = advise(profile, cores=cores)
+    comm = communication_findings(profile, slow=next((int(f.metrics["rank"]) for f in extra_findings or ()
+                                                       if f.kind == "slow_rank"), None))
+    if any(f.kind == "exposed_communication" for f in comm):  # the same time, now split by rank and step
+        findings = [f for f in findings if f.kind != "communication"]
+    findings += comm + list(extra_findings or ())
     run = RunInfo(target=str(path), device=dict(device or NPU_OFFLINE), checks=("profile",), dtype="mixed",
                   source=source, extra={"profile_kind": profile.kind, "kernels": profile.kernels.n})
     return Investigation(graph, findings=findings, run=run, profile=profile)
+
+
+def communication_findings(profile: Profile, slow: int | None = None) -> list[Finding]:
+    """The communication checks on a profile's collectives and steps (nothing when it has neither)."""
+    from ascend_tui.checks import communication
+
+    if profile.communication is None and not any(s.communication for s in profile.steps):
+        return []
+    return communication.advise(profile.communication, profile.steps, slow=slow)
 
 
 def merge_memory(inv: Investigation, memory: Investigation) -> Investigation:

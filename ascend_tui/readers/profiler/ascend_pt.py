@@ -18,6 +18,7 @@ import numpy as np
 
 from ascend_tui.errors import InputError
 import ascend_tui.readers.profiler.trace as chrome_trace
+import ascend_tui.readers.profiler.communication as profiler_comm
 import ascend_tui.readers.profiler.csv_tables as profiler_csv
 import ascend_tui.readers.profiler.memory as profiler_memory
 from ascend_tui.offline.profile import merge_memory, profile_investigation
@@ -105,7 +106,9 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
         host = host or list(timeline.host_ops)
     info = _profiler_info(folder.parent if folder.name in (TORCH_NPU_DIR, MSPROF_DIR) else folder)
     extra.update(info)
-    return Profile(kind, kernels, tuple(stats), tuple(steps), tuple(host), spans, extra)
+    comm = profiler_comm.read_folder(folder, int(info.get("rank", -1)), trace=trace)
+    return Profile(kind, kernels, tuple(stats), tuple(steps), tuple(host), spans, extra,
+                   communication=comm if comm or comm.skipped else None)
 
 
 def _fill_types(t: KernelTable) -> KernelTable:
