@@ -142,13 +142,17 @@ def waits(comm: Communication, slow_rank: int | None = None) -> list[Finding]:
         return []
     mean_wait = float(np.mean([r.wait_ms for r in waiters]))
     names = _ranks_text([r.rank for r in waiters])
-    agree = "" if held == least.rank else f" (rank {least.rank} waits least)"
-    held_wait = next((r.wait_ms for r in ranks if r.rank == held), 0.0)
+    held_row = next((r for r in ranks if r.rank == held), None)
+    held_wait = held_row.wait_ms if held_row is not None else 0.0
+    if held_row is None:
+        against = f"rank {held}, the slow rank by step time, has no communication records here"
+    else:
+        against = f"against {fmt.duration_us(held_wait * 1000)} on rank {held}" + \
+            ("" if held == least.rank else f" (rank {least.rank} waits least)")
     return [_f("comm_wait", "warning",
                f"{names} wait {fmt.duration_us(mean_wait * 1000)} a step in collectives on average "
-               f"({fmt.percent(float(np.mean([r.wait_ratio for r in waiters])))} of their communication), against "
-               f"{fmt.duration_us(held_wait * 1000)} on rank {held}: they wait for rank {held}{agree}, they are "
-               f"not slow themselves",
+               f"({fmt.percent(float(np.mean([r.wait_ratio for r in waiters])))} of their communication); "
+               f"{against}: they wait for rank {held}, they are not slow themselves",
                f"make rank {held} faster (see its slow-rank finding); the waiting ranks' long collectives follow",
                waiting_ranks=[r.rank for r in waiters], held_by=held, mean_wait_ms=mean_wait,
                held_wait_ms=held_wait)]
@@ -344,13 +348,24 @@ def pipeline(comm: Communication, steps: Sequence[StepTime]) -> list[Finding]:
     step_us = float(np.mean([s.total for s in steps])) if steps else 0.0
     ranks = per_rank(comm)
     out = []
-    if bubble and step_us:
-        b = float(np.mean([s.bubble for s in bubble]))
-        if b / step_us >= BUBBLE_SHARE:
+    if bubble:
+        worst = max(bubble, key=lambda s: s.bubble / s.total if s.total else 0.0)
+        share = worst.bubble / worst.total if worst.total else 0.0
+        with_bubble = sorted({s.rank for s in bubble})
+        others = [s for s in steps if s.bubble <= 0]
+        if share >= BUBBLE_SHARE:
+            where = f"{_ranks_text(with_bubble)}" if with_bubble != [-1] else "this rank"
+            imbalance = ""
+            if others:
+                a, b = float(np.mean([s.computing for s in bubble])), float(np.mean([s.computing for s in others]))
+                imbalance = (f"; the ranks with bubbles compute {fmt.duration_us(a)} a step against "
+                             f"{fmt.duration_us(b)} on the others")
             out.append(_f("pipeline_bubble", "warning",
-                          f"pipeline bubbles take {fmt.percent(b / step_us)} of the step ({fmt.duration_us(b)})",
-                          "more micro-batches per step, an interleaved (virtual pipeline) schedule, or rebalanced "
-                          "layers per stage", bubble_us=b, share=b / step_us, stages=pp))
+                          f"pipeline bubbles take up to {fmt.percent(share)} of the step on {where} "
+                          f"({fmt.duration_us(worst.bubble)} on rank {worst.rank}, step {worst.step}){imbalance}",
+                          "more micro-batches per step, an interleaved (virtual pipeline) schedule, or layers moved "
+                          "from the stage with more compute to the one that waits",
+                          bubble_us=worst.bubble, share=share, ranks=with_bubble, stages=pp))
     for r in ranks:
         if step_us and r.p2p_wait_ms * 1000 / step_us >= BUBBLE_SHARE and not out:
             out.append(_f("pipeline_bubble", "warning",

@@ -15,10 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ascend_tui import fmt
+from ascend_tui.checks.communication import slow_rank
 from ascend_tui.checks.profile import cluster_summary, summarize
+from ascend_tui.graph.communication import Communication
 from ascend_tui.errors import InputError
-from ascend_tui.evidence import Finding
 from ascend_tui.offline.profile import profile_investigation
 from ascend_tui.readers.profiler.csv_tables import read_step_trace
 from ascend_tui.readers.base import FunctionReader
@@ -58,9 +58,13 @@ def summarize_rank(folder: str) -> dict[str, Any]:
     if rank is None:
         digits = "".join(ch for ch in Path(folder).name.split("_")[0] if ch.isdigit())
         rank = int(digits) if digits else -1
+    comm = profile.communication
+    if comm is not None:
+        comm.ops = [o if o.rank == rank else replace(o, rank=int(rank)) for o in comm.ops]
+        comm.tasks = [t if t.rank == rank else replace(t, rank=int(rank)) for t in comm.tasks]
     return {"folder": folder, "rank": int(rank), "steps": [replace(s, rank=int(rank)) for s in profile.steps],
             "types": [(g.key, g.count, g.total_us) for g in summarize(profile.kernels, "type")],
-            "kernel_us": profile.kernels.total_us()}
+            "kernel_us": profile.kernels.total_us(), "communication": comm}
 
 
 def map_ranks(folders: list[Path], *, scheduler: str | None = None, workers: int | None = None) -> list[dict[str, Any]]:
@@ -92,12 +96,19 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
         progress(f"reading {len(folders) or 1} rank(s) in {path.name}", 0, len(folders) or None)
     kernels = KernelTable(0)
     per_rank: dict[int, Any] = {}
+    comm = Communication()
     if len(folders) >= 2:
         ranks = map_ranks(folders, scheduler=scheduler, workers=workers)
         steps = [s for r in ranks for s in r["steps"]]
         per_rank = {r["rank"]: {"types": r["types"], "kernel_us": r["kernel_us"], "folder": r["folder"]} for r in ranks}
+        for r in ranks:
+            if r.get("communication") is not None:
+                comm.extend(r["communication"])
     elif csv_path.is_file():
         steps = list(read_step_trace(csv_path))
+        from ascend_tui.readers.profiler.communication import read_folder as read_communication
+
+        comm = read_communication(csv_path.parent)
     else:
         raise InputError(path, "not a cluster profile (no rank folders and no cluster_step_trace_time.csv)")
     if not steps:
@@ -112,16 +123,13 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
                           "communication": r.communication, "free": r.free} for r in summary.ranks],
                "slow_rank": summary.slow_rank, "slow_stage": summary.slow_stage, "excess_us": summary.excess_us,
                "spread": summary.spread, "per_rank": per_rank}
-    profile = Profile("cluster", kernels, steps=tuple(steps), extra={"cluster": cluster})
     slow = next(r for r in summary.ranks if r.rank == summary.slow_rank)
-    finding = Finding("profile", "slow_rank", "warning", "", "", "", -1,
-                      f"rank {summary.slow_rank} is the slow rank: {summary.slow_stage} "
-                      f"{fmt.duration_us(summary.excess_us)} above the median of {len(summary.ranks)} ranks "
-                      f"(computing {fmt.duration_us(slow.computing)}, free {fmt.duration_us(slow.free)} a step); "
-                      "the other ranks wait for it in communication",
-                      metrics={"rank": summary.slow_rank, "stage": summary.slow_stage, "excess_us": summary.excess_us},
-                      hint="free time: host-side stalls (dataloader, dispatch, synchronisation) on that rank; "
-                           "computing: uneven work (pipeline stage balance, sequence lengths) or a slow card")
+    n_steps = {r.rank: r.steps for r in summary.ranks}
+    finding = slow_rank(summary.slow_rank, summary.slow_stage, summary.excess_us, len(summary.ranks), slow.computing,
+                        slow.free, {k: v["types"] for k, v in per_rank.items()}, n_steps)
+    cluster["slow_kernels"] = finding.metrics.get("kernels", [])
+    profile = Profile("cluster", kernels, steps=tuple(steps), extra={"cluster": cluster},
+                      communication=comm if comm or comm.skipped else None)
     inv = profile_investigation(profile, path, source="cluster profile", extra_findings=[finding])
     return inv
 

@@ -17,6 +17,7 @@ is skipped and counted in `Communication.skipped`.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import sqlite3
@@ -312,7 +313,6 @@ def tasks_of_trace(events: Sequence[dict[str, Any]], rank: int = -1) -> Communic
     if ops and comm.tasks:  # a task belongs to the op slice it starts in (tasks come in the same order)
         ops.sort()
         starts = [o[0] for o in ops]
-        import bisect
 
         tasks_ts = [float(e["ts"]) for e in events if e.get("ph") == "X" and e.get("pid") in hccl
                     and not threads.get((e.get("pid"), e.get("tid")), "").endswith("Communication")]
@@ -333,21 +333,29 @@ def read_folder(folder: Path, rank: int = -1, *, trace: Path | None = None,
     more than byte alignment is worth).
     """
     comm = Communication()
-    for name in JSON_FILES:
-        if (folder / name).is_file():
-            comm.extend(read_json(folder / name, rank))
-            break
-    for name in MATRIX_FILES:
-        if (folder / name).is_file():
-            comm.extend(read_json(folder / name, rank))
-            break
+
+    def read(reader: Any, path: Path) -> Communication | None:
+        try:
+            return reader(path, rank)  # type: ignore[no-any-return]
+        except InputError as exc:  # the kernels beside it are still good: count the file as skipped
+            comm.skipped += 1
+            comm.sources.append(f"{path.name} (unreadable: {exc.problem})")
+            return None
+
+    for names in (JSON_FILES, MATRIX_FILES):
+        found = next((folder / n for n in names if (folder / n).is_file()), None)
+        got = read(read_json, found) if found is not None else None
+        if got is not None:
+            comm.extend(got)
     for name in ANALYSIS_DBS:
         p = folder / name
-        if p.is_file() and not comm.ops:
-            comm.extend(read_analysis_db(p, rank))
+        if p.is_file() and not comm.ops and (got := read(read_analysis_db, p)) is not None:
+            comm.extend(got)
     for pattern in DB_GLOBS:
         for p in sorted(folder.glob(pattern))[:1]:
-            db = read_profiler_db(p, rank)
+            db = read(read_profiler_db, p)
+            if db is None:
+                continue
             if comm.ops:  # the JSON has the wait/transit split; the db adds retries and tasks
                 retries = {(o.name, o.start_us): o.retries for o in db.ops if o.retries}
                 if retries:
@@ -360,14 +368,18 @@ def read_folder(folder: Path, rank: int = -1, *, trace: Path | None = None,
             trace.stat().st_size <= TRACE_READ_LIMIT:
         from ascend_tui.readers.profiler.trace import read_events
 
-        trace_events = read_events(trace)
+        try:
+            trace_events = read_events(trace)
+        except InputError:
+            trace_events = None  # the kernel reader has said what is wrong with it
     if trace_events is not None and not comm.tasks:
         traced = tasks_of_trace(trace_events, rank)
         comm.tasks, comm.skipped = traced.tasks, comm.skipped + traced.skipped
         if traced.tasks:
             comm.sources.append("trace_view.json")
-    meta = folder.parent / "profiler_metadata.json"
-    if meta.is_file():
+    meta = next((p for p in (folder / "profiler_metadata.json", folder.parent / "profiler_metadata.json")
+                 if p.is_file()), None)
+    if meta is not None:
         try:
             data = json.loads(meta.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -379,7 +391,10 @@ def read_folder(folder: Path, rank: int = -1, *, trace: Path | None = None,
                     comm.groups[str(g.get("group_name", ""))] = [int(x) for x in g["global_ranks"]]
     groups = folder / "communication_group.json"
     if groups.is_file():
-        data = _load_json(groups)
+        try:
+            data = _load_json(groups)
+        except InputError:
+            data = None
         if isinstance(data, dict):
             comm.groups = {f"{k}:{i}": [int(x) for x in g] for k, gs in data.items() if isinstance(gs, list)
                            for i, g in enumerate(gs) if isinstance(g, list)}

@@ -1,0 +1,178 @@
+"""Communication evidence: the real exports read, msprof-analyze's rules reproduced, slow rank and slow link found."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ascend_tui.checks import communication as checks
+from ascend_tui.cli.main import main
+from ascend_tui.graph.communication import TOTAL_OP, CommOp, CommTask, Communication, Transport
+from ascend_tui.readers import open_path  # before offline.cluster: the registry imports it
+from ascend_tui.offline.cluster import load_cluster
+from ascend_tui.readers.profiler import communication as reader
+from tests.conftest import FIXTURES
+from tests.synthetic_cluster import make_cluster
+
+PROF = FIXTURES / "profiler"
+LEVEL2 = PROF / "level2_2025-11"
+INSIGHT = FIXTURES / "peer" / "Ascend__msinsight" / "test" / "data" / "pytorch"
+
+
+def _kinds(findings: list) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for f in findings:
+        out.setdefault(f.kind, []).append(f)
+    return out
+
+
+def test_level2_communication_json_and_matrix() -> None:
+    comm = reader.read_folder(LEVEL2 / "ASCEND_PROFILER_OUTPUT", 0)
+    assert comm.skipped == 0 and len(comm.ops) == 17 and len(checks.real_ops(comm.ops)) == 15
+    op = next(o for o in comm.ops if o.name == "hcom_batchSendRecv__128_4_1")
+    assert (op.step, op.kind, op.group) == ("step13", "p2p", "3985310405473756128")
+    assert op.elapse_ms == pytest.approx(158.55328) and op.wait_ms == pytest.approx(158.10198)
+    hccs = op.transport("HCCS")
+    assert hccs is not None and hccs.size_mb == pytest.approx(8.388608) and hccs.packets == ((8.388608, 1, 0.40168),)
+    assert any(k.transport == "HCCS" and (k.src, k.dst) == (0, 1) for k in comm.links)
+    assert comm.parallel["pipeline_model_parallel_size"] == 2 and comm.groups["pp"] == [0, 2]
+
+
+def test_level2_small_packets_and_waits_as_msprof_analyze_counts_them() -> None:
+    """msprof-analyze's advisor on this folder: 'SDMA: 30.00% of the ops under 16.0 MB, 0.8065 ms' (it counts the
+    two Total Op Info rows as ops: 3 of 10); the same three ops and time here, of the 8 real SDMA ops."""
+    inv = open_path(LEVEL2)
+    found = _kinds(inv.findings)
+    small = found["small_packets"][0]
+    assert (small.metrics["transport"], small.metrics["small"], small.metrics["count"]) == ("SDMA", 3, 8)
+    assert small.metrics["small_ms"] == pytest.approx(0.8065, abs=1e-4)
+    assert set(small.metrics["ops"]) == {"hcom_batchSendRecv__128_4_1", "hcom_batchSendRecv__128_5_1",
+                                         "hcom_allGather__612_7_1"}
+    wait = found["comm_wait"][0]
+    assert wait.metrics["wait_ratio"] == pytest.approx(1.0) and "waiting for peers" in wait.message
+    exposed = found["exposed_communication"][0]
+    assert exposed.metrics["share"] == pytest.approx(420174.26 / 809638.0, rel=1e-3)
+    assert exposed.metrics["hideable_us"] == pytest.approx(231290.1, rel=1e-6)
+    assert "communication" not in found  # the old one-line finding is replaced, not repeated
+    assert found["pipeline_bubble"][0].metrics["stages"] == 2
+
+
+def test_msprof_analyze_cluster_json_reads_each_rank() -> None:
+    comm = reader.read_folder(PROF / "msprof_analyze")
+    assert comm.skipped == 0 and {o.rank for o in comm.ops} == {0, 1}
+    send = next(o for o in comm.ops if o.name == "hcom_send__822_0" and o.rank == 0)
+    assert send.kind == "p2p" and send.transport("RDMA").bandwidth_gbs == pytest.approx(24.2778)
+    assert any(k.transport == "RDMA" and (k.src, k.dst) == (0, 8) for k in comm.links)
+    assert [0, 8] in comm.groups.values()
+
+
+def test_db_export_analysis_tables_agree_with_its_communication_op_table(tmp_path: Path) -> None:
+    """analysis.db (CommAnalyzer*, what communication.json holds) and COMMUNICATION_OP of the same run agree on
+    every op's elapse; the folder read takes the wait/transit split from the first and tasks from the second."""
+    out = INSIGHT / "db/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT"
+    db = reader.read_folder(out, 0)
+    assert len(db.ops) == 4 and db.skipped == 0 and len(db.links) == 48
+    raw = {o.name: o for o in reader.read_profiler_db(out / "ascend_pytorch_profiler_0.db").ops}
+    for o in db.ops:
+        assert o.step == "step50" and o.elapse_ms == pytest.approx(raw[o.name].elapse_ms, abs=0.05)
+        assert o.wait_ms + o.transit_ms + o.idle_ms == pytest.approx(o.elapse_ms, rel=1e-3)
+    assert {t.transport for t in db.tasks} >= {"SDMA", "LOCAL"} and len(db.tasks) == 296
+    assert all(t.op.startswith("hcom_allReduce__210_") for t in db.tasks)
+
+
+def test_profiler_db_alone(tmp_path: Path) -> None:
+    src = INSIGHT / "db/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
+    shutil.copy(src, tmp_path / src.name)
+    comm = reader.read_folder(tmp_path)
+    assert len(comm.ops) == 4 and all(o.step == "step50" for o in comm.ops) and {o.rank for o in comm.ops} == {0}
+    assert comm.ops[0].elapse_ms == pytest.approx((1736410576520382799 - 1736410576431631806) / 1e6)
+
+
+def test_trace_hccl_tracks_give_tasks() -> None:
+    from ascend_tui.readers.profiler.trace import read_events
+
+    out = PROF / "level1_2025-01" / "ASCEND_PROFILER_OUTPUT"
+    comm = reader.tasks_of_trace(read_events(out / "trace_view.json"), 0)
+    memcpy = [t for t in comm.tasks if t.name == "Memcpy"]
+    assert memcpy and memcpy[0].op == "hcom_allReduce__586_0_1" and memcpy[0].size_bytes > 0
+    assert comm.skipped == 0
+
+
+def test_bad_records_are_skipped_and_counted(tmp_path: Path) -> None:
+    out = tmp_path / "run" / "ASCEND_PROFILER_OUTPUT"
+    shutil.copytree(LEVEL2 / "ASCEND_PROFILER_OUTPUT", out)
+    data = json.loads((out / "communication.json").read_text())
+    ops = data["step13"]["collective"]
+    ops["hcom_allReduce__170_1_1@3985310491373102170"]["Communication Time Info"]["Elapse Time(ms)"] = "n/a"
+    ops["broken@1"] = 7
+    (out / "communication.json").chmod(0o644)
+    (out / "communication.json").write_text(json.dumps(data))
+    comm = reader.read_folder(out, 0)
+    assert comm.skipped == 2 and len(comm.ops) == 16
+    inv = open_path(tmp_path / "run")
+    assert any(f.kind == "communication_skipped" and f.metrics["skipped"] == 2 for f in inv.findings)
+    (out / "communication_matrix.json").chmod(0o644)
+    (out / "communication_matrix.json").write_text("{not json")
+    comm = reader.read_folder(out, 0)
+    assert comm.links == [] and any("communication_matrix.json (unreadable" in s for s in comm.sources)
+
+
+def test_planted_slow_rank_names_its_kernels_and_not_the_waiting_ranks(tmp_path: Path) -> None:
+    root = make_cluster(tmp_path / "job", 8, slow_rank=3, factor=2.5)
+    inv = load_cluster(root, workers=2)
+    found = _kinds(inv.findings)
+    assert len(found["slow_rank"]) == 1
+    slow = found["slow_rank"][0]
+    assert slow.metrics["rank"] == 3 and slow.metrics["stage"] == "computing"
+    named = [k["type"] for k in slow.metrics["kernels"]]
+    assert named[0] == "FlashAttentionScore" and "FlashAttentionScore" in slow.message
+    assert slow.metrics["kernels"][0]["ratio"] == pytest.approx(2.5)
+    assert not {"RmsNormGrad", "ZerosLike", "hcom_batchSendRecv_"} & set(named)
+    wait = found["comm_wait"][0]
+    assert wait.metrics["held_by"] == 3 and sorted(wait.metrics["waiting_ranks"]) == [0, 1, 2, 4, 5, 6, 7]
+    assert "slow_link" not in found
+
+
+def test_planted_slow_link(tmp_path: Path) -> None:
+    root = make_cluster(tmp_path / "job", 6, slow_rank=None, slow_link=(4, 5))
+    inv = load_cluster(root, workers=1)
+    links = [f for f in inv.findings if f.kind == "slow_link" and f.severity == "warning"]
+    assert len(links) == 1 and (links[0].metrics["src"], links[0].metrics["dst"]) == (4, 5)
+    assert links[0].metrics["bandwidth_gbs"] == pytest.approx(19.0 / 4, rel=1e-3)
+    assert links[0].metrics["peak_gbs"] == checks.PEAK_GBS["HCCS"]
+
+
+def test_cluster_cli_json_has_the_communication_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = make_cluster(tmp_path / "job", 4, slow_rank=2, slow_link=(0, 1))
+    report = tmp_path / "r.json"
+    assert main(["profile", str(root), "--json", str(report), "-q"]) in (0, 1)
+    kinds = {f["kind"] for f in json.loads(report.read_text())["findings"]}
+    assert {"slow_rank", "slow_link", "comm_wait", "small_packets", "exposed_communication"} <= kinds
+
+
+def _op(rank: int, name: str, elapse: float, rdma_ms: float = 0.0, retries: int = 0) -> CommOp:
+    return CommOp(rank, "step1", "collective", name, "g", 0.0, elapse, rdma_ms, 0.0, 0.0, 0.0,
+                  (Transport("RDMA", 100.0, rdma_ms, 1.0),), retries)
+
+
+def test_retransmission_rules() -> None:
+    comm = Communication([_op(0, "hcom_allReduce_1", 4500, 4200), _op(1, "hcom_allReduce_1", 4400, 4100),
+                          _op(0, "hcom_allReduce_2", 4500, 10), _op(1, "hcom_allReduce_2", 10, 4100),
+                          _op(0, TOTAL_OP, 9000, 9000)])
+    hit = checks.retransmission(comm)
+    assert len(hit) == 1 and [o["op"] for o in hit[0].metrics["ops"]] == ["hcom_allReduce_1"]
+    comm.ops.append(_op(2, "hcom_allGather_3", 1.0, 0.5, retries=2))
+    assert any("retried (2 retries)" in f.message for f in checks.retransmission(comm))
+
+
+def test_byte_alignment_rule() -> None:
+    def task(op: str, size: int, link: str = "HCCS") -> CommTask:
+        return CommTask(0, op, "Memcpy", "SDMA", link, size, 10.0, 0, 1)
+
+    tasks = [task("a", 1024 * 1024), task("b", 1000 * 1000 + 7), task("c", 513, "ON_CHIP"), task("d", 100)]
+    found = checks.byte_alignment(tasks)
+    assert len(found) == 1 and [o["op"] for o in found[0].metrics["ops"]] == ["b"]
+    assert not checks.byte_alignment(tasks[:1] + tasks[2:])
