@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable
 from ascend_tui.errors import InputError
 from ascend_tui.readers.profiler import ascend_pt as ascend_profiler
 from ascend_tui.offline import cluster
+from ascend_tui.offline import nan_ranks
 from ascend_tui.readers.graphs import ge_dump
 from ascend_tui.readers.graphs import mindspore_ir
 from ascend_tui.readers.msprobe import dump as msprobe
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 READERS: list[Reader] = [
     native.INVESTIGATION_READER,
     native.GRAPH_READER,
+    nan_ranks.READER,
     msprobe.READER,
     msprobe_overflow.READER,
     sanitizer.READER,
