@@ -176,3 +176,19 @@ def test_byte_alignment_rule() -> None:
     found = checks.byte_alignment(tasks)
     assert len(found) == 1 and [o["op"] for o in found[0].metrics["ops"]] == ["b"]
     assert not checks.byte_alignment(tasks[:1] + tasks[2:])
+
+
+def test_a_fresh_worker_process_can_run_the_per_rank_task(tmp_path: Path) -> None:
+    """What a dask worker does: import the task's module first and run it (offline.cluster first met a cycle)."""
+    import subprocess
+    import sys
+
+    root = make_cluster(tmp_path / "job", 2, slow_rank=1)
+    code = ("import sys; from ascend_tui.offline.per_rank import summarize_rank, rank_states; "
+            "r = summarize_rank(sys.argv[1]); print(r['rank'], len(r['communication'].ops)); "
+            "print(rank_states(sys.argv[2])[0])")
+    done = subprocess.run([sys.executable, "-c", code, str(root / "rank1_ascend_pt"),
+                           str(Path(__file__).parent / "data" / "msprobe_ranks" / "step0" / "rank2")],
+                          capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "17", "2"]

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ascend_tui.checks.communication import slow_rank
-from ascend_tui.checks.profile import cluster_summary, summarize
+from ascend_tui.checks.profile import cluster_summary
+from ascend_tui.offline.per_rank import summarize_rank
 from ascend_tui.graph.communication import Communication
 from ascend_tui.errors import InputError
 from ascend_tui.offline.profile import profile_investigation
@@ -44,27 +45,6 @@ def sniff(path: Path) -> bool:
     if path.is_file():
         return path.name == CLUSTER_CSV
     return len(rank_folders(path)) >= 2 or (path / CLUSTER_CSV).is_file()
-
-
-def summarize_rank(folder: str) -> dict[str, Any]:
-    """One rank's summary (runs in a worker process): its rank id, steps and time per op type."""
-    from ascend_tui.readers.profiler.ascend_pt import output_dir, read_folder
-
-    out = output_dir(Path(folder))
-    if out is None:
-        raise InputError(folder, "not a profiler folder")
-    profile = read_folder(out)
-    rank = profile.extra.get("rank")
-    if rank is None:
-        digits = "".join(ch for ch in Path(folder).name.split("_")[0] if ch.isdigit())
-        rank = int(digits) if digits else -1
-    comm = profile.communication
-    if comm is not None:
-        comm.ops = [o if o.rank == rank else replace(o, rank=int(rank)) for o in comm.ops]
-        comm.tasks = [t if t.rank == rank else replace(t, rank=int(rank)) for t in comm.tasks]
-    return {"folder": folder, "rank": int(rank), "steps": [replace(s, rank=int(rank)) for s in profile.steps],
-            "types": [(g.key, g.count, g.total_us) for g in summarize(profile.kernels, "type")],
-            "kernel_us": profile.kernels.total_us(), "communication": comm}
 
 
 def map_ranks(folders: list[Path], *, scheduler: str | None = None, workers: int | None = None) -> list[dict[str, Any]]:

@@ -8,14 +8,14 @@ cross-rank finding on top of that rank's own overflow findings.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ascend_tui.checks.nan_ranks import OpState, findings, trace
+from ascend_tui.checks.nan_ranks import findings, trace
+from ascend_tui.offline.per_rank import rank_states
 from ascend_tui.errors import InputError
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.readers.msprobe import dump as msprobe
@@ -25,29 +25,6 @@ if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
 POOL_BYTES = 32 * 1024 * 1024  # below this much dump.json in all, a pool costs more than it saves
-
-
-def _bad(leaves: list[Any]) -> bool:
-    return any(s is not None and not math.isfinite(s) for leaf in leaves for s in (leaf.stats or ()))
-
-
-def rank_states(rank_dir: str) -> tuple[int, list[OpState], int]:
-    """(rank number, op states in dump order, records skipped) of one rank folder (runs in a worker)."""
-    path = Path(rank_dir) / "dump.json"
-    _header, data = msprobe.read_dump(path)
-    apis, modules, skipped = [], [], 0
-    for name, record in data.items():
-        try:
-            entry = msprobe.parse_entry(name, record, path)
-        except InputError:
-            skipped += 1
-            continue
-        if entry is None:
-            continue
-        state = OpState(name, _bad(entry.inputs), _bad(entry.outputs))
-        (modules if entry.kind == "module" else apis).append(state)
-    digits = "".join(ch for ch in Path(rank_dir).name if ch.isdigit())
-    return int(digits or 0), apis or modules, skipped  # modules wrap the APIs: judge the APIs where there are any
 
 
 def read_ranks(folders: list[Path], workers: int | None = None) -> dict[int, Any]:
