@@ -134,6 +134,14 @@ def test_planted_slow_rank_names_its_kernels_and_not_the_waiting_ranks(tmp_path:
     wait = found["comm_wait"][0]
     assert wait.metrics["held_by"] == 3 and sorted(wait.metrics["waiting_ranks"]) == [0, 1, 2, 4, 5, 6, 7]
     assert "slow_link" not in found
+    from ascend_tui.checks.story import finding_ids, tell
+
+    causes = tell(inv.graph, inv.findings)
+    cause = next(c for c in causes if c.kind == "slow_rank")
+    assert "rank 3 (FlashAttentionScore)" in cause.title and "waiting-follows-slow-rank" in cause.rules
+    ids = dict(zip(finding_ids(inv.findings), inv.findings))
+    assert {ids[i].kind for i in cause.explains} >= {"slow_rank", "comm_wait", "exposed_communication"}
+    assert not any(c.kind == "comm_wait" for c in causes)  # the waiting ranks are not a cause of their own
 
 
 def test_planted_slow_link(tmp_path: Path) -> None:

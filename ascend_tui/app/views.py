@@ -7,13 +7,15 @@ with the id of the operator to focus on the graph (or None).
 from __future__ import annotations
 
 from ascend_tui.app.screens.check_view import CheckView
+from ascend_tui.app.screens.communication import CommunicationScreen
 from ascend_tui.app.screens.memory import MemoryScreen
 from ascend_tui.app.screens.overflow import OverflowScreen
 from ascend_tui.app.screens.precision import PrecisionScreen
 from ascend_tui.app.screens.profile import ProfileScreen
 from ascend_tui.app.screens.story import StoryScreen
 
-VIEWS: list[type[CheckView]] = [StoryScreen, PrecisionScreen, OverflowScreen, MemoryScreen, ProfileScreen]
+VIEWS: list[type[CheckView]] = [StoryScreen, PrecisionScreen, OverflowScreen, MemoryScreen, ProfileScreen,
+                                CommunicationScreen]
 
 
 def view_by_id(view_id: str) -> type[CheckView] | None:
