@@ -200,3 +200,21 @@ def test_a_fresh_worker_process_can_run_the_per_rank_task(tmp_path: Path) -> Non
                           capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "17", "2"]
+
+
+def test_group_local_ranks_become_global() -> None:
+    """A rank's matrix numbers its group's ranks 0..n-1; the cluster maps them back through the group's ranks."""
+    from ascend_tui.graph.communication import CommLink
+
+    ops = [CommOp(r, "step1", "p2p", "hcom_send_0", "g", 0.0, 1.0, 1.0, 0.0, 0.0, 0.0) for r in (4, 6)]
+    comm = Communication(ops, [CommLink("step1", "g", "send-total", 0, 1, "HCCS", 100.0, 5.0, 19.5),
+                               CommLink("step1", "other", "x", 0, 1, "HCCS", 1.0, 1.0, 1.0)])
+    got = reader.globalise(comm).links
+    assert [(k.src, k.dst) for k in got] == [(4, 6), (0, 1)]
+
+
+def test_a_trace_alone_gives_op_elapse_and_tasks(tmp_path: Path) -> None:
+    shutil.copy(PROF / "level1_2025-01" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json", tmp_path)
+    comm = reader.read_folder(tmp_path, 0, trace=tmp_path / "trace_view.json")
+    assert [o.name for o in comm.ops] == ["hcom_allReduce__586_0_1"] and comm.ops[0].elapse_ms == pytest.approx(79.0895)
+    assert len(comm.tasks) == 16 and comm.sources == ["trace_view.json"]

@@ -125,7 +125,22 @@ def summary_json(inv: Investigation, top: int = 50) -> dict[str, Any]:
         out["baseline"] = p.extra["baseline"]
     if "cluster" in p.extra:
         out["cluster"] = p.extra["cluster"]
+    if p.communication is not None:
+        out["communication"] = communication_json(p.communication)
     return out
+
+
+def communication_json(comm: Any) -> dict[str, Any]:
+    """Per-rank wait/transit and the link bandwidths, for the report (the records themselves stay in --save)."""
+    from ascend_tui.checks.communication import link_table, per_rank, real_ops
+
+    links = link_table(comm.links)
+    return {"collectives": len(real_ops(comm.ops)), "skipped": comm.skipped, "sources": comm.sources,
+            "ranks": [{"rank": r.rank, "steps": r.steps, "elapse_ms": r.elapse_ms, "transit_ms": r.transit_ms,
+                       "wait_ms": r.wait_ms, "idle_ms": r.idle_ms, "wait_ratio": r.wait_ratio} for r in per_rank(comm)],
+            "links": [{"src": a, "dst": b, "transport": t, "size_mb": mb, "time_ms": ms,
+                       "bandwidth_gbs": mb / 1024 / (ms / 1000) if ms else 0.0}
+                      for (a, b, t), (mb, ms) in sorted(links.items())]}
 
 
 def print_summary(inv: Investigation, out: TextIO, top: int = 15) -> None:

@@ -84,6 +84,9 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
         for r in ranks:
             if r.get("communication") is not None:
                 comm.extend(r["communication"])
+        from ascend_tui.readers.profiler.communication import globalise
+
+        comm = globalise(comm)
     elif csv_path.is_file():
         steps = list(read_step_trace(csv_path))
         from ascend_tui.readers.profiler.communication import read_folder as read_communication

@@ -310,6 +310,9 @@ def tasks_of_trace(events: Sequence[dict[str, Any]], rank: int = -1) -> Communic
                                            int(a.get("src rank", -1)), int(a.get("dst rank", -1))))
         except (KeyError, TypeError, ValueError):
             comm.skipped += 1
+    for a, b, name in ops:  # only elapse: the wait/transit split is communication.json's
+        comm.ops.append(CommOp(rank, "", "p2p" if P2P_NAME.search(name) else "collective", name, "", a, (b - a) / 1000,
+                               0.0, 0.0, 0.0, 0.0))
     if ops and comm.tasks:  # a task belongs to the op slice it starts in (tasks come in the same order)
         ops.sort()
         starts = [o[0] for o in ops]
@@ -321,6 +324,26 @@ def tasks_of_trace(events: Sequence[dict[str, Any]], rank: int = -1) -> Communic
             if j >= 0 and ts <= ops[j][1]:
                 comm.tasks[i] = CommTask(task.rank, ops[j][2], task.name, task.transport, task.link_type,
                                          task.size_bytes, task.dur_us, task.src, task.dst)
+    return comm
+
+
+def globalise(comm: Communication) -> Communication:
+    """Links between global ranks: each rank's matrix numbers a group's ranks 0..n-1 (msprof-analyze's cluster
+    step maps them back the same way, through the sorted global ranks that hold ops of that group)."""
+    from dataclasses import replace
+
+    members: dict[str, set[int]] = {}
+    for o in comm.ops:
+        if o.group and o.rank >= 0:
+            members.setdefault(o.group, set()).add(o.rank)
+    order = {g: sorted(rs) for g, rs in members.items()}
+    links = []
+    for k in comm.links:
+        ranks = order.get(k.group)
+        if ranks and 0 <= k.src < len(ranks) and 0 <= k.dst < len(ranks):
+            k = replace(k, src=ranks[k.src], dst=ranks[k.dst])
+        links.append(k)
+    comm.links = links
     return comm
 
 
@@ -364,7 +387,7 @@ def read_folder(folder: Path, rank: int = -1, *, trace: Path | None = None,
                     comm.ops = [replace(o, retries=retries.get((o.name, o.start_us), 0)) for o in comm.ops]
                 db.ops = []
             comm.extend(db)
-    if trace_events is None and trace is not None and comm and not comm.tasks and \
+    if trace_events is None and trace is not None and not comm.tasks and \
             trace.stat().st_size <= TRACE_READ_LIMIT:
         from ascend_tui.readers.profiler.trace import read_events
 
@@ -375,7 +398,8 @@ def read_folder(folder: Path, rank: int = -1, *, trace: Path | None = None,
     if trace_events is not None and not comm.tasks:
         traced = tasks_of_trace(trace_events, rank)
         comm.tasks, comm.skipped = traced.tasks, comm.skipped + traced.skipped
-        if traced.tasks:
+        comm.ops = comm.ops or traced.ops
+        if traced.tasks or traced.ops:
             comm.sources.append("trace_view.json")
     meta = next((p for p in (folder / "profiler_metadata.json", folder.parent / "profiler_metadata.json")
                  if p.is_file()), None)
