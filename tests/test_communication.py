@@ -218,3 +218,17 @@ def test_a_trace_alone_gives_op_elapse_and_tasks(tmp_path: Path) -> None:
     comm = reader.read_folder(tmp_path, 0, trace=tmp_path / "trace_view.json")
     assert [o.name for o in comm.ops] == ["hcom_allReduce__586_0_1"] and comm.ops[0].elapse_ms == pytest.approx(79.0895)
     assert len(comm.tasks) == 16 and comm.sources == ["trace_view.json"]
+
+
+def test_bandwidth_contention_rule() -> None:
+    import numpy as np
+
+    def op(name: str, start: float, bw: float) -> CommOp:
+        return CommOp(0, "s", "collective", name, "g", start, 1.0, 1.0, 0.0, 0.0, 0.0,
+                      (Transport("SDMA", 100.0, 5.0, bw),))
+
+    comm = Communication([op("beside", 1000.0, 10.0), op("alone", 5000.0, 10.0), op("fast", 1000.0, 17.0)])
+    found = checks.contention(comm, np.array([[1500.0, 1700.0]]))
+    assert len(found) == 1 and [o["op"] for o in found[0].metrics["ops"]] == ["beside"]
+    assert found[0].metrics["threshold_gbs"] == pytest.approx(14.4)
+    assert checks.contention(comm, np.zeros((0, 2))) == []

@@ -40,6 +40,7 @@ RETRANSMISSION_MS = 4000.0  # rdma_analysis.yaml min_retransmission_time
 SDMA_BASELINE_GBS, CONTENTION_RATIO = 18.0, 0.8  # bandwidth_contention.yaml
 EXPOSED_SHARE = 0.2  # exposed communication worth a finding, as a share of the step
 WAIT_SHARE = 0.5  # a rank whose communication is mostly waiting is waiting for someone else
+WAIT_OF_ELAPSE = 0.1  # ... when the waiting is also a tenth of its collectives' time, not a rounding
 SLOW_LINK_RATIO = 0.5  # a link under half the median bandwidth of its transport's links
 LINK_MIN_MB = 16.0  # links moving less are judged by packet size, not bandwidth
 PEAK_SHARE = 0.3  # a busy link under 30% of its transport's typical peak
@@ -120,7 +121,7 @@ def exposed(steps: Sequence[StepTime]) -> list[Finding]:
 def waits(comm: Communication, slow_rank: int | None = None) -> list[Finding]:
     """Wait versus transit: a rank that mostly waits is held back by another, not slow itself."""
     ranks = per_rank(comm)
-    waiting = [r for r in ranks if r.wait_ratio >= WAIT_SHARE and r.wait_ms > 0]
+    waiting = [r for r in ranks if r.wait_ratio >= WAIT_SHARE and r.wait_ms >= WAIT_OF_ELAPSE * r.elapse_ms > 0]
     if not waiting:
         return []
     if len(ranks) == 1:
@@ -379,11 +380,45 @@ def pipeline(comm: Communication, steps: Sequence[StepTime]) -> list[Finding]:
     return out
 
 
-def advise(comm: Communication | None, steps: Sequence[StepTime] = (), *, slow: int | None = None) -> list[Finding]:
+def contention(comm: Communication, matmul_us: np.ndarray) -> list[Finding]:
+    """msprof-analyze's bandwidth contention: SDMA ops running beside a MatMul kernel under 0.8 x 18 GB/s.
+
+    `matmul_us` is an (n, 2) array of the MatMul kernels' [start, end) in µs on the same clock as the ops.
+    """
+    if not len(matmul_us):
+        return []
+    threshold = CONTENTION_RATIO * SDMA_BASELINE_GBS
+    starts, ends = np.sort(matmul_us[:, 0]), np.sort(matmul_us[:, 1])
+    slow = []
+    for o in real_ops(comm.ops):
+        t = o.transport("SDMA")
+        if t is None or t.size_mb <= 0 or t.bandwidth_gbs >= threshold:
+            continue
+        a, b = o.start_us, o.start_us + o.elapse_ms * 1000
+        # some MatMul starts before the op ends and ends after it starts
+        if np.searchsorted(starts, b, "left") - np.searchsorted(ends, a, "right") > 0:
+            slow.append(o)
+    if not slow:
+        return []
+    worst = min(slow, key=lambda o: o.transport("SDMA").bandwidth_gbs)  # type: ignore[union-attr]
+    return [_f("bandwidth_contention", "warning",
+               f"{fmt.plural(len(slow), 'SDMA op')} run beside MatMul kernels at under {threshold:.1f} GB/s "
+               f"(msprof-analyze's 0.8 x {SDMA_BASELINE_GBS:g} GB/s), e.g. {worst.name} at "
+               f"{worst.transport('SDMA').bandwidth_gbs:.1f} GB/s",  # type: ignore[union-attr]
+               "compare with the overlap turned off: if communication slows more than compute gains, the two "
+               "contend for memory bandwidth",
+               ops=[{"op": o.name, "rank": o.rank, "bandwidth_gbs": o.transport("SDMA").bandwidth_gbs}  # type: ignore[union-attr]
+                    for o in slow[:16]], threshold_gbs=threshold)]
+
+
+def advise(comm: Communication | None, steps: Sequence[StepTime] = (), *, slow: int | None = None,
+           matmul_us: np.ndarray | None = None) -> list[Finding]:
     """Every communication finding on one rank's or one cluster's evidence."""
     out = exposed(steps)
     if comm is None:
         return out
+    if matmul_us is not None:
+        out += contention(comm, matmul_us)
     out += waits(comm, slow)
     out += slow_links(comm)
     out += small_packets(comm)

@@ -72,7 +72,15 @@ def communication_findings(profile: Profile, slow: int | None = None) -> list[Fi
 
     if profile.communication is None and not any(s.communication for s in profile.steps):
         return []
-    return communication.advise(profile.communication, profile.steps, slow=slow)
+    t = profile.kernels
+    matmul = np.zeros((0, 2))
+    if t.n and profile.kind != "cluster":  # a cluster keeps one rank's kernels: no clock shared with the others
+        names = t.text["name"]
+        codes = [i for i, v in enumerate(names.values) if "matmul" in v.lower()]
+        rows = np.flatnonzero(np.isin(names.codes, codes) & (t.start_ns != np.iinfo(np.int64).min))
+        start = t.start_ns[rows] / 1000.0
+        matmul = np.stack([start, start + t.dur_us[rows]], axis=1) if len(rows) else matmul
+    return communication.advise(profile.communication, profile.steps, slow=slow, matmul_us=matmul)
 
 
 def merge_memory(inv: Investigation, memory: Investigation) -> Investigation:
