@@ -175,6 +175,19 @@ def print_summary(inv: Investigation, out: TextIO, top: int = 15) -> None:
             w(f"{r.rank:>5} {fmt.duration_us(r.computing):>11} {fmt.duration_us(r.communication):>15} "
               f"{fmt.duration_us(r.free):>11} {fmt.duration_us(r.total):>11}{mark}\n")
         w(f"slow rank {c.slow_rank}: {c.slow_stage} {fmt.duration_us(c.excess_us)} above the median rank\n\n")
+    if p.communication:
+        from ascend_tui.checks.communication import per_rank
+
+        ranks = per_rank(p.communication)
+        w(f"{'rank':>5} {'collectives':>12} {'wait':>10} {'transit':>10} {'idle':>10} {'wait ratio':>11}  (a step)\n")
+        for r in ranks[:top]:
+            w(f"{r.rank:>5} {fmt.duration_us(r.elapse_ms * 1000):>12} {fmt.duration_us(r.wait_ms * 1000):>10} "
+              f"{fmt.duration_us(r.transit_ms * 1000):>10} {fmt.duration_us(r.idle_ms * 1000):>10} "
+              f"{fmt.percent(r.wait_ratio):>11}\n")
+        if len(ranks) > top:
+            w(f"... {len(ranks) - top} more ranks in --json\n")
+        skipped = f", {p.communication.skipped} records skipped" if p.communication.skipped else ""
+        w(f"communication from {', '.join(p.communication.sources)}{skipped}\n\n")
     base = p.extra.get("baseline")
     if base:
         w(f"against {base['target']} (per step):\n{'op type':<32} {'before':>10} {'after':>10} {'delta':>10} {'x':>7}\n")
