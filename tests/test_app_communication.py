@@ -14,8 +14,8 @@ from ascend_tui.app.screens.communication import CommunicationScreen, split_bar
 from ascend_tui.app.screens.profile import ProfileScreen
 from ascend_tui.app.screens.row_table import RowTable
 from ascend_tui.investigation import Investigation
-from ascend_tui.readers import open_path
-from ascend_tui.offline.cluster import load_cluster
+from ascend_tui.offline.open import open_path
+from ascend_tui.offline.profile_cluster import load_cluster
 from tests.conftest import FIXTURES
 from tests.synthetic_cluster import make_cluster
 

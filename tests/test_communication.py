@@ -11,8 +11,8 @@ import pytest
 from ascend_tui.checks import communication as checks
 from ascend_tui.cli.main import main
 from ascend_tui.graph.communication import TOTAL_OP, CommOp, CommTask, Communication, Transport
-from ascend_tui.readers import open_path  # before offline.cluster: the registry imports it
-from ascend_tui.offline.cluster import load_cluster
+from ascend_tui.offline.open import open_path
+from ascend_tui.offline.profile_cluster import load_cluster
 from ascend_tui.readers.profiler import communication as reader
 from tests.conftest import FIXTURES
 from tests.synthetic_cluster import make_cluster
@@ -187,12 +187,13 @@ def test_byte_alignment_rule() -> None:
 
 
 def test_a_fresh_worker_process_can_run_the_per_rank_task(tmp_path: Path) -> None:
-    """What a dask worker does: import the task's module first and run it (offline.cluster first met a cycle)."""
+    """What a dask worker does: import the task's module first and run it, nothing else imported before."""
     import subprocess
     import sys
 
     root = make_cluster(tmp_path / "job", 2, slow_rank=1)
-    code = ("import sys; from ascend_tui.offline.per_rank import summarize_rank, rank_states; "
+    code = ("import sys; from ascend_tui.offline.profile_cluster import summarize_rank; "
+            "from ascend_tui.offline.nan_ranks import rank_states; "
             "r = summarize_rank(sys.argv[1]); print(r['rank'], len(r['communication'].ops)); "
             "print(rank_states(sys.argv[2])[0])")
     done = subprocess.run([sys.executable, "-c", code, str(root / "rank1_ascend_pt"),

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from ascend_tui.checks.nan_ranks import OpState, findings, trace
-from ascend_tui.readers import kind_of, open_path
+from ascend_tui.offline.open import kind_of, open_path
 
 DUMP = Path(__file__).parent / "data" / "msprobe_ranks"
 

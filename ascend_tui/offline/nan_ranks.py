@@ -1,21 +1,20 @@
 """A multi-rank msprobe dump (step*/rank0..N): find the rank and op where a NaN/Inf is born, then open that rank.
 
-Every rank's dump.json is reduced to (record, inputs non-finite, outputs non-finite) — in a process
-pool when the files are big — and `checks.nan_ranks` follows the collectives between them. The
+Every rank's dump.json is reduced to (record, inputs non-finite, outputs non-finite) — on the
+project's pool when the files are big — and `checks.nan_ranks` follows the collectives between them. The
 investigation shown is the origin rank's (rank 0's when nothing is non-finite), with the
 cross-rank finding on top of that rank's own overflow findings.
 """
 
 from __future__ import annotations
 
-import os
+import math
 import threading
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ascend_tui.checks.nan_ranks import findings, trace
-from ascend_tui.offline.per_rank import rank_states
+from ascend_tui import pool
+from ascend_tui.checks.nan_ranks import OpState, findings, trace
 from ascend_tui.errors import InputError
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.readers.msprobe import dump as msprobe
@@ -27,14 +26,35 @@ if TYPE_CHECKING:
 POOL_BYTES = 32 * 1024 * 1024  # below this much dump.json in all, a pool costs more than it saves
 
 
+def _bad(leaves: list[Any]) -> bool:
+    return any(s is not None and not math.isfinite(s) for leaf in leaves for s in (leaf.stats or ()))
+
+
+def rank_states(rank_dir: str) -> tuple[int, list[OpState], int]:
+    """(rank number, op states in dump order, records skipped) of one rank folder (runs in a worker)."""
+    path = Path(rank_dir) / "dump.json"
+    _header, data = msprobe.read_dump(path)
+    apis, modules, skipped = [], [], 0
+    for name, record in data.items():
+        try:
+            entry = msprobe.parse_entry(name, record, path)
+        except InputError:
+            skipped += 1
+            continue
+        if entry is None:
+            continue
+        state = OpState(name, _bad(entry.inputs), _bad(entry.outputs))
+        (modules if entry.kind == "module" else apis).append(state)
+    digits = "".join(ch for ch in Path(rank_dir).name if ch.isdigit())
+    return int(digits or 0), apis or modules, skipped  # modules wrap the APIs: judge the APIs where there are any
+
+
 def read_ranks(folders: list[Path], workers: int | None = None) -> dict[int, Any]:
+    """Every rank's op states, on local processes (`ascend_tui.pool`) when the dumps are big."""
     names = [str(f) for f in folders]
     size = sum((f / "dump.json").stat().st_size for f in folders)
-    if len(names) > 2 and size > POOL_BYTES and workers != 1:
-        with ProcessPoolExecutor(max_workers=workers or min(len(names), os.cpu_count() or 1)) as pool:
-            got = list(pool.map(rank_states, names))
-    else:
-        got = [rank_states(n) for n in names]
+    n = workers or (pool.local_workers(len(names)) if len(names) > 2 and size > POOL_BYTES else 1)
+    got = list(pool.run(rank_states, names, workers=n))
     return {rank: (ops, skipped, folder) for (rank, ops, skipped), folder in zip(got, folders)}
 
 

@@ -1,25 +1,23 @@
 """Cluster profiles: one profiler output per rank (what `msprof-analyze cluster` reads), or its cluster_step_trace_time.csv.
 
-Each rank's folder is read in a worker — a local process pool, or a dask.distributed cluster when
-a scheduler address is given — into a small summary (its steps and time per op type); the main
+Each rank's folder is read in a worker (`ascend_tui.pool`: a local process pool, or a dask.distributed
+cluster when a scheduler address is given) into a small summary (its steps and time per op type); the main
 process then names the slow rank and its slow stage (`checks.profile.cluster_summary`) and keeps
 the slow rank's kernel rows so the browser shows where that rank's time goes.
 """
 
 from __future__ import annotations
 
-import os
 import threading
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ascend_tui import pool
 from ascend_tui.checks.communication import slow_rank
-from ascend_tui.checks.profile import cluster_summary
-from ascend_tui.offline.per_rank import summarize_rank
-from ascend_tui.graph.communication import Communication
+from ascend_tui.checks.profile import cluster_summary, summarize
 from ascend_tui.errors import InputError
+from ascend_tui.graph.communication import Communication
 from ascend_tui.offline.profile import profile_investigation
 from ascend_tui.readers.profiler.csv_tables import read_step_trace
 from ascend_tui.readers.base import FunctionReader
@@ -47,23 +45,31 @@ def sniff(path: Path) -> bool:
     return len(rank_folders(path)) >= 2 or (path / CLUSTER_CSV).is_file()
 
 
+def summarize_rank(folder: str) -> dict[str, Any]:
+    """One rank's summary (runs in a worker process): its rank id, steps and time per op type."""
+    from ascend_tui.readers.profiler.ascend_pt import output_dir, read_folder
+
+    out = output_dir(Path(folder))
+    if out is None:
+        raise InputError(folder, "not a profiler folder")
+    profile = read_folder(out)
+    rank = profile.extra.get("rank")
+    if rank is None:
+        digits = "".join(ch for ch in Path(folder).name.split("_")[0] if ch.isdigit())
+        rank = int(digits) if digits else -1
+    comm = profile.communication
+    if comm is not None:
+        comm.ops = [o if o.rank == rank else replace(o, rank=int(rank)) for o in comm.ops]
+        comm.tasks = [t if t.rank == rank else replace(t, rank=int(rank)) for t in comm.tasks]
+    return {"folder": folder, "rank": int(rank), "steps": [replace(s, rank=int(rank)) for s in profile.steps],
+            "types": [(g.key, g.count, g.total_us) for g in summarize(profile.kernels, "type")],
+            "kernel_us": profile.kernels.total_us(), "communication": comm}
+
+
 def map_ranks(folders: list[Path], *, scheduler: str | None = None, workers: int | None = None) -> list[dict[str, Any]]:
     """`summarize_rank` over every folder: on a dask.distributed cluster when `scheduler` is given, else a local pool."""
     names = [str(f) for f in folders]
-    if scheduler:
-        try:
-            from dask.distributed import Client
-        except ModuleNotFoundError:
-            raise InputError("--scheduler", "dask.distributed is not installed (pip install 'ascend-tui[dask]')") from None
-        client = Client(scheduler)
-        try:
-            return list(client.gather(client.map(summarize_rank, names)))
-        finally:
-            client.close()
-    if len(names) == 1 or workers == 1:
-        return [summarize_rank(n) for n in names]
-    with ProcessPoolExecutor(max_workers=workers or min(len(names), os.cpu_count() or 1)) as pool:
-        return list(pool.map(summarize_rank, names))
+    return list(pool.run(summarize_rank, names, workers=workers or pool.local_workers(len(names)), scheduler=scheduler))
 
 
 def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | None = None,
