@@ -205,7 +205,7 @@ def slow_rank(summary_rank: int, stage: str, excess_us: float, n_ranks: int, com
 
 
 def link_table(links: Iterable[CommLink]) -> dict[tuple[int, int, str], tuple[float, float]]:
-    """(src, dst, transport) -> (MB, ms) summed over ops; an op family's `-total` / `Total Op Info` rows when present."""
+    """(src, dst, transport) -> (MB, ms) summed over ops; only the `-total` / `Total Op Info` rows when present."""
     links = list(links)
     totals = [k for k in links if k.op == TOTAL_OP or k.op.endswith("-total")]
     use = totals or links
@@ -368,15 +368,16 @@ def pipeline(comm: Communication, steps: Sequence[StepTime]) -> list[Finding]:
                           "from the stage with more compute to the one that waits",
                           bubble_us=worst.bubble, share=share, ranks=with_bubble, stages=pp))
     for r in ranks:
-        if step_us and r.p2p_wait_ms * 1000 / step_us >= BUBBLE_SHARE and not out:
+        share = r.p2p_wait_ms * 1000 / step_us if step_us else 0.0
+        if share >= BUBBLE_SHARE and not out:
+            who = f"rank {r.rank}" if r.rank >= 0 else "this rank"
             out.append(_f("pipeline_bubble", "warning",
-                          f"{'rank ' + str(r.rank) if r.rank >= 0 else 'this rank'} waits "
-                          f"{fmt.duration_us(r.p2p_wait_ms * 1000)} a step in pipeline p2p ({fmt.percent(r.p2p_wait_ms * 1000 / step_us)} "
-                          f"of the step) across {pp or '?'} pipeline stages: a bubble, or a neighbouring stage with "
-                          "more work",
+                          f"{who} waits {fmt.duration_us(r.p2p_wait_ms * 1000)} a step in pipeline p2p "
+                          f"({fmt.percent(share)} of the step) across {pp or '?'} pipeline stages: a bubble, or a "
+                          "neighbouring stage with more work",
                           "compare the stages' computing time (profile one rank per stage); move layers from the "
                           "slower stage, or add micro-batches to shrink the bubble",
-                          rank=r.rank, p2p_wait_ms=r.p2p_wait_ms, share=r.p2p_wait_ms * 1000 / step_us, stages=pp))
+                          rank=r.rank, p2p_wait_ms=r.p2p_wait_ms, share=share, stages=pp))
     return out
 
 
@@ -400,15 +401,15 @@ def contention(comm: Communication, matmul_us: np.ndarray) -> list[Finding]:
             slow.append(o)
     if not slow:
         return []
-    worst = min(slow, key=lambda o: o.transport("SDMA").bandwidth_gbs)  # type: ignore[union-attr]
+    bw = {id(o): o.transport("SDMA").bandwidth_gbs for o in slow}  # type: ignore[union-attr]
+    worst = min(slow, key=lambda o: bw[id(o)])
     return [_f("bandwidth_contention", "warning",
                f"{fmt.plural(len(slow), 'SDMA op')} run beside MatMul kernels at under {threshold:.1f} GB/s "
-               f"(msprof-analyze's 0.8 x {SDMA_BASELINE_GBS:g} GB/s), e.g. {worst.name} at "
-               f"{worst.transport('SDMA').bandwidth_gbs:.1f} GB/s",  # type: ignore[union-attr]
+               f"(msprof-analyze's 0.8 x {SDMA_BASELINE_GBS:g} GB/s), e.g. {worst.name} at {bw[id(worst)]:.1f} GB/s",
                "compare with the overlap turned off: if communication slows more than compute gains, the two "
                "contend for memory bandwidth",
-               ops=[{"op": o.name, "rank": o.rank, "bandwidth_gbs": o.transport("SDMA").bandwidth_gbs}  # type: ignore[union-attr]
-                    for o in slow[:16]], threshold_gbs=threshold)]
+               ops=[{"op": o.name, "rank": o.rank, "bandwidth_gbs": bw[id(o)]} for o in slow[:16]],
+               threshold_gbs=threshold)]
 
 
 def advise(comm: Communication | None, steps: Sequence[StepTime] = (), *, slow: int | None = None,

@@ -184,7 +184,8 @@ class CommunicationScreen(CheckView):
             for a in ranks:
                 cells = tuple(f"{best[(a, b)]:.1f}" if (a, b) in best else ("·" if a == b else " ") for b in ranks)
                 tones = ("", *("bad" if (a, b) in self.slow_links else "" for b in ranks))
-                rows.append(Row((f"{a} ->", *cells), cell_tones=tones, data=(a, *(best.get((a, b), 0.0) for b in ranks))))
+                data = (a, *(best.get((a, b), 0.0) for b in ranks))
+                rows.append(Row((f"{a} ->", *cells), cell_tones=tones, data=data))
             return [Column("src \\ dst", width=9), *(Column(str(b), width=5, align="right") for b in ranks)], rows
         med: dict[str, float] = {}
         for t in {k[2] for k in bw}:
