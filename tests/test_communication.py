@@ -233,3 +233,20 @@ def test_bandwidth_contention_rule() -> None:
     assert len(found) == 1 and [o["op"] for o in found[0].metrics["ops"]] == ["beside"]
     assert found[0].metrics["threshold_gbs"] == pytest.approx(14.4)
     assert checks.contention(comm, np.zeros((0, 2))) == []
+
+
+def test_msprof_analyze_cluster_analysis_db() -> None:
+    """msprof-analyze's db output (tests/data/msprof_analyze_db, made from the peer two-rank db export)."""
+    folder = Path(__file__).parent / "data" / "msprof_analyze_db"
+    from ascend_tui.offline.open import kind_of
+
+    assert kind_of(folder) == "cluster profile" and kind_of(folder / "cluster_analysis.db") == "cluster profile"
+    comm = reader.read_analysis_db(folder / "cluster_analysis.db")
+    assert comm.skipped == 0 and {o.rank for o in comm.ops} == {0, 1} and len(comm.ops) == 10
+    first = next(o for o in comm.ops if o.rank == 0 and o.name == "hcom_allReduce__210_0_1")
+    assert first.elapse_ms == pytest.approx(88.75099321875) and first.transport("HCCS").packets[0][1] == 12
+    assert comm.groups == {"17148521525495523210": [0, 1]} and len(comm.links) == 28
+    steps = reader.read_cluster_steps(folder / "cluster_analysis.db")
+    assert sorted(s.rank for s in steps) == [0, 1] and steps[0].step == 50
+    inv = open_path(folder)
+    assert inv.profile.communication is not None and any(f.kind == "slow_rank" for f in inv.findings)

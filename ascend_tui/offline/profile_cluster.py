@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
 CLUSTER_CSV = "cluster_step_trace_time.csv"
+CLUSTER_DB = "cluster_analysis.db"  # msprof-analyze's db export of the same tables
 
 
 def rank_folders(path: Path) -> list[Path]:
@@ -39,10 +40,10 @@ def rank_folders(path: Path) -> list[Path]:
 
 
 def sniff(path: Path) -> bool:
-    """Two or more rank folders, or msprof-analyze's cluster output (a folder or the CSV itself)."""
+    """Two or more rank folders, or msprof-analyze's cluster output (a folder, the CSV or cluster_analysis.db)."""
     if path.is_file():
-        return path.name == CLUSTER_CSV
-    return len(rank_folders(path)) >= 2 or (path / CLUSTER_CSV).is_file()
+        return path.name in (CLUSTER_CSV, CLUSTER_DB)
+    return len(rank_folders(path)) >= 2 or (path / CLUSTER_CSV).is_file() or (path / CLUSTER_DB).is_file()
 
 
 def summarize_rank(folder: str) -> dict[str, Any]:
@@ -76,7 +77,8 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
                  progress: Progress | None = None) -> Investigation:
     """The cluster's `Investigation`: every rank's steps, the slow rank's kernels, and a `slow_rank` finding."""
     path = Path(path)
-    csv_path = path if path.is_file() else path / CLUSTER_CSV
+    csv_path = path if path.is_file() and path.name == CLUSTER_CSV else \
+        (path.parent if path.is_file() else path) / CLUSTER_CSV
     folders = rank_folders(path) if path.is_dir() else []
     if progress is not None:
         progress(f"reading {len(folders) or 1} rank(s) in {path.name}", 0, len(folders) or None)
@@ -93,10 +95,12 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
         from ascend_tui.readers.profiler.communication import globalise
 
         comm = globalise(comm)
-    elif csv_path.is_file():
-        steps = list(read_step_trace(csv_path))
+    elif csv_path.is_file() or (csv_path.parent / CLUSTER_DB).is_file():
+        from ascend_tui.readers.profiler.communication import read_cluster_steps
         from ascend_tui.readers.profiler.communication import read_folder as read_communication
 
+        db = csv_path.parent / CLUSTER_DB
+        steps = list(read_step_trace(csv_path)) if csv_path.is_file() else read_cluster_steps(db)
         comm = read_communication(csv_path.parent)
     else:
         raise InputError(path, "not a cluster profile (no rank folders and no cluster_step_trace_time.csv)")

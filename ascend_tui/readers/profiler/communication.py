@@ -5,7 +5,8 @@
 - msprof-analyze's `cluster_communication.json` (group -> step -> op -> rank -> the same info) and
   `cluster_communication_matrix.json` (group -> step -> op -> "src-dst" -> link);
 - the text export's database twin `analysis.db` (CommAnalyzerTime / Bandwidth / Matrix) and
-  msprof-analyze's `cluster_analysis.db` (ClusterCommAnalyzerTime / Bandwidth / Matrix);
+  msprof-analyze's `cluster_analysis.db` (ClusterCommunicationTime / Bandwidth / Matrix, the group
+  mapping and ClusterStepTraceTime);
 - the db export `ascend_pytorch_profiler_N.db` / `msprof_N.db` (COMMUNICATION_OP with its retry
   count, COMMUNICATION_TASK_INFO joined to TASK for per-task sizes and links);
 - the HCCL process of `trace_view.json` (op slices on "Group N Communication", tasks on "Plane k").
@@ -25,7 +26,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ascend_tui.errors import InputError
-from ascend_tui.graph.communication import TOTAL_OP, CommLink, CommOp, CommTask, Communication, Transport
+from ascend_tui.graph.communication import CommLink, CommOp, CommTask, Communication, Transport
+from ascend_tui.graph.profile import StepTime
 
 TIME_INFO = "Communication Time Info"
 BANDWIDTH_INFO = "Communication Bandwidth Info"
@@ -177,62 +179,105 @@ def _tables(con: sqlite3.Connection) -> set[str]:
     return {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
 
 
+# (time, bandwidth, matrix) table names: torch_npu's analysis.db, then msprof-analyze's cluster_analysis.db
+ANALYSIS_TABLES = (("CommAnalyzerTime", "CommAnalyzerBandwidth", "CommAnalyzerMatrix"),
+                   ("ClusterCommunicationTime", "ClusterCommunicationBandwidth", "ClusterCommunicationMatrix"),
+                   ("ClusterCommAnalyzerTime", "ClusterCommAnalyzerBandwidth", "ClusterCommAnalyzerMatrix"))
+
+
+def _rows(con: sqlite3.Connection, table: str) -> Iterator[dict[str, Any]]:
+    cols = _columns(con, table)
+    for row in con.execute(f'select * from "{table}"'):
+        yield dict(zip(cols, row))
+
+
+def _first_of(r: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        if r.get(k) is not None:
+            return r[k]
+    raise KeyError(keys[0])
+
+
 def read_analysis_db(path: Path, rank: int = -1) -> Communication:
-    """CommAnalyzerTime / Bandwidth / Matrix of analysis.db, or their Cluster* twins in cluster_analysis.db."""
+    """The communication tables of analysis.db (CommAnalyzer*) or cluster_analysis.db (ClusterCommunication*)."""
     con = connect_ro(path)
     comm = Communication(sources=[path.name])
     try:
         tables = _tables(con)
-        pre = "Cluster" if "ClusterCommAnalyzerTime" in tables else ""
+        time_t, bw_t, matrix_t = next((names for names in ANALYSIS_TABLES if names[0] in tables or names[2] in tables),
+                                      ANALYSIS_TABLES[0])
         bw: dict[tuple[str, str, str], dict[str, list[Any]]] = {}
-        if f"{pre}CommAnalyzerBandwidth" in tables:
-            cols = _columns(con, f"{pre}CommAnalyzerBandwidth")
-            for row in con.execute(f'select * from "{pre}CommAnalyzerBandwidth"'):
-                r = dict(zip(cols, row))
-                try:
-                    key = (str(r.get("step", "")), str(r["hccl_op_name"]), str(r.get("rank_id", rank)))
-                    per = bw.setdefault(key, {})
-                    entry = per.setdefault(str(r["transport_type"]), [float(r["transit_size"] or 0),
-                                                                       float(r["transit_time"] or 0),
-                                                                       float(r["bandwidth"] or 0),
-                                                                       float(r["large_packet_ratio"] or 0), []])
-                    if float(r.get("count") or 0):
-                        entry[4].append((float(r["package_size"]), int(r["count"]), float(r["total_duration"] or 0)))
-                except (KeyError, TypeError, ValueError):
-                    comm.skipped += 1
-        if f"{pre}CommAnalyzerTime" in tables:
-            cols = _columns(con, f"{pre}CommAnalyzerTime")
-            for row in con.execute(f'select * from "{pre}CommAnalyzerTime"'):
-                r = dict(zip(cols, row))
-                try:
-                    name, step = str(r["hccl_op_name"]), str(r.get("step", ""))
-                    rk = int(r["rank_id"]) if r.get("rank_id") is not None else rank
-                    trans = tuple(Transport(t, v[0], v[1], v[2], v[3], tuple(v[4]))
-                                  for t, v in bw.get((step, name, str(r.get("rank_id", rank))), {}).items())
-                    kind = str(r.get("type") or ("p2p" if P2P_NAME.search(name) else "collective"))
-                    comm.ops.append(CommOp(rk, step, kind, name, str(r.get("group_name", "")),
-                                           float(r.get("start_timestamp") or 0), float(r["elapse_time"]),
-                                           float(r.get("transit_time") or 0), float(r.get("wait_time") or 0),
-                                           float(r.get("synchronization_time") or 0), float(r.get("idle_time") or 0),
-                                           trans))
-                except (KeyError, TypeError, ValueError):
-                    comm.skipped += 1
-        if f"{pre}CommAnalyzerMatrix" in tables:
-            cols = _columns(con, f"{pre}CommAnalyzerMatrix")
-            for row in con.execute(f'select * from "{pre}CommAnalyzerMatrix"'):
-                r = dict(zip(cols, row))
-                try:
-                    comm.links.append(CommLink(str(r.get("step", "")), str(r.get("group_name", "")),
-                                               str(r["hccl_op_name"]), int(r["src_rank"]), int(r["dst_rank"]),
-                                               str(r["transport_type"]), float(r["transit_size"]),
-                                               float(r["transit_time"]), float(r.get("bandwidth") or 0)))
-                except (KeyError, TypeError, ValueError):
-                    comm.skipped += 1
+        for r in _rows(con, bw_t) if bw_t in tables else ():
+            try:
+                key = (str(r.get("step", "")), str(r["hccl_op_name"]), str(r.get("rank_id", rank)))
+                entry = bw.setdefault(key, {}).setdefault(
+                    str(_first_of(r, "transport_type", "band_type")),
+                    [float(r["transit_size"] or 0), float(r["transit_time"] or 0), float(r["bandwidth"] or 0),
+                     float(r.get("large_packet_ratio") or 0), []])
+                if float(r.get("count") or 0):
+                    entry[4].append((float(r["package_size"]), int(r["count"]), float(r["total_duration"] or 0)))
+            except (KeyError, TypeError, ValueError):
+                comm.skipped += 1
+        for r in _rows(con, time_t) if time_t in tables else ():
+            try:
+                name, step = str(r["hccl_op_name"]), str(r.get("step", ""))
+                rk = int(r["rank_id"]) if r.get("rank_id") is not None else rank
+                trans = tuple(Transport(t, v[0], v[1], v[2], v[3], tuple(v[4]))
+                              for t, v in bw.get((step, name, str(r.get("rank_id", rank))), {}).items())
+                kind = str(r.get("type") or ("p2p" if P2P_NAME.search(name) else "collective"))
+                comm.ops.append(CommOp(rk, step, kind, name, str(r.get("group_name", "")),
+                                       float(r.get("start_timestamp") or 0),
+                                       float(_first_of(r, "elapse_time", "elapsed_time")),
+                                       float(r.get("transit_time") or 0), float(r.get("wait_time") or 0),
+                                       float(r.get("synchronization_time") or 0), float(r.get("idle_time") or 0),
+                                       trans))
+            except (KeyError, TypeError, ValueError):
+                comm.skipped += 1
+        for r in _rows(con, matrix_t) if matrix_t in tables else ():
+            try:
+                comm.links.append(CommLink(str(r.get("step", "")), str(r.get("group_name", "")),
+                                           str(r["hccl_op_name"]), int(float(r["src_rank"])),
+                                           int(float(r["dst_rank"])), str(r["transport_type"]),
+                                           float(r["transit_size"]), float(r["transit_time"]),
+                                           float(r.get("bandwidth") or 0)))
+            except (KeyError, TypeError, ValueError):
+                comm.skipped += 1
+        if "CommunicationGroupMapping" in tables:
+            for r in _rows(con, "CommunicationGroupMapping"):
+                ranks = [int(x) for x in re.findall(r"-?\d+", str(r.get("rank_set", "")))]
+                if ranks:
+                    comm.groups[str(r.get("group_name", ""))] = ranks
     except sqlite3.DatabaseError as exc:
         raise InputError(path, f"unreadable communication tables: {exc}") from None
     finally:
         con.close()
     return comm
+
+
+def read_cluster_steps(path: Path) -> list[StepTime]:
+    """cluster_analysis.db's ClusterStepTraceTime rows of type `rank` (what cluster_step_trace_time.csv holds)."""
+    con = connect_ro(path)
+    out = []
+    try:
+        if "ClusterStepTraceTime" not in _tables(con):
+            return []
+        for r in _rows(con, "ClusterStepTraceTime"):
+            if str(r.get("type", "rank")) != "rank":
+                continue
+            try:
+                def f(key: str) -> float:
+                    return float(r.get(key) or 0)
+
+                out.append(StepTime(int(float(r["step"])), f("computing"), f("communication_not_overlapped"),
+                                    f("overlapped"), f("communication"), f("free"), f("stage"), f("bubble"),
+                                    f("preparing"), int(float(r["index"]))))
+            except (KeyError, TypeError, ValueError):
+                continue
+    except sqlite3.DatabaseError as exc:
+        raise InputError(path, f"unreadable ClusterStepTraceTime: {exc}") from None
+    finally:
+        con.close()
+    return out
 
 
 def read_profiler_db(path: Path, rank: int = -1) -> Communication:
