@@ -250,3 +250,12 @@ def test_msprof_analyze_cluster_analysis_db() -> None:
     assert sorted(s.rank for s in steps) == [0, 1] and steps[0].step == 50
     inv = open_path(folder)
     assert inv.profile.communication is not None and any(f.kind == "slow_rank" for f in inv.findings)
+
+
+def test_msprof_analyze_output_of_the_planted_cluster_names_the_same_rank_and_link() -> None:
+    inv = open_path(Path(__file__).parent / "data" / "msprof_analyze_planted")
+    found = _kinds([f for f in inv.findings if f.severity != "info"])
+    assert found["slow_rank"][0].metrics["rank"] == 3
+    assert (found["slow_link"][0].metrics["src"], found["slow_link"][0].metrics["dst"]) == (5, 6)
+    wait = found["comm_wait"][0].metrics
+    assert wait["held_by"] == 3 and 3 not in wait["waiting_ranks"] and len(wait["waiting_ranks"]) == 7
