@@ -272,7 +272,9 @@ def _title(d: _Draft, checks: tuple[str, ...]) -> str:
     seen = f"`{f.module or f.node}`" if f.node else where
     if f.check == "profile" and f.kind == "slow_rank" and hasattr(f.metrics, "get"):
         kernels = [str(k.get("type")) for k in f.metrics.get("kernels") or () if isinstance(k, dict)][:3]
-        where = f"rank {f.metrics.get('rank')}" + (f" ({', '.join(kernels)})" if kernels else "")
+        return f"time: rank {f.metrics.get('rank')} is the slow rank" + (f" ({', '.join(kernels)})" if kernels else "")
+    if f.check == "profile" and f.kind == "slow_link" and hasattr(f.metrics, "get"):
+        return f"time: slow {f.metrics.get('transport')} link {f.metrics.get('src')}->{f.metrics.get('dst')}"
     text = {
         "memory": f"memory: {f.kind.replace('_', ' ')} at {where}",
         "overflow": f"overflow: {f.kind} at {seen}" + (f", from `{d.node}`" if d.node and d.node != f.node else ""),
