@@ -36,6 +36,11 @@ def test_a_step_folder_and_a_malformed_record(tmp_path: Path) -> None:
     inv = open_path(step)
     f = next(f for f in inv.findings if f.kind == "nan_across_ranks")
     assert f.metrics["origin_ranks"] == [2] and "1 malformed records skipped across ranks" in inv.run.extra["notes"]
+    (step / "rank3" / "dump.json").write_text("{broken")
+    inv = open_path(step)
+    f = next(f for f in inv.findings if f.kind == "nan_across_ranks")
+    assert f.metrics["ranks"] == 3 and f.metrics["origin_ranks"] == [2]
+    assert any(n.startswith("rank left out: ") and "rank3" in n for n in inv.run.extra["notes"])
 
 
 def _ops(*spec: str) -> list[OpState]:

@@ -30,10 +30,15 @@ def _bad(leaves: list[Any]) -> bool:
     return any(s is not None and not math.isfinite(s) for leaf in leaves for s in (leaf.stats or ()))
 
 
-def rank_states(rank_dir: str) -> tuple[int, list[OpState], int]:
-    """(rank number, op states in dump order, records skipped) of one rank folder (runs in a worker)."""
+def rank_states(rank_dir: str) -> tuple[int, list[OpState], int, str]:
+    """(rank number, op states in dump order, records skipped, why the file is unreadable or "") of one rank folder
+    (runs in a worker)."""
     path = Path(rank_dir) / "dump.json"
-    _header, data = msprobe.read_dump(path)
+    digits = "".join(ch for ch in Path(rank_dir).name if ch.isdigit())
+    try:
+        _header, data = msprobe.read_dump(path)
+    except InputError as exc:
+        return int(digits or 0), [], 0, exc.line()
     apis, modules, skipped = [], [], 0
     for name, record in data.items():
         try:
@@ -45,8 +50,7 @@ def rank_states(rank_dir: str) -> tuple[int, list[OpState], int]:
             continue
         state = OpState(name, _bad(entry.inputs), _bad(entry.outputs))
         (modules if entry.kind == "module" else apis).append(state)
-    digits = "".join(ch for ch in Path(rank_dir).name if ch.isdigit())
-    return int(digits or 0), apis or modules, skipped  # modules wrap the APIs: judge the APIs where there are any
+    return int(digits or 0), apis or modules, skipped, ""  # modules wrap the APIs: judge the APIs where there are any
 
 
 def read_ranks(folders: list[Path], workers: int | None = None) -> dict[int, Any]:
@@ -55,7 +59,10 @@ def read_ranks(folders: list[Path], workers: int | None = None) -> dict[int, Any
     size = sum((f / "dump.json").stat().st_size for f in folders)
     n = workers or (pool.local_workers(len(names)) if len(names) > 2 and size > POOL_BYTES else 1)
     got = list(pool.run(rank_states, names, workers=n))
-    return {rank: (ops, skipped, folder) for (rank, ops, skipped), folder in zip(got, folders)}
+    bad = [why for *_, why in got if why]
+    if len(bad) == len(got):
+        raise InputError(folders[0].parent, f"no rank's dump.json could be read ({bad[0]})")
+    return {rank: (ops, skipped, folder, why) for (rank, ops, skipped, why), folder in zip(got, folders)}
 
 
 def sniff(path: Path) -> bool:
@@ -76,8 +83,10 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     folders, notes = msprobe.rank_folders(Path(path))
     if progress is not None:
         progress(f"reading {len(folders)} ranks", 0, len(folders))
-    ranks = read_ranks(folders)
-    origin = trace({r: ops for r, (ops, _s, _f) in ranks.items()})
+    everyone = read_ranks(folders)
+    unread = [why for *_, why in everyone.values() if why]
+    ranks = {r: v for r, v in everyone.items() if not v[3]}
+    origin = trace({r: ops for r, (ops, *_rest) in ranks.items()})
     found = findings(origin, len(ranks))
     show = origin.origins[0].rank if origin.origins else min(ranks)
     inv = msprobe.load(ranks[show][2], progress, cancel)
@@ -85,11 +94,12 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     for f in found:
         node = by_record.get(f.node)
         inv.add_findings([replace(f, node=node.id, op_type=node.op_type, module=node.module) if node else f])
-    skipped = sum(s for _o, s, _f in ranks.values())
+    skipped = sum(v[1] for v in ranks.values())
     why = "where the NaN/Inf is born" if origin.origins else "the first rank"
     inv.run.extra["notes"] = [*notes, f"{len(ranks)} ranks in {folders[0].parent.name}; showing "
                                       f"{ranks[show][2].name} ({why})",
                               *([f"{skipped} malformed records skipped across ranks"] if skipped else []),
+                              *(f"rank left out: {why}" for why in unread),
                               *inv.run.extra.get("notes", [])]
     inv.run.extra["ranks"] = sorted(ranks)
     inv.run.target = str(path)
