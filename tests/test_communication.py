@@ -260,3 +260,17 @@ def test_msprof_analyze_output_of_the_planted_cluster_names_the_same_rank_and_li
     assert (found["slow_link"][0].metrics["src"], found["slow_link"][0].metrics["dst"]) == (5, 6)
     wait = found["comm_wait"][0].metrics
     assert wait["held_by"] == 3 and 3 not in wait["waiting_ranks"] and len(wait["waiting_ranks"]) == 7
+
+
+def test_stage_imbalance_from_the_metadata_stages() -> None:
+    from ascend_tui.graph.profile import StepTime
+
+    def step(rank: int, computing: float) -> StepTime:
+        return StepTime(1, computing, 100.0, 0.0, 100.0, 10.0, 0.0, 0.0, rank=rank)
+
+    steps = [step(0, 1000.0), step(1, 1010.0), step(2, 1300.0), step(3, 1290.0)]
+    found = checks.stage_imbalance(steps, {0: 0, 1: 0, 2: 1, 3: 1})
+    assert len(found) == 1 and found[0].metrics["slow_stage"] == 1 and "stage 1 computes 28.9% more" in \
+        found[0].message
+    assert checks.stage_imbalance(steps, {0: 0, 1: 1, 2: 0, 3: 1}) == []  # balanced once the stages are these
+    assert reader.read_folder(LEVEL2 / "ASCEND_PROFILER_OUTPUT", 0).parallel["pp_stage"] == 0

@@ -45,6 +45,7 @@ SLOW_LINK_RATIO = 0.5  # a link under half the median bandwidth of its transport
 LINK_MIN_MB = 16.0  # links moving less are judged by packet size, not bandwidth
 PEAK_SHARE = 0.3  # a busy link under 30% of its transport's typical peak
 BUBBLE_SHARE = 0.1  # p2p waiting worth a pipeline finding, as a share of the step
+STAGE_IMBALANCE = 0.1  # a pipeline stage computing 10% more than the lightest one
 EXCESS_COVER = 0.8  # op types named until they carry this much of the slow rank's excess
 
 
@@ -381,6 +382,27 @@ def pipeline(comm: Communication, steps: Sequence[StepTime]) -> list[Finding]:
     return out
 
 
+def stage_imbalance(steps: Sequence[StepTime], stages: Mapping[int, int]) -> list[Finding]:
+    """Pipeline stages with unequal compute: the mean computing a step of each stage's ranks, from the metadata's stages."""
+    per: dict[int, list[float]] = defaultdict(list)
+    for s in steps:
+        if s.rank in stages:
+            per[stages[s.rank]].append(s.computing)
+    if len(per) < 2:
+        return []
+    mean = {k: float(np.mean(v)) for k, v in sorted(per.items())}
+    hi, lo = max(mean, key=lambda k: mean[k]), min(mean, key=lambda k: mean[k])
+    if not mean[lo] or mean[hi] / mean[lo] - 1 < STAGE_IMBALANCE:
+        return []
+    parts = ", ".join(f"stage {k} {fmt.duration_us(v)}" for k, v in mean.items())
+    return [_f("stage_imbalance", "warning",
+               f"pipeline stage {hi} computes {fmt.percent(mean[hi] / mean[lo] - 1)} more a step than stage {lo} "
+               f"({parts}): the other stages wait for it in p2p",
+               f"move layers from stage {hi} to stage {lo} (or give the first and last stages fewer layers: "
+               "they also hold the embedding and the loss)",
+               stages=mean, slow_stage=hi, fast_stage=lo)]
+
+
 def contention(comm: Communication, matmul_us: np.ndarray) -> list[Finding]:
     """msprof-analyze's bandwidth contention: SDMA ops running beside a MatMul kernel under 0.8 x 18 GB/s.
 
@@ -413,7 +435,7 @@ def contention(comm: Communication, matmul_us: np.ndarray) -> list[Finding]:
 
 
 def advise(comm: Communication | None, steps: Sequence[StepTime] = (), *, slow: int | None = None,
-           matmul_us: np.ndarray | None = None) -> list[Finding]:
+           matmul_us: np.ndarray | None = None, stages: Mapping[int, int] | None = None) -> list[Finding]:
     """Every communication finding on one rank's or one cluster's evidence."""
     out = exposed(steps)
     if comm is None:
@@ -426,6 +448,7 @@ def advise(comm: Communication | None, steps: Sequence[StepTime] = (), *, slow: 
     out += byte_alignment(comm.tasks)
     out += retransmission(comm)
     out += pipeline(comm, steps)
+    out += stage_imbalance(steps, stages or {})
     if comm.skipped:
         out.append(_f("communication_skipped", "info",
                       f"{fmt.plural(comm.skipped, 'communication record')} could not be read and were skipped "

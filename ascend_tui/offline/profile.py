@@ -59,7 +59,9 @@ def communication_findings(profile: Profile, slow: int | None = None) -> list[Fi
         rows = np.flatnonzero(np.isin(names.codes, codes) & (t.start_ns != np.iinfo(np.int64).min))
         start = t.start_ns[rows] / 1000.0
         matmul = np.stack([start, start + t.dur_us[rows]], axis=1) if len(rows) else matmul
-    return communication.advise(profile.communication, profile.steps, slow=slow, matmul_us=matmul)
+    stages = (profile.communication.parallel.get("stages") if profile.communication is not None else None) or {}
+    return communication.advise(profile.communication, profile.steps, slow=slow, matmul_us=matmul,
+                                stages={int(k): int(v) for k, v in stages.items()})
 
 
 def on_graph(profile: Profile, graph_inv: Investigation, target: str = "") -> Investigation:

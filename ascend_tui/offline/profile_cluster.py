@@ -62,7 +62,9 @@ def summarize_rank(folder: str) -> dict[str, Any]:
     if comm is not None:
         comm.ops = [o if o.rank == rank else replace(o, rank=int(rank)) for o in comm.ops]
         comm.tasks = [t if t.rank == rank else replace(t, rank=int(rank)) for t in comm.tasks]
+    stage = comm.parallel.get("pp_stage") if comm is not None else None
     return {"folder": folder, "rank": int(rank), "steps": [replace(s, rank=int(rank)) for s in profile.steps],
+            "pp_stage": stage,
             "types": [(g.key, g.count, g.total_us) for g in summarize(profile.kernels, "type")],
             "kernel_us": profile.kernels.total_us(), "communication": comm}
 
@@ -92,6 +94,9 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
         for r in ranks:
             if r.get("communication") is not None:
                 comm.extend(r["communication"])
+        stages = {r["rank"]: int(r["pp_stage"]) for r in ranks if r.get("pp_stage") is not None}
+        if len(set(stages.values())) > 1:
+            comm.parallel = {**comm.parallel, "stages": stages}
         from ascend_tui.readers.profiler.communication import globalise
 
         comm = globalise(comm)

@@ -458,6 +458,8 @@ def read_folder(folder: Path, rank: int = -1, *, trace: Path | None = None,
             for g in (data.get("parallel_group_info") or {}).values():
                 if isinstance(g, dict) and isinstance(g.get("global_ranks"), list):
                     comm.groups[str(g.get("group_name", ""))] = [int(x) for x in g["global_ranks"]]
+                    if g.get("group_name") == "pp" and isinstance(g.get("group_rank"), int):
+                        comm.parallel["pp_stage"] = g["group_rank"]  # this rank's pipeline stage
     groups = folder / "communication_group.json"
     if groups.is_file():
         try:
