@@ -274,3 +274,15 @@ def test_stage_imbalance_from_the_metadata_stages() -> None:
         found[0].message
     assert checks.stage_imbalance(steps, {0: 0, 1: 1, 2: 0, 3: 1}) == []  # balanced once the stages are these
     assert reader.read_folder(LEVEL2 / "ASCEND_PROFILER_OUTPUT", 0).parallel["pp_stage"] == 0
+
+
+def test_communication_survives_a_saved_investigation() -> None:
+    import json as _json
+
+    from ascend_tui.graph.profile import Profile
+
+    profile = open_path(LEVEL2).profile
+    back = Profile.from_json(_json.loads(_json.dumps(profile.to_json())))
+    assert back.communication is not None and back.communication.ops == profile.communication.ops
+    assert back.communication.links == profile.communication.links
+    assert back.communication.parallel == profile.communication.parallel
