@@ -1,15 +1,23 @@
-"""The versioned JSON report (`ascend-tui.report/1`) and a JUnit XML view of it for CI jobs."""
+"""The versioned JSON report (`ascend-tui.report/1`) and a JUnit XML view of it for CI jobs.
+
+`build_report` is the only place a report is assembled: the profile section comes from the
+investigation's profile summary, and sections an analysis left on it (a compare's `ranks`) are
+written as they are.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 from xml.sax.saxutils import escape, quoteattr
 
 from ascend_tui.checks.story import finding_ids, tell
 from ascend_tui.graph.opgraph import write_json_atomic
 
 if TYPE_CHECKING:
+    from ascend_tui.checks.profile import Group
+    from ascend_tui.graph.communication import Communication
+    from ascend_tui.evidence import Finding
     from ascend_tui.investigation import Investigation
 
 REPORT_SCHEMA = "ascend-tui.report/1"
@@ -28,20 +36,62 @@ def build_report(inv: Investigation) -> dict[str, Any]:
         "findings": [{"id": fid, **f.to_json()} for fid, f in zip(finding_ids(inv.findings), inv.findings)],
         "summary": inv.summary(),
         "story": [c.to_json() for c in tell(inv.graph, inv.findings)],
+        **({"profile": profile_json(inv)} if inv.profile is not None else {}),
+        **inv.sections,
     }
+
+
+def profile_json(inv: Investigation, top: int = 50) -> dict[str, Any]:
+    """The report's `profile` section: the investigation's one profile summary, the steps, baseline and cluster."""
+    p, s = inv.profile, inv.profile_summary()
+    assert p is not None and s is not None
+
+    def groups(rows: tuple[Group, ...]) -> list[dict[str, Any]]:
+        return [{"key": g.key, "count": g.count, "total_us": g.total_us, "share": g.share, "avg_us": g.avg_us,
+                 "max_us": g.max_us, "category": g.category, "bound": g.bound} for g in rows[:top]]
+    out: dict[str, Any] = {"kind": p.kind, "kernels": s.kernels, "total_us": s.total_us, "steps": s.steps,
+                           "by_category": groups(s.by_category), "by_type": groups(s.by_type),
+                           "by_module": groups(s.by_module)}
+    if p.steps:
+        out["step_trace"] = [{"step": st.step, "rank": st.rank, "computing": st.computing,
+                              "communication_not_overlapped": st.communication_not_overlapped, "free": st.free,
+                              "total": st.total} for st in p.steps]
+    for key in ("baseline", "cluster"):
+        if key in p.extra:
+            out[key] = p.extra[key]
+    if p.communication is not None:
+        out["communication"] = communication_json(p.communication)
+    return out
+
+
+def communication_json(comm: Communication) -> dict[str, Any]:
+    """Per-rank wait/transit and the link bandwidths (the records themselves are in a saved investigation)."""
+    from ascend_tui.checks.communication import link_table, per_rank, real_ops
+
+    links = link_table(comm.links)
+    return {"collectives": len(real_ops(comm.ops)), "skipped": comm.skipped, "sources": comm.sources,
+            "ranks": [{"rank": r.rank, "steps": r.steps, "elapse_ms": r.elapse_ms, "transit_ms": r.transit_ms,
+                       "wait_ms": r.wait_ms, "idle_ms": r.idle_ms, "wait_ratio": r.wait_ratio} for r in per_rank(comm)],
+            "links": [{"src": a, "dst": b, "transport": t, "size_mb": mb, "time_ms": ms,
+                       "bandwidth_gbs": mb / 1024 / (ms / 1000) if ms else 0.0}
+                      for (a, b, t), (mb, ms) in sorted(links.items())]}
 
 
 def write_json(inv: Investigation, path: str | Path) -> None:
     write_json_atomic(Path(path), build_report(inv))
 
 
-def write_junit(inv: Investigation, path: str | Path) -> None:
-    """One test suite per check, one failing case per error finding, so CI dashboards show them."""
+def write_junit(inv: Investigation, path: str | Path, failing: Iterable[Finding] | None = None) -> None:
+    """One test suite per check, one failing case per finding that fails the run, so CI dashboards show them.
+
+    `failing` is what the gate failed (`--fail-on`, less what `--baseline` knew); every error finding
+    when not given.
+    """
     checks = list(inv.run.checks) or ["graph"]
+    failed = list(failing) if failing is not None else [f for f in inv.findings if f.severity == "error"]
     suites = []
     for check in checks:
-        found = [f for f in inv.findings if f.check == check]
-        errors = [f for f in found if f.severity == "error"]
+        errors = [f for f in failed if f.check == check]
         cases = []
         for f in errors:
             body = escape(f.message + (f"\nhint: {f.hint}" if f.hint else ""))

@@ -28,12 +28,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # read run in offline/ (and live/), so a reader never reaches into checks/.
 FORBIDDEN: tuple[tuple[str, str], ...] = (("ascend_tui.readers", "ascend_tui.checks"),)
 
-# TEMPORARY (issue 19, the command-line half; its merge removes both, then delete these entries):
-# gate.py takes `attach_baseline` from the profile subcommand, which moves into the core.
-ALLOWED_UPWARD: frozenset[tuple[str, str]] = frozenset({("ascend_tui.gate", "ascend_tui.cli.profile")})
-# TEMPORARY (issue 19, the command-line half): investigation.save_report imports report, report imports
-# investigation for its types. The merge of that half removes the loop; then delete this entry.
-ALLOWED_CYCLES: frozenset[frozenset[str]] = frozenset({frozenset({"ascend_tui.investigation", "ascend_tui.report"})})
+# Exceptions to the order and to "no loops": none (issue 19 removed the last two, gate -> cli.profile and
+# investigation <-> report). A new one needs its reason written here.
+ALLOWED_UPWARD: frozenset[tuple[str, str]] = frozenset()
+ALLOWED_CYCLES: frozenset[frozenset[str]] = frozenset()
 
 _NAME = re.compile(r"^ascend_tui(?:\.\w+)*:\w+$")
 

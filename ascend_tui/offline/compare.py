@@ -66,6 +66,18 @@ class CompareResult:
         first = self.summary.get("first_rank")
         return next((r.inv for r in self.ranks if r.rank == first), self.ranks[0].inv)
 
+    def ranks_section(self) -> dict[str, Any]:
+        """The report's `ranks` section: the summary across ranks and each rank's rows, errors and divergence."""
+        return {**self.summary, "per_rank": [_rank_json(r) for r in self.ranks]}
+
+
+def _rank_json(r: RankCompare) -> dict[str, Any]:
+    first = r.first_introduced()
+    return {"rank": r.rank, "mode": r.mode, "rows": len(r.rows),
+            "errors": sum(1 for x in r.rows if x.result == "error"),
+            "warnings": sum(1 for x in r.rows if x.result == "warning"),
+            "first_introduced": first.node if first else None}
+
 
 def _mode(header: Mapping[str, Any], items: Sequence[Item]) -> str:
     """tensor, md5 (summary_mode md5 or xor: a checksum per tensor) or statistics, as msprobe picks its columns."""
@@ -128,7 +140,9 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
         ranks.append(_rank_compare(td, gd, th, tdata, gdata, mode, rows, t, replay))
     summary = summarize(ranks)
     summary["notes"] = notes
-    return CompareResult(ranks, summary)
+    result = CompareResult(ranks, summary)
+    result.investigation.sections["ranks"] = result.ranks_section()  # the report writes it beside the findings
+    return result
 
 
 def _tensor_metrics(prepared: list[Any], workers: int | None, scheduler: str | None, progress: Progress | None,
