@@ -59,6 +59,8 @@ def profile_json(inv: Investigation, top: int = 50) -> dict[str, Any]:
     for key in ("baseline", "cluster"):
         if key in p.extra:
             out[key] = p.extra[key]
+    if inv.run.extra.get("skipped"):  # records the readers could not use, per file
+        out["skipped"] = list(inv.run.extra["skipped"])
     if p.communication is not None:
         out["communication"] = communication_json(p.communication)
     return out

@@ -28,11 +28,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # read run in offline/ (and live/), so a reader never reaches into checks/.
 FORBIDDEN: tuple[tuple[str, str], ...] = (("ascend_tui.readers", "ascend_tui.checks"),)
 
-# Exceptions to the order and to "no loops": none (issue 19 removed the last two, gate -> cli.profile and
-# investigation <-> report). A new one needs its reason written here.
-ALLOWED_UPWARD: frozenset[tuple[str, str]] = frozenset()
-ALLOWED_CYCLES: frozenset[frozenset[str]] = frozenset()
-
 _NAME = re.compile(r"^ascend_tui(?:\.\w+)*:\w+$")
 
 
@@ -103,11 +98,11 @@ def violations(root: Path) -> list[str]:
             lt = layer_of(t)
             if lm is None or lt is None:
                 continue
-            if lt < lm and (m, t) not in ALLOWED_UPWARD:
+            if lt < lm:
                 out.append(f"{m}:{line} imports {t}: {LAYERS[lm][0]} may not import {LAYERS[lt][0]}")
             elif any(_under(m, a) and _under(t, b) for a, b in FORBIDDEN):
                 out.append(f"{m}:{line} imports {t}: forbidden (readers never import checks)")
-    out += [" -> ".join([*c, c[0]]) for c in cycles(edges) if frozenset(c) not in ALLOWED_CYCLES]
+    out += [" -> ".join([*c, c[0]]) for c in cycles(edges)]
     return out
 
 

@@ -1,9 +1,10 @@
 """A cluster made from the real level2 profile: N copies as ranks, one rank's kernels slowed, one link slowed.
 
 Each rank is the real torch_npu folder with its files edited the way a slow rank shows in real data:
-the slow rank's kernels of `slow_types` take `factor` times longer, so its Computing grows by that
-much and its collectives wait for nobody; every other rank's Communication (and the wait of its
-largest collective) grows by the same amount, because it waits for the slow one. The matrix becomes
+the slow rank computes `factor` times longer (its step's Computing, and in kernel_details.csv — an
+excerpt of the step's kernels — its `slow_types` kernels), and its collectives wait for nobody;
+every other rank's Communication (and the wait of its largest collective) grows by the same amount,
+because it waits for the slow one. The matrix becomes
 a ring of HCCS links between global ranks, one of them `slow_link`, at a quarter of the others' speed.
 Used by the tests and by benchmarks/cluster_scale.py.
 """
@@ -93,10 +94,13 @@ def make_cluster(root: Path, n: int = 8, *, slow_rank: int | None = 3, factor: f
     for p in template.rglob("*"):
         p.chmod(0o644 if p.is_file() else 0o755)
     template.chmod(0o755)
-    added = _scale_kernels(template / OUT / "kernel_details.csv", slow_types, 1.0)  # a plain copy
     slow_dir = root / ".slow"
     shutil.copytree(template, slow_dir)
-    added = _scale_kernels(slow_dir / OUT / "kernel_details.csv", slow_types, factor) if slow_rank is not None else 0.0
+    if slow_rank is not None:
+        _scale_kernels(slow_dir / OUT / "kernel_details.csv", slow_types, factor)
+    with (template / OUT / "step_trace_time.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    added = (factor - 1) * float(rows[0]["Computing"]) if slow_rank is not None else 0.0
     for r in range(n):
         folder = root / f"rank{r}_ascend_pt"
         shutil.copytree(slow_dir if r == slow_rank else template, folder)

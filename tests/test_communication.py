@@ -247,10 +247,14 @@ def test_msprof_analyze_cluster_analysis_db() -> None:
     first = next(o for o in comm.ops if o.rank == 0 and o.name == "hcom_allReduce__210_0_1")
     assert first.elapse_ms == pytest.approx(88.75099321875) and first.transport("HCCS").packets[0][1] == 12
     assert comm.groups == {"17148521525495523210": [0, 1]} and len(comm.links) == 28
-    steps = reader.read_cluster_steps(folder / "cluster_analysis.db")
+    from ascend_tui.offline.profile_cluster import read_cluster_db
+
+    steps = read_cluster_db(folder / "cluster_analysis.db")
     assert sorted(s.rank for s in steps) == [0, 1] and steps[0].step == 50
     inv = open_path(folder)
-    assert inv.profile.communication is not None and any(f.kind == "slow_rank" for f in inv.findings)
+    kinds = {f.kind for f in inv.findings}
+    assert inv.profile.communication is not None and "exposed_communication" in kinds
+    assert "slow_rank" not in kinds  # the two ranks' own time is within 1% of a step
 
 
 def test_msprof_analyze_output_of_the_planted_cluster_names_the_same_rank_and_link() -> None:

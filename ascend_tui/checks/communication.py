@@ -192,6 +192,8 @@ def slow_rank(summary_rank: int, stage: str, excess_us: float, n_ranks: int, com
     if named:
         kernels = "; its excess kernel time is in " + ", ".join(
             f"{r['type']} (+{fmt.duration_us(r['excess_us'])}, {fmt.ratio(r['ratio'])} the median)" for r in named[:5])
+        if stage == "computing" and total < 0.5 * excess_us:
+            kernels += f" (the kernel rows account for {fmt.duration_us(total)} of the excess: they hold part of the step)"
     hint = ("free time: host-side stalls (dataloader, dispatch, synchronisation) on that rank; "
             "computing: uneven work (pipeline stage balance, sequence lengths) or a slow card")
     if named:

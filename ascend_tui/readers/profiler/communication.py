@@ -6,7 +6,7 @@
   `cluster_communication_matrix.json` (group -> step -> op -> "src-dst" -> link);
 - the text export's database twin `analysis.db` (CommAnalyzerTime / Bandwidth / Matrix) and
   msprof-analyze's `cluster_analysis.db` (ClusterCommunicationTime / Bandwidth / Matrix, the group
-  mapping and ClusterStepTraceTime);
+  mapping; `offline.profile_cluster` reads its ClusterStepTraceTime);
 - the db export `ascend_pytorch_profiler_N.db` / `msprof_N.db` (COMMUNICATION_OP with its retry
   count, COMMUNICATION_TASK_INFO joined to TASK for per-task sizes and links);
 - the HCCL process of `trace_view.json` (op slices on "Group N Communication", tasks on "Plane k").
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ascend_tui.errors import InputError
+from ascend_tui.readers.parse import sqlite_ro
 from ascend_tui.graph.communication import CommLink, CommOp, CommTask, Communication, Transport
-from ascend_tui.graph.profile import StepTime
 
 TIME_INFO = "Communication Time Info"
 BANDWIDTH_INFO = "Communication Bandwidth Info"
@@ -40,16 +40,6 @@ DB_GLOBS = ("ascend_pytorch_profiler*.db", "msprof_*.db")
 ANALYSIS_DBS = ("analysis.db", "cluster_analysis.db")
 TRACE_READ_LIMIT = 16 * 1024 * 1024
 TRACE_TASK_LIMIT = 200_000  # HCCL tasks kept from one trace: byte alignment needs sizes, not every notify
-
-
-def connect_ro(path: Path) -> sqlite3.Connection:
-    """A read-only connection that never writes a journal or lock beside a user's database."""
-    try:
-        con = sqlite3.connect(f"file:{path.resolve()}?mode=ro&immutable=1", uri=True)
-        con.execute("select count(*) from sqlite_master").fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise InputError(path, f"not a SQLite database: {exc}") from None
-    return con
 
 
 def _load_json(path: Path) -> Any:
@@ -200,135 +190,106 @@ def _first_of(r: dict[str, Any], *keys: str) -> Any:
 
 def read_analysis_db(path: Path, rank: int = -1) -> Communication:
     """The communication tables of analysis.db (CommAnalyzer*) or cluster_analysis.db (ClusterCommunication*)."""
-    con = connect_ro(path)
     comm = Communication(sources=[path.name])
-    try:
-        tables = _tables(con)
-        time_t, bw_t, matrix_t = next((names for names in ANALYSIS_TABLES if names[0] in tables or names[2] in tables),
-                                      ANALYSIS_TABLES[0])
-        bw: dict[tuple[str, str, str], dict[str, list[Any]]] = {}
-        for r in _rows(con, bw_t) if bw_t in tables else ():
-            try:
-                key = (str(r.get("step", "")), str(r["hccl_op_name"]), str(r.get("rank_id", rank)))
-                entry = bw.setdefault(key, {}).setdefault(
-                    str(_first_of(r, "transport_type", "band_type")),
-                    [float(r["transit_size"] or 0), float(r["transit_time"] or 0), float(r["bandwidth"] or 0),
-                     float(r.get("large_packet_ratio") or 0), []])
-                if float(r.get("count") or 0):
-                    entry[4].append((float(r["package_size"]), int(r["count"]), float(r["total_duration"] or 0)))
-            except (KeyError, TypeError, ValueError):
-                comm.skipped += 1
-        for r in _rows(con, time_t) if time_t in tables else ():
-            try:
-                name, step = str(r["hccl_op_name"]), str(r.get("step", ""))
-                rk = int(r["rank_id"]) if r.get("rank_id") is not None else rank
-                trans = tuple(Transport(t, v[0], v[1], v[2], v[3], tuple(v[4]))
-                              for t, v in bw.get((step, name, str(r.get("rank_id", rank))), {}).items())
-                kind = str(r.get("type") or ("p2p" if P2P_NAME.search(name) else "collective"))
-                comm.ops.append(CommOp(rk, step, kind, name, str(r.get("group_name", "")),
-                                       float(r.get("start_timestamp") or 0),
-                                       float(_first_of(r, "elapse_time", "elapsed_time")),
-                                       float(r.get("transit_time") or 0), float(r.get("wait_time") or 0),
-                                       float(r.get("synchronization_time") or 0), float(r.get("idle_time") or 0),
-                                       trans))
-            except (KeyError, TypeError, ValueError):
-                comm.skipped += 1
-        for r in _rows(con, matrix_t) if matrix_t in tables else ():
-            try:
-                comm.links.append(CommLink(str(r.get("step", "")), str(r.get("group_name", "")),
-                                           str(r["hccl_op_name"]), int(float(r["src_rank"])),
-                                           int(float(r["dst_rank"])), str(r["transport_type"]),
-                                           float(r["transit_size"]), float(r["transit_time"]),
-                                           float(r.get("bandwidth") or 0)))
-            except (KeyError, TypeError, ValueError):
-                comm.skipped += 1
-        if "CommunicationGroupMapping" in tables:
-            for r in _rows(con, "CommunicationGroupMapping"):
-                ranks = [int(x) for x in re.findall(r"-?\d+", str(r.get("rank_set", "")))]
-                if ranks:
-                    comm.groups[str(r.get("group_name", ""))] = ranks
-    except sqlite3.DatabaseError as exc:
-        raise InputError(path, f"unreadable communication tables: {exc}") from None
-    finally:
-        con.close()
+    with sqlite_ro.connect(path) as con:
+        try:
+            tables = _tables(con)
+            time_t, bw_t, matrix_t = next((names for names in ANALYSIS_TABLES
+                                           if names[0] in tables or names[2] in tables), ANALYSIS_TABLES[0])
+            bw: dict[tuple[str, str, str], dict[str, list[Any]]] = {}
+            for r in _rows(con, bw_t) if bw_t in tables else ():
+                try:
+                    key = (str(r.get("step", "")), str(r["hccl_op_name"]), str(r.get("rank_id", rank)))
+                    entry = bw.setdefault(key, {}).setdefault(
+                        str(_first_of(r, "transport_type", "band_type")),
+                        [float(r["transit_size"] or 0), float(r["transit_time"] or 0), float(r["bandwidth"] or 0),
+                         float(r.get("large_packet_ratio") or 0), []])
+                    if float(r.get("count") or 0):
+                        entry[4].append((float(r["package_size"]), int(r["count"]), float(r["total_duration"] or 0)))
+                except (KeyError, TypeError, ValueError):
+                    comm.skipped += 1
+            for r in _rows(con, time_t) if time_t in tables else ():
+                try:
+                    name, step = str(r["hccl_op_name"]), str(r.get("step", ""))
+                    rk = int(r["rank_id"]) if r.get("rank_id") is not None else rank
+                    trans = tuple(Transport(t, v[0], v[1], v[2], v[3], tuple(v[4]))
+                                  for t, v in bw.get((step, name, str(r.get("rank_id", rank))), {}).items())
+                    kind = str(r.get("type") or ("p2p" if P2P_NAME.search(name) else "collective"))
+                    comm.ops.append(CommOp(rk, step, kind, name, str(r.get("group_name", "")),
+                                           float(r.get("start_timestamp") or 0),
+                                           float(_first_of(r, "elapse_time", "elapsed_time")),
+                                           float(r.get("transit_time") or 0), float(r.get("wait_time") or 0),
+                                           float(r.get("synchronization_time") or 0), float(r.get("idle_time") or 0),
+                                           trans))
+                except (KeyError, TypeError, ValueError):
+                    comm.skipped += 1
+            for r in _rows(con, matrix_t) if matrix_t in tables else ():
+                try:
+                    comm.links.append(CommLink(str(r.get("step", "")), str(r.get("group_name", "")),
+                                               str(r["hccl_op_name"]), int(float(r["src_rank"])),
+                                               int(float(r["dst_rank"])), str(r["transport_type"]),
+                                               float(r["transit_size"]), float(r["transit_time"]),
+                                               float(r.get("bandwidth") or 0)))
+                except (KeyError, TypeError, ValueError):
+                    comm.skipped += 1
+            if "CommunicationGroupMapping" in tables:
+                for r in _rows(con, "CommunicationGroupMapping"):
+                    ranks = [int(x) for x in re.findall(r"-?\d+", str(r.get("rank_set", "")))]
+                    if ranks:
+                        comm.groups[str(r.get("group_name", ""))] = ranks
+        except sqlite3.DatabaseError as exc:
+            raise InputError(path, f"unreadable communication tables: {exc}") from None
     return comm
-
-
-def read_cluster_steps(path: Path) -> list[StepTime]:
-    """cluster_analysis.db's ClusterStepTraceTime rows of type `rank` (what cluster_step_trace_time.csv holds)."""
-    con = connect_ro(path)
-    out = []
-    try:
-        if "ClusterStepTraceTime" not in _tables(con):
-            return []
-        for r in _rows(con, "ClusterStepTraceTime"):
-            if str(r.get("type", "rank")) != "rank":
-                continue
-            try:
-                def f(key: str) -> float:
-                    return float(r.get(key) or 0)
-
-                out.append(StepTime(int(float(r["step"])), f("computing"), f("communication_not_overlapped"),
-                                    f("overlapped"), f("communication"), f("free"), f("stage"), f("bubble"),
-                                    f("preparing"), int(float(r["index"]))))
-            except (KeyError, TypeError, ValueError):
-                continue
-    except sqlite3.DatabaseError as exc:
-        raise InputError(path, f"unreadable ClusterStepTraceTime: {exc}") from None
-    finally:
-        con.close()
-    return out
 
 
 def read_profiler_db(path: Path, rank: int = -1) -> Communication:
     """COMMUNICATION_OP (elapse, wait, retries) and COMMUNICATION_TASK_INFO + TASK (per-task sizes) of a db export."""
-    con = connect_ro(path)
     comm = Communication(sources=[path.name])
-    try:
-        tables = _tables(con)
-        strings = dict(con.execute("select id, value from STRING_IDS")) if "STRING_IDS" in tables else {}
+    with sqlite_ro.connect(path) as con:
+        try:
+            tables = _tables(con)
+            strings = dict(con.execute("select id, value from STRING_IDS")) if "STRING_IDS" in tables else {}
 
-        def enum(table: str) -> dict[int, str]:
-            return dict(con.execute(f'select id, name from "{table}"')) if table in tables else {}
+            def enum(table: str) -> dict[int, str]:
+                return dict(con.execute(f'select id, name from "{table}"')) if table in tables else {}
 
-        transports, links = enum("ENUM_HCCL_TRANSPORT_TYPE"), enum("ENUM_HCCL_LINK_TYPE")
-        if rank < 0 and "RANK_DEVICE_MAP" in tables:
-            got = con.execute("select rankId from RANK_DEVICE_MAP").fetchone()
-            rank = int(got[0]) if got and got[0] is not None and int(got[0]) >= 0 else rank
-        steps = list(con.execute("select id, startNs, endNs from STEP_TIME")) if "STEP_TIME" in tables else []
-        if "COMMUNICATION_OP" in tables:
-            cols = _columns(con, "COMMUNICATION_OP")
-            for row in con.execute("select * from COMMUNICATION_OP"):
-                r = dict(zip(cols, row))
-                try:
-                    name = str(strings.get(r["opName"], r["opName"]))
-                    start, end = int(r["startNs"]), int(r["endNs"])
-                    step = next((f"step{s}" for s, a, b in steps if a is not None and a <= start <= b), "")
-                    wait = float(r.get("waitNs") or 0) / 1e6
-                    comm.ops.append(CommOp(rank, step, "p2p" if P2P_NAME.search(name) else "collective", name,
-                                           str(strings.get(r.get("groupName"), r.get("groupName") or "")),
-                                           start / 1000, (end - start) / 1e6, 0.0, wait, 0.0, 0.0,
-                                           retries=int(r.get("retry") or 0)))
-                except (KeyError, TypeError, ValueError):
-                    comm.skipped += 1
-        if "COMMUNICATION_TASK_INFO" in tables and "TASK" in tables:
-            names = {r[0]: r[1] for r in con.execute("select opId, opName from COMMUNICATION_OP")} \
-                if "COMMUNICATION_OP" in tables else {}
-            query = ("select i.name, i.taskType, i.transportType, i.linkType, i.size, i.srcRank, i.dstRank, i.opId, "
-                     "t.startNs, t.endNs from COMMUNICATION_TASK_INFO i join TASK t using (globalTaskId)")
-            for name, kind, tr, lk, size, src, dst, op, a, b in con.execute(query):
-                try:  # torch_npu's db has enum tables; msprof's keeps the names in STRING_IDS
-                    op_name = strings.get(name) or strings.get(names.get(op), str(op))
-                    comm.tasks.append(CommTask(rank, str(op_name), str(strings.get(kind, kind)),
-                                               str(transports.get(tr) or strings.get(tr, tr)),
-                                               str(links.get(lk) or strings.get(lk, lk)), int(size or 0),
-                                               (int(b) - int(a)) / 1000, int(src), int(dst)))
-                except (TypeError, ValueError):
-                    comm.skipped += 1
-    except sqlite3.DatabaseError as exc:
-        raise InputError(path, f"unreadable communication tables: {exc}") from None
-    finally:
-        con.close()
+            transports, links = enum("ENUM_HCCL_TRANSPORT_TYPE"), enum("ENUM_HCCL_LINK_TYPE")
+            if rank < 0 and "RANK_DEVICE_MAP" in tables:
+                got = con.execute("select rankId from RANK_DEVICE_MAP").fetchone()
+                rank = int(got[0]) if got and got[0] is not None and int(got[0]) >= 0 else rank
+            steps = list(con.execute("select id, startNs, endNs from STEP_TIME")) if "STEP_TIME" in tables else []
+            if "COMMUNICATION_OP" in tables:
+                cols = _columns(con, "COMMUNICATION_OP")
+                for row in con.execute("select * from COMMUNICATION_OP"):
+                    r = dict(zip(cols, row))
+                    try:
+                        name = str(strings.get(r["opName"], r["opName"]))
+                        start, end = int(r["startNs"]), int(r["endNs"])
+                        step = next((f"step{s}" for s, a, b in steps if a is not None and a <= start <= b), "")
+                        wait = float(r.get("waitNs") or 0) / 1e6
+                        comm.ops.append(CommOp(rank, step, "p2p" if P2P_NAME.search(name) else "collective", name,
+                                               str(strings.get(r.get("groupName"), r.get("groupName") or "")),
+                                               start / 1000, (end - start) / 1e6, 0.0, wait, 0.0, 0.0,
+                                               retries=int(r.get("retry") or 0)))
+                    except (KeyError, TypeError, ValueError):
+                        comm.skipped += 1
+            if "COMMUNICATION_TASK_INFO" in tables and "TASK" in tables:
+                names = {r[0]: r[1] for r in con.execute("select opId, opName from COMMUNICATION_OP")} \
+                    if "COMMUNICATION_OP" in tables else {}
+                query = ("select i.name, i.taskType, i.transportType, i.linkType, i.size, i.srcRank, i.dstRank, "
+                         "i.opId, "
+                         "t.startNs, t.endNs from COMMUNICATION_TASK_INFO i join TASK t using (globalTaskId)")
+                for name, kind, tr, lk, size, src, dst, op, a, b in con.execute(query):
+                    try:  # torch_npu's db has enum tables; msprof's keeps the names in STRING_IDS
+                        op_name = strings.get(name) or strings.get(names.get(op), str(op))
+                        comm.tasks.append(CommTask(rank, str(op_name), str(strings.get(kind, kind)),
+                                                   str(transports.get(tr) or strings.get(tr, tr)),
+                                                   str(links.get(lk) or strings.get(lk, lk)), int(size or 0),
+                                                   (int(b) - int(a)) / 1000, int(src), int(dst)))
+                    except (TypeError, ValueError):
+                        comm.skipped += 1
+        except sqlite3.DatabaseError as exc:
+            raise InputError(path, f"unreadable communication tables: {exc}") from None
     return comm
 
 
