@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ascend_tui.errors import InputError
-from ascend_tui.readers.profiler import csv_tables, db as profiler_db, framework_ops, memory, trace
+from ascend_tui.readers.profiler import communication, csv_tables, db as profiler_db, framework_ops, memory, trace
 from ascend_tui.readers.profiler.investigation import merge_memory, profile_investigation
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.readers.parse.compressed import head as compressed_head, plain_name
@@ -120,7 +120,9 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
     info = _profiler_info(folder.parent if folder.name in (TORCH_NPU_DIR, MSPROF_DIR) else folder)
     extra.update(info)
     report_skips(extra, list(skips.values()))
-    return Profile(kind, kernels, tuple(stats), tuple(steps), tuple(host), spans, extra)
+    comm = communication.read_folder(folder, int(info.get("rank", -1)), trace=trace_file)
+    return Profile(kind, kernels, tuple(stats), tuple(steps), tuple(host), spans, extra,
+                   communication=comm if comm or comm.skipped else None)
 
 
 def read_profile(path: Path, *, cancel: threading.Event | None = None) -> Profile | None:
@@ -134,6 +136,9 @@ def read_profile(path: Path, *, cancel: threading.Event | None = None) -> Profil
         profile = profiler_db.read(db_file, analysis)[0]
         profile.extra.update({k: v for k, v in _profiler_info(_info_root(db_file.parent)).items()
                               if k not in profile.extra})
+        if profile.communication is None:  # analysis.db's CommAnalyzer* tables and the db's COMMUNICATION_OP
+            comm = communication.read_folder(folder, int(profile.extra.get("rank", -1)))
+            profile.communication = comm if comm or comm.skipped else None
         return profile
     return read_folder(folder, cancel=cancel)
 
