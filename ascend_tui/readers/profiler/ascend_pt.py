@@ -95,7 +95,7 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
     if trace is not None and (kernels.n == 0 or trace.stat().st_size <= TRACE_LIMIT):
         if progress is not None:
             progress(f"reading {trace.name}", 0, None)
-        timeline = chrome_trace.read_trace(trace, cancel)
+        timeline = chrome_trace.read_trace(trace, cancel, progress)
         spans = timeline.spans
         if kernels.n == 0:
             kernels = timeline.kernels
@@ -178,12 +178,13 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
         (lambda p: on_partial(profile_investigation(p, path, source=f"{p.kind} profiler (reading)",
                                                     device=_device(p))))
     if path.is_file():
-        if path.suffix == ".json":
-            profile = chrome_trace.read_trace(path, cancel)
+        is_trace = chrome_trace.is_trace_name(path)
+        if is_trace:
+            profile = chrome_trace.read_trace(path, cancel, progress)
         else:
             profile = Profile("kernel_csv", _fill_types(profiler_csv.read_kernels(path, cancel=cancel,
                                                                                   progress=progress)))
-        return profile_investigation(profile, path, source="trace" if path.suffix == ".json" else "kernel table",
+        return profile_investigation(profile, path, source="trace" if is_trace else "kernel table",
                                      device=_device(profile))
     folder = output_dir(path)
     if folder is None:
