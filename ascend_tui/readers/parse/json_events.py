@@ -15,7 +15,7 @@ import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator, TypeVar
 
 import numpy as np
 
@@ -26,6 +26,8 @@ BLOCK = 8 << 20
 SEEK_LIMIT = 256 << 20  # how far into an object to look for its traceEvents array
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _SPACE = b" \t\r\n"
+_CUT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -73,12 +75,14 @@ def _structure(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return marks, depth
 
 
-def event_pieces(path: Path, *, block: int = BLOCK, cancel: threading.Event | None = None,
-                 progress: Progress | None = None, ending: Ending | None = None) -> Iterator[tuple[int, bytes]]:
-    """`(offset, b"[{...}, ...]")` for the events of `path`, a block at a time; `offset` is the first event's byte.
+def decoded_pieces(path: Path, decode: Callable[[bytes], T], *, block: int = BLOCK,
+                   cancel: threading.Event | None = None, progress: Progress | None = None,
+                   ending: Ending | None = None) -> Iterator[T]:
+    """`decode(b"[{...}, ...]")` of the events of `path`, a block at a time.
 
-    Raises `InputError` naming the byte for a file that is no trace, non-UTF-8 text, or one cut before
-    its first event; a file cut later yields what it holds whole and records the cut in `ending`.
+    `decode` raises `BadPiece` for a piece that is not JSON. Raises `InputError` naming the byte for
+    a file that is no trace, holds junk or non-UTF-8 text, or is cut before its first event; a file
+    cut later yields what it holds whole and records the cut in `ending`.
     """
     ending = ending if ending is not None else Ending()
     try:
@@ -87,7 +91,7 @@ def event_pieces(path: Path, *, block: int = BLOCK, cancel: threading.Event | No
         raise InputError(path, exc.strerror or str(exc)) from None
     total = path.stat().st_size if not isinstance(fh, gzip.GzipFile) else None
     with fh:
-        yield from _pieces(path, fh, block, cancel, progress, ending, total)
+        yield from _pieces(path, fh, decode, block, cancel, progress, ending, total)
 
 
 def _read(path: Path, fh: BinaryIO, size: int, at: int) -> bytes:
@@ -139,14 +143,23 @@ def _quotes_even(buf: bytes, stop: int) -> bool:
     return (len(q) - escaped) % 2 == 0
 
 
-def _pieces(path: Path, fh: BinaryIO, block: int, cancel: threading.Event | None, progress: Progress | None,
-            ending: Ending, total: int | None) -> Iterator[tuple[int, bytes]]:
+def _pieces(path: Path, fh: BinaryIO, decode: Callable[[bytes], T], block: int, cancel: threading.Event | None,
+            progress: Progress | None, ending: Ending, total: int | None) -> Iterator[T]:
     carry, at = _start(path, fh, block)  # `at`: the byte offset of carry[0]
     events = 0
     while True:
         check_cancel(cancel)
         more = _read(path, fh, block, at + len(carry))
         buf = carry + more if carry else more
+        if more:
+            guess = _guess(path, buf, at, decode)
+            if guess is not None:
+                events += 1
+                yield guess[0]
+                carry, at = buf[guess[1]:], at + guess[1]
+                if progress is not None:
+                    progress(f"reading {path.name}", at, total)
+                continue
         marks, depth = _structure(np.frombuffer(buf, np.uint8))
         closing = np.flatnonzero(depth < 0)
         if len(closing):
@@ -158,14 +171,14 @@ def _pieces(path: Path, fh: BinaryIO, block: int, cancel: threading.Event | None
             if buf[end:int(marks[k])].strip(_SPACE + b","):  # the `]` closes the array; what follows is not events
                 raise InputError(path, "not valid JSON: junk before the closing ']'", where=f"byte {at + end}")
             if piece is not None:
-                yield piece[0], piece[1]
+                yield _decoded(path, decode, piece[1], piece[0])
             if progress is not None:
                 progress(f"reading {path.name}", at + len(buf), total)
             return
         piece = _piece(path, buf, marks, depth, at)
         if piece is not None:
             events += 1
-            yield piece[0], piece[1]
+            yield _decoded(path, decode, piece[1], piece[0])
             carry, at = buf[piece[2]:], at + piece[2]
             if progress is not None:
                 progress(f"reading {path.name}", at, total)
@@ -180,6 +193,49 @@ def _pieces(path: Path, fh: BinaryIO, block: int, cancel: threading.Event | None
                 raise InputError(path, "truncated: the file ends before its first complete event",
                                  where=f"byte {at + len(carry)}")
             return
+
+
+def _guess(path: Path, buf: bytes, at: int, decode: Callable[[bytes], T]) -> tuple[T, int] | None:
+    """The decoded events up to the last `}, {` in the block's tail, and the end of the last, if that decodes.
+
+    A cut inside a string or a nested object leaves unbalanced quotes or braces, which no decoder
+    accepts: a piece that decodes is whole events, so the exact scan is needed only when it does not.
+    """
+    tail = max(0, len(buf) - 65536)
+    last = None
+    for last in _CUT.finditer(buf, tail):
+        pass
+    if last is None:
+        return None
+    end = last.start() + 1
+    first = len(buf) - len(buf.lstrip(_SPACE + b","))
+    if first >= end or buf[first] != 123:
+        return None
+    body = buf[first:end]
+    if not body.isascii():
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    try:
+        return decode(b"[" + body + b"]"), end
+    except BadPiece:
+        return None
+
+
+def _decoded(path: Path, decode: Callable[[bytes], T], piece: bytes, offset: int) -> T:
+    try:
+        return decode(piece)
+    except BadPiece as exc:
+        raise InputError(path, f"not a valid trace: {exc.problem}", where=f"byte {offset - 1 + exc.pos}") from None
+
+
+class BadPiece(ValueError):
+    """A piece that does not decode: what is wrong and where, counted from the piece's first byte."""
+
+    def __init__(self, problem: str, pos: int) -> None:
+        super().__init__(problem)
+        self.problem, self.pos = problem, pos
 
 
 def _piece(path: Path, buf: bytes, marks: np.ndarray, depth: np.ndarray, at: int) -> tuple[int, bytes, int] | None:

@@ -11,17 +11,18 @@ multi-gigabyte trace costs the columns, not a Python object per event.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from ascend_tui.errors import InputError
-from ascend_tui.graph.profile import Codes, HostOp, KernelTable, Profile, Span
-from ascend_tui.progress import Progress, check_cancel
+from ascend_tui.graph.profile import NO_INT, Codes, HostOp, KernelTable, Profile, Span
+from ascend_tui.progress import Progress, check_cancel, paused_gc
 from ascend_tui.readers.base import head
-from ascend_tui.readers.parse.json_events import BLOCK, Ending, event_pieces
-from ascend_tui.readers.profiler.trace_columns import BadPiece, Columns, decode
+from ascend_tui.readers.parse.json_events import BLOCK, Ending, decoded_pieces
+from ascend_tui.readers.profiler.trace_columns import ABSENT, Columns, decode
 
 DEVICE_PROCESSES = ("Ascend Hardware", "HCCL", "Communication")
 KINETO_DEVICE_CATS = {"kernel": "GPU", "gpu_memcpy": "MEMCPY", "gpu_memset": "MEMSET"}
@@ -62,11 +63,14 @@ def read_trace(path: Path, cancel: threading.Event | None = None, progress: Prog
     """
     cols = Columns()
     ending = Ending()
-    for offset, piece in event_pieces(path, block=block, cancel=cancel, progress=progress, ending=ending):
-        try:
-            cols.add(decode(piece, fast))
-        except BadPiece as exc:
-            raise InputError(path, f"not a valid trace: {exc.problem}", where=f"byte {offset - 1 + exc.pos}") from None
+    with paused_gc():  # millions of short-lived structs, no cycles
+        for events in decoded_pieces(path, partial(decode, fast=fast), block=block, cancel=cancel,
+                                     progress=progress, ending=ending):
+            try:
+                cols.add(events)
+            except (TypeError, ValueError) as exc:
+                raise InputError(path, f"malformed trace event: {exc}", where=f"event {cols.events}+") from None
+            del events
     cols.finish()
     try:
         profile = profile_of_columns(cols, cancel)
@@ -179,7 +183,15 @@ def _kernel_table(c: Columns, kidx: np.ndarray, kineto: bool, hardware: np.ndarr
     return KernelTable(n, {
         "name": text_codes(names, lambda k: _text(vals[k])), "type": text_codes(names, op_type), "core": core,
         "module": Codes.of(module_at.get(i, "") for i in order.tolist()),
-    }, {"start_ns": x["ts"][order], "stream": x["stream"][order]}, {"dur_us": x["dur"][order]})
+    }, {"start_ns": x["ts"][order], "stream": _streams(c, order)}, {"dur_us": x["dur"][order]})
+
+
+def _streams(c: Columns, rows: np.ndarray) -> np.ndarray:
+    """The stream of each row: its first stream arg, else its tid when that is a number."""
+    arg, tid = c.x["stream"][rows], c.x["tid"][rows]
+    uniq, inv = np.unique(tid, return_inverse=True)
+    as_int = np.array([v if isinstance(v := c.values[k], int) else NO_INT for k in uniq.tolist()], np.int64)
+    return np.where(arg == ABSENT, as_int[inv.reshape(-1)] if len(uniq) else NO_INT, arg)
 
 
 def type_from_name(name: str) -> str:

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import json
 import re
+from operator import attrgetter
 from typing import Any, Callable, Iterable, Union
 
 import numpy as np
 
-from ascend_tui.graph.profile import NO_INT
+from ascend_tui.readers.parse.fast_csv import _stamps
+from ascend_tui.readers.parse.json_events import BadPiece
 from ascend_tui.readers.profiler.csv_tables import to_ns
+
+ABSENT = -(1 << 62)  # an int arg the event does not have
 
 try:
     import msgspec
@@ -31,10 +35,10 @@ class _Args:
 
     def __init__(self, d: dict[str, Any]) -> None:
         self.task_type = d.get("Task Type")
-        self.physic_stream = d.get("Physic Stream Id")
-        self.stream_id = d.get("Stream Id")
-        self.stream = d.get("stream")
-        self.external_id = d.get("External id")
+        self.physic_stream = d.get("Physic Stream Id", ABSENT)
+        self.stream_id = d.get("Stream Id", ABSENT)
+        self.stream = d.get("stream", ABSENT)
+        self.external_id = d.get("External id", ABSENT)
         self.call_stack = d.get("Call stack")
         self.name = d.get("name")
 
@@ -53,10 +57,10 @@ class _Event:
         self.pid = d.get("pid")
         self.tid = d.get("tid")
         self.ts = d.get("ts")
-        self.dur = d.get("dur")
+        self.dur = d.get("dur", 0.0)
         self.id = d.get("id")
         a = d.get("args")
-        self.args = _Args(a) if isinstance(a, dict) else None
+        self.args = _Args(a if isinstance(a, dict) else {})
 
 
 def _json_events(piece: bytes) -> list[Any]:
@@ -68,10 +72,10 @@ if msgspec is not None:
 
     class _MArgs(msgspec.Struct):
         task_type: Union[str, None] = msgspec.field(default=None, name="Task Type")
-        physic_stream: Union[int, None] = msgspec.field(default=None, name="Physic Stream Id")
-        stream_id: Union[int, None] = msgspec.field(default=None, name="Stream Id")
-        stream: Union[int, None] = None
-        external_id: _Id = msgspec.field(default=None, name="External id")
+        physic_stream: int = msgspec.field(default=ABSENT, name="Physic Stream Id")
+        stream_id: int = msgspec.field(default=ABSENT, name="Stream Id")
+        stream: int = ABSENT
+        external_id: Union[int, str] = msgspec.field(default=ABSENT, name="External id")
         call_stack: Union[str, None] = msgspec.field(default=None, name="Call stack")
         name: Union[str, None] = None
 
@@ -82,9 +86,9 @@ if msgspec is not None:
         pid: _Id = None
         tid: _Id = None
         ts: Union[str, float, None] = None
-        dur: Union[float, str, None] = None
+        dur: float = 0.0
         id: _Id = None
-        args: Union[_MArgs, None] = None
+        args: _MArgs = msgspec.field(default_factory=_MArgs)
 
     _DECODER = msgspec.json.Decoder(list[_MEvent])
 
@@ -110,26 +114,9 @@ def decode(piece: bytes, fast: bool = True) -> list[Any]:
         raise BadPiece(str(exc), 0) from None
 
 
-class BadPiece(ValueError):
-    """A piece that does not decode: what is wrong and where, counted from the piece's first byte."""
-
-    def __init__(self, problem: str, pos: int) -> None:
-        super().__init__(problem)
-        self.problem, self.pos = problem, pos
-
-
 def ns_of(value: Any) -> int:
     """A µs time (string with ns decimals, or a number) as int ns."""
     return to_ns(value) if isinstance(value, str) else int(round(float(value) * 1000))
-
-
-def _stream(e: Any) -> int:
-    a = e.args
-    if a is not None:
-        for v in (a.physic_stream, a.stream_id, a.stream):
-            if v is not None:
-                return int(v)
-    return e.tid if isinstance(e.tid, int) else NO_INT
 
 
 class Columns:
@@ -148,24 +135,17 @@ class Columns:
     def codes(self, items: Iterable[Any], n: int) -> np.ndarray:
         """Intern codes of `items` (unhashable values are interned as their JSON text)."""
         index = self.index
-        got = index.get
         items = list(items)
         try:
-            cs = [got(v) for v in items]
+            new = set(items).difference(index)
         except TypeError:
             items = [v if getattr(v, "__hash__", None) else json.dumps(v, sort_keys=True) for v in items]
-            cs = [got(v) for v in items]
-        if None in cs:
-            values = self.values
-            for i, c in enumerate(cs):
-                if c is None:
-                    v = items[i]
-                    c = index.get(v)
-                    if c is None:
-                        c = index[v] = len(values)
-                        values.append(v)
-                    cs[i] = c
-        return np.array(cs, np.int32) if n else np.zeros(0, np.int32)
+            new = set(items).difference(index)
+        values = self.values
+        for v in new:
+            index[v] = len(values)
+            values.append(v)
+        return np.fromiter(map(index.__getitem__, items), np.int32, n)
 
     def add(self, events: list[Any]) -> None:
         """Take one decoded piece's events."""
@@ -180,18 +160,20 @@ class Columns:
         if xs:
             n = len(xs)
             x = self._x
-            x["ts"].append(_times([e.ts for e in xs]))
-            x["dur"].append(np.fromiter((0.0 if e.dur is None else float(e.dur) for e in xs), np.float64, n))
-            x["stream"].append(np.fromiter(map(_stream, xs), np.int64, n))
+            x["ts"].append(_times(list(map(_TS, xs))))
+            x["dur"].append(_floats(list(map(_DUR, xs))))
+            streams = [_ints(list(map(get, xs))) for get in _STREAMS]
+            x["stream"].append(np.where(streams[0] != ABSENT, streams[0],
+                                        np.where(streams[1] != ABSENT, streams[1], streams[2])))
             for key, get in X_TEXT.items():
-                x[key].append(self.codes(map(get, xs), n))
+                x[key].append(self.ids(list(map(get, xs))) if key in _IDS else self.codes(map(get, xs), n))
         if flows:
             n = len(flows)
             f = self._f
             f["start"].append(np.fromiter((e.ph == "s" for e in flows), bool, n))
-            f["ts"].append(_times([e.ts for e in flows]))
+            f["ts"].append(_times(list(map(_TS, flows))))
             for key, get in F_TEXT.items():
-                f[key].append(self.codes(map(get, flows), n))
+                f[key].append(self.ids(list(map(get, flows))))
 
     def finish(self) -> None:
         """Join the pieces' arrays."""
@@ -199,27 +181,67 @@ class Columns:
         self.x = {k: np.concatenate(v) if v else np.zeros(0, empty.get(k, np.int32)) for k, v in self._x.items()}
         self.f = {k: np.concatenate(v) if v else np.zeros(0, empty.get(k, np.int32)) for k, v in self._f.items()}
         self._x = self._f = {}
+        absent = self.index.get(ABSENT)
+        if absent is not None:
+            self.x["ext"][self.x["ext"] == absent] = 0
+
+    def ids(self, items: list[Any]) -> np.ndarray:
+        """Intern codes of ids (pids, tids, flow ids): through numpy when all are ints."""
+        try:
+            arr = np.fromiter(items, np.int64, len(items))
+        except (TypeError, ValueError, OverflowError):
+            return self.codes(items, len(items))
+        uniq, inv = np.unique(arr, return_inverse=True)
+        return self.codes(uniq.tolist(), len(uniq))[inv.reshape(-1)]
 
     def code_of(self, value: Any) -> int:
         """The intern code of `value`, adding it."""
         return int(self.codes((value,), 1)[0])
 
 
-def _arg(field: str) -> Callable[[Any], Any]:
-    def get(e: Any) -> Any:
-        return None if e.args is None else getattr(e.args, field)
-    return get
-
-
+_TS, _DUR = attrgetter("ts"), attrgetter("dur")
+_STREAMS = (attrgetter("args.physic_stream"), attrgetter("args.stream_id"), attrgetter("args.stream"))
 X_TEXT: dict[str, Callable[[Any], Any]] = {
-    "name": lambda e: e.name, "cat": lambda e: e.cat, "pid": lambda e: e.pid, "tid": lambda e: e.tid,
-    "task": _arg("task_type"), "ext": _arg("external_id"), "stack": _arg("call_stack")}
+    "name": attrgetter("name"), "cat": attrgetter("cat"), "pid": attrgetter("pid"), "tid": attrgetter("tid"),
+    "task": attrgetter("args.task_type"), "ext": attrgetter("args.external_id"), "stack": attrgetter("args.call_stack")}
 X_FIELDS = ("ts", "dur", "stream", *X_TEXT)
+_IDS = ("pid", "tid", "ext")
 F_TEXT: dict[str, Callable[[Any], Any]] = {
-    "cat": lambda e: e.cat, "id": lambda e: e.id, "pid": lambda e: e.pid, "tid": lambda e: e.tid}
+    "cat": attrgetter("cat"), "id": attrgetter("id"), "pid": attrgetter("pid"), "tid": attrgetter("tid")}
 F_FIELDS = ("start", "ts", *F_TEXT)
 
 
+def _ints(values: list[Any]) -> np.ndarray:
+    """int64 of int args (ABSENT kept)."""
+    try:
+        return np.fromiter(values, np.int64, len(values))
+    except (TypeError, ValueError, OverflowError):
+        return np.fromiter((ABSENT if v is None else int(v) for v in values), np.int64, len(values))
+
+
+def _floats(values: list[Any]) -> np.ndarray:
+    try:
+        return np.fromiter(values, np.float64, len(values))
+    except (TypeError, ValueError):
+        return np.fromiter((0.0 if v is None else float(v) for v in values), np.float64, len(values))
+
+
 def _times(values: list[Any]) -> np.ndarray:
-    """int64 ns of µs times, exactly (strings keep their ns decimals)."""
-    return np.fromiter(map(ns_of, values), np.int64, len(values))
+    """int64 ns of µs times, exactly (strings keep their ns decimals; numbers as `round(v * 1000)`)."""
+    n = len(values)
+    if n and all(type(v) is str for v in values):
+        out = _decimal_ns(values)
+        if out is not None:
+            return out
+    elif n and all(type(v) is float or type(v) is int for v in values):
+        return np.rint(np.array(values, np.float64) * 1000).astype(np.int64)
+    return np.fromiter(map(ns_of, values), np.int64, n)
+
+
+def _decimal_ns(values: list[str]) -> np.ndarray | None:
+    """`"1736408883688177.930"` -> 1736408883688177930 for a list of such strings at once; None if one is not like it."""
+    try:
+        a = np.array(values, dtype="S")
+    except UnicodeEncodeError:
+        return None
+    return _stamps(a.view(np.uint8).reshape(len(values), a.dtype.itemsize)) if a.dtype.itemsize else None
