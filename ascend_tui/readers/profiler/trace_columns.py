@@ -70,7 +70,7 @@ def _json_events(piece: bytes) -> list[Any]:
 if msgspec is not None:
     _Id = Union[int, str, None]
 
-    class _MArgs(msgspec.Struct):
+    class _MArgs(msgspec.Struct, gc=False):
         task_type: Union[str, None] = msgspec.field(default=None, name="Task Type")
         physic_stream: int = msgspec.field(default=ABSENT, name="Physic Stream Id")
         stream_id: int = msgspec.field(default=ABSENT, name="Stream Id")
@@ -79,7 +79,7 @@ if msgspec is not None:
         call_stack: Union[str, None] = msgspec.field(default=None, name="Call stack")
         name: Union[str, None] = None
 
-    class _MEvent(msgspec.Struct):
+    class _MEvent(msgspec.Struct, gc=False):  # no cycles: the collector need not track them
         ph: Union[str, None] = None
         name: Union[str, None] = None
         cat: Union[str, None] = None
@@ -148,25 +148,50 @@ class Columns:
         return np.fromiter(map(index.__getitem__, items), np.int32, n)
 
     def add(self, events: list[Any]) -> None:
-        """Take one decoded piece's events."""
+        """Take one decoded piece's events (one pass over them: they were just made and are cold in cache)."""
         self.events += len(events)
-        xs = [e for e in events if e.ph == "X" and e.ts is not None]
-        flows = [e for e in events if (e.ph == "s" or e.ph == "f") and e.ts is not None]
+        ts: list[Any] = []
+        dur: list[Any] = []
+        name: list[Any] = []
+        cat: list[Any] = []
+        pid: list[Any] = []
+        tid: list[Any] = []
+        args: list[Any] = []
+        other: list[Any] = []
+        keep = (ts.append, dur.append, name.append, cat.append, pid.append, tid.append, args.append)
+        t_, d_, n_, c_, p_, i_, a_ = keep
+        o_ = other.append
         for e in events:
+            if e.ph == "X":
+                if e.ts is not None:
+                    t_(e.ts)
+                    d_(e.dur)
+                    n_(e.name)
+                    c_(e.cat)
+                    p_(e.pid)
+                    i_(e.tid)
+                    a_(e.args)
+            elif e.ph is not None:
+                o_(e)
+        flows = [e for e in other if (e.ph == "s" or e.ph == "f") and e.ts is not None]
+        for e in other:
             if e.ph == "M" and (e.name == "process_name" or e.name == "thread_name"):
                 a = e.args
-                name = "" if a is None or a.name is None else str(a.name)
-                self.meta.append((e.name, e.pid, e.tid, name))
-        if xs:
-            n = len(xs)
+                self.meta.append((e.name, e.pid, e.tid, "" if a is None or a.name is None else str(a.name)))
+        if ts:
+            n = len(ts)
             x = self._x
-            x["ts"].append(_times(list(map(_TS, xs))))
-            x["dur"].append(_floats(list(map(_DUR, xs))))
-            streams = [_ints(list(map(get, xs))) for get in _STREAMS]
+            x["ts"].append(_times(ts))
+            x["dur"].append(_floats(dur))
+            streams = [_ints(list(map(get, args))) for get in _STREAMS]
             x["stream"].append(np.where(streams[0] != ABSENT, streams[0],
                                         np.where(streams[1] != ABSENT, streams[1], streams[2])))
-            for key, get in X_TEXT.items():
-                x[key].append(self.ids(list(map(get, xs))) if key in _IDS else self.codes(map(get, xs), n))
+            x["name"].append(self.codes(name, n))
+            x["cat"].append(self.codes(cat, n))
+            x["pid"].append(self.ids(pid))
+            x["tid"].append(self.ids(tid))
+            for key, get in ARGS_TEXT.items():
+                x[key].append(self.ids(list(map(get, args))) if key == "ext" else self.codes(map(get, args), n))
         if flows:
             n = len(flows)
             f = self._f
@@ -199,13 +224,11 @@ class Columns:
         return int(self.codes((value,), 1)[0])
 
 
-_TS, _DUR = attrgetter("ts"), attrgetter("dur")
-_STREAMS = (attrgetter("args.physic_stream"), attrgetter("args.stream_id"), attrgetter("args.stream"))
-X_TEXT: dict[str, Callable[[Any], Any]] = {
-    "name": attrgetter("name"), "cat": attrgetter("cat"), "pid": attrgetter("pid"), "tid": attrgetter("tid"),
-    "task": attrgetter("args.task_type"), "ext": attrgetter("args.external_id"), "stack": attrgetter("args.call_stack")}
-X_FIELDS = ("ts", "dur", "stream", *X_TEXT)
-_IDS = ("pid", "tid", "ext")
+_TS = attrgetter("ts")
+_STREAMS = (attrgetter("physic_stream"), attrgetter("stream_id"), attrgetter("stream"))
+ARGS_TEXT: dict[str, Callable[[Any], Any]] = {
+    "task": attrgetter("task_type"), "ext": attrgetter("external_id"), "stack": attrgetter("call_stack")}
+X_FIELDS = ("ts", "dur", "stream", "name", "cat", "pid", "tid", *ARGS_TEXT)
 F_TEXT: dict[str, Callable[[Any], Any]] = {
     "cat": attrgetter("cat"), "id": attrgetter("id"), "pid": attrgetter("pid"), "tid": attrgetter("tid")}
 F_FIELDS = ("start", "ts", *F_TEXT)
@@ -244,4 +267,18 @@ def _decimal_ns(values: list[str]) -> np.ndarray | None:
         a = np.array(values, dtype="S")
     except UnicodeEncodeError:
         return None
-    return _stamps(a.view(np.uint8).reshape(len(values), a.dtype.itemsize)) if a.dtype.itemsize else None
+    w = a.dtype.itemsize
+    if not w:
+        return None
+    m = a.view(np.uint8).reshape(len(values), w)
+    dots = np.flatnonzero(m[0] == 46)
+    p = int(dots[0]) if len(dots) == 1 else 0
+    if 0 < p <= 16 and p + 4 == w and (m[:, p] == 46).all():  # the usual: one layout, three decimals
+        whole = m[:, :p] - 48
+        frac = m[:, p + 1:] - 48
+        if (whole < 10).all() and (frac < 10).all():  # uint8: a byte below '0' wraps above 9
+            return whole.astype(np.int64) @ _POW10[p - 1::-1] * 1000 + frac.astype(np.int64) @ _POW10[2::-1]
+    return _stamps(m)
+
+
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
