@@ -63,8 +63,8 @@ class _Event:
         self.args = _Args(a if isinstance(a, dict) else {})
 
 
-def _json_events(piece: bytes) -> list[Any]:
-    return [_Event(d) for d in json.loads(piece)]
+def _json_events(piece: bytes | memoryview) -> list[Any]:
+    return [_Event(d) for d in json.loads(bytes(piece) if isinstance(piece, memoryview) else piece)]
 
 
 if msgspec is not None:
@@ -93,7 +93,7 @@ if msgspec is not None:
     _DECODER = msgspec.json.Decoder(list[_MEvent])
 
 
-def decode(piece: bytes, fast: bool = True) -> list[Any]:
+def decode(piece: bytes | memoryview, fast: bool = True) -> list[Any]:
     """The events of `b"[...]"`, typed structs when msgspec can type them, else through `json`.
 
     Raises `BadPiece` for a piece that is not JSON or holds something other than objects.
