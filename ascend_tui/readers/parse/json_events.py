@@ -106,6 +106,11 @@ def _read(path: Path, fh: BinaryIO, size: int, at: int) -> bytes:
 def _start(path: Path, fh: BinaryIO, block: int) -> tuple[bytes, int]:
     """The bytes after the `[` that opens the event array, and the offset of their first byte."""
     buf = _read(path, fh, block, 0)
+    while len(buf.lstrip(_SPACE)) < 3:  # the first bytes that are not blanks (and a BOM)
+        more = _read(path, fh, block, len(buf))
+        if not more:
+            break
+        buf += more
     lead = len(buf) - len(buf.lstrip(_SPACE))
     if buf[lead:lead + 3] == b"\xef\xbb\xbf":
         lead += 3
@@ -199,16 +204,21 @@ def _pieces(path: Path, fh: BinaryIO, decode: Callable[[Any], T], block: int, ca
     first, at = _start(path, fh, block)  # `at`: the byte offset of the window's first byte
     win = _Window(first, block)
     events = 0
+    step = block  # doubled while no event ends in what was read, so one huge event costs no rescans
     while True:
         check_cancel(cancel)
-        more = win.fill(path, fh, block, at)
+        more = win.fill(path, fh, step, at)
         if more:
-            end = _guess(win, decode)
-            if end is not None:
+            guess = _guess(win, decode)
+            if guess is not None:
+                decoded, cut = guess
+                del guess
                 events += 1
-                yield end[0]
-                win.drop(end[1])
-                at += end[1]
+                yield decoded
+                del decoded  # before the next block is decoded: one block's events alive at a time
+                win.drop(cut)
+                at += cut
+                step = block
                 if progress is not None:
                     progress(f"reading {path.name}", at, total)
                 continue
@@ -236,8 +246,11 @@ def _pieces(path: Path, fh: BinaryIO, decode: Callable[[Any], T], block: int, ca
             yield _decoded(path, win, decode, span, at)
             win.drop(span[1])
             at += span[1]
+            step = block
             if progress is not None:
                 progress(f"reading {path.name}", at, total)
+        else:
+            step *= 2
         if not more:  # the file ended inside the array
             rest = bytes(win.data()).lstrip(_SPACE + b",")
             ending.closed = False
