@@ -75,8 +75,8 @@ def generate(path: Path, size: int, source: Path = FIXTURE) -> int:
     return copies
 
 
-def child(args: list[str]) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS (bytes) and stdout of one child process."""
+def child(args: list[str]) -> tuple[float, int, str, float]:
+    """Wall seconds, peak RSS (bytes), stdout and CPU seconds of one child process."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
@@ -89,7 +89,7 @@ def child(args: list[str]) -> tuple[float, int, str]:
         if proc.returncode:
             err.seek(0)
             raise SystemExit(f"{args[:4]} failed: {err.read().decode()[-2000:]}")
-    return wall, usage.ru_maxrss * 1024, out.decode()
+    return wall, usage.ru_maxrss * 1024, out.decode(), usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -106,8 +106,11 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     cli = [py, "-m", "ascend_tui", "profile", "-q"]
     if not args.no_cli:
-        startup = min(child([*cli, str(FIXTURE)])[0] for _ in range(2))
-        print(f"CLI start-up (profile on the {FIXTURE.stat().st_size // 1000} KB fixture): {startup:.2f} s")
+        runs = [child([*cli, str(FIXTURE)]) for _ in range(2)]
+        startup, startup_cpu = min(r[0] for r in runs), min(r[3] for r in runs)
+        print(f"CLI start-up (profile on the {FIXTURE.stat().st_size // 1000} KB fixture): {startup:.2f} s wall, "
+              f"{startup_cpu:.2f} s CPU")
+    print("wall and CPU seconds of the whole child (the machine is shared: CPU is the steadier measure)")
     for mb in args.mb or [240.0]:
         path = work / f"trace_{int(mb)}mb.json"
         copies = generate(path, int(mb * 1e6))
@@ -115,20 +118,22 @@ def main() -> None:
         print(f"\n{path.name}: {size / 1e6:.0f} MB, {copies} copies of the fixture's events")
         try:
             for rep in range(args.reps):
-                wall_j, rss_j, out = child([py, "-c", JSON_LOAD, str(path)])
-                base = json.loads(out)["s"]
-                print(f"  json.load       {base:6.2f} s   peak {rss_j / 1e6:6.0f} MB = {rss_j / size:.2f}x file")
+                wall_j, rss_j, out, cpu_j = child([py, "-c", JSON_LOAD, str(path)])
+                print(f"  json.load          {wall_j:6.2f} s  cpu {cpu_j:6.2f} s   peak {rss_j / 1e6:6.0f} MB = "
+                      f"{rss_j / size:.2f}x file")
                 sides = [("ours (msgspec)", "fast")] + ([("ours (json)", "slow")] if args.json_fallback else [])
                 for label, mode in sides:
-                    _, rss, out = child([py, "-c", OURS, str(path), mode])
+                    wall, rss, out, cpu = child([py, "-c", OURS, str(path), mode])
                     r = json.loads(out)
-                    print(f"  {label:15} {r['s']:6.2f} s   peak {rss / 1e6:6.0f} MB = {rss / size:.2f}x file   "
-                          f"{r['s'] / base:.2f}x json.load   ({r['events']} events, {r['kernels']} kernels, "
-                          f"{r['host_ops']} host op names)")
+                    print(f"  {label:18} {wall:6.2f} s  cpu {cpu:6.2f} s   peak {rss / 1e6:6.0f} MB = {rss / size:.2f}x "
+                          f"file   {wall / wall_j:.2f}x json.load wall, {cpu / cpu_j:.2f}x CPU   ({r['events']} events, "
+                          f"{r['kernels']} kernels, {r['host_ops']} host op names)")
                 if not args.no_cli:
-                    wall, rss, _ = child([*cli, str(path)])
-                    print(f"  ascend-tui profile {wall - startup:6.2f} s beyond start-up ({wall:.2f} s wall)   "
-                          f"peak {rss / 1e6:6.0f} MB = {rss / size:.2f}x file   {(wall - startup) / base:.2f}x json.load")
+                    wall, rss, _, cpu = child([*cli, str(path)])
+                    wall, cpu = wall - startup, cpu - startup_cpu
+                    print(f"  ascend-tui profile {wall:6.2f} s  cpu {cpu:6.2f} s   peak {rss / 1e6:6.0f} MB = "
+                          f"{rss / size:.2f}x file   {wall / wall_j:.2f}x json.load wall, {cpu / cpu_j:.2f}x CPU "
+                          f"(start-up subtracted)")
         finally:
             if not args.keep:
                 path.unlink()

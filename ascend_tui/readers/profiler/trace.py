@@ -133,10 +133,12 @@ def profile_of_columns(c: Columns, cancel: threading.Event | None = None) -> Pro
     table = _kernel_table(c, np.flatnonzero(kernel), kineto, is_proc["hardware"], module_at)
     rows = np.flatnonzero(overlap | step)
     rows = rows[np.argsort(x["ts"][rows], kind="stable")]
-    spans = tuple(Span(OVERLAP, threads.get((vals[pid[i]], vals[x["tid"][i]]), ""), (int(x["ts"][i]) - origin) / 1000,
-                       float(x["dur"][i])) if overlap[i] else
-                  Span("Step", _text(vals[x["name"][i]]), (int(x["ts"][i]) - origin) / 1000, float(x["dur"][i]))
-                  for i in rows.tolist())
+    thread_of = {k: threads.get((vals[k >> 32], vals[k & 0xFFFFFFFF]), "") for k in np.unique(pair[rows]).tolist()}
+    name_of = {k: _text(vals[k]) for k in np.unique(x["name"][rows]).tolist()}
+    spans = tuple(Span(OVERLAP, thread_of[key], (t - origin) / 1000, d) if ov else
+                  Span("Step", name_of[nm], (t - origin) / 1000, d)
+                  for ov, key, nm, t, d in zip(overlap[rows].tolist(), pair[rows].tolist(), x["name"][rows].tolist(),
+                                               x["ts"][rows].tolist(), x["dur"][rows].tolist()))
     return Profile("kineto" if kineto else "trace", table, host_ops=_host_ops(c, pair, np.flatnonzero(host)),
                    spans=spans, extra={"trace_events": c.events})
 
@@ -227,19 +229,22 @@ class _ModulePaths:
         """The path at each (thread, time), in one sweep per thread."""
         out = [""] * len(times)
         order = np.lexsort((times, threads))
-        keys, ts = threads[order].tolist(), times[order].tolist()
+        keys, ts, order_list = threads[order].tolist(), times[order].tolist(), order.tolist()
         i = 0
         while i < len(order):
             key = keys[i]
             spans = self.by_thread.get(key, [])
-            j, active = 0, []
+            j, active, path, soonest = 0, [], "", 1 << 63  # open spans, their path, the earliest end among them
             while i < len(order) and keys[i] == key:
                 t = ts[i]
-                while j < len(spans) and spans[j][0] <= t:
-                    active.append(spans[j])
-                    j += 1
-                active = [s for s in active if s[1] >= t]
-                out[int(order[i])] = ".".join(s[2] for s in active)
+                if soonest < t or (j < len(spans) and spans[j][0] <= t):
+                    while j < len(spans) and spans[j][0] <= t:
+                        active.append(spans[j])
+                        j += 1
+                    active = [s for s in active if s[1] >= t]
+                    path = ".".join(s[2] for s in active)
+                    soonest = min((s[1] for s in active), default=1 << 63)
+                out[order_list[i]] = path
                 i += 1
         return out
 
@@ -270,6 +275,8 @@ def _module_attribution(c: Columns, pair: np.ndarray, host: np.ndarray, modules:
                 out[k] = path
     # Kineto links a kernel to its launching op by "External id" too.
     with_ext = host[x["ext"][host] != 0]
+    if not len(with_ext) or not (x["ext"][kernels] != 0).any():
+        return out
     ext = dict(zip(x["ext"][with_ext].tolist(), paths.paths(pair[with_ext], x["ts"][with_ext])))
     for k, e in zip(kernels.tolist(), x["ext"][kernels].tolist()):
         if k not in out:
