@@ -8,28 +8,37 @@ target and reference runs, records both runs once each, and calls `run` in order
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ascend_tui.errors import InputError
 from ascend_tui.investigation import CHECK_NAMES, Investigation, RunInfo
 from ascend_tui.live.capture import dtype_name
 from ascend_tui.live.context import LiveCheck, LiveContext, Run, guarded, model_dtype, prepare, torch_dtype
 from ascend_tui.live.device import select
-from ascend_tui.live.options import RunOptions
-from ascend_tui.live.overflow_live import OverflowCheck
-from ascend_tui.live.precision_live import PrecisionCheck
+from ascend_tui.live.options import RunOptions, as_run_options
+from ascend_tui.live.overflow import OverflowCheck
+from ascend_tui.live.precision import PrecisionCheck
 from ascend_tui.live.profile import ProfileCheck
 from ascend_tui.live.recording import capture
-from ascend_tui.live.sanitize import MemoryCheck
+from ascend_tui.live.memory import MemoryCheck
+from ascend_tui.plugins import CHECKS as CHECKS_GROUP
+from ascend_tui.plugins import Plugin, plugins
 from ascend_tui.progress import Progress
 
 LIVE_CHECKS: list[type[LiveCheck]] = [PrecisionCheck, OverflowCheck, MemoryCheck, ProfileCheck]
-"""The checks that run live, by name; any object following `LiveCheck` may be passed in `RunOptions.checks` too."""
+"""The checks that run live, by name; any object following `LiveCheck` may be passed in `RunOptions.checks` too.
+Installed packages add more as entry points (group `ascend_tui.checks`, the name of a `LiveCheck` class)."""
+
+
+def plugin_checks() -> dict[str, Plugin]:
+    """The live checks other installed packages declare, by name (not imported until a run asks for one)."""
+    builtin = {c.name for c in LIVE_CHECKS}
+    return {p.name: p for p in plugins(CHECKS_GROUP) if p.name not in builtin}
 
 
 def available_checks() -> tuple[str, ...]:
-    """Names of the checks that run live in this version, in the order they are listed."""
-    return tuple(c.name for c in LIVE_CHECKS)
+    """Names of the checks that run live in this version, in the order they are listed (plug-ins last)."""
+    return (*(c.name for c in LIVE_CHECKS), *plugin_checks())
 
 
 def parse_checks(spec: str | tuple[Any, ...]) -> tuple[Any, ...]:
@@ -45,8 +54,9 @@ def parse_checks(spec: str | tuple[Any, ...]) -> tuple[Any, ...]:
     for name in names:
         if not isinstance(name, str):
             continue
-        if name not in CHECK_NAMES:
-            raise InputError("--checks", f"unknown check {name!r} (choose from {', '.join(CHECK_NAMES)}, all, none)")
+        if name not in CHECK_NAMES and name not in live:
+            known = ", ".join(dict.fromkeys((*CHECK_NAMES, *live)))
+            raise InputError("--checks", f"unknown check {name!r} (choose from {known}, all, none)")
         if name not in live:
             raise InputError("--checks", f"the {name} check is not part of this version yet "
                                          f"(available: {', '.join(live)})")
@@ -55,8 +65,10 @@ def parse_checks(spec: str | tuple[Any, ...]) -> tuple[Any, ...]:
 
 def resolve_checks(checks: tuple[Any, ...]) -> tuple[LiveCheck, ...]:
     """A fresh check object per name (checks keep what their observers saw), objects as they are."""
-    by_name = {c.name: c for c in LIVE_CHECKS}
-    return tuple(by_name[c]() if isinstance(c, str) else c for c in parse_checks(tuple(checks)))
+    by_name: dict[str, Callable[[], LiveCheck]] = {c.name: c for c in LIVE_CHECKS}
+    extra = plugin_checks()
+    return tuple((by_name[c] if c in by_name else extra[c].load())() if isinstance(c, str) else c
+                 for c in parse_checks(tuple(checks)))
 
 
 def user_model(model: Any) -> tuple[Any, list[str]]:
@@ -119,22 +131,18 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
     return inv
 
 
-def investigate(model: Any, inputs: Any = (), options: RunOptions | None = None, *,
+def investigate(model: Any, inputs: Any = (), options: RunOptions | Mapping[str, Any] | None = None, *,
                 progress: Progress | None = None, cancel: threading.Event | None = None,
                 on_partial: Callable[[Investigation], None] | None = None, **settings: Any) -> Investigation:
     """Run `model` on `inputs` on a device under capture and the requested checks.
 
-    `options` (a `RunOptions`) says which checks, where, in which dtype and against which
-    reference (`"cpu:float32"`, or None; skipped when it would repeat the target run); any of
-    its fields may also be given as keywords (`checks=("overflow",), dtype="float16"`), which
-    override `options`. `inputs` is a tuple of positional inputs, a dict of keyword inputs,
+    `options` (a `RunOptions`, or a mapping of settings) says which checks, where, in which dtype
+    and against which reference (`"cpu:float32"`, or None; skipped when it would repeat the target
+    run); any of its fields or check settings may also be given as keywords (`checks=("overflow",),
+    dtype="float16", inf_nan_mode=False`), which override `options`; anything else is a TypeError. `inputs` is a tuple of positional inputs, a dict of keyword inputs,
     one tensor, or `live.capture.Inputs(args, kwargs)`. `on_partial` receives a snapshot once
     the graph is captured and again after each check but the last, so an interface can show
     results as they come; `cancel` stops the run at the next operator.
     """
-    opts = options or RunOptions()
-    if settings:
-        if isinstance(settings.get("checks"), list):
-            settings["checks"] = tuple(settings["checks"])
-        opts = opts.but(**settings)
+    opts = as_run_options(options, **settings)
     return run_live(model, inputs, opts, progress=progress, cancel=cancel, on_partial=on_partial)
