@@ -15,7 +15,7 @@ import pytest
 
 from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.graph.profile import Profile
-from ascend_tui.readers import open_path
+from ascend_tui.offline.open import open_path
 from ascend_tui.readers.profiler import trace_columns
 from ascend_tui.readers.profiler.trace import read_trace, sniff_json
 from tests import trace_reference

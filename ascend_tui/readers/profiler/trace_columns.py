@@ -16,7 +16,6 @@ from typing import Any, Callable, Iterable, Union
 
 import numpy as np
 
-from ascend_tui.readers.parse.fast_csv import _stamps
 from ascend_tui.readers.parse.json_events import BadPiece
 from ascend_tui.readers.profiler.csv_tables import to_ns
 
@@ -278,7 +277,7 @@ def _decimal_ns(values: list[str]) -> np.ndarray | None:
         frac = m[:, p + 1:] - 48
         if (whole < 10).all() and (frac < 10).all():  # uint8: a byte below '0' wraps above 9
             return whole.astype(np.int64) @ _POW10[p - 1::-1] * 1000 + frac.astype(np.int64) @ _POW10[2::-1]
-    return _stamps(m)
+    return None  # another layout: each value on its own
 
 
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
