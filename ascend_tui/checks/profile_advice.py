@@ -242,9 +242,12 @@ def _block_dim(t: KernelTable, nodes: Mapping[str, str], cores: Cores, total: fl
 
 def _fusion(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Finding]:
     order = np.lexsort((t.start_ns, t.ints["stream"]))
-    types = [t.text["type"].values[c] for c in t.text["type"].codes[order]]
-    starts = np.cumsum([0] + [len(x) + 1 for x in types])
-    text = ";".join(types)
+    typ = t.text["type"]
+    codes = typ.codes[order]
+    types = np.array(typ.values, dtype=object)[codes] if len(typ.values) else np.zeros(0, object)
+    lengths = np.fromiter((len(v) + 1 for v in typ.values), np.int64, len(typ.values))
+    starts = np.concatenate([[0], np.cumsum(lengths[codes])])  # where each row's type starts in `text`
+    text = ";".join(types.tolist())
     out = []
     taken = np.zeros(len(types), bool)
     for name, pattern, hint in FUSIONS:
