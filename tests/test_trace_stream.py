@@ -180,12 +180,15 @@ def test_decoders_without_msgspec_read_the_same(monkeypatch: pytest.MonkeyPatch)
     assert _view(read_trace(SMALL[0])) == want
 
 
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, so a child forked from a big test process
+# would report the parent's peak
 MEMORY = """
-import resource, sys
+import sys
 from pathlib import Path
 from ascend_tui.readers.profiler.trace import read_trace
 p = read_trace(Path(sys.argv[1]))
-print(p.kernels.n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(p.kernels.n, int(hwm.split()[1]) * 1024)
 """
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from ascend_tui import fmt
 from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, summarize
 from ascend_tui.evidence import Finding
-from ascend_tui.graph.profile import KernelTable, Profile
+from ascend_tui.graph.profile import Codes, KernelTable, Profile
 
 MIN_TASK_US = 20.0  # msprof-analyze's _MIN_TASK_DURATION for the bound and AI CPU checkers
 HOTSPOT_SHARE = 0.05
@@ -123,9 +123,7 @@ def _layout(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> lis
     time = float(t.dur_us[rows].sum())
     if time / total < LAYOUT_SHARE:
         return []
-    types = Counter()
-    for r in rows:
-        types[t.label("type", r)] += float(t.dur_us[r])
+    types = _summed(t.text["type"], rows, t.dur_us[rows])
     causes = _causes(t, rows)
     where = ", ".join(f"{k} ({fmt.percent(v / time)})" for k, v in causes[:4])
     return [_finding("layout_conversion", "warning", t, rows, nodes,
@@ -143,21 +141,37 @@ def _causes(t: KernelTable, rows: np.ndarray) -> list[tuple[str, float]]:
     acc: Counter[str] = Counter()
     modules = t.text["module"]
     if any(modules.values[modules.codes[r]] for r in rows[:1000]):
-        for r in rows:
-            acc[modules.at(r) or "(no module)"] += float(t.dur_us[r])
-        return acc.most_common()
-    order = np.lexsort((t.start_ns, t.ints["stream"]))
+        return _summed(modules, rows, t.dur_us[rows], "(no module)").most_common()
+    stream = t.ints["stream"]
+    order = np.lexsort((t.start_ns, stream))
     pos = np.empty(t.n, np.int64)
     pos[order] = np.arange(t.n)
     cats = categories(t)
     layout = cats.code("layout")
-    for r in rows:
-        p = int(pos[r]) + 1
-        while p < t.n and cats.codes[order[p]] == layout and t.ints["stream"][order[p]] == t.ints["stream"][r]:
+    # plain lists: this walks every conversion row, and numpy scalars cost ten times a list item here
+    order_l, pos_l, cat_l, stream_l = order.tolist(), pos.tolist(), cats.codes.tolist(), stream.tolist()
+    types, type_codes, dur = t.text["type"].values, t.text["type"].codes.tolist(), t.dur_us.tolist()
+    for r in rows.tolist():
+        p = pos_l[r] + 1
+        s = stream_l[r]
+        while p < t.n and cat_l[order_l[p]] == layout and stream_l[order_l[p]] == s:
             p += 1
-        nxt = t.label("type", int(order[p])) if p < t.n and t.ints["stream"][order[p]] == t.ints["stream"][r] else "end"
-        acc[f"input of {nxt}"] += float(t.dur_us[r])
+        nxt = types[type_codes[order_l[p]]] if p < t.n and stream_l[order_l[p]] == s else "end"
+        acc[f"input of {nxt}"] += dur[r]
     return acc.most_common()
+
+
+def _summed(col: Codes, rows: np.ndarray, weights: np.ndarray, empty: str = "") -> Counter[str]:
+    """Sum of `weights` per text of `col` over `rows`, keys in order of first appearance (as a row-by-row sum)."""
+    codes = col.codes[rows]
+    out: Counter[str] = Counter()
+    if not len(codes):
+        return out
+    sums = np.bincount(codes, weights=np.asarray(weights, np.float64), minlength=len(col.values))
+    uniq, first = np.unique(codes, return_index=True)
+    for c in uniq[np.argsort(first, kind="stable")].tolist():
+        out[col.values[c] or empty] += float(sums[c])
+    return out
 
 
 def _pmu_max(t: KernelTable) -> tuple[np.ndarray, np.ndarray]:

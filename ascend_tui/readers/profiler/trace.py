@@ -184,7 +184,7 @@ def _kernel_table(c: Columns, kidx: np.ndarray, kineto: bool, hardware: np.ndarr
                           lambda k: "COMMUNICATION" if k < 0 else _text(vals[k]))
     return KernelTable(n, {
         "name": text_codes(names, lambda k: _text(vals[k])), "type": text_codes(names, op_type), "core": core,
-        "module": Codes.of(module_at.get(i, "") for i in order.tolist()),
+        "module": Codes.of(module_at.get(i, "") for i in order.tolist()) if module_at else Codes.constant("", n),
     }, {"start_ns": x["ts"][order], "stream": _streams(c, order)}, {"dur_us": x["dur"][order]})
 
 
