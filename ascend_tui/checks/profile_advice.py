@@ -264,20 +264,32 @@ def _fusion(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Find
     text = ";".join(types.tolist())
     out = []
     taken = np.zeros(len(types), bool)
+    dur = None
     for name, pattern, hint in FUSIONS:
-        hits = []
-        for m in re.finditer(pattern, text):
-            a = int(np.searchsorted(starts, m.start(), side="right")) - 1
-            b = int(np.searchsorted(starts, m.end(), side="left"))
-            if taken[a:b].any():
+        spans = np.array([m.span() for m in re.finditer(pattern, text)], np.int64).reshape(-1, 2)
+        if not len(spans):
+            continue
+        first = np.searchsorted(starts, spans[:, 0], side="right") - 1
+        stop = np.searchsorted(starts, spans[:, 1], side="left")
+        before = np.concatenate([[0], np.cumsum(taken)])
+        earlier = (before[np.maximum(stop, first)] - before[first] > 0).tolist()  # rows an earlier rule took
+        kept: list[tuple[int, int]] = []
+        last = -1
+        for a, b, clash in zip(first.tolist(), stop.tolist(), earlier):
+            if b > a and (clash or a < last):  # matches come in order: only the last kept one can overlap
                 continue
+            kept.append((a, b))
+            last = max(last, b)
+        for a, b in kept:
             taken[a:b] = True
-            hits.append(order[a:b])
+        hits = [order[a:b] for a, b in kept]
         if not hits:
             continue
         rows = np.concatenate(hits)
         # what fusing saves: the kernels after the first of each sequence
-        saved = float(sum(t.dur_us[h[1:]].sum() for h in hits))
+        if dur is None:
+            dur = t.dur_us[order].tolist()
+        saved = float(sum(sum(dur[a + 1:b]) for a, b in kept))
         out.append(_finding("fusion", "warning" if saved / total >= 0.02 else "info", t, rows, nodes,
                             f"{name}: {fmt.plural(len(hits), 'sequence')} of {len(hits[0])} kernels could be one "
                             f"(up to {fmt.duration_us(saved)}, {fmt.percent(saved / total)} of kernel time)",
