@@ -20,6 +20,7 @@ import numpy as np
 
 from ascend_tui import fmt
 from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, summarize
+from ascend_tui.checks.affinity_api import affinity
 from ascend_tui.evidence import Finding
 from ascend_tui.graph.profile import Codes, KernelTable, Profile
 
@@ -74,6 +75,7 @@ def advise(profile: Profile, nodes: Mapping[str, str] | None = None, cores: Core
         out += _dynamic(t, nodes, total)
     out += _host_bound(profile, nodes)
     out += _sync(profile)
+    out += affinity(profile.extra, ((h.name, h.count) for h in profile.host_ops))
     return out
 
 

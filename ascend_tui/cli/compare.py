@@ -15,6 +15,8 @@ from ascend_tui.errors import InputError
 if TYPE_CHECKING:
     from ascend_tui.progress import Progress
 
+DEFAULT = "default"  # the value of --api-mapping/--cell-mapping given without a file (msprobe's rules alone)
+
 
 def add_parser(sub: Any) -> None:
     """Register the `compare` subcommand on the CLI's subparsers."""
@@ -29,6 +31,16 @@ def add_parser(sub: Any) -> None:
                 markdown="write the Markdown report")
     add_gate_options(cmp)
     cmp.add_argument("--fuzzy", action="store_true", help="match names without call index, in call order (-fm)")
+    cmp.add_argument("--data-mapping", metavar="YAML", help="msprobe's -dm file: 'target tensor name: golden "
+                     "tensor name' lines (pairs whatever the dtypes)")
+    cmp.add_argument("--layer-mapping", metavar="YAML", help="msprobe's -lm file: per layer class, "
+                     "'target layer name: golden layer name' (MindSpore Cells to PyTorch modules and their APIs)")
+    cmp.add_argument("--api-mapping", metavar="YAML", nargs="?", const=DEFAULT, help="msprobe's -am: Mint.* to "
+                     "Torch.*, MintFunctional.* to Functional.* and msprobe's API table when it is installed (else the "
+                     "golden API of the same name); a "
+                     "file adds ms_api/pt_api entries with argument and output index lists")
+    cmp.add_argument("--cell-mapping", metavar="YAML", nargs="?", const=DEFAULT, help="msprobe's -cm: Cell.* to "
+                     "Module.*; a file maps 'cell.Class: module.Class' or substrings")
     cmp.add_argument("--workers", type=int, default=None, help="local processes (default: one per core)")
     cmp.add_argument("--scheduler", metavar="ADDRESS", default=None,
                      help="run on an existing dask.distributed scheduler (or set ASCEND_TUI_SCHEDULER); "
@@ -48,8 +60,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_compare(args, progress)
     finally:
         progress.done()
-    inv = result.investigation
-    inv.sections["ranks"] = {**result.summary, "per_rank": [_rank_json(r) for r in result.ranks]}
+    inv = result.investigation  # carries the cross-rank summary as its `ranks` section
 
     def write_csv(base: Path) -> None:
         from ascend_tui.offline.compare_rows import write_csv as write_rows
@@ -57,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
         for rank, path in zip(result.ranks, csv_paths(base, [r.rank for r in result.ranks])):
             write_rows(path, rank.rows, rank.mode, rank.stacks)
 
-    return finish(inv, args, before=list(result.summary.get("notes", [])), totals=summary_lines(result),
-                  csv=write_csv)
+    return finish(inv, args, before=[*result.summary.get("notes", []), *unmatched_lead(result)],
+                  totals=summary_lines(result), csv=write_csv)
 
 
 def thresholds(pairs: list[str]) -> Any:
@@ -87,8 +98,26 @@ def csv_paths(base: Path, ranks: list[str]) -> list[Path]:
     return [base.with_name(f"{base.stem}_{r}{base.suffix or '.csv'}") for r in ranks]
 
 
+def mapping_options(args: argparse.Namespace) -> Any:
+    """The --*-mapping flags as `MappingOptions`; a named file that does not exist is an InputError."""
+    from ascend_tui.readers.msprobe.mapping import MappingOptions
+
+    values: dict[str, Any] = {}
+    for key in ("data", "layer", "api", "cell"):
+        v = getattr(args, f"{key}_mapping", None)
+        if v is not None and v != DEFAULT:
+            if Path(v).is_dir():
+                raise InputError(v, f"--{key}-mapping takes a YAML file, not a folder (give the flag after "
+                                    "TARGET GOLDEN when it has no file)")
+            if not Path(v).is_file():
+                raise InputError(v, f"--{key}-mapping: no such file")
+            v = Path(v)
+        values[key] = v
+    return MappingOptions(**values)
+
+
 def run_compare(args: argparse.Namespace, progress: Progress) -> Any:
-    """The compare the arguments ask for (`run` leaves its cross-rank summary on the investigation as `ranks`)."""
+    """The compare the arguments ask for."""
     from ascend_tui.offline.compare import compare
 
     for p in (args.target, args.golden):
@@ -97,31 +126,48 @@ def run_compare(args: argparse.Namespace, progress: Progress) -> Any:
     if args.workers is not None and args.workers < 1:
         raise InputError("--workers", "must be at least 1")
     result = compare(Path(args.target), Path(args.golden), fuzzy=args.fuzzy, thresholds=thresholds(args.threshold),
-                     workers=args.workers, scheduler=args.scheduler, replay=not args.no_replay, progress=progress)
+                     workers=args.workers, scheduler=args.scheduler, replay=not args.no_replay, progress=progress,
+                     mappings=mapping_options(args))
     return result
 
 
-def _rank_json(r: Any) -> dict[str, Any]:
-    first = r.first_introduced()
-    return {"rank": r.rank, "mode": r.mode, "rows": len(r.rows),
-            "errors": sum(1 for x in r.rows if x.result == "error"),
-            "warnings": sum(1 for x in r.rows if x.result == "warning"),
-            "first_introduced": first.node if first else None}
+def unmatched_lead(result: Any) -> list[str]:
+    """The lines a compare leads with when over a tenth of either side is unmatched, one per such rank."""
+    from ascend_tui.offline.compare import UNMATCHED_SHARE
+
+    out = []
+    for r in result.ranks:
+        um = r.unmatched
+        if um is not None and um.share > UNMATCHED_SHARE:
+            out.append(f"UNMATCHED {r.rank}: {um.target_unmatched} of {um.target_rows} target rows and "
+                       f"{um.golden_unmatched} of {um.golden_rows} golden rows have nothing to compare with; "
+                       "no verdict on them (precision/unmatched below names them)")
+    return out
 
 
 def summary_lines(result: Any) -> list[str]:
     """What a person reads after the findings: rows compared per rank and where it first diverges."""
     from ascend_tui import fmt
 
+    from ascend_tui.offline.compare import UNMATCHED_SHARE
+
     s = result.summary
-    rows = sum(len(r.rows) for r in result.ranks)
+    u = s.get("unmatched") or {}
+    t_rows, t_left = u.get("target_rows", 0), u.get("target_unmatched", 0)
+    g_rows, g_left = u.get("golden_rows", 0), u.get("golden_unmatched", 0)
+    paired = t_rows - t_left
     bad = sum(1 for r in result.ranks for x in r.rows if x.result == "error")
-    out = [f"{fmt.plural(len(result.ranks), 'rank')}, {fmt.count(rows)} rows compared, "
-           f"{fmt.plural(bad, 'row')} over the error threshold"]
+    out = [f"{fmt.plural(len(result.ranks), 'rank')}, {fmt.count(paired)} of {fmt.count(t_rows)} target rows "
+           f"compared ({fmt.count(t_left)} unmatched; golden: {fmt.count(g_left)} of {fmt.count(g_rows)} "
+           f"unmatched), {fmt.plural(bad, 'row')} over the error threshold"]
     if s.get("first_node"):
         out.append(f"first divergence: {s['first_rank']} at {s['first_node']} ({s['first_severity']})")
-    elif rows:
-        out.append("no operator introduces an error over the thresholds")
+    elif s.get("unmatched_share", 0.0) > UNMATCHED_SHARE or not paired:
+        out.append(f"no verdict: {fmt.count(t_left)} target and {fmt.count(g_left)} golden rows had nothing to "
+                   "compare with; among the rows compared, no operator introduces an error" if paired else
+                   "no verdict: no row of the target found its golden counterpart")
+    else:
+        out.append("no operator introduces an error over the thresholds in the rows compared")
     for o in s.get("outliers", [])[:5]:
         out.append(f"{o['rank']} disagrees with its peers at {o['node']} (error {o['error']:.3g}, "
                    f"peers' median {o['median']:.3g})")

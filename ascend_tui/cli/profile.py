@@ -117,8 +117,16 @@ def print_summary(inv: Investigation, out: TextIO, top: int = 15) -> None:
     p, s = inv.profile, inv.profile_summary()
     assert p is not None and s is not None
     w = out.write
-    w(f"{inv.run.target}: {p.kind}, {fmt.plural(s.kernels, 'kernel')}, {fmt.duration_us(s.total_us)} of kernel time, "
-      f"{fmt.plural(s.steps, 'step')}\n")
+    cluster = p.extra.get("cluster") or {}
+    if cluster.get("per_rank"):  # the cluster's kernel count; the tables are one rank's
+        shown = cluster.get("shown_rank")
+        w(f"{inv.run.target}: {p.kind}, {fmt.plural(len(cluster['per_rank']), 'rank')}, "
+          f"{fmt.plural(int(cluster.get('kernels', s.kernels)), 'kernel')} in all"
+          + (f"; the tables show rank {shown}'s {fmt.plural(s.kernels, 'kernel')}, {fmt.duration_us(s.total_us)}"
+             if shown is not None else "; no rank has kernel rows") + "\n")
+    else:
+        w(f"{inv.run.target}: {p.kind}, {fmt.plural(s.kernels, 'kernel')}, {fmt.duration_us(s.total_us)} of kernel "
+          f"time, {fmt.plural(s.steps, 'step')}\n")
     if p.unmatched:
         shown = ", ".join(p.unmatched[:8]) + (", ..." if len(p.unmatched) > 8 else "")
         w(f"{fmt.plural(len(p.unmatched), 'op name')} matched no graph node: {shown}\n")
@@ -134,14 +142,17 @@ def print_summary(inv: Investigation, out: TextIO, top: int = 15) -> None:
               f"{fmt.duration_us(st.communication_not_overlapped):>15} {fmt.duration_us(st.free):>11} "
               f"{fmt.duration_us(st.total):>11}\n")
         w("\n")
-    if s.cluster is not None:
+    if s.cluster is not None and s.cluster.ranks:
         c = s.cluster
         w(f"{'rank':>5} {'computing':>11} {'comm (exposed)':>15} {'free':>11} {'step time':>11}\n")
         for r in c.ranks:
             mark = "  <- slow" if r.rank == c.slow_rank else ""
             w(f"{r.rank:>5} {fmt.duration_us(r.computing):>11} {fmt.duration_us(r.communication):>15} "
               f"{fmt.duration_us(r.free):>11} {fmt.duration_us(r.total):>11}{mark}\n")
-        w(f"slow rank {c.slow_rank}: {c.slow_stage} {fmt.duration_us(c.excess_us)} above the median rank\n\n")
+        if c.slow_rank >= 0:
+            w(f"slow rank {c.slow_rank}: {c.slow_stage} {fmt.duration_us(c.excess_us)} above the median rank\n\n")
+        else:
+            w("no slow rank: every rank's own time (computing + free) is within 1% of a step of the median\n\n")
     base = p.extra.get("baseline")
     if base:
         w(f"against {base['target']} (per step):\n{'op type':<32} {'before':>10} {'after':>10} {'delta':>10} {'x':>7}\n")

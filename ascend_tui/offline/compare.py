@@ -24,7 +24,8 @@ from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding, StatsTable
 from ascend_tui.readers.msprobe import dump
 from ascend_tui.offline import compare_rows, compare_tensors
-from ascend_tui.offline.compare_rows import Item, Row
+from ascend_tui.offline.compare_rows import Item, Row, Unmatched
+from ascend_tui.readers.msprobe.mapping import MappingOptions, renamer
 from ascend_tui.readers.msprobe.tensors import torch_available
 from ascend_tui.readers.msprobe.graph import PARAM_GRAD, Builder, stats_rows
 from ascend_tui.graph.opgraph import read_json
@@ -47,6 +48,7 @@ class RankCompare:
     inv: Investigation
     verdicts: dict[str, Verdict]
     stacks: dict[str, str] = field(default_factory=dict)
+    unmatched: Unmatched | None = None
 
     def first_introduced(self) -> Finding | None:
         """The earliest finding (execution order) that introduces an error or warning: where this rank diverges."""
@@ -65,6 +67,19 @@ class CompareResult:
     def investigation(self) -> Investigation:
         first = self.summary.get("first_rank")
         return next((r.inv for r in self.ranks if r.rank == first), self.ranks[0].inv)
+
+    def ranks_section(self) -> dict[str, Any]:
+        """The report's `ranks` section: the summary across ranks and each rank's rows, errors and divergence."""
+        return {**self.summary, "per_rank": [_rank_json(r) for r in self.ranks]}
+
+
+def _rank_json(r: RankCompare) -> dict[str, Any]:
+    first = r.first_introduced()
+    return {"rank": r.rank, "mode": r.mode, "rows": len(r.rows),
+            "errors": sum(1 for x in r.rows if x.result == "error"),
+            "warnings": sum(1 for x in r.rows if x.result == "warning"),
+            "first_introduced": first.node if first else None,
+            "unmatched": r.unmatched.to_json() if r.unmatched is not None else None}
 
 
 def _mode(header: Mapping[str, Any], items: Sequence[Item]) -> str:
@@ -100,8 +115,17 @@ def _stack_text(rank_dir: Path) -> dict[str, str]:
 
 def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thresholds | None = None,
             workers: int | None = None, scheduler: str | None = None, replay: bool = True,
-            progress: Progress | None = None, cancel: threading.Event | None = None) -> CompareResult:
-    """Compare two msprobe dumps (root, step folder with many ranks, rank folder or dump.json)."""
+            progress: Progress | None = None, cancel: threading.Event | None = None,
+            mappings: MappingOptions | None = None) -> CompareResult:
+    """Compare two msprobe dumps (root, step folder with many ranks, rank folder or dump.json).
+
+    `mappings` are msprobe's -dm/-lm/-am/-cm options; dumps of two frameworks pair dtypes by family.
+    """
+    opts = mappings or MappingOptions()
+    if fuzzy and opts.any:
+        raise InputError("--fuzzy", "pairs by name alone and cannot be combined with a mapping file; use one or "
+                                    "the other")
+    lefts: list[tuple[Unmatched, list[Item]]] = []
     t = thresholds or Thresholds()
     t_ranks, _ = dump.rank_folders(Path(target))
     g_ranks, _ = dump.rank_folders(Path(golden))
@@ -115,7 +139,8 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
         th, tdata, titems = _side(td)
         gh, gdata, gitems = _side(gd)
         mode = _mode(th, titems) if _mode(th, titems) == _mode(gh, gitems) else "statistics"
-        rows = compare_rows.match(titems, gitems, fuzzy=fuzzy)
+        rows = _pair(td, gd, th, gh, titems, gitems, fuzzy, opts)
+        lefts.append((compare_rows.unmatched(rows, gitems), gitems))
         prepared.append((td, gd, th, tdata, mode, rows, gdata))
     notes: list[str] = []
     if replay and any(p[4] == "tensor" for p in prepared) and not torch_available():
@@ -128,7 +153,10 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
         ranks.append(_rank_compare(td, gd, th, tdata, gdata, mode, rows, t, replay))
     summary = summarize(ranks)
     summary["notes"] = notes
-    return CompareResult(ranks, summary)
+    _account_unmatched(ranks, lefts, summary, opts)
+    result = CompareResult(ranks, summary)
+    result.investigation.sections["ranks"] = result.ranks_section()  # the report writes it beside the findings
+    return result
 
 
 def _tensor_metrics(prepared: list[Any], workers: int | None, scheduler: str | None, progress: Progress | None,
@@ -387,3 +415,70 @@ def _outliers(ranks: Sequence[RankCompare]) -> list[dict[str, Any]]:
                 out.append({"rank": rank, "node": node, "error": e, "median": med})
     return sorted(out, key=lambda d: -d["error"])[:50]
 
+
+# -- pairing and what did not pair -----------------------------------------------------------------
+
+UNMATCHED_SHARE = 0.1  # over this share of either side unmatched, the compare leads with it
+UNMATCHED_HINT = ("names differ between the dumps: map them with --api-mapping (MindSpore Mint/Functional to "
+                  "torch), --cell-mapping (Cell to Module), --layer-mapping or --data-mapping (msprobe's YAML "
+                  "files), or --fuzzy to pair calls in order")
+
+
+def _pair(td: Path, gd: Path, th: Mapping[str, Any], gh: Mapping[str, Any], titems: list[Item], gitems: list[Item],
+          fuzzy: bool, opts: MappingOptions) -> list[Row]:
+    """Rows of one rank, paired by name or by the mapping options; two frameworks pair dtypes by family."""
+    tf, gf = str(th.get("framework") or ""), str(gh.get("framework") or "")
+    rename = renamer(opts, td, gd, list(dict.fromkeys(i.entry for i in titems)),
+                     list(dict.fromkeys(i.entry for i in gitems))) if opts.any else None
+    return compare_rows.match(titems, gitems, fuzzy=fuzzy, rename=rename, cross=bool(tf and gf and tf != gf),
+                                 check_dtype=opts.checks_dtype)
+
+
+def unmatched_finding(rank: str, um: Unmatched, node: Any = None) -> Finding:
+    """The warning a compare leads with when over a tenth of either side found nothing to compare with.
+
+    It sits on `node` (the first unmatched target operator, so the app can go there) when given.
+    """
+    names = ", ".join(um.first_target or um.first_golden)
+    more = um.target_records_unmatched - len(um.first_target)
+    where = (node.id, node.op_type, node.module, node.index) if node is not None else ("", "", "", -1)
+    return Finding("precision", "unmatched", "warning", *where,
+                   f"{rank}: {um.target_unmatched} of {um.target_rows} target rows and {um.golden_unmatched} of "
+                   f"{um.golden_rows} golden rows have nothing to compare with ({um.target_records_unmatched} "
+                   f"target records, first: {names}{f' and {more} more' if more > 0 else ''}); no verdict is "
+                   "given on them", metrics=um.to_json(), hint=UNMATCHED_HINT)
+
+
+def unmatched_view_rows(rows: Sequence[Row], golden_left: Sequence[Item]) -> list[list[Any]]:
+    """The app's unmatched rows: side, name, record, dtype and shape of every item that found no counterpart."""
+    out = [["target", r.target.name, r.target.entry, r.target.dtype, r.target.shape] for r in rows if r.golden is None]
+    out.extend(["golden", g.name, g.entry, g.dtype, g.shape] for g in golden_left)
+    return out
+
+
+def _account_unmatched(ranks: Sequence[RankCompare], lefts: Sequence[tuple[Unmatched, list[Item]]],
+                       summary: dict[str, Any], opts: MappingOptions) -> None:
+    """Put matched/unmatched counts on every rank, its run and the summary; warn where more than a tenth is left."""
+    totals = {"target_rows": 0, "target_unmatched": 0, "golden_rows": 0, "golden_unmatched": 0}
+    for rank, (um, gitems) in zip(ranks, lefts):
+        rank.unmatched = um
+        used = {id(r.golden) for r in rank.rows if r.golden is not None}
+        rank.inv.run.extra["precision_unmatched"] = {
+            "columns": ["side", "name", "record", "dtype", "shape"],
+            "rows": unmatched_view_rows(rank.rows, [g for g in gitems if id(g) not in used])}
+        for k in totals:
+            totals[k] += getattr(um, k)
+        extra = rank.inv.run.extra
+        extra["unmatched"] = um.to_json()
+        extra["mappings"] = {k: str(v) for k in ("data", "layer", "api", "cell") if (v := getattr(opts, k))}
+        if um.share > UNMATCHED_SHARE:
+            graph = rank.inv.graph
+            first = next((r.node for r in rank.rows if r.golden is None and r.node and r.node in graph
+                          and not graph.node(r.node).is_placeholder), None)
+            rank.inv.add_findings([unmatched_finding(rank.rank, um, graph.node(first) if first else None)])
+    summary["unmatched"] = totals
+    summary["unmatched_share"] = max((um.share for um, _g in lefts), default=0.0)
+    shown = CompareResult(list(ranks), summary).investigation  # what the CLI gates and the app shows
+    others = [f for r in ranks if r.inv is not shown for f in r.inv.findings if f.kind == "unmatched"]
+    shown.add_findings(Finding(f.check, f.kind, f.severity, "", "", "", -1, f.message, metrics=f.metrics,
+                               hint=f.hint) for f in others)  # other ranks' graphs differ: no node here

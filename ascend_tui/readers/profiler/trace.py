@@ -22,6 +22,7 @@ from ascend_tui.graph.profile import NO_INT, Codes, HostOp, KernelTable, Profile
 from ascend_tui.progress import Progress, check_cancel, paused_gc
 from ascend_tui.readers.base import head
 from ascend_tui.readers.parse.json_events import BLOCK, Ending, decoded_pieces
+from ascend_tui.readers.profiler import framework_ops
 from ascend_tui.readers.profiler.trace_columns import ABSENT, Columns, decode
 
 DEVICE_PROCESSES = ("Ascend Hardware", "HCCL", "Communication")
@@ -139,8 +140,20 @@ def profile_of_columns(c: Columns, cancel: threading.Event | None = None) -> Pro
                   Span("Step", name_of[nm], (t - origin) / 1000, d)
                   for ov, key, nm, t, d in zip(overlap[rows].tolist(), pair[rows].tolist(), x["name"][rows].tolist(),
                                                x["ts"][rows].tolist(), x["dur"][rows].tolist()))
-    return Profile("kineto" if kineto else "trace", table, host_ops=_host_ops(c, pair, np.flatnonzero(host)),
-                   spans=spans, extra={"trace_events": c.events})
+    host_rows = np.flatnonzero(host)
+    return Profile("kineto" if kineto else "trace", table, host_ops=_host_ops(c, pair, host_rows),
+                   spans=spans, extra={"trace_events": c.events, **_framework_ops(c, host_rows)})
+
+
+def _framework_ops(c: Columns, rows: np.ndarray) -> dict[str, Any]:
+    """`framework_ops`' aten sequence and optimizer steps of the host rows (µs as the float of the trace's text)."""
+    names = {k: _text(c.values[k]) for k in np.unique(c.x["name"][rows]).tolist()}
+    named = [names[k] for k in c.x["name"][rows].tolist()]
+    aten = [i for i, n in enumerate(named) if n.startswith("aten::")]
+    starts = [ns / 1000 for ns in c.x["ts"][rows[aten]].tolist()]  # int / int: the float nearest the decimal text
+    ends = [t + d for t, d in zip(starts, c.x["dur"][rows[aten]].tolist())]
+    return {**framework_ops.sequence([named[i] for i in aten], starts, ends),
+            **framework_ops.optimizer_steps(n for n in named if n.startswith(framework_ops.OPTIMIZER_STEP))}
 
 
 def _text(v: Any) -> str:
