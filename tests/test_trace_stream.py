@@ -205,3 +205,24 @@ def test_peak_memory_of_a_200_mb_trace_stays_under_its_size(tmp_path: Path) -> N
     kernels, peak = int(out[0]), int(out[1])
     assert kernels == 16 * copies
     assert peak < size, f"peak RSS {peak / 1e6:.0f} MB for a {size / 1e6:.0f} MB trace"
+
+
+def test_a_folder_with_both_exports_takes_its_timeline_from_the_db(tmp_path: Path) -> None:
+    import shutil
+
+    from ascend_tui.readers.profiler.ascend_pt import read_folder
+
+    peer = FIXTURES / "peer" / "Ascend__msinsight" / "test" / "data" / "pytorch"
+    folder = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(peer / "text" / "level1" / "rank0_ascend_pt", folder)
+    out = folder / "ASCEND_PROFILER_OUTPUT"
+    text_only = read_folder(out)
+    assert "timeline" not in text_only.extra and text_only.spans
+    for db in (peer / "db" / "level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT").glob("*.db"):
+        shutil.copy(db, out / db.name)
+    both = read_folder(out)
+    assert "ascend_pytorch_profiler_0.db" in both.extra["timeline"] and "trace_view.json" in both.extra["timeline"]
+    assert len(both.spans) > 300 and both.kernels.n == text_only.kernels.n  # the rows still from kernel_details.csv
+    from ascend_tui.readers.profiler import db as profiler_db
+
+    assert both.spans == profiler_db.read(*profiler_db.find(out))[0].spans != text_only.spans  # (two runs' exports)
