@@ -3,7 +3,8 @@
 Run: `PYTHONPATH=. python benchmarks/trace_load.py [--mb 240] [--mb 2000] [--reps 1] [--dir /tmp/x] [--keep]`.
 The trace replicates the events of the shared Level1 trace_view.json (AlexNet, 8 ranks, with stacks)
 with timestamps moved on by one span per copy and flow ids made distinct, up to the size asked.
-Each side runs in a fresh child process, alternating, so each one's peak RSS (`wait4`) is its own;
+Each side runs in a fresh child process, alternating, so each one's peak RSS (`wait4`; Linux carries
+the forking parent's peak over exec, and this parent stays under ~60 MB) is its own;
 the readers are timed inside the child after its imports (wall and CPU: the machines these run on
 are shared, so CPU time is the steadier of the two), the CLI end to end with its start-up (the same
 command on the 129 KB fixture) subtracted.
