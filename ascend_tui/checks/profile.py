@@ -63,8 +63,9 @@ def summarize(table: KernelTable, by: str = "type", rows: np.ndarray | None = No
     mx = np.full(k, -np.inf)
     np.maximum.at(mx, col.codes, dur)
     grand = float(dur.sum()) or 1.0
-    cats = categories(t)
-    bounds = boundness(t)
+    # row by row labels: those of the whole table (computed once for it) taken at `rows`
+    cats = categories(t) if rows is None else categories(table).take(rows)
+    bounds = boundness(t) if rows is None else boundness(table).take(rows)
     # the category / bound of a group: that of its longest-running row kind
     cat_of = _dominant(col.codes, cats.codes, dur, k)
     bound_of = _dominant(col.codes, bounds.codes, dur, k)
