@@ -106,14 +106,14 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
     spans: tuple = ()
     trace_file = next((p for pattern in TRACE_FILES for p in _first(folder, pattern)), None)
     if trace_file is not None and (kernels.n == 0 or trace_file.stat().st_size <= TRACE_LIMIT):
-        if progress is not None:
-            progress(f"reading {trace_file.name}", 0, None)
-        timeline = trace.read_trace(trace_file, cancel)
+        timeline, source = _timeline(folder, trace_file, cancel, progress)
         spans = timeline.spans
         extra.update({k: v for k, v in timeline.extra.items() if k in (framework_ops.KEY, framework_ops.STEPS)})
+        if source != trace_file.name:
+            extra["timeline"] = f"{source} (the SQLite export, read instead of {trace_file.name})"
         if kernels.n == 0:
             kernels = timeline.kernels
-            extra["files"].append(trace_file.name)
+            extra["files"].append(source)
         else:
             kernels = _modules_from(kernels, timeline.kernels)
         host = host or list(timeline.host_ops)
@@ -123,6 +123,23 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
     comm = communication.read_folder(folder, int(info.get("rank", -1)), trace=trace_file)
     return Profile(kind, kernels, tuple(stats), tuple(steps), tuple(host), spans, extra,
                    communication=comm if comm or comm.skipped else None)
+
+
+def _timeline(folder: Path, trace_file: Path, cancel: threading.Event | None, progress: Progress | None
+              ) -> tuple[Profile, str]:
+    """The folder's timeline and the file it came from: its db export when it has one (no JSON to parse),
+    else the trace; a db that cannot be read leaves the trace to be read."""
+    db_file, analysis = profiler_db.find(folder)
+    if db_file is not None:
+        if progress is not None:
+            progress(f"reading {db_file.name}", 0, None)
+        try:
+            return profiler_db.read(db_file, analysis)[0], db_file.name
+        except InputError:
+            pass
+    if progress is not None:
+        progress(f"reading {trace_file.name}", 0, None)
+    return trace.read_trace(trace_file, cancel, progress), trace_file.name
 
 
 def read_profile(path: Path, *, cancel: threading.Event | None = None) -> Profile | None:
@@ -226,7 +243,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
         return _load_db(path, path, *profiler_db.find(path.parent))
     if path.is_file():
         if plain_name(path).endswith(".json"):
-            profile = trace.read_trace(path, cancel)
+            profile = trace.read_trace(path, cancel, progress)
         elif _is_step_header([h.strip() for h in compressed_head(path).decode("utf-8-sig", errors="replace")
                              .split("\n", 1)[0].split(",")]):
             skipped = Skipped(str(path))
