@@ -10,6 +10,7 @@ multi-gigabyte trace costs the columns, not a Python object per event.
 
 from __future__ import annotations
 
+import json
 import threading
 from functools import partial
 from pathlib import Path
@@ -21,7 +22,7 @@ from ascend_tui.errors import InputError
 from ascend_tui.graph.profile import NO_INT, Codes, HostOp, KernelTable, Profile, Span
 from ascend_tui.progress import Progress, check_cancel, paused_gc
 from ascend_tui.readers.base import head
-from ascend_tui.readers.parse.json_events import BLOCK, Ending, decoded_pieces
+from ascend_tui.readers.parse.json_events import BLOCK, BadPiece, Ending, decoded_pieces
 from ascend_tui.readers.profiler import framework_ops
 from ascend_tui.readers.profiler.trace_columns import ABSENT, Columns, decode
 
@@ -84,6 +85,23 @@ def read_trace(path: Path, cancel: threading.Event | None = None, progress: Prog
         profile.unmatched = (*profile.unmatched, f"{path.name}: the trace ends at byte {ending.offset} before its "
                                                   f"closing ']' (cut while being written?): {lost}")
     return profile
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """Every event of a trace as a plain dict, a block at a time: for small traces whose args a reader needs
+    whole (the HCCL tasks' sizes and links), never for a kernel timeline, which `read_trace` keeps in columns."""
+    events: list[dict[str, Any]] = []
+    for piece in decoded_pieces(path, _plain_events):
+        events.extend(piece)
+    return events
+
+
+def _plain_events(piece: bytes | memoryview) -> list[dict[str, Any]]:
+    try:
+        out = json.loads(bytes(piece))
+    except json.JSONDecodeError as exc:
+        raise BadPiece(f"JSON is malformed: {exc.msg}", exc.pos) from None
+    return [e for e in out if isinstance(e, dict)]
 
 
 def profile_of_columns(c: Columns, cancel: threading.Event | None = None) -> Profile:
