@@ -13,7 +13,8 @@ from typing import Any, Callable
 from ascend_tui.errors import InputError
 from ascend_tui.investigation import CHECK_NAMES, Investigation, RunInfo
 from ascend_tui.live.capture import dtype_name
-from ascend_tui.live.context import LiveCheck, LiveContext, Run, guarded, model_dtype, prepare, torch_dtype
+from ascend_tui.live.coarse import coarse_capture, reference_pass, saturation_limit
+from ascend_tui.live.context import COARSE, LiveCheck, LiveContext, Run, guarded, model_dtype, prepare, torch_dtype
 from ascend_tui.live.device import select
 from ascend_tui.live.options import RunOptions
 from ascend_tui.live.overflow_live import OverflowCheck
@@ -86,9 +87,17 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
     target_run = Run("target", t_model, t_inputs, dev)
     observers = [o for c in checks for o in c.observers(ctx, target_run)]
     api_ids = bool(options.setting("api_ids", False))
-    ctx.target = guarded(options.target, "the model's forward", lambda: capture(
-        t_model, t_inputs, observers=observers, progress=progress, cancel=cancel, phase_label="capturing target",
-        api_ids=api_ids))
+    coarse = options.detail != "full" and bool(checks) and options.iterations == 1 and not api_ids \
+        and all(getattr(c, COARSE, False) for c in checks)
+    if coarse:
+        ctx.coarse = guarded(options.target, "the model's step", lambda: coarse_capture(
+            t_model, t_inputs, dev, backward=options.backward, loss=options.loss, observers=observers,
+            saturation_limit=saturation_limit(dev, run_dtype), progress=progress, cancel=cancel))
+        ctx.target = ctx.coarse.result
+    else:
+        ctx.target = guarded(options.target, "the model's forward", lambda: capture(
+            t_model, t_inputs, observers=observers, progress=progress, cancel=cancel, phase_label="capturing target",
+            api_ids=api_ids))
     ref_stats = None
     if options.reference and any(c.needs_reference for c in checks):
         ref_backend, _, ref_dtype = options.reference.partition(":")
@@ -99,9 +108,15 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
             r_model, r_inputs = prepare(model, inputs, r_dev, torch_dtype(ref_dtype or "float32"), copy_model=True)
             ref_run = Run("reference", r_model, r_inputs, r_dev)
             ref_observers = [o for c in checks for o in c.observers(ctx, ref_run)]
-            ctx.reference = guarded(options.target, "the reference forward", lambda: capture(
-                r_model, r_inputs, observers=ref_observers, progress=progress, cancel=cancel,
-                phase_label="capturing reference", expected_ops=ctx.target.op_count, api_ids=api_ids))
+            if ctx.coarse is not None:  # the same events, the same window
+                window = ctx.coarse.window
+                ctx.reference = guarded(options.target, "the reference step", lambda: reference_pass(
+                    r_model, r_inputs, r_dev, window=window, backward=options.backward, loss=options.loss,
+                    observers=ref_observers, cancel=cancel))
+            else:
+                ctx.reference = guarded(options.target, "the reference forward", lambda: capture(
+                    r_model, r_inputs, observers=ref_observers, progress=progress, cancel=cancel,
+                    phase_label="capturing reference", expected_ops=ctx.target.op_count, api_ids=api_ids))
             ref_stats = ctx.reference.stats
     run = RunInfo(target=options.target, device=dev.info().to_json(), checks=tuple(c.name for c in checks),
                   dtype=dtype_name(run_dtype), reference=options.reference, iterations=options.iterations,
@@ -111,6 +126,8 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
                         reference_histograms=ctx.reference.histograms if ctx.reference is not None else None)
     if notes:
         inv.run.extra.setdefault("notes", []).extend(notes)
+    if ctx.coarse is not None:
+        inv.run.extra["capture"] = ctx.coarse.describe()
     for i, check in enumerate(checks):
         if on_partial is not None:
             on_partial(inv.snapshot())

@@ -1,0 +1,22 @@
+"""Which module event of a coarse (module-level) pass to look at operator by operator: the first whose values went bad."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def first_bad_event(event_of_row: np.ndarray, mn: np.ndarray, mx: np.ndarray, nan: np.ndarray, inf: np.ndarray,
+                    *, saturation_limit: float | None = None, flagged: np.ndarray | None = None) -> int | None:
+    """The smallest event index with a NaN, an Inf, a value at `saturation_limit` (saturation mode) or the device's
+    overflow flag set (`flagged`, one bool per event); None when every event is clean.
+
+    `event_of_row[i]` names the event row `i` (min, max, NaN and Inf counts of one measured tensor) belongs to.
+    """
+    with np.errstate(invalid="ignore"):
+        bad = (nan > 0) | (inf > 0) | ~np.isfinite(mn) | ~np.isfinite(mx)
+        if saturation_limit is not None:
+            bad |= np.fmax(np.abs(mn), np.abs(mx)) >= saturation_limit * (1 - 1e-6)
+    found = [int(event_of_row[i]) for i in np.flatnonzero(bad)]
+    if flagged is not None and flagged.any():
+        found.append(int(np.flatnonzero(flagged)[0]))
+    return min(found) if found else None
