@@ -138,6 +138,9 @@ def _add_run_settings(parser: argparse.ArgumentParser, checks: str) -> None:
                         help="second run the range checks compare against, or 'none'")
     parser.add_argument("--iterations", type=int, default=1, help="forward passes (leak detection needs > 1)")
     parser.add_argument("--backward", action="store_true", help="also run backward and check the gradients")
+    parser.add_argument("--detail", choices=("module", "full"), default="module",
+                        help="module: module-level evidence, operators recorded only around the first bad module "
+                             "(a replay of the step); full: every operator of the step")
 
 
 def run_options(args: argparse.Namespace) -> Any:
@@ -149,7 +152,7 @@ def run_options(args: argparse.Namespace) -> Any:
         raise InputError("--iterations", "must be at least 1")
     return RunOptions(checks=parse_checks(args.checks), device=args.device, dtype=args.dtype,
                       reference=None if args.reference == "none" else args.reference, iterations=args.iterations,
-                      backward=args.backward)
+                      backward=args.backward, detail=getattr(args, "detail", "module"))
 
 
 def _gate_options(parser: argparse.ArgumentParser) -> None:
@@ -261,7 +264,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     target = load_target(args.target)
     options = RunOptions(checks=checks, device=args.device, dtype=args.dtype,
                          reference=None if args.reference == "none" else args.reference, iterations=args.iterations,
-                         backward=args.backward, loss=target.loss, target=args.target)
+                         backward=args.backward, loss=target.loss, target=args.target,
+                         detail=getattr(args, "detail", "module"))
     try:
         inv = run_live(target.model, target.inputs, options, progress=progress)
     finally:

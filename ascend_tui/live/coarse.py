@@ -211,8 +211,11 @@ class StepRecorder(Recorder):
             self.graph.add_edge(ref.node, node_id, ref.slot, slot)
         for slot, t in enumerate(outs):
             self._set_producer(t, _Ref(node_id, slot, index, metas[slot]))
-            if self.want_stats and t.is_floating_point():
-                self.stat_rows.take((node_id, slot), t)
+            if t.is_floating_point():
+                for tap in self.taps:  # observers' evidence (underflow in the reference) per module output too
+                    tap(node_id, slot, t)
+                if self.want_stats:
+                    self.stat_rows.take((node_id, slot), t)
         self._last = _Ref(node_id, 0, index, metas[0] if metas else None)
         return node_id
 
@@ -226,6 +229,8 @@ class StepRecorder(Recorder):
                 self.op_count += 1
                 self.graph.add_node(op_node(node, f"module_grad.{cls}", name, i, "op", (), (meta,), None, "backward",
                                             cls, {"detail": MODULE, "gradient_of": name}))
+                for tap in self.taps:
+                    tap(node, 0, grad)
                 if self.want_stats:
                     self.stat_rows.take((node, 0), grad)
                 self._last = _Ref(node, 0, i, meta)
@@ -251,6 +256,8 @@ class StepRecorder(Recorder):
                                         self.op_count, "output", (meta,), (meta,), None, "backward", "",
                                         {"forward": f"param:{name}", "detail": MODULE}))
             self.op_count += 1
+            for tap in self.taps:
+                tap(node_id, 0, p.grad)
             if self.want_stats:
                 self.stat_rows.take((node_id, 0), p.grad)
 
@@ -301,6 +308,9 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
     if flag_device is not None:
         flag_device.clear_overflow_flag()
     if window is None:
+        from ascend_tui.live.recording import _overrides
+
+        rec.taps = [o.output for o in observers if _overrides(o, "output")]
         handles = rec.attribute_modules(model) if hasattr(model, "named_modules") else []
         try:
             with frozen_gc(), torch.set_grad_enabled(backward):
@@ -326,6 +336,7 @@ class CoarseCapture:
     passes: int
     flag_set: bool = False
     notes: list[str] = field(default_factory=list)
+    reference: CaptureResult | None = None
 
     def describe(self) -> dict[str, Any]:
         """`run.extra["capture"]`: what was recorded operator by operator and what only per module."""
@@ -401,48 +412,72 @@ def window_inputs_bad(rec: StepRecorder, stats: Any) -> bool:
     return False
 
 
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One run a coarse-to-fine capture replays: the model, its inputs, its device and the observers of its window."""
+
+    model: Any
+    inputs: Any
+    device: Device
+    observers: Sequence[Any] = ()
+
+
 def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = False,
                    loss: Callable[[Any], Any] | None = None, observers: Sequence[Any] = (),
                    saturation_limit: float | None = None, progress: Any = None, cancel: Any = None,
-                   max_widen: int = 4) -> CoarseCapture:
-    """Pass 1 at module level; if some event went bad, replay the step with operators recorded in its window."""
-    state = StepState.save(model, device)
+                   reference: Side | None = None, max_widen: int = 4) -> CoarseCapture:
+    """Pass 1 at module level (on the reference too, when given: a module whose float32 values leave the checked
+    dtype's range is as suspect as one that went bad); if some event is, replay the step with operators recorded in
+    its window (both runs, the same window)."""
+    sides = [Side(model, inputs, device, observers)] + ([reference] if reference is not None else [])
+    states = [StepState.save(s.model, s.device) for s in sides]
     passes = 1
     flag_set = False
+    notes: list[str] = []
+
+    def run(i: int, window: tuple[int, int] | None, **kw: Any) -> tuple[StepRecorder, Any]:
+        states[i].restore(grads_cleared=True)
+        side = sides[i]
+        rec = step_pass(side.model, side.inputs, window=window, backward=backward, loss=loss,
+                        observers=side.observers, progress=progress if i == 0 else None,
+                        cancel=cancel, **kw)
+        return rec, rec.finish_stats()
+
     try:
-        state.restore(grads_cleared=True)
-        rec = step_pass(model, inputs, window=None, backward=backward, loss=loss, progress=progress, cancel=cancel,
-                        phase_label="module pass")
+        if device.read_overflow_flag() is not None:
+            device.clear_overflow_flag()
+        recs = [run(i, None, phase_label="module pass") for i in range(len(sides))]
         flag_set = bool(device.read_overflow_flag())
-        stats = rec.finish_stats()
-        bad = first_bad_event(*event_rows(rec, stats), saturation_limit=saturation_limit)
-        notes: list[str] = []
-        if bad is None and flag_set:  # saturation mode: the flag says something overflowed, not where
-            state.restore(grads_cleared=True)
-            flagged = step_pass(model, inputs, window=None, backward=backward, loss=loss, cancel=cancel,
-                                flag_device=device, phase_label="finding the overflow flag")
+        bads = [first_bad_event(*event_rows(*recs[0]), saturation_limit=saturation_limit)]
+        if len(recs) > 1 and len(recs[1][0].events) == len(recs[0][0].events):
+            bads.append(first_bad_event(*event_rows(*recs[1]), saturation_limit=saturation_limit))
+        if all(b is None for b in bads) and flag_set:  # saturation mode: the flag says something overflowed, not where
+            flagged, _ = run(0, None, flag_device=device, phase_label="finding the overflow flag")
             passes += 1
-            bad = first_bad_event(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0),
-                                  flagged=np.asarray(flagged.event_flags, dtype=bool))
-            if bad is None:
+            bads.append(first_bad_event(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0),
+                                        flagged=np.asarray(flagged.event_flags, dtype=bool)))
+            if bads[-1] is None:
                 notes.append("the overflow flag was set outside every module call")
+        bad = min((b for b in bads if b is not None), default=None)
         window = None if bad is None else (bad - 1, bad)
         for attempt in range(max_widen + 1):
             if window is None:
                 break
-            state.restore(grads_cleared=True)
-            rec = step_pass(model, inputs, window=window, backward=backward, loss=loss, observers=observers,
-                            progress=progress, cancel=cancel, phase_label="recording the suspect module")
+            recs[0] = run(0, window, phase_label="recording the suspect module")
             passes += 1
-            stats = rec.finish_stats()
-            if window[0] < 0 or not window_inputs_bad(rec, stats) or attempt == max_widen:
+            if window[0] < 0 or not window_inputs_bad(*recs[0]) or attempt == max_widen:
                 break
-            window = widened(rec.events, window)
-        result = CaptureResult(rec.graph, stats, rec.outputs, rec.op_count, recorder=rec,
-                               histograms=rec.finish_histograms())
-        return CoarseCapture(result, rec, window, passes, flag_set, notes)
+            window = widened(recs[0][0].events, window)
+        if window is not None and len(recs) > 1:
+            recs[1] = run(1, window, phase_label="recording the suspect module in the reference")
+        results = [CaptureResult(r.graph, st, r.outputs, r.op_count, recorder=r, histograms=r.finish_histograms())
+                   for r, st in recs]
+        out = CoarseCapture(results[0], recs[0][0], window, passes, flag_set, notes)
+        out.reference = results[1] if len(results) > 1 else None
+        return out
     finally:
-        state.restore()
+        for state in states:
+            state.restore()
 
 
 def reference_pass(model: Any, inputs: Any, device: Device, *, window: tuple[int, int] | None, backward: bool,
@@ -459,12 +494,11 @@ def reference_pass(model: Any, inputs: Any, device: Device, *, window: tuple[int
         state.restore()
 
 
-def saturation_limit(device: Device, dtype: Any) -> float | None:
-    """The magnitude a saturating device clamps to in `dtype` (None in INF_NAN mode, where overflow gives Inf)."""
-    if device.inf_nan_mode:
-        return None
+def saturation_limit(dtype: Any) -> float | None:
+    """The largest finite magnitude of the dtype the check judges: a module output there has saturated (a device in
+    saturation mode clamps to it) or, in a wider run dtype, would overflow the checked one."""
     from ascend_tui.checks.overflow import range_of
     from ascend_tui.live.capture import dtype_name
 
-    rng = range_of(dtype_name(dtype))
+    rng = range_of(dtype if isinstance(dtype, str) else dtype_name(dtype))
     return rng.max if rng is not None else None

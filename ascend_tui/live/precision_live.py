@@ -61,7 +61,11 @@ class ReferenceComparer(Watcher):
         self.metrics: dict[tuple[str, int], TensorMetrics] = {}
         self.scales: dict[tuple[str, int], float] = {}
         self.replayed: dict[str, TensorMetrics] = {}
-        self.graph = ctx.target.graph if ctx.target is not None else None
+
+    @property
+    def graph(self) -> Any:
+        """The target's graph (the target is captured before the reference runs)."""
+        return self.ctx.target.graph if self.ctx.target is not None else None
 
     def output(self, node: str, slot: int, tensor: Any) -> None:
         target = self.keeper.kept.pop((node, slot), None)
