@@ -425,10 +425,14 @@ class Side:
 def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = False,
                    loss: Callable[[Any], Any] | None = None, observers: Sequence[Any] = (),
                    saturation_limit: float | None = None, progress: Any = None, cancel: Any = None,
-                   reference: Side | None = None, max_widen: int = 4) -> CoarseCapture:
+                   reference: Side | None = None, max_widen: int = 4,
+                   suspects: Sequence[Callable[[list[Event]], int | None]] = (),
+                   on_target: Callable[[CaptureResult], None] | None = None) -> CoarseCapture:
     """Pass 1 at module level (on the reference too, when given: a module whose float32 values leave the checked
     dtype's range is as suspect as one that went bad); if some event is, replay the step with operators recorded in
-    its window (both runs, the same window)."""
+    its window (both runs, the same window). `suspects` are the checks' own verdicts on pass 1 (the precision
+    check's first module out of band), each given the target's events after the reference's pass 1; `on_target`
+    sees each target capture before the reference replays it (the precision check reads the target's graph)."""
     sides = [Side(model, inputs, device, observers)] + ([reference] if reference is not None else [])
     states = [StepState.save(s.model, s.device) for s in sides]
     passes = 1
@@ -446,8 +450,12 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
     try:
         if device.read_overflow_flag() is not None:
             device.clear_overflow_flag()
-        recs = [run(i, None, phase_label="module pass") for i in range(len(sides))]
+        recs = [run(0, None, phase_label="module pass")]
         flag_set = bool(device.read_overflow_flag())
+        if on_target is not None:
+            on_target(_result(*recs[0]))
+        if len(sides) > 1:
+            recs.append(run(1, None, phase_label="module pass of the reference"))
         bads = [first_bad_event(*event_rows(*recs[0]), saturation_limit=saturation_limit)]
         if len(recs) > 1 and len(recs[1][0].events) == len(recs[0][0].events):
             bads.append(first_bad_event(*event_rows(*recs[1]), saturation_limit=saturation_limit))
@@ -458,6 +466,7 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
                                         flagged=np.asarray(flagged.event_flags, dtype=bool)))
             if bads[-1] is None:
                 notes.append("the overflow flag was set outside every module call")
+        bads += [judge(recs[0][0].events) for judge in suspects]
         bad = min((b for b in bads if b is not None), default=None)
         window = None if bad is None else (bad - 1, bad)
         for attempt in range(max_widen + 1):
@@ -465,19 +474,24 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
                 break
             recs[0] = run(0, window, phase_label="recording the suspect module")
             passes += 1
+            if on_target is not None:
+                on_target(_result(*recs[0]))
             if window[0] < 0 or not window_inputs_bad(*recs[0]) or attempt == max_widen:
                 break
             window = widened(recs[0][0].events, window)
         if window is not None and len(recs) > 1:
             recs[1] = run(1, window, phase_label="recording the suspect module in the reference")
-        results = [CaptureResult(r.graph, st, r.outputs, r.op_count, recorder=r, histograms=r.finish_histograms())
-                   for r, st in recs]
+        results = [_result(r, st) for r, st in recs]
         out = CoarseCapture(results[0], recs[0][0], window, passes, flag_set, notes)
         out.reference = results[1] if len(results) > 1 else None
         return out
     finally:
         for state in states:
             state.restore()
+
+
+def _result(rec: StepRecorder, stats: Any) -> CaptureResult:
+    return CaptureResult(rec.graph, stats, rec.outputs, rec.op_count, recorder=rec, histograms=rec.finish_histograms())
 
 
 def reference_pass(model: Any, inputs: Any, device: Device, *, window: tuple[int, int] | None, backward: bool,

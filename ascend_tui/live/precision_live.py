@@ -151,6 +151,21 @@ class PrecisionCheck:
 
     name = "precision"
     needs_reference = True
+    coarse = True  # pass 1 compares module outputs; the first one out of band gets its operators recorded
+
+    def coarse_suspect(self, ctx: LiveContext, events: Sequence[Any]) -> int | None:
+        """The first module event (`live.coarse.Event`) whose compared output leaves the band (warning or error), after pass 1."""
+        comparer = self.comparer
+        if comparer is None:
+            return None
+        t = self.thresholds(ctx)
+        for ev in events:
+            if not ev.node:
+                continue
+            for (node, slot), m in ((k, v) for k, v in comparer.metrics.items() if k[0] == ev.node):
+                if classify(m, comparer.scales.get((node, slot), math.nan), t)[0] is not None:
+                    return int(ev.index)
+        return None
 
     def __init__(self) -> None:
         self.keeper: TargetKeeper | None = None

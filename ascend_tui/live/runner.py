@@ -107,7 +107,8 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
         ctx.coarse = guarded(options.target, "the model's step", lambda: coarse_capture(
             t_model, t_inputs, dev, backward=options.backward, loss=options.loss, observers=observers,
             saturation_limit=saturation_limit(options.setting("range_dtype") or run_dtype), progress=progress,
-            cancel=cancel, reference=ref_side))
+            cancel=cancel, reference=ref_side, on_target=lambda r: setattr(ctx, "target", r),
+            suspects=[_suspect(c, ctx) for c in checks if hasattr(c, "coarse_suspect")]))
         ctx.target, ctx.reference = ctx.coarse.result, ctx.coarse.reference
     else:
         ctx.target = guarded(options.target, "the model's forward", lambda: capture(
@@ -138,6 +139,10 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
         ctx.report(f"checking {check.name} ({i + 1} of {len(checks)})", 0, None)
         check.run(ctx, inv)
     return inv
+
+
+def _suspect(check: Any, ctx: LiveContext) -> Callable[[Any], int | None]:
+    return lambda events: check.coarse_suspect(ctx, events)
 
 
 def investigate(model: Any, inputs: Any = (), options: RunOptions | None = None, *,
