@@ -7,6 +7,7 @@ objects on graph nodes, so that 100k-operator graphs stay fast to build, save an
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Literal, Mapping
 
@@ -344,6 +345,16 @@ class MemoryEvent:
     confidence: float | None = None
     likely_false_positive: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+_LIBRARY_FRAME = re.compile(r"\$\{ASCEND_HOME_PATH\}|/tikcpp/|/asc/impl/|/ascend-toolkit/|/cann-[\d.]+/")
+
+
+def user_frame(frames: Iterable[str]) -> str | None:
+    """The first device frame in the user's own code (not CANN's libraries), else the first frame."""
+    frames = list(frames)
+    device = [f for f in frames if not f.startswith(("host:", "device:"))] or frames
+    return next((f for f in device if not _LIBRARY_FRAME.search(f)), device[0] if device else None)
 
 
 @dataclass(frozen=True, slots=True)

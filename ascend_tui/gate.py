@@ -80,7 +80,7 @@ def parse_share(text: str) -> float:
 
 def apply_baseline(inv: Investigation, path: str | Path, max_slowdown: float) -> set[str] | None:
     """Known finding ids from a report baseline; for a profile baseline, add its regression findings instead."""
-    from ascend_tui.readers import kind_of, open_path
+    from ascend_tui.offline.open import kind_of, open_path
 
     p = Path(path)
     if not p.exists():

@@ -45,7 +45,7 @@ def triage_model(target: str, options: RunOptions, progress: Progress | None = N
 
 def triage_artifacts(paths: Sequence[str], progress: Progress | None = None) -> Investigation:
     """Read every artifact; the first one's graph carries the findings of the others."""
-    from ascend_tui.readers import open_path
+    from ascend_tui.offline.open import open_path
     from ascend_tui.offline.overlay import lay_path
 
     if not paths:

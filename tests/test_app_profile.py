@@ -13,7 +13,7 @@ from ascend_tui.app.config import load_themes, variable_defaults
 from ascend_tui.app.screens.profile import ProfileScreen, module_tree, share_bar
 from ascend_tui.app.screens.row_table import RowTable
 from ascend_tui.app.widgets.timeline_strip import TimelineStrip
-from ascend_tui.readers import open_path
+from ascend_tui.offline.open import open_path
 from ascend_tui.investigation import Investigation
 from ascend_tui.cli.profile import attach_baseline
 from tests.conftest import FIXTURES

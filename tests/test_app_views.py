@@ -288,7 +288,7 @@ def test_profiler_components_are_separate_series() -> None:
 
 
 async def test_memory_view_of_a_real_profiler_folder(fixtures: Path) -> None:
-    from ascend_tui.readers import open_path
+    from ascend_tui.offline.open import open_path
 
     inv = open_path(fixtures / "profiler" / "level2_2025-11" / "ASCEND_PROFILER_OUTPUT")
     app = Host(lambda: MemoryScreen(inv))
@@ -302,7 +302,7 @@ async def test_memory_view_of_a_real_profiler_folder(fixtures: Path) -> None:
 
 
 async def test_memory_view_of_a_real_sanitizer_log(fixtures: Path) -> None:
-    from ascend_tui.readers import open_path
+    from ascend_tui.offline.open import open_path
 
     inv = open_path(fixtures / "sanitizer" / "compute_sanitizer_memcheck_real.log")
     app = Host(lambda: MemoryScreen(inv))

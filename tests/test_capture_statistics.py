@@ -163,8 +163,8 @@ def test_a_negated_view_is_measured_by_its_values_not_its_memory() -> None:
 
 
 def test_underflow_evidence_is_the_same_from_the_host_batch_and_from_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ascend_tui.live.overflow_live as overflow_live
-    from ascend_tui.live.overflow_live import EvidenceObserver
+    import ascend_tui.live.overflow as overflow_live
+    from ascend_tui.live.overflow import EvidenceObserver
     from ascend_tui.live.recording import capture
 
     class Tiny(torch.nn.Module):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ascend_tui.errors import InputError
-from ascend_tui.readers import kind_of, open_path
+from ascend_tui.offline.open import kind_of, open_path
 from ascend_tui.readers.graphs import mindspore_ir
 from tests.conftest import FIXTURES
 

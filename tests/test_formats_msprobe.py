@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ascend_tui.errors import InputError
-from ascend_tui.readers import kind_of, open_path
+from ascend_tui.offline.open import kind_of, open_path
 from ascend_tui.readers.msprobe import dump as msprobe
 from ascend_tui.readers.msprobe import overflow as msprobe_overflow
 from ascend_tui.readers.msprobe.graph import API_NAME
@@ -36,7 +36,7 @@ def _producers(inv, node: str) -> list[str]:
 
 
 def test_ovf_dump_graph_has_every_api_record_in_order(fixtures: Path) -> None:
-    inv = msprobe.load(_dump(fixtures, "dump_ovf"), checks=False)
+    inv = msprobe.load(_dump(fixtures, "dump_ovf"))
     g = inv.graph
     assert g.execution_order() == [
         "fc/linear.0", "mul.0", "exp.0", "fc2/linear.0", "sum.0",
@@ -64,7 +64,7 @@ def test_ovf_dump_graph_has_every_api_record_in_order(fixtures: Path) -> None:
 
 
 def test_ovf_statistics_carry_inf_and_nan_tokens(fixtures: Path) -> None:
-    inv = msprobe.load(_dump(fixtures, "dump_ovf"), checks=False)
+    inv = msprobe.load(_dump(fixtures, "dump_ovf"))
     mul, exp, fc2 = (inv.stats.get(n) for n in ("mul.0", "exp.0", "fc2/linear.0"))
     assert mul.finite and mul.max == pytest.approx(169.8140869140625) and mul.numel == 32
     assert mul.abs_max == pytest.approx(169.8140869140625)
@@ -93,7 +93,7 @@ def test_ovf_overflow_origin_is_the_exp_not_the_later_linear(fixtures: Path) -> 
 
 
 def test_tensor_dump_fp32_builds_the_cnn_with_backward_and_optimizer(fixtures: Path) -> None:
-    inv = msprobe.load(_dump(fixtures, "dump_fp32"), checks=False)
+    inv = msprobe.load(_dump(fixtures, "dump_fp32"))
     g = inv.graph
     records = _records(_rank(fixtures, "dump_fp32"))
     assert len(g.execution_order()) == sum(1 for k in records if API_NAME.match(k))
@@ -121,17 +121,17 @@ def test_tensor_dump_fp32_builds_the_cnn_with_backward_and_optimizer(fixtures: P
 
 def test_task_and_summary_mode_do_not_change_the_forward_graph(fixtures: Path) -> None:
     def forward_edges(name: str) -> set[tuple[str, str, int, int]]:
-        g = msprobe.load(_dump(fixtures, name), checks=False).graph
+        g = msprobe.load(_dump(fixtures, name)).graph
         return {(e.src, e.dst, e.out_slot, e.in_slot) for e in g.edges() if g.node(e.dst).phase == "forward"}
 
     tensor = forward_edges("dump_fp32")
     assert tensor == forward_edges("dump_statistics_fp32") == forward_edges("dump_md5_fp32")
-    md5 = msprobe.load(_dump(fixtures, "dump_md5_fp32"), checks=False).graph
+    md5 = msprobe.load(_dump(fixtures, "dump_md5_fp32")).graph
     assert md5.node("relu.0").attrs["edge_confidence"] == [0.99]  # CRC-32 agreed as well as the statistics
 
 
 def test_bf16_autocast_dump(fixtures: Path) -> None:
-    inv = msprobe.load(_dump(fixtures, "dump_bf16"), checks=False)
+    inv = msprobe.load(_dump(fixtures, "dump_bf16"))
     g = inv.graph
     assert inv.run.dtype == "bfloat16"
     assert g.node("conv1/conv2d.0").outputs[0].dtype == "bfloat16"
@@ -163,7 +163,7 @@ def test_module_level_dump_makes_module_nodes(fixtures: Path, tmp_path: Path) ->
     construct = {k: v for k, v in json.loads((rank / "construct.json").read_text()).items() if k.startswith("Module.")}
     (tmp_path / "dump.json").write_text(json.dumps(dump))
     (tmp_path / "construct.json").write_text(json.dumps(construct))
-    g = msprobe.load(tmp_path, checks=False).graph
+    g = msprobe.load(tmp_path).graph
     assert g.execution_order() == ["conv1/Conv2d.0", "bn1/BatchNorm2d.0", "conv2/Conv2d.0", "fc/Linear.0",
                                    "backward:fc/Linear.0", "backward:conv2/Conv2d.0", "backward:bn1/BatchNorm2d.0",
                                    "backward:conv1/Conv2d.0"]
@@ -179,7 +179,7 @@ def test_progress_and_cancel(fixtures: Path) -> None:
     from ascend_tui.errors import Cancelled
 
     seen: list[tuple[str, int, int | None]] = []
-    msprobe.load(_dump(fixtures, "dump_fp32"), progress=lambda *a: seen.append(a), checks=False)
+    msprobe.load(_dump(fixtures, "dump_fp32"), progress=lambda *a: seen.append(a))
     assert seen[0][0] == "reading dump.json" and seen[-1][1] == seen[-1][2] == 27
     cancel = threading.Event()
     cancel.set()
@@ -195,7 +195,7 @@ def test_every_layout_opens_the_same_graph(fixtures: Path) -> None:
     ids = None
     for path in (rank.parent.parent, rank.parent, rank, rank / "dump.json"):
         assert kind_of(path) == "msprobe dump"
-        got = [n.id for n in msprobe.load(path, checks=False).graph]
+        got = [n.id for n in msprobe.load(path).graph]
         assert ids is None or got == ids
         ids = got
 
@@ -204,7 +204,7 @@ def test_several_ranks_and_steps_pick_the_first_with_a_note(fixtures: Path, tmp_
     src = _rank(fixtures, "dump_ovf")
     for step, rank in (("step0", "rank10"), ("step0", "rank2"), ("step1", "rank0")):
         shutil.copytree(src, tmp_path / step / rank)
-    inv = msprobe.load(tmp_path, checks=False)
+    inv = msprobe.load(tmp_path)
     notes = " ".join(inv.run.extra["notes"])
     assert inv.run.extra["rank_dir"].endswith("step0/rank2")
     assert "2 steps" in notes and "2 ranks" in notes
@@ -215,7 +215,7 @@ def test_old_stack_format(fixtures: Path, tmp_path: Path) -> None:
     (tmp_path / "rank0" / "stack.json").write_text(json.dumps({
         "Torch.exp.0.forward": ["File /home/user/venv/lib/python3.11/site-packages/torch/x.py, line 3, in f, \n y",
                                 "File /home/user/model.py, line 41, in forward, \n return torch.exp(x)"]}))
-    g = msprobe.load(tmp_path / "rank0", checks=False).graph
+    g = msprobe.load(tmp_path / "rank0").graph
     assert g.node("exp.0").source.short() == "model.py:41" and g.node("exp.0").source.function == "forward"
     assert g.node("mul.0").source is None
 
@@ -232,7 +232,7 @@ def test_exact_counts_from_tensor_payloads(tmp_path: Path) -> None:
         "Torch.exp.0.forward": {"input_args": [dict(leaf, Max=1.0, Min=0.0, Mean=0.5, Norm=1.0)], "input_kwargs": {},
                                 "output": [dict(leaf, data_name="Torch.exp.0.forward.output.0.pt")]}}}
     (tmp_path / "dump.json").write_text(json.dumps(dump))
-    inv = msprobe.load(tmp_path, checks=False)
+    inv = msprobe.load(tmp_path)
     s = inv.stats.get("exp.0")
     assert (s.nan_count, s.inf_count, s.zero_count) == (1, 2, 1)
     assert inv.run.extra["exact_counts_from_payloads"] == 1
@@ -368,7 +368,7 @@ def test_reading_dumps_needs_neither_torch_nor_textual(fixtures: Path) -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from ascend_tui.readers import open_path; "
+    code = ("import sys; from ascend_tui.offline.open import open_path; "
             f"open_path({str(_dump(fixtures, 'dump_fp32'))!r}); open_path({str(_report(fixtures))!r}); "
             "print(sorted(m for m in ('torch', 'textual') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

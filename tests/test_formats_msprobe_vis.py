@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ascend_tui.errors import InputError
-from ascend_tui.readers import kind_of, open_path
+from ascend_tui.offline.open import kind_of, open_path
 from tests.conftest import FIXTURES
 
 VIS = FIXTURES / "msprobe" / "msprobe_output" / "vis"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ascend_tui.errors import InputError
-from ascend_tui.readers import kind_of, open_path
+from ascend_tui.offline.open import kind_of, open_path
 from ascend_tui.readers.sanitizer.log import CSAN, MSSAN, SanitizerParser, parse_file, parse_lines, sniff
 from ascend_tui.investigation import Investigation
 

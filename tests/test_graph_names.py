@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from ascend_tui.evidence import Finding, MemoryEvent, StatsTable, TensorStats
-from ascend_tui.readers import open_path
+from ascend_tui.offline.open import open_path
 from ascend_tui.offline.overlay import lay_on, name_events
 from ascend_tui.graph.names import NameIndex, normalize
 from ascend_tui.graph.opgraph import OpGraph, OpNode

@@ -11,7 +11,8 @@ import pytest
 
 from ascend_tui.checks.memory_log import findings_from_events, mark_pool_reuse, match_kernel, prepare_events
 from ascend_tui.evidence import MemoryEvent
-from ascend_tui.readers.sanitizer.log import investigation_from_log, parse_file, parse_lines
+from ascend_tui.offline.memory import investigation_from_log
+from ascend_tui.readers.sanitizer.log import parse_file, parse_lines
 
 INDEX_SELECT = ("void at::native::(anonymous namespace)::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, "
                 "true>(at::cuda::detail::TensorInfo<float, unsigned int>, at::cuda::detail::TensorInfo<float, "

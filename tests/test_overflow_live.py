@@ -100,7 +100,7 @@ def test_exp_overflow_blames_exp_and_hints_max_subtraction() -> None:
 
 
 def test_offline_dump_and_live_run_agree_on_the_origin(fixtures: Path) -> None:
-    from ascend_tui import readers as formats
+    from ascend_tui.offline import open as formats
 
     dump = fixtures / "msprobe" / "dump_ovf"
     offline = formats.open_path(next(dump.rglob("dump.json")).parent)

@@ -127,8 +127,8 @@ class TinyCNN(nn.Module):
 
 def test_live_capture_and_msprobe_dump_name_the_same_calls_the_same(fixtures: Path) -> None:
     """Forward and backward: every op msprobe dumped has the same id as the live API call it came from."""
-    from ascend_tui.readers import open_path
-    from ascend_tui.live.overflow_live import GradRecorder, grad_capture
+    from ascend_tui.offline.open import open_path
+    from ascend_tui.live.overflow import GradRecorder, grad_capture
 
     x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
     model = TinyCNN()
@@ -152,7 +152,7 @@ SANITIZER_LOGS = sorted(p.name for p in (Path(__file__).resolve().parents[2] / "
 def test_app_and_cli_give_the_same_findings_for_every_sanitizer_log(log: str, fixtures: Path,
                                                                      tmp_path: Path) -> None:
     from ascend_tui.app.workers import load_paths
-    from ascend_tui.readers import open_path
+    from ascend_tui.offline.open import open_path
     from ascend_tui.cli.sanitize import run_sanitize
 
     path = fixtures / "sanitizer" / log

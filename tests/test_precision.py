@@ -15,7 +15,7 @@ import torch
 from ascend_tui.checks.precision import N_A, UNSUPPORTED, Accumulator, Thresholds, classify, tensor_metrics
 from ascend_tui.cli.main import main
 from ascend_tui.errors import InputError
-from ascend_tui.readers.msprobe.rows import header
+from ascend_tui.offline.compare_rows import header
 from ascend_tui.offline.compare import compare
 import precision_dumps
 from conftest import FIXTURES
@@ -219,7 +219,7 @@ def _leaf(v: float) -> dict:
 
 
 def test_fuzzy_matching_pairs_calls_in_order_when_call_indices_differ() -> None:
-    from ascend_tui.readers.msprobe.rows import items_of, match
+    from ascend_tui.offline.compare_rows import items_of, match
 
     target = {"Functional.gelu.0.forward": {"input_args": [_leaf(1.0)], "output": [_leaf(2.0)]},
               "Functional.relu.3.forward": {"input_args": [_leaf(3.0)], "output": [_leaf(4.0)]},

@@ -13,7 +13,7 @@ from torch import nn
 from ascend_tui.app.screens.precision import PrecisionScreen, table
 from ascend_tui.cli.main import main
 from ascend_tui.live import runner
-from ascend_tui.live.precision_live import PrecisionCheck
+from ascend_tui.live.precision import PrecisionCheck
 from ascend_tui.live.runner import investigate
 from ascend_tui.live.targets import load_target
 

@@ -65,7 +65,7 @@ def test_kernels_map_onto_a_graph_and_the_unmatched_are_listed(tmp_path: Path,
     assert "op names matched no graph node: aclnnDropoutGenMaskV2_DSAGenBitMask_DSAGenBitMask" in text
     report = json.loads(out.read_text())
     assert report["graph"]["nodes"] == 3  # the profile sits on the given graph
-    from ascend_tui.readers import open_path
+    from ascend_tui.offline.open import open_path
     from ascend_tui.offline.profile import on_graph
 
     inv = on_graph(open_path(PROF / "level1_2025-01").profile, Investigation.load(tmp_path / "g.atui.json"))

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ascend_tui.cli.main import main
-from ascend_tui.readers import kind_of, open_path
-from ascend_tui.offline.cluster import load_cluster
+from ascend_tui.offline.open import kind_of, open_path
+from ascend_tui.offline.profile_cluster import load_cluster
 from tests.conftest import FIXTURES
 
 PROF = FIXTURES / "profiler"

@@ -11,7 +11,7 @@ import pytest
 
 from ascend_tui.checks.profile import parse_shapes, summarize
 from ascend_tui.errors import InputError
-from ascend_tui.readers import kind_of, open_path
+from ascend_tui.offline.open import kind_of, open_path
 from ascend_tui.readers.profiler.csv_tables import read_kernels
 from ascend_tui.investigation import Investigation
 from tests.conftest import FIXTURES

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ascend_tui.errors import InputError
-from ascend_tui.readers import kind_of, open_path
+from ascend_tui.offline.open import kind_of, open_path
 from ascend_tui.readers.profiler.memory import load_memory_timeline, top_holders
 
 MiB = 1024 * 1024

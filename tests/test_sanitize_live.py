@@ -19,7 +19,7 @@ from ascend_tui import cli, investigate  # noqa: E402
 from ascend_tui.errors import Cancelled  # noqa: E402
 from ascend_tui.evidence import Finding  # noqa: E402
 from ascend_tui.live.recording import capture  # noqa: E402
-from ascend_tui.live.sanitize import SanitizedCapture, capture_sanitized  # noqa: E402
+from ascend_tui.live.memory import SanitizedCapture, capture_sanitized  # noqa: E402
 from ascend_tui.live.targets import load_target  # noqa: E402
 
 pytestmark = pytest.mark.live

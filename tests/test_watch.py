@@ -10,7 +10,7 @@ import torch  # in the test command (.[live,test]): a missing torch fails, never
 from torch import nn  # noqa: E402
 
 import ascend_tui  # noqa: E402
-from ascend_tui.readers import open_path  # noqa: E402
+from ascend_tui.offline.open import open_path  # noqa: E402
 
 pytestmark = pytest.mark.live
 

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.dom import DOMNode
 
-from ascend_tui.app.views import VIEWS
+from ascend_tui.app.views import all_views
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ class InvestigatorCommands(Provider):
             if self._offered(screen, cmd.action):
                 out.append((cmd.text, cmd.help, self._runner(screen, cmd.action)))
         inv = getattr(app, "inv", None)
-        for view in VIEWS:
+        for view in all_views():
             action = f"open_view('{view.VIEW_ID}')"
             if view.available(inv) and self._offered(app, action):
                 out.append((f"{view.VIEW_ID}: open view", f"the {view.TITLE.lower()} view (key {view.KEY})",

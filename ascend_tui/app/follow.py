@@ -72,7 +72,7 @@ class LogFollower:
         return self._investigation()
 
     def _investigation(self) -> Investigation:
-        from ascend_tui.readers.sanitizer.log import investigation_from_log
+        from ascend_tui.offline.memory import investigation_from_log
 
         log = self.parser.log
         return investigation_from_log(replace(log, events=list(log.events), summaries=list(log.summaries),
@@ -89,7 +89,7 @@ class FolderFollower:
 
     def poll(self) -> Investigation | None:
         """The newest investigation file that appeared or changed since the last poll, read."""
-        from ascend_tui.readers import open_path
+        from ascend_tui.offline.open import open_path
 
         fresh: list[tuple[float, Path]] = []
         for file in self.path.glob(WATCH_PATTERN):

@@ -94,7 +94,7 @@ def load_paths(paths: Sequence[str], live: RunOptions, progress: Progress,
     elif rest and is_msprobe_pair(first, rest[0]):
         loaded = Loaded(compare_dumps(first, rest.pop(0), progress, cancel))
     else:
-        from ascend_tui.readers import open_path
+        from ascend_tui.offline.open import open_path
 
         progress(f"reading {Path(first).name}", 0, None)
         loaded = Loaded(open_path(first, progress=progress, cancel=cancel, on_partial=on_partial))
@@ -108,7 +108,7 @@ def load_paths(paths: Sequence[str], live: RunOptions, progress: Progress,
 
 def is_msprobe_pair(first: str, second: str) -> bool:
     """Two msprobe dumps: the first is the target, the second the golden run to compare it with."""
-    from ascend_tui.readers import kind_of
+    from ascend_tui.offline.open import kind_of
 
     return kind_of(first) == "msprobe dump" and kind_of(second) == "msprobe dump"
 

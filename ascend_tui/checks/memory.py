@@ -1,6 +1,6 @@
 """Memory check: turn live sanitizer evidence into findings with messages and root causes.
 
-The live sanitizer (`live/sanitize.py`) records what it saw at the operator level: an index
+The live sanitizer (`live/memory.py`) records what it saw at the operator level: an index
 outside its valid range, a read of elements an `empty` allocation never had written, tensors
 that outlive the call that made them. This module knows what those mean: it walks the graph
 upstream through index arithmetic to the op that pushed an index out of range, names the

@@ -14,12 +14,11 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Sequence
 
-from ascend_tui.evidence import ChainLink, Finding, MemoryEvent, RootCause
+from ascend_tui.evidence import ChainLink, Finding, MemoryEvent, RootCause, user_frame
 from ascend_tui.graph.opgraph import OpGraph, OpNode
 
 POOL_SEGMENT = 2 * 1024 * 1024
 POOL_ENV = "PYTORCH_NO_CUDA_MEMORY_CACHING=1 (CUDA) or PYTORCH_NO_NPU_MEMORY_CACHING=1 (torch_npu)"
-HOST_NODE = "host"
 NOT_FINDINGS = frozenset({"allocation", "free"})
 _REUSE_KINDS = frozenset({"illegal_access", "out_of_bounds", "illegal_free", "uninitialized_read", "use_after_free"})
 _INDEX_SLOT = {"embedding": 1, "index_select": 2, "gather": 2, "scatter": 2, "scatter_add": 2, "take": 1,
@@ -96,7 +95,6 @@ _CANN_TABLE: dict[str, tuple[str, ...]] = {
     "maxpoolwithargmax": ("max_pool2d_with_indices",), "avgpool": ("avg_pool2d", "_adaptive_avg_pool2d"),
     "flashattentionscore": ("_npu_flash_attention", "npu_fusion_attention", "scaled_dot_product_attention"),
 }
-_LIBRARY_FRAME = re.compile(r"\$\{ASCEND_HOME_PATH\}|/tikcpp/|/asc/impl/|/ascend-toolkit/|/cann-[\d.]+/")
 _CANN_CUSTOM = frozenset({"custom", "kernel", "vec", "aiv", "aic", "mix", "triton", "simt"})
 _CANN_NOISE = _CANN_CUSTOM | {"op", "npu", "aclnn", "tik", "float", "half", "fp16", "fp32", "bf16", "d"}
 
@@ -116,13 +114,6 @@ def short_op(op_type: str) -> str:
     if name.startswith("__") and name.endswith("__"):
         name = name[2:-2]
     return name.rstrip("_").lower()
-
-
-def user_frame(frames: Iterable[str]) -> str | None:
-    """The first device frame in the user's own code (not CANN's libraries), else the first frame."""
-    frames = list(frames)
-    device = [f for f in frames if not f.startswith(("host:", "device:"))] or frames
-    return next((f for f in device if not _LIBRARY_FRAME.search(f)), device[0] if device else None)
 
 
 def _snake(camel: str) -> str:
@@ -441,27 +432,6 @@ def _index_cause(graph: OpGraph, node: OpNode) -> RootCause | None:
     return RootCause(cause.id, cause.module, f"the index tensor of {node.id} was computed by {what}", tuple(chain))
 
 
-def kernel_graph(events: Iterable[MemoryEvent], name: str = "") -> OpGraph:
-    """One node per distinct kernel, in order of first report (`host` for host-side reports); no edges."""
-    graph = OpGraph(name)
-    for e in events:
-        nid = e.kernel or HOST_NODE
-        if nid in graph:
-            continue
-        attrs: dict[str, Any] = {"tool": e.tool}
-        match = match_kernel(e.kernel) if e.kernel else None
-        if match is not None and match.confidence >= 0.5:
-            attrs.update(likely_op=f"aten.{match.op_types[0]}", likely_op_confidence=match.confidence)
-        graph.add_node(OpNode(id=nid, op_type="kernel" if e.kernel else "host", module="", index=len(graph),
-                              attrs=attrs))
-    return graph
-
-
-def on_kernel_graph(events: Iterable[MemoryEvent]) -> list[MemoryEvent]:
-    """Events placed on the node of their own kernel (certain: the kernel graph is built from them)."""
-    return [replace(e, node=e.kernel or HOST_NODE, confidence=1.0) for e in events]
-
-
 def hidden_error_findings(hidden: Iterable[tuple[int, int, int, int]], tool: str) -> list[Finding]:
     """An info finding per run whose ERROR SUMMARY counts more errors than it printed."""
     return [Finding(check="memory", kind="unprinted_errors", severity="info", node="", op_type="", module="",
@@ -469,54 +439,3 @@ def hidden_error_findings(hidden: Iterable[tuple[int, int, int, int]], tool: str
                                       f"rerun with a larger --print-limit to see them all",
                     metrics={"log_line": line, "counted": counted, "printed": printed})
             for session, line, counted, printed in hidden]
-
-
-def describe(e: MemoryEvent) -> str:
-    """One line a person can act on, in the words of the tool's report."""
-    x = e.extra
-    at = f" at {hex(e.address)}" if e.address is not None else ""
-    on = f" on {e.memory_space}" if e.memory_space else ""
-    kernel = f" in {e.kernel}" if e.kernel else ""
-    where = [p for p in (f"thread {e.thread}" if e.thread else "", f"block {e.block}" if e.block else "",
-                         user_frame(e.frames) or "") if p]
-    tail = f" ({', '.join(where)})" if where else ""
-    size = f" of {e.size} bytes" if e.size is not None else ""
-    k = e.kind
-    if k == "out_of_bounds" and x.get("stomping"):
-        other = "thread" if e.thread else "core"
-        return f"write{size}{at}{on}{kernel} overlaps memory another {other} already wrote{tail}"
-    if k == "out_of_bounds":
-        alloc = x.get("allocation")
-        near = (f": {alloc['distance']} bytes {alloc['relation']} the allocation at {alloc['address']} "
-                f"of {alloc['size']} bytes") if alloc else ""
-        return f"out-of-bounds {x.get('access', 'access')}{size}{at}{on}{kernel}{near}{tail}"
-    if k in ("illegal_access", "misaligned", "uninitialized_read"):
-        what = {"illegal_access": f"illegal {x.get('access', 'access')}", "misaligned": "misaligned access",
-                "uninitialized_read": "read of uninitialized memory"}[k]
-        return f"{what}{size}{at}{on}{kernel}{tail}"
-    if k == "illegal_free":
-        return f"{str(x.get('problem', 'illegal free')).lower()}{at}{on}{tail}"
-    if k == "leak":
-        return f"{e.size} bytes leaked{at}{on}" + (f", allocated at {e.frames[0]}" if e.frames else "")
-    if k == "unused_memory":
-        return f"{e.size} bytes allocated{at}{on} were never used{tail}"
-    if k == "race":
-        parts = [f"{a['pipe'] + ' ' if a.get('pipe') else ''}{a['access']}"
-                 f"{' by thread ' + a['thread'] if a.get('thread') else ''}"
-                 f"{' at ' + f if (f := user_frame(a['frames'])) else ''}" for a in x.get("accesses", [])]
-        count = f" ({x['hazards']} hazards)" if x.get("hazards") else ""
-        return f"{x['hazard'] + ' hazard' if x.get('hazard') else 'data race'}{on}{kernel}: {' vs '.join(parts)}{count}"
-    if k == "sync" and x.get("src_pipe"):
-        return f"{x.get('problem')} {x.get('instruction')} from {x['src_pipe']} to {x.get('dst_pipe')}{kernel}{tail}"
-    if k == "sync":
-        return f"barrier error{kernel}: {x.get('problem', '')}{tail}"
-    if k == "api_error" and x.get("api"):
-        why = f', "{x["reason"]}"' if x.get("reason") else ""
-        return f"{x['error']} (error {x['code']}{why}) on CUDA API call {x['api']}"
-    if k == "api_error":
-        return f"CUDA API {x.get('severity', 'error')}: {x.get('reason', '')}"
-    if k == "internal_error":
-        return f"msSanitizer internal error (serialNo:{x.get('serial_no')}); its results for this run may be incomplete"
-    if k == "register_not_reset":
-        return f"register {x.get('register')} was not reset to its default{kernel} (block {e.block}) {x.get('detail', '')}".strip()
-    return f"{k.replace('_', ' ')}{size}{at}{on}{kernel}{tail}"

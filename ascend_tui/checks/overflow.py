@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
@@ -36,6 +35,7 @@ from ascend_tui.checks.overflow_explain import (
     RANGES,
     DtypeRange,
     Explainer,
+    RangeEvidence,
     headroom,
     label,
     num,
@@ -57,16 +57,6 @@ _EXTREMES = frozenset(r.max for r in RANGES.values())
 _INTENDED = frozenset("""full fill full_like new_full masked_fill scalar_tensor where clamp clamp_min clamp_max clip
     nan_to_num lift_fresh lift_fresh_copy""".split())
 _RANK = {"nan": 0, "inf": 1, "saturation": 2, "overflow": 3}
-
-@dataclass(frozen=True, slots=True)
-class RangeEvidence:
-    """Numbers a live run measured on the device for one output, beyond the summary statistics."""
-
-    dtype: str
-    flushed: int
-    nonzero: int
-    min_abs: float
-
 
 def analyze(
     graph: OpGraph,

@@ -15,11 +15,20 @@ from ascend_tui.evidence import ChainLink, RootCause
 from ascend_tui.graph.trace import greedy_upstream
 
 if TYPE_CHECKING:
-    from ascend_tui.checks.overflow import RangeEvidence
     from ascend_tui.graph.opgraph import Edge, OpGraph, OpNode
 
 UNNORMALIZED_RMS = 10.0
 MAX_CHAIN = 256
+
+
+@dataclass(frozen=True, slots=True)
+class RangeEvidence:
+    """Numbers a live run measured on the device for one output, beyond the summary statistics."""
+
+    dtype: str
+    flushed: int
+    nonzero: int
+    min_abs: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,76 +14,17 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ascend_tui.graph.profile_kernels import CATEGORIES, categories, category_of, unique_rows  # noqa: F401
 from ascend_tui.graph.profile import Codes, KernelTable, StepTime
 
-CATEGORIES = ("compute", "vector", "layout", "memcpy", "communication", "aicpu", "host", "other")
 GROUP_BY = ("type", "name", "module", "category", "core")
 BOUND_RATIO = 0.8  # msprof-analyze's operator_bound_ratio
-_COMPUTE = re.compile(r"matmul|conv|gemm|flashattention|attention|^(aten::)?(b?mm|addmm|baddbmm|linear|einsum)$|"
-                      r"cube|convolution|_convolution|sgemm|cutlass|wgmma|hgemm", re.I)
-_LAYOUT = re.compile(r"^(transdata\w*|transpose\w*|npuformatcast|formatcast|permute|contiguous|"
-                     r"aten::(contiguous|permute|transpose|to_copy|_to_copy)|asstrided|viewcopy|"
-                     r"channelshuffle|nchw|nhwc|confusiontranspose\w*)$", re.I)
-_MEMCPY = re.compile(r"^(memcpy\w*|memset\w*|memcopy|tensormove|aten::copy_|aten::to|h2d|d2h|"
-                     r"aclrtmemcpy\w*)$", re.I)
-_COMM = re.compile(r"^(hcom\w*|hccl\w*|nccl\w*|allreduce|allgather|reducescatter|broadcast|send|recv|"
-                   r"batchsendrecv|alltoall\w*|c10d::\w+)$", re.I)
 PMU_PIPES = {"cube": ("aic_mac_ratio",), "vector": ("aiv_vec_ratio",),
              "memory": ("aic_mte1_ratio", "aic_mte2_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio", "aic_fixpipe_ratio"),
              "scalar": ("aic_scalar_ratio", "aiv_scalar_ratio")}
 DTYPE_BYTES = {"FLOAT": 4, "FLOAT32": 4, "FLOAT16": 2, "BF16": 2, "DT_BF16": 2, "BFLOAT16": 2, "INT64": 8,
                "INT32": 4, "INT16": 2, "INT8": 1, "UINT8": 1, "BOOL": 1, "DOUBLE": 8, "UINT64": 8, "UINT32": 4,
                "UINT16": 2, "COMPLEX64": 8, "HIFLOAT8": 1, "FLOAT8_E4M3FN": 1}
-
-
-def category_of(op_type: str, name: str = "", core: str = "") -> str:
-    """The time category of one kernel: compute, vector, layout, memcpy, communication, aicpu, host or other."""
-    core_u = core.upper()
-    base = op_type or name
-    if core_u in ("HCCL", "COMMUNICATION") or _COMM.match(base) or _COMM.match(name.split("_")[0] if name else ""):
-        return "communication"
-    if core_u == "AI_CPU":
-        return "aicpu"
-    if core_u in ("MEMCPY", "MEMSET") or _MEMCPY.match(base):
-        return "memcpy"
-    if _LAYOUT.match(base) or _LAYOUT.match(name):
-        return "layout"
-    if _COMPUTE.search(base):
-        return "compute"
-    if core_u in ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "GPU", "CUDA", "CPU", "DSA_SQE"):
-        return "vector"
-    if core_u == "HOST":
-        return "host"
-    return "other"
-
-
-def categories(table: KernelTable) -> Codes:
-    """The category of every row, computed once per distinct (name, type, core)."""
-    if table.n == 0:
-        return Codes()
-    name, typ, core = table.text["name"], table.text["type"], table.text["core"]
-    uniq, inverse = unique_rows([name, typ, core])
-    labels = [category_of(typ.values[t], name.values[n], core.values[c]) for n, t, c in uniq]
-    index = {c: i for i, c in enumerate(dict.fromkeys(labels))}
-    codes = np.array([index[c] for c in labels], np.int32)[inverse.reshape(-1)]
-    return Codes(codes, list(index))
-
-
-def unique_rows(columns: Sequence[Codes]) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct code combinations as rows, the index of each row's combination): one int64 key per row,
-    not a sort over a 2-D array."""
-    key = np.zeros(len(columns[0]), np.int64)
-    for c in columns:
-        key = key * max(len(c.values), 1) + c.codes
-    if len(columns) > 1 and math.prod(max(len(c.values), 1) for c in columns) >= 2**62:
-        uniq2, inverse = np.unique(np.stack([c.codes for c in columns], axis=1), axis=0, return_inverse=True)
-        return uniq2, inverse.reshape(-1)
-    # the distinct keys of the first rows usually are all of them: then a lookup replaces a sort of every row
-    uniq, first = np.unique(key[:4096], return_index=True)
-    inverse = np.searchsorted(uniq, key) if len(uniq) else np.zeros(len(key), np.int64)
-    if len(key) and not np.array_equal(uniq[np.minimum(inverse, len(uniq) - 1)], key):
-        uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return np.stack([c.codes[first] for c in columns], axis=1), inverse.reshape(-1)
 
 
 def column(table: KernelTable, by: str) -> Codes:

@@ -61,7 +61,7 @@ def csv_paths(base: Path, ranks: list[str]) -> list[Path]:
 
 def run_compare(args: argparse.Namespace, progress: Progress) -> tuple[Any, list[str]]:
     """Compare, write the requested files; returns the investigation to report on and lines to print."""
-    from ascend_tui.readers.msprobe.rows import write_csv
+    from ascend_tui.offline.compare_rows import write_csv
     from ascend_tui.offline.compare import compare
     from ascend_tui.report import build_report
     from ascend_tui.graph.opgraph import write_json_atomic

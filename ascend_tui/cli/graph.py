@@ -18,7 +18,7 @@ _TOP_TYPES = 12
 
 def run_graph(args: Any, out: TextIO, progress: Progress | None = None) -> int:
     """Open `args.path`, lay `args.evidence` on it, print the summary, write `args.json` when asked."""
-    from ascend_tui.readers import open_path, reader_for
+    from ascend_tui.offline.open import open_path, reader_for
     from ascend_tui.offline.overlay import lay_path
     from ascend_tui.graph.names import NameIndex
     from ascend_tui.graph.opgraph import write_json_atomic

@@ -275,7 +275,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _check_offline(path: Path, args: argparse.Namespace) -> int:
     """Report on an artifact the real tools wrote (msprobe dump, sanitizer log, saved run) without torch."""
-    from ascend_tui.readers import open_path
+    from ascend_tui.offline.open import open_path
 
     progress = ProgressLine(sys.stderr, args.quiet)
     progress(f"reading {path}", 0, None)

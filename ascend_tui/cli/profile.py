@@ -41,7 +41,7 @@ def add_parser(sub: Any) -> None:
 
 def load_profile(target: str, args: argparse.Namespace, progress: Progress | None = None) -> Investigation:
     """The investigation of `target`: read offline when it is an artifact, profiled live when it is a model file."""
-    from ascend_tui.readers import open_path
+    from ascend_tui.offline.open import open_path
 
     from ascend_tui.live.targets import split_spec
 
@@ -76,7 +76,7 @@ def profile_target(spec: str, *, device: str = "auto", steps: int = 3, warmup: i
 
 
 def _cluster(path: Path, args: argparse.Namespace) -> Investigation:
-    from ascend_tui.offline.cluster import load_cluster
+    from ascend_tui.offline.profile_cluster import load_cluster
 
     return load_cluster(path, scheduler=args.scheduler)
 

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TextIO
 
 from ascend_tui.progress import Progress
 from ascend_tui.errors import InputError
-from ascend_tui.readers.sanitizer.log import SanitizerParser, investigation_from_log, parse_file
+from ascend_tui.offline.memory import investigation_from_log
+from ascend_tui.readers.sanitizer.log import SanitizerParser, parse_file
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
@@ -66,7 +67,7 @@ def run_sanitize(args: Any, progress: Progress | None = None) -> Investigation:
 
 def load_graph(path: str, progress: Progress | None = None) -> Investigation:
     """An investigation or graph file (or any artifact with a graph) to map the events onto."""
-    from ascend_tui.readers import kind_of, open_path
+    from ascend_tui.offline.open import kind_of, open_path
 
     if kind_of(path) == "sanitizer log":
         raise InputError(path, "--graph expects a graph or investigation file, not a sanitizer log")

@@ -17,20 +17,29 @@ from ascend_tui.live.coarse import Side, coarse_capture, saturation_limit
 from ascend_tui.live.context import COARSE, LiveCheck, LiveContext, Run, guarded, model_dtype, prepare, torch_dtype
 from ascend_tui.live.device import select
 from ascend_tui.live.options import RunOptions
-from ascend_tui.live.overflow_live import OverflowCheck
-from ascend_tui.live.precision_live import PrecisionCheck
+from ascend_tui.live.overflow import OverflowCheck
+from ascend_tui.live.precision import PrecisionCheck
 from ascend_tui.live.profile import ProfileCheck
 from ascend_tui.live.recording import capture
-from ascend_tui.live.sanitize import MemoryCheck
+from ascend_tui.live.memory import MemoryCheck
+from ascend_tui.plugins import CHECKS as CHECKS_GROUP
+from ascend_tui.plugins import Plugin, plugins
 from ascend_tui.progress import Progress
 
 LIVE_CHECKS: list[type[LiveCheck]] = [PrecisionCheck, OverflowCheck, MemoryCheck, ProfileCheck]
-"""The checks that run live, by name; any object following `LiveCheck` may be passed in `RunOptions.checks` too."""
+"""The checks that run live, by name; any object following `LiveCheck` may be passed in `RunOptions.checks` too.
+Installed packages add more as entry points (group `ascend_tui.checks`, the name of a `LiveCheck` class)."""
+
+
+def plugin_checks() -> dict[str, Plugin]:
+    """The live checks other installed packages declare, by name (not imported until a run asks for one)."""
+    builtin = {c.name for c in LIVE_CHECKS}
+    return {p.name: p for p in plugins(CHECKS_GROUP) if p.name not in builtin}
 
 
 def available_checks() -> tuple[str, ...]:
-    """Names of the checks that run live in this version, in the order they are listed."""
-    return tuple(c.name for c in LIVE_CHECKS)
+    """Names of the checks that run live in this version, in the order they are listed (plug-ins last)."""
+    return (*(c.name for c in LIVE_CHECKS), *plugin_checks())
 
 
 def parse_checks(spec: str | tuple[Any, ...]) -> tuple[Any, ...]:
@@ -46,8 +55,9 @@ def parse_checks(spec: str | tuple[Any, ...]) -> tuple[Any, ...]:
     for name in names:
         if not isinstance(name, str):
             continue
-        if name not in CHECK_NAMES:
-            raise InputError("--checks", f"unknown check {name!r} (choose from {', '.join(CHECK_NAMES)}, all, none)")
+        if name not in CHECK_NAMES and name not in live:
+            known = ", ".join(dict.fromkeys((*CHECK_NAMES, *live)))
+            raise InputError("--checks", f"unknown check {name!r} (choose from {known}, all, none)")
         if name not in live:
             raise InputError("--checks", f"the {name} check is not part of this version yet "
                                          f"(available: {', '.join(live)})")
@@ -56,8 +66,10 @@ def parse_checks(spec: str | tuple[Any, ...]) -> tuple[Any, ...]:
 
 def resolve_checks(checks: tuple[Any, ...]) -> tuple[LiveCheck, ...]:
     """A fresh check object per name (checks keep what their observers saw), objects as they are."""
-    by_name = {c.name: c for c in LIVE_CHECKS}
-    return tuple(by_name[c]() if isinstance(c, str) else c for c in parse_checks(tuple(checks)))
+    by_name: dict[str, Callable[[], LiveCheck]] = {c.name: c for c in LIVE_CHECKS}
+    extra = plugin_checks()
+    return tuple((by_name[c] if c in by_name else extra[c].load())() if isinstance(c, str) else c
+                 for c in parse_checks(tuple(checks)))
 
 
 def user_model(model: Any) -> tuple[Any, list[str]]:

@@ -272,7 +272,7 @@ class Watch:
         from ascend_tui.investigation import Investigation, RunInfo
         from ascend_tui.live.context import LiveContext
         from ascend_tui.live.options import RunOptions
-        from ascend_tui.live.overflow_live import OverflowCheck
+        from ascend_tui.live.overflow import OverflowCheck
         from ascend_tui.live.recording import capture
 
         torch = self._torch

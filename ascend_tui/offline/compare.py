@@ -1,7 +1,7 @@
 """Offline precision compare of two msprobe dumps (target vs golden) into rows, findings and an `Investigation`.
 
-Both dumps are read with the msprobe reader; rows are matched by name (`msprobe_compare`),
-tensor pairs go to `msprobe_tensors` (processes or dask), statistics and md5 dumps are
+Both dumps are read with the msprobe reader; rows are matched by name (`compare_rows`),
+tensor pairs go to `compare_tensors` (processes or dask), statistics and md5 dumps are
 compared from dump.json alone. The target dump's graph carries the findings, the golden
 side's statistics become the reference, and a cross-rank summary names the first divergence.
 """
@@ -22,10 +22,10 @@ from ascend_tui.checks.precision import (
 from ascend_tui.checks.precision_attribution import NodeCompare, ParamDiff, Verdict, attribute, findings
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding, StatsTable
-from ascend_tui.readers.msprobe import dump as msprobe
-from ascend_tui.readers.msprobe import rows as msprobe_compare
-from ascend_tui.readers.msprobe import tensors as msprobe_tensors
-from ascend_tui.readers.msprobe.rows import Item, Row
+from ascend_tui.readers.msprobe import dump
+from ascend_tui.offline import compare_rows, compare_tensors
+from ascend_tui.offline.compare_rows import Item, Row
+from ascend_tui.readers.msprobe.tensors import torch_available
 from ascend_tui.readers.msprobe.graph import PARAM_GRAD, Builder, stats_rows
 from ascend_tui.graph.opgraph import read_json
 from ascend_tui.investigation import Investigation, RunInfo
@@ -77,13 +77,13 @@ def _mode(header: Mapping[str, Any], items: Sequence[Item]) -> str:
 
 
 def _side(rank_dir: Path) -> tuple[dict[str, Any], dict[str, Any], list[Item]]:
-    header, data = msprobe.read_dump(rank_dir / "dump.json")
-    return header, data, msprobe_compare.items_of(data, rank_dir / "dump.json")
+    header, data = dump.read_dump(rank_dir / "dump.json")
+    return header, data, compare_rows.items_of(data, rank_dir / "dump.json")
 
 
 def _stack_text(rank_dir: Path) -> dict[str, str]:
     """Entry name -> its stack as msprobe's CSV writes it (the raw lines of stack.json, old or 26.x format)."""
-    msprobe.read_stacks(rank_dir / "stack.json")  # validates; raises InputError on a malformed file
+    dump.read_stacks(rank_dir / "stack.json")  # validates; raises InputError on a malformed file
     path = rank_dir / "stack.json"
     if not path.exists():
         return {}
@@ -103,8 +103,8 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
             progress: Progress | None = None, cancel: threading.Event | None = None) -> CompareResult:
     """Compare two msprobe dumps (root, step folder with many ranks, rank folder or dump.json)."""
     t = thresholds or Thresholds()
-    t_ranks, _ = msprobe.rank_folders(Path(target))
-    g_ranks, _ = msprobe.rank_folders(Path(golden))
+    t_ranks, _ = dump.rank_folders(Path(target))
+    g_ranks, _ = dump.rank_folders(Path(golden))
     if len(t_ranks) != len(g_ranks):
         raise InputError(golden, f"{len(g_ranks)} rank folders here but {len(t_ranks)} in {target}; "
                                  "msprobe pairs ranks by position, so the counts must match")
@@ -115,10 +115,10 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
         th, tdata, titems = _side(td)
         gh, gdata, gitems = _side(gd)
         mode = _mode(th, titems) if _mode(th, titems) == _mode(gh, gitems) else "statistics"
-        rows = msprobe_compare.match(titems, gitems, fuzzy=fuzzy)
+        rows = compare_rows.match(titems, gitems, fuzzy=fuzzy)
         prepared.append((td, gd, th, tdata, mode, rows, gdata))
     notes: list[str] = []
-    if replay and any(p[4] == "tensor" for p in prepared) and not msprobe_tensors.torch_available():
+    if replay and any(p[4] == "tensor" for p in prepared) and not torch_available():
         notes.append("isolated replay needs PyTorch (pip install torch): attribution uses the amplification rule")
     _tensor_metrics(prepared, workers, scheduler, progress, cancel)
     ranks = []
@@ -135,23 +135,23 @@ def _tensor_metrics(prepared: list[Any], workers: int | None, scheduler: str | N
                     cancel: threading.Event | None) -> None:
     """Fill tensor-mode metrics of every rank in one batch of work (each file pair once)."""
     index: dict[tuple[str, str], int] = {}
-    pairs: list[msprobe_tensors.Pair] = []
+    pairs: list[compare_tensors.Pair] = []
     todo: list[tuple[Row, int]] = []
     for td, gd, _th, _data, mode, rows, _gdata in prepared:
         if mode != "tensor":
             continue
-        for row in msprobe_compare.tensor_rows(rows):
+        for row in compare_rows.tensor_rows(rows):
             assert row.golden is not None and row.target.leaf is not None and row.golden.leaf is not None
             key = (str(td / "dump_tensor_data" / str(row.target.leaf.data_name)),
                    str(gd / "dump_tensor_data" / str(row.golden.leaf.data_name)))
             if key not in index:
                 index[key] = len(pairs)
                 nbytes = row.target.leaf.numel * 4
-                pairs.append(msprobe_tensors.Pair(key[0], key[1], nbytes))
+                pairs.append(compare_tensors.Pair(key[0], key[1], nbytes))
             todo.append((row, index[key]))
     if not pairs:
         return
-    results = msprobe_tensors.run_pairs(pairs, workers=workers, scheduler=scheduler, progress=progress,
+    results = compare_tensors.run_pairs(pairs, workers=workers, scheduler=scheduler, progress=progress,
                                         cancel=cancel)
     for row, i in todo:
         row.metrics = results[i]
@@ -222,9 +222,9 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                   rows: list[Row], t: Thresholds, replay: bool) -> RankCompare:
     """Build the target graph, put metrics on its nodes, attribute, and make the investigation."""
     dump_file = td / "dump.json"
-    construct = msprobe.read_construct(td / "construct.json")
-    stacks = msprobe.read_stacks(td / "stack.json")
-    entries = [e for name, rec in data.items() if (e := msprobe.parse_entry(str(name), rec, dump_file)) is not None]
+    construct = dump.read_construct(td / "construct.json")
+    stacks = dump.read_stacks(td / "stack.json")
+    entries = [e for name, rec in data.items() if (e := dump.parse_entry(str(name), rec, dump_file)) is not None]
     builder = Builder(entries, construct, stacks)
     builder.build(None, None)
     built = builder.finish(sum(1 for n in data if not PARAM_GRAD.match(str(n))) - len(entries))
@@ -260,7 +260,7 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
         elif row.node is None and row.target.leaf is not None and (k := out_key.get(row.target.leaf.key())):
             row.node, row.slot = k
     replay_op = None
-    if replay and mode == "tensor" and msprobe_tensors.torch_available():
+    if replay and mode == "tensor" and torch_available():
         from ascend_tui.offline.replay import replayer
 
         replay_op = replayer(gd, data, golden, builder.ids)
@@ -272,7 +272,7 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
     reference = StatsTable()
     if ref_keys:
         reference.add_many(ref_keys, stats_rows(ref_leaves))
-    run = RunInfo(target=str(td), source="msprobe compare", checks=("precision",), dtype=msprobe.dominant_dtype(graph),
+    run = RunInfo(target=str(td), source="msprobe compare", checks=("precision",), dtype=dump.dominant_dtype(graph),
                   reference=str(gd),
                   device={"backend": "offline", "name": f"msprobe {header.get('framework', '')} dump".replace("  ", " "),
                           "inf_nan_mode": None},
@@ -312,7 +312,7 @@ def _differs(row: Row) -> bool:
 
 def _param_diff(graph: Any, row: Row) -> ParamDiff:
     entry = row.target.entry
-    m = msprobe_compare.MODULE_NAME.match(entry)
+    m = compare_rows.MODULE_NAME.match(entry)
     module = m["path"] if m else ""
     pname = row.target.name.rsplit(".parameters.", 1)[-1]
     nid = f"param:{module}.{pname}" if module else f"param:{pname}"

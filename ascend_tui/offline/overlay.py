@@ -158,13 +158,14 @@ def lay_path(base: Investigation, path: str | Path, progress: Progress | None = 
     Sanitizer logs are placed event by event: by kernel name through the name layer first, then by
     `checks.memory_log`'s kernel-to-aten rules and sizes; everything else through `lay_on`.
     """
-    from ascend_tui.readers import kind_of, open_path
+    from ascend_tui.offline.open import kind_of, open_path
 
     path = Path(path)
     if progress is not None:
         progress(f"reading {path.name}", 0, None)
     if kind_of(path) == "sanitizer log":
-        from ascend_tui.readers.sanitizer.log import investigation_from_log, parse_file
+        from ascend_tui.offline.memory import investigation_from_log
+        from ascend_tui.readers.sanitizer.log import parse_file
 
         log = parse_file(path, progress, cancel)
         log.events = name_events(base, log.events, index)

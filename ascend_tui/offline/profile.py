@@ -1,7 +1,7 @@
-"""A profile as an `Investigation`: one graph node per distinct kernel, the timing table, and the advice findings.
+"""Profile advice offline: the findings on a profile read from files, and a profile laid onto a graph.
 
-Every profile reader (Ascend PyTorch Profiler, msprof, msprof op, Chrome traces, clusters) ends here,
-so they all look the same in the CLI and the app.
+The readers make a profile into an investigation (`readers/profiler/investigation.py`); this adds
+what `checks/profile_advice.py` says about it, the same rules the live profiler runs.
 """
 
 from __future__ import annotations
@@ -9,70 +9,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ascend_tui.checks.profile import categories
 from ascend_tui.checks.profile_advice import Cores, advise
 from ascend_tui.evidence import Finding
 from ascend_tui.graph.profile import Profile
+from ascend_tui.readers.profiler.investigation import profile_investigation as reader_investigation
 
 if TYPE_CHECKING:
-    from ascend_tui.graph.opgraph import OpGraph
     from ascend_tui.investigation import Investigation
 
-NPU_OFFLINE = {"backend": "npu", "name": "offline (Ascend profiler)", "inf_nan_mode": True}
 
-
-def kernel_graph(profile: Profile, name: str) -> OpGraph:
-    """One node per distinct kernel name, in order of first launch, with its type, module, category and time."""
-    from ascend_tui.graph.opgraph import OpGraph, OpNode
-
-    t = profile.kernels
-    graph = OpGraph(name)
-    if t.n == 0:
-        return graph
-    codes = t.text["name"].codes
-    k = len(t.text["name"].values)
-    first = np.full(k, t.n, np.int64)
-    np.minimum.at(first, codes, np.arange(t.n))
-    total = np.bincount(codes, weights=t.dur_us, minlength=k)
-    calls = np.bincount(codes, minlength=k)
-    cats = categories(t)
-    starts = t.start_ns
-    order = sorted((c for c in range(k) if calls[c]), key=lambda c: (int(starts[first[c]]), int(first[c])))
-    for i, c in enumerate(order):
-        row = int(first[c])
-        graph.add_node(OpNode(id=t.text["name"].values[c], op_type=t.label("type", row) or t.text["name"].values[c],
-                              module=t.label("module", row), index=i,
-                              attrs={"category": cats.at(row), "core": t.label("core", row), "calls": int(calls[c]),
-                                     "total_us": round(float(total[c]), 3)}))
-    return graph
+def advise_profile(inv: Investigation) -> Investigation:
+    """The advice findings on a profile a reader made into an investigation (what `open_path` adds)."""
+    if inv.profile is not None:
+        inv.add_findings(advise(inv.profile))
+    return inv
 
 
 def profile_investigation(profile: Profile, path: Path, *, source: str, device: dict[str, Any] | None = None,
                           extra_findings: list[Finding] | None = None, cores: Cores = Cores()) -> Investigation:
-    """The `Investigation` of a profile read from `path`."""
-    from ascend_tui.investigation import Investigation, RunInfo
-
-    graph = kernel_graph(profile, path.name)
-    findings = advise(profile, cores=cores) + list(extra_findings or ())
-    run = RunInfo(target=str(path), device=dict(device or NPU_OFFLINE), checks=("profile",), dtype="mixed",
-                  source=source, extra={"profile_kind": profile.kind, "kernels": profile.kernels.n})
-    return Investigation(graph, findings=findings, run=run, profile=profile)
-
-
-def merge_memory(inv: Investigation, memory: Investigation) -> Investigation:
-    """Add a memory timeline (samples, blocks, their operators as nodes) to a profile investigation."""
-    from ascend_tui.graph.opgraph import OpNode
-
-    for node in memory.graph:
-        if node.id not in inv.graph:
-            inv.graph.add_node(OpNode(id=node.id, op_type=node.op_type, module=node.module, index=len(inv.graph),
-                                      attrs=node.attrs))
-    inv.memory_samples.extend(memory.memory_samples)
-    inv.memory_events.extend(memory.memory_events)
-    inv.run.extra.update(memory.run.extra)
-    inv.run.checks = (*inv.run.checks, "memory")
+    """The `Investigation` of a profile read from `path`, with the advice and any `extra_findings`."""
+    inv = reader_investigation(profile, path, source=source, device=device)
+    inv.add_findings(advise(profile, cores=cores) + list(extra_findings or ()))
     return inv
 
 

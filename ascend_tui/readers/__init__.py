@@ -1,76 +1,127 @@
-"""Readers of what the real tools wrote; `open_path` picks the reader for a path.
+"""Readers of what the real tools wrote; `reader_for` picks the reader for a path.
 
-`READERS` is an ordinary list of `Reader`s (see `reader.py`), tried in order: the first whose
-`sniff` accepts a path loads it. Adding a format is one module plus one line here.
+`READERS` is an ordinary list of `LazyReader`s, tried in order: the first whose `sniff` accepts a
+path reads it. Each names the module that holds its `Reader` (see `base.py`); that module is
+imported only when a path reaches its sniff, so start-up imports none of them. Plug-in readers
+(entry point group `ascend_tui.readers`) come after the built-in ones. Adding a format is one
+module in `readers/<family>/` plus one line here. Readers translate files into the model and
+never run checks: `offline.open.open_path` reads a path and runs the analyses on it.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ascend_tui.errors import InputError
-from ascend_tui.readers.profiler import ascend_pt as ascend_profiler
-from ascend_tui.offline import cluster
-from ascend_tui.readers.graphs import ge_dump
-from ascend_tui.readers.graphs import mindspore_ir
-from ascend_tui.readers.msprobe import dump as msprobe
-from ascend_tui.readers.msprobe import overflow as msprobe_overflow
-from ascend_tui.readers.msprobe import vis as msprobe_vis
-from ascend_tui.readers.profiler import msprof_op
-from ascend_tui.readers import native
-from ascend_tui.readers.graphs import onnx_model, torch_export
-from ascend_tui.readers.profiler import memory as profiler_memory
-from ascend_tui.readers.sanitizer import log as sanitizer
 from ascend_tui.readers.base import Reader
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
     from ascend_tui.progress import Progress
 
-READERS: list[Reader] = [
-    native.INVESTIGATION_READER,
-    native.GRAPH_READER,
-    msprobe.READER,
-    msprobe_overflow.READER,
-    sanitizer.READER,
-    cluster.READER,
-    ascend_profiler.READER,
-    msprof_op.READER,
-    profiler_memory.READER,
-    ge_dump.READER,
-    onnx_model.READER,
-    torch_export.READER,
-    mindspore_ir.READER,
-    msprobe_vis.READER,
+
+@dataclass(frozen=True, slots=True)
+class LazyReader:
+    """A reader known by name, imported from `target` (`module:attribute`) the first time it is needed."""
+
+    name: str
+    target: str
+    plugin: str = ""  # the distribution that declared it, for a plug-in
+
+    def reader(self) -> Reader:
+        """The `Reader` itself (importing its module)."""
+        if self.plugin:
+            from ascend_tui.plugins import READERS as GROUP
+            from ascend_tui.plugins import Plugin
+
+            return Plugin(GROUP, self.name, self.target, self.plugin).load()
+        import importlib
+
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def sniff(self, path: Path) -> bool:
+        return bool(self.reader().sniff(path))
+
+    def load(self, path: Path, **kwargs: Any) -> Investigation:
+        return self.reader().load(path, **kwargs)
+
+    @property
+    def streams(self) -> bool:
+        return bool(getattr(self.reader(), "streams", False))
+
+
+READERS: list[LazyReader] = [
+    LazyReader("investigation", "ascend_tui.readers.native:INVESTIGATION_READER"),
+    LazyReader("graph", "ascend_tui.readers.native:GRAPH_READER"),
+    LazyReader("msprobe dump", "ascend_tui.readers.msprobe.dump:READER"),
+    LazyReader("msprobe overflow_check", "ascend_tui.readers.msprobe.overflow:READER"),
+    LazyReader("sanitizer log", "ascend_tui.readers.sanitizer.log:READER"),
+    LazyReader("profiler", "ascend_tui.readers.profiler.ascend_pt:READER"),
+    LazyReader("msprof op", "ascend_tui.readers.profiler.msprof_op:READER"),
+    LazyReader("profiler memory", "ascend_tui.readers.profiler.memory:READER"),
+    LazyReader("GE graph dump", "ascend_tui.readers.graphs.ge_dump:READER"),
+    LazyReader("ONNX model", "ascend_tui.readers.graphs.onnx_model:READER"),
+    LazyReader("torch.export archive", "ascend_tui.readers.graphs.torch_export:READER"),
+    LazyReader("MindSpore IR", "ascend_tui.readers.graphs.mindspore_ir:READER"),
+    LazyReader("msprobe graph_visualize", "ascend_tui.readers.msprobe.vis:READER"),
 ]
 
 
-def reader_for(path: str | Path) -> Reader | None:
-    """The reader that would open `path`, or None."""
+def plugin_readers() -> list[LazyReader]:
+    """The readers other installed packages declare (entry point group `ascend_tui.readers`), not yet imported."""
+    from ascend_tui.plugins import READERS as GROUP
+    from ascend_tui.plugins import plugins
+
+    builtin = {r.name for r in READERS}
+    return [LazyReader(p.name, p.value, p.dist or "?") for p in plugins(GROUP) if p.name not in builtin]
+
+
+def all_readers() -> list[LazyReader]:
+    """The built-in readers, then the plug-ins."""
+    return [*READERS, *plugin_readers()]
+
+
+def reader_for(path: str | Path, readers: Sequence[LazyReader] | None = None) -> LazyReader | None:
+    """The reader (of `readers`, all of them by default) that would open `path`, or None."""
     p = Path(path)
-    return next((r for r in READERS if r.sniff(p)), None)
+    return next((r for r in (all_readers() if readers is None else readers) if r.sniff(p)), None)
 
 
-def kind_of(path: str | Path) -> str | None:
+def kind_of(path: str | Path, readers: Sequence[LazyReader] | None = None) -> str | None:
     """The name of the format of `path`, or None."""
-    reader = reader_for(path)
+    reader = reader_for(path, readers)
     return reader.name if reader is not None else None
 
 
-def open_path(path: str | Path, progress: Progress | None = None, cancel: threading.Event | None = None,
-              on_partial: Callable[[Investigation], None] | None = None) -> Investigation:
-    """Read any artifact the project understands into an `Investigation` (readers that stream also hand
-    partial investigations to `on_partial` while they read)."""
+def choose(path: str | Path, readers: Sequence[LazyReader] | None = None) -> LazyReader:
+    """The reader for `path`; a missing path or one no reader takes is an `InputError` naming the formats."""
     p = Path(path)
     if not p.exists():
         raise InputError(p, "no such file or folder")
-    reader = reader_for(p)
+    readers = all_readers() if readers is None else readers
+    reader = reader_for(p, readers)
     if reader is None:
-        names = ", ".join(r.name for r in READERS)
+        names = ", ".join(r.name for r in readers)
         raise InputError(p, f"not a format ascend-tui reads (expected one of: {names})")
-    if on_partial is not None and getattr(reader, "streams", False):
+    return reader
+
+
+def read_with(reader: LazyReader, path: str | Path, progress: Progress | None = None,
+              cancel: threading.Event | None = None,
+              on_partial: Callable[[Investigation], None] | None = None) -> Investigation:
+    """What `reader` reads from `path` (no analyses run); readers that stream also hand partial
+    investigations to `on_partial` while they read."""
+    p = Path(path)
+    if on_partial is not None and reader.streams:
         return reader.load(p, progress=progress, cancel=cancel, on_partial=on_partial)
     return reader.load(p, progress=progress, cancel=cancel)
 
+
+def read_path(path: str | Path, progress: Progress | None = None,
+              cancel: threading.Event | None = None) -> Investigation:
+    """What the reader for `path` reads from it, without the analyses (`offline.open.open_path` adds those)."""
+    return read_with(choose(path), path, progress, cancel)

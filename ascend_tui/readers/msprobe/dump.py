@@ -7,7 +7,6 @@ earlier output with the same dtype, shape and statistics. docs/formats.md descri
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import re
 import threading
@@ -295,21 +294,7 @@ def dominant_dtype(graph: OpGraph) -> str:
     return counts.most_common(1)[0][0] if counts else "float32"
 
 
-def run_overflow_check(inv: Investigation) -> None:
-    """Add the overflow check's findings when that check is part of this installation."""
-    try:
-        overflow = importlib.import_module("ascend_tui.checks.overflow")
-    except ModuleNotFoundError as exc:
-        if exc.name == "ascend_tui.checks.overflow":
-            return
-        raise
-    dtype = inv.run.dtype if overflow.range_of(inv.run.dtype) is not None else "float32"
-    inv.add_findings(overflow.analyze(inv.graph, inv.stats, dtype=dtype, inf_nan_mode=True))
-    inv.run.checks = tuple(dict.fromkeys((*inv.run.checks, "overflow")))
-
-
-def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None, *,
-         checks: bool = True) -> Investigation:
+def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:
     """Read an msprobe dump (root, stepN, rank/proc folder or dump.json) into an `Investigation`."""
     path = Path(path)
     rank_dir, notes = locate(path)
@@ -335,10 +320,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                "edges": dict(built.match_counts), "exact_counts_from_payloads": exact, "notes": notes},
     )
     built.graph.name = f"msprobe {rank_dir.parent.name}/{rank_dir.name}"
-    inv = Investigation(built.graph, stats=built.stats, run=run)
-    if checks:
-        run_overflow_check(inv)
-    return inv
+    return Investigation(built.graph, stats=built.stats, run=run)
 
 
 READER = FunctionReader("msprobe dump", sniff, load)

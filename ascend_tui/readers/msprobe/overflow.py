@@ -7,7 +7,6 @@ folders up), the findings are placed on the full dump graph instead.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import re
@@ -143,10 +142,9 @@ def _leaves(item: dict[str, Any], part: str, report: Path) -> list[Leaf]:
 
 
 def _add_findings(inv: Investigation, flagged: list[dict[str, Any]], rank: str, notes: list[str]) -> None:
-    """One error per flagged op and kind, merged with the overflow check's own finding on the same op."""
+    """One error per flagged op and kind (`offline/overflow.py` merges them with the overflow check's own)."""
     by_entry = {n.attrs.get("msprobe"): n.id for n in inv.graph if n.attrs and not n.is_placeholder}
     report = Path(str(inv.run.extra.get("overflow_check", "")))
-    ours = [f for f in inv.findings if f.check == "overflow"]
     added: list[Finding] = []
     missing = 0
     for item in flagged:
@@ -161,12 +159,6 @@ def _add_findings(inv: Investigation, flagged: list[dict[str, Any]], rank: str, 
                       and math.isfinite(r[4])), default=math.nan)
         for kind in kinds:
             metrics = {"input_abs_max": in_max, "source": SOURCE, "rank": rank, "msprobe_op": item["op_name"]}
-            same = [i for i, f in enumerate(ours) if f.node == node_id and f.kind == kind
-                    and f.attribution == "introduced"]
-            if same:
-                f = ours[same[0]]
-                ours[same[0]] = dataclasses.replace(f, metrics={**f.metrics, "confirmed_by": SOURCE})
-                continue
             word = "NaN" if kind == "nan" else "Inf"
             added.append(Finding(
                 check="overflow", kind=kind, severity="error", node=node_id, op_type=node.op_type,
@@ -176,7 +168,7 @@ def _add_findings(inv: Investigation, flagged: list[dict[str, Any]], rank: str, 
             ))
     if missing:
         notes.append(f"{missing} flagged ops are not in the dump's graph")
-    inv.replace_findings("overflow", [*ours, *added])
+    inv.replace_findings("overflow", added)
     inv.run.checks = tuple(dict.fromkeys((*inv.run.checks, "overflow")))
 
 

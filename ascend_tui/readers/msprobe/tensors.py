@@ -1,38 +1,17 @@
-"""Reading msprobe tensor files and computing pair metrics, spread over processes or a dask cluster.
+"""msprobe tensor files (`dump_tensor_data/*.pt`): opened memory-mapped, read in flat numpy chunks.
 
-Each `.pt` file is memory-mapped (`torch_pt`, without torch; `torch.load(..., weights_only=True,
-mmap=True)` for files that needs) and read once, in chunks, by `checks.precision.Accumulator`; work goes out as batches of pairs to a
-local process pool or, with a scheduler address, to `dask.distributed` workers that see the
-same paths. Results come back in submission order whatever the finishing order.
+`torch_pt` reads the common files without torch; `torch.load(..., weights_only=True, mmap=True)`
+takes the rest. The pair metrics over these chunks are `offline/compare_tensors.py`'s.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
-from ascend_tui.checks.precision import SHAPE_UNMATCH, Accumulator, TensorMetrics
-from ascend_tui.errors import Cancelled, InputError
+from ascend_tui.errors import InputError
 from ascend_tui.readers.parse import torch_pt
-from ascend_tui.progress import Progress
 
-CHUNK = 1 << 16
-BATCH_BYTES = 32 << 20
-PARALLEL_BYTES = 256 << 20
-SCHEDULER_ENV = "ASCEND_TUI_SCHEDULER"
 NO_TORCH = "this tensor file needs PyTorch to read (pip install torch)"
-
-
-@dataclass(frozen=True, slots=True)
-class Pair:
-    """One target/golden tensor file pair to compare; `nbytes` sizes the batches."""
-
-    target: str
-    golden: str
-    nbytes: int = 0
 
 
 def torch_available() -> bool:
@@ -77,7 +56,7 @@ def _np_dtype(t: Any) -> Any:
     return torch.empty(0, dtype=t.dtype).numpy().dtype
 
 
-def _open(path: str) -> Any:
+def open_tensor(path: str) -> Any:
     """A tensor file as something with `numel`, `shape`, `compare_dtype` and `chunks(size)`.
 
     The torch-free memory-mapped reader first (`torch_pt`); `torch.load(weights_only=True, mmap=True)`
@@ -102,143 +81,3 @@ class _TorchFlat:
 
     def chunks(self, size: int) -> Iterator[Any]:
         return _numpy_chunks(self.t, size)
-
-
-def compare_pair(target: str, golden: str, chunk: int = CHUNK) -> TensorMetrics:
-    """Metrics of two tensor files, each read once in chunks."""
-    n, b = _open(target), _open(golden)
-    if tuple(d for d in n.shape if d != 1) != tuple(d for d in b.shape if d != 1):
-        return TensorMetrics.marker(SHAPE_UNMATCH, "Shape of NPU and bench tensor do not match. Skipped.", n.numel)
-    acc = Accumulator(n.compare_dtype, b.compare_dtype, n.numel)
-    for cn, cb in zip(n.chunks(chunk), b.chunks(chunk)):
-        acc.feed(cn, cb)
-    return acc.result()
-
-
-def compare_batch(pairs: Sequence[tuple[str, str]]) -> list[dict[str, Any] | str]:
-    """Worker entry: metrics (as JSON dicts) of each pair, or the InputError line of a pair that failed."""
-    _one_thread()
-    out: list[dict[str, Any] | str] = []
-    for target, golden in pairs:
-        try:
-            out.append(compare_pair(target, golden).to_json())
-        except InputError as exc:
-            out.append(str(exc))
-    return out
-
-
-def _one_thread() -> None:
-    """Keep torch (when a file needed it) on one thread: parallelism comes from the processes."""
-    import sys
-
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.get_num_threads() != 1:
-        torch.set_num_threads(1)
-
-
-def from_json(d: dict[str, Any]) -> TensorMetrics:
-    """A `TensorMetrics` from `compare_batch`'s JSON form."""
-    return TensorMetrics(d["cosine"], d["euc_dist"], d["max_abs"], d["max_rel"], d["one_thousandth"],
-                         d["five_thousandths"], d["rmse"], int(d.get("numel", 0)), str(d.get("message", "")))
-
-
-def batches(pairs: Sequence[Pair], batch_bytes: int = BATCH_BYTES) -> list[list[Pair]]:
-    """Consecutive pairs grouped into batches of about `batch_bytes` (one big pair is a batch of its own)."""
-    out: list[list[Pair]] = []
-    cur: list[Pair] = []
-    size = 0
-    for p in pairs:
-        if cur and size + p.nbytes > batch_bytes:
-            out.append(cur)
-            cur, size = [], 0
-        cur.append(p)
-        size += p.nbytes
-    if cur:
-        out.append(cur)
-    return out
-
-
-def run_pairs(pairs: Sequence[Pair], *, workers: int | None = None, scheduler: str | None = None,
-              progress: Progress | None = None, cancel: threading.Event | None = None) -> list[TensorMetrics]:
-    """Metrics of every pair, in order: inline for small jobs, else on processes or the dask cluster."""
-    if not pairs:
-        return []
-    groups = batches(pairs)
-    payload = [[(p.target, p.golden) for p in g] for g in groups]
-    scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
-    total = len(pairs)
-    done = 0
-    results: list[TensorMetrics] = []
-
-    def take(batch_result: list[dict[str, Any] | str]) -> None:
-        nonlocal done
-        for item in batch_result:
-            if isinstance(item, str):
-                raise InputError("", item)
-            results.append(from_json(item))
-        done += len(batch_result)
-        if progress is not None:
-            progress("comparing tensors", done, total)
-
-    if scheduler is not None:
-        for r in _on_dask(scheduler, payload, cancel):
-            take(r)
-        return results
-    big = sum(p.nbytes for p in pairs) >= PARALLEL_BYTES
-    n = workers if workers is not None else min(len(groups), os.cpu_count() or 1) if big else 1
-    if n <= 1 or len(groups) == 1:
-        for group in payload:
-            _check(cancel)
-            take(compare_batch(group))
-        return results
-    for r in _on_processes(n, payload, cancel):
-        take(r)
-    return results
-
-
-def _check(cancel: threading.Event | None) -> None:
-    if cancel is not None and cancel.is_set():
-        raise Cancelled("the compare was cancelled")
-
-
-def _on_processes(n: int, payload: list[list[tuple[str, str]]], cancel: threading.Event | None
-                  ) -> Iterator[list[dict[str, Any] | str]]:
-    """Batches on a local process pool (forked: workers start in milliseconds), results in submission order."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-        futures: list[Future[Any]] = [pool.submit(compare_batch, g) for g in payload]
-        try:
-            for f in futures:
-                while True:
-                    _check(cancel)
-                    try:
-                        yield f.result(timeout=0.2)
-                        break
-                    except TimeoutError:
-                        continue
-        finally:
-            for f in futures:
-                f.cancel()
-
-
-def _on_dask(address: str, payload: list[list[tuple[str, str]]], cancel: threading.Event | None
-             ) -> Iterator[list[dict[str, Any] | str]]:
-    """Batches on an existing dask.distributed scheduler; the workers must see the dump paths."""
-    try:
-        from distributed import Client
-    except ImportError:
-        raise InputError(address, "--scheduler needs dask.distributed (pip install 'ascend-tui[cluster]')") from None
-    try:
-        client = Client(address, timeout="10s", set_as_default=False)
-    except (OSError, TimeoutError) as exc:
-        raise InputError(address, f"cannot reach the dask scheduler ({exc})") from None
-    try:
-        futures = client.map(compare_batch, payload, pure=False)
-        for f in futures:
-            _check(cancel)
-            yield f.result()
-    finally:
-        client.close()
-

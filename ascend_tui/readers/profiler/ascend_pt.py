@@ -4,7 +4,7 @@ The folder reader owns the whole folder: kernel rows (kernel_details.csv / op_su
 task_time_*.csv), per-type sums (op_statistic), steps (step_trace_time), host ops
 (operator_details), API statistics, the timeline (trace_view.json / msprof_*.json, for module
 attribution and the overlap track when it is small enough to read), and the memory timeline, which
-`profiler_memory` reads. A lone kernel CSV or trace JSON opens too.
+`memory.py` reads. A lone kernel CSV or trace JSON opens too.
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ascend_tui.errors import InputError
-import ascend_tui.readers.profiler.trace as chrome_trace
-import ascend_tui.readers.profiler.csv_tables as profiler_csv
-import ascend_tui.readers.profiler.memory as profiler_memory
-from ascend_tui.offline.profile import merge_memory, profile_investigation
+from ascend_tui.readers.profiler import csv_tables, memory, trace
+from ascend_tui.readers.profiler.investigation import merge_memory, profile_investigation
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.progress import Progress
 from ascend_tui.graph.profile import Codes, KernelTable, Profile
@@ -34,7 +32,7 @@ KERNEL_FILES = ("kernel_details.csv", "op_summary*.csv", "task_time*.csv")
 TRACE_FILES = ("trace_view.json", "msprof_*.json", "msprof*.json")
 TRACE_LIMIT = 64 * 1024 * 1024  # larger timelines are skipped: kernel rows already hold the time
 MARKERS = ("kernel_details.csv", "op_statistic.csv", "step_trace_time.csv", "operator_details.csv", "trace_view.json",
-           profiler_memory.RECORD, profiler_memory.OPERATOR)
+           memory.RECORD, memory.OPERATOR)
 
 
 def output_dir(path: Path) -> Path | None:
@@ -75,31 +73,31 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
     files = kernel_files(folder)
     kind = "msprof" if folder.name == MSPROF_DIR or any(f.name.startswith(("op_summary", "task_time"))
                                                         for f in files) else "ascend_pt"
-    stats = [s for f in _first(folder, "op_statistic*.csv") for s in profiler_csv.read_op_statistic(f)]
-    steps = [s for f in _first(folder, "step_trace_time*.csv") for s in profiler_csv.read_step_trace(f)]
+    stats = [s for f in _first(folder, "op_statistic*.csv") for s in csv_tables.read_op_statistic(f)]
+    steps = [s for f in _first(folder, "step_trace_time*.csv") for s in csv_tables.read_step_trace(f)]
     chunks: list[KernelTable] = []
     for f in files:
-        for chunk in profiler_csv.iter_kernel_chunks(f, cancel=cancel, progress=progress):
+        for chunk in csv_tables.iter_kernel_chunks(f, cancel=cancel, progress=progress):
             chunks.append(chunk)
             if on_partial is not None and len(chunks) == 1:
                 on_partial(Profile(kind, _fill_types(chunk), tuple(stats), tuple(steps),
                                    extra={"partial": True, "files": [f.name]}))
     kernels = _fill_types(KernelTable.concat(chunks))
-    host = [h for f in _first(folder, "operator_details*.csv") for h in profiler_csv.read_operator_details(f)]
+    host = [h for f in _first(folder, "operator_details*.csv") for h in csv_tables.read_operator_details(f)]
     extra: dict[str, Any] = {"files": [f.name for f in files]}
     api = _first(folder, "api_statistic*.csv")
     if api:
         extra["api_statistic"] = _api(api[0])
     spans: tuple = ()
-    trace = next((p for pattern in TRACE_FILES for p in _first(folder, pattern)), None)
-    if trace is not None and (kernels.n == 0 or trace.stat().st_size <= TRACE_LIMIT):
+    trace_file = next((p for pattern in TRACE_FILES for p in _first(folder, pattern)), None)
+    if trace_file is not None and (kernels.n == 0 or trace_file.stat().st_size <= TRACE_LIMIT):
         if progress is not None:
-            progress(f"reading {trace.name}", 0, None)
-        timeline = chrome_trace.read_trace(trace, cancel)
+            progress(f"reading {trace_file.name}", 0, None)
+        timeline = trace.read_trace(trace_file, cancel)
         spans = timeline.spans
         if kernels.n == 0:
             kernels = timeline.kernels
-            extra["files"].append(trace.name)
+            extra["files"].append(trace_file.name)
         else:
             kernels = _modules_from(kernels, timeline.kernels)
         host = host or list(timeline.host_ops)
@@ -113,7 +111,7 @@ def _fill_types(t: KernelTable) -> KernelTable:
     types = t.text["type"]
     if t.n and not any(v not in ("", "N/A") for v in types.values):
         names = t.text["name"]
-        mapped = [chrome_trace.type_from_name(v) for v in names.values]
+        mapped = [trace.type_from_name(v) for v in names.values]
         index = {v: i for i, v in enumerate(dict.fromkeys(mapped))}
         return t.with_text("type", Codes(np.array([index[m] for m in mapped], np.int32)[names.codes], list(index)))
     return t
@@ -132,7 +130,7 @@ def _modules_from(kernels: KernelTable, timeline: KernelTable) -> KernelTable:
 
 
 def _api(path: Path) -> list[dict[str, Any]]:
-    header, rows = profiler_csv.read_records(path)
+    header, rows = csv_tables.read_records(path)
     return [{"level": r.get("Level", ""), "name": r.get("API Name", ""), "count": int(float(r.get("Count") or 0)),
              "time_us": float(r.get("Time(us)") or 0)} for _, r in rows]
 
@@ -163,13 +161,13 @@ def sniff(path: Path) -> bool:
                 head = fh.readline()
         except OSError:
             return False
-        return profiler_csv.is_kernel_header([h.strip() for h in head.split(",")])
-    return chrome_trace.sniff_json(path)
+        return csv_tables.is_kernel_header([h.strip() for h in head.split(",")])
+    return trace.sniff_json(path)
 
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None,
          on_partial: Callable[[Investigation], None] | None = None) -> Investigation:
-    """An `Investigation` of a profiler folder, kernel CSV or trace: time per kernel, advice, and memory.
+    """An `Investigation` of a profiler folder, kernel CSV or trace: time per kernel and memory (no advice yet).
 
     `on_partial` receives an investigation of the first block of kernel rows while the rest is read.
     """
@@ -179,9 +177,9 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                                                     device=_device(p))))
     if path.is_file():
         if path.suffix == ".json":
-            profile = chrome_trace.read_trace(path, cancel)
+            profile = trace.read_trace(path, cancel)
         else:
-            profile = Profile("kernel_csv", _fill_types(profiler_csv.read_kernels(path, cancel=cancel,
+            profile = Profile("kernel_csv", _fill_types(csv_tables.read_kernels(path, cancel=cancel,
                                                                                   progress=progress)))
         return profile_investigation(profile, path, source="trace" if path.suffix == ".json" else "kernel table",
                                      device=_device(profile))
@@ -191,13 +189,13 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                                "kernel_details.csv or op_summary_*.csv)")
     profile = read_folder(folder, cancel=cancel, progress=progress, on_partial=partial)
     if profile.kernels.n == 0 and not profile.op_stats and not profile.steps:
-        record, operator = profiler_memory.find_files(path)
+        record, operator = memory.find_files(path)
         if record is None and operator is None:
             raise InputError(path, "profiler folder without kernel rows, op statistics, step times or memory records")
     inv = profile_investigation(profile, path, source=f"{profile.kind} profiler", device=_device(profile))
-    record, operator = profiler_memory.find_files(folder)
+    record, operator = memory.find_files(folder)
     if record is not None or operator is not None:
-        merge_memory(inv, profiler_memory.load(folder, cancel=cancel))
+        merge_memory(inv, memory.load(folder, cancel=cancel))
     return inv
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ascend_tui.errors import InputError
-from ascend_tui.offline.profile import profile_investigation
+from ascend_tui.readers.profiler.investigation import profile_investigation
 from ascend_tui.readers.profiler.csv_tables import read_records
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.progress import Progress

@@ -15,17 +15,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ascend_tui.progress import Progress
-from ascend_tui.checks.memory_log import describe
 from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.evidence import MemoryEvent
 from ascend_tui.readers.base import FunctionReader, head
+from ascend_tui.readers.sanitizer.words import describe
 
 if TYPE_CHECKING:
+    from ascend_tui.graph.opgraph import OpGraph
     from ascend_tui.investigation import Investigation
 
 MSSAN, CSAN = "mssanitizer", "compute-sanitizer"
 TOOL_TITLES = {MSSAN: "msSanitizer", CSAN: "compute-sanitizer"}
 SNIFF_BYTES = 64 * 1024
+HOST_NODE = "host"
 
 _N = r"(\d[\d,]*)"
 _HEX = r"(0x[0-9a-fA-F]+)"
@@ -122,9 +124,14 @@ class SanitizerLog:
 
     def hidden_errors(self) -> list[tuple[int, int, int, int]]:
         """(session, line, errors counted, errors printed) for each run whose ERROR SUMMARY exceeds what it printed."""
-        printed = Counter((e.tool, e.extra.get("session")) for e in self.events)
-        return [(s.session, s.line_no, s.count, printed[(s.tool, s.session)]) for s in self.summaries
-                if s.kind == "errors" and s.count > printed[(s.tool, s.session)]]
+        return hidden_errors(self.summaries, self.events)
+
+
+def hidden_errors(summaries: Iterable[LogSummary], events: Iterable[MemoryEvent]) -> list[tuple[int, int, int, int]]:
+    """(session, line, errors counted, errors printed) for each run whose ERROR SUMMARY exceeds what it printed."""
+    printed = Counter((e.tool, e.extra.get("session")) for e in events)
+    return [(s.session, s.line_no, s.count, printed[(s.tool, s.session)]) for s in summaries
+            if s.kind == "errors" and s.count > printed[(s.tool, s.session)]]
 
 
 @dataclass(slots=True)
@@ -522,34 +529,49 @@ def sniff(path: Path) -> bool:
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:
     """Read a sanitizer log into an `Investigation` on a graph of the kernels it names."""
-    return investigation_from_log(parse_file(path, progress, cancel))
+    return log_investigation(parse_file(path, progress, cancel))
 
 
-def investigation_from_log(log: SanitizerLog, base: Investigation | None = None, *,
-                           pool_enabled: bool | None = None, target: str | None = None) -> Investigation:
-    """`base` (or a new investigation on a graph of the log's kernels) with the log's events and memory findings."""
-    from ascend_tui.checks.memory_log import (findings_from_events, hidden_error_findings, kernel_graph,
-                                              on_kernel_graph, prepare_events)
+def log_graph(events: Iterable[MemoryEvent], name: str = "") -> OpGraph:
+    """One node per distinct kernel, in order of first report (`host` for host-side reports); no edges."""
+    from ascend_tui.graph.opgraph import OpGraph, OpNode
+
+    graph = OpGraph(name)
+    for e in events:
+        nid = e.kernel or HOST_NODE
+        if nid not in graph:
+            graph.add_node(OpNode(id=nid, op_type="kernel" if e.kernel else "host", module="", index=len(graph),
+                                  attrs={"tool": e.tool}))
+    return graph
+
+
+def log_extra(log: SanitizerLog) -> dict[str, Any]:
+    """What the run records of a log beyond its events: tools, runs, files, summaries, unread lines."""
+    return {"sanitizer": {"tools": list(log.tools), "sessions": log.sessions, "log_files": list(log.log_files),
+                          "summaries": [asdict(s) for s in log.summaries], "events": len(log.events),
+                          "unrecognized_lines": log.unrecognized[:50]}}
+
+
+def tools_title(tools: Iterable[str]) -> str:
+    """`msSanitizer + compute-sanitizer`, or `sanitizer` when the log named no tool."""
+    return " + ".join(TOOL_TITLES[t] for t in tools) or "sanitizer"
+
+
+def log_investigation(log: SanitizerLog, *, target: str | None = None) -> Investigation:
+    """The log as an investigation on a graph of its kernels, each event on its own kernel's node (no findings)."""
     from ascend_tui.investigation import Investigation, RunInfo
 
-    tools = " + ".join(TOOL_TITLES[t] for t in log.tools) or "sanitizer"
-    extra = {"sanitizer": {"tools": list(log.tools), "sessions": log.sessions, "log_files": list(log.log_files),
-                           "summaries": [asdict(s) for s in log.summaries], "events": len(log.events),
-                           "unrecognized_lines": log.unrecognized[:50]}}
-    if base is None:
-        inv = Investigation(kernel_graph(log.events, name=Path(log.source).name), run=RunInfo(
-            target=target or log.source, checks=("memory",), source=f"{tools} log", extra=extra,
-            device={"backend": "none", "name": f"offline ({tools} log)", "inf_nan_mode": True}))
-        events = on_kernel_graph(log.events)
-    else:
-        inv, events = base, log.events
-        inv.run.checks = tuple(dict.fromkeys([*inv.run.checks, "memory"]))
-        inv.run.extra.update(extra)
-    events = prepare_events(inv.graph, events, pool_enabled=pool_enabled)
-    inv.memory_events.extend(events)
-    inv.add_findings([*findings_from_events(inv.graph, events, pool_enabled=pool_enabled),
-                      *hidden_error_findings(log.hidden_errors(), tools)])
+    tools = tools_title(log.tools)
+    inv = Investigation(log_graph(log.events, name=Path(log.source).name), run=RunInfo(
+        target=target or log.source, checks=("memory",), source=f"{tools} log", extra=log_extra(log),
+        device={"backend": "none", "name": f"offline ({tools} log)", "inf_nan_mode": True}))
+    inv.memory_events.extend(replace(e, node=e.kernel or HOST_NODE, confidence=1.0) for e in log.events)
     return inv
+
+
+def summaries_of(inv: Investigation) -> list[LogSummary]:
+    """The run summaries a log's investigation recorded (`log_extra`)."""
+    return [LogSummary(**d) for d in inv.run.extra.get("sanitizer", {}).get("summaries", [])]
 
 
 READER = FunctionReader("sanitizer log", sniff, load)

@@ -40,7 +40,7 @@ from ascend_tui.live.capture import CaptureResult, Recorder, call_model, dtype_n
 from ascend_tui.live.context import LiveContext, Run
 from ascend_tui.live.device import Device
 from ascend_tui.live.recording import Call, Watcher, capture, recording
-from ascend_tui.live.sanitize_tracking import (
+from ascend_tui.live.memory_tracking import (
     MAX_VIEWS,
     BornStorage,
     InitTracker,

@@ -1,21 +1,19 @@
 """Cluster profiles: one profiler output per rank (what `msprof-analyze cluster` reads), or its cluster_step_trace_time.csv.
 
-Each rank's folder is read in a worker — a local process pool, or a dask.distributed cluster when
-a scheduler address is given — into a small summary (its steps and time per op type); the main
+Each rank's folder is read in a worker (`ascend_tui.pool`: a local process pool, or a dask.distributed
+cluster when a scheduler address is given) into a small summary (its steps and time per op type); the main
 process then names the slow rank and its slow stage (`checks.profile.cluster_summary`) and keeps
 the slow rank's kernel rows so the browser shows where that rank's time goes.
 """
 
 from __future__ import annotations
 
-import os
 import threading
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ascend_tui import fmt
+from ascend_tui import fmt, pool
 from ascend_tui.checks.profile import cluster_summary, summarize
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding
@@ -66,20 +64,7 @@ def summarize_rank(folder: str) -> dict[str, Any]:
 def map_ranks(folders: list[Path], *, scheduler: str | None = None, workers: int | None = None) -> list[dict[str, Any]]:
     """`summarize_rank` over every folder: on a dask.distributed cluster when `scheduler` is given, else a local pool."""
     names = [str(f) for f in folders]
-    if scheduler:
-        try:
-            from dask.distributed import Client
-        except ModuleNotFoundError:
-            raise InputError("--scheduler", "dask.distributed is not installed (pip install 'ascend-tui[dask]')") from None
-        client = Client(scheduler)
-        try:
-            return list(client.gather(client.map(summarize_rank, names)))
-        finally:
-            client.close()
-    if len(names) == 1 or workers == 1:
-        return [summarize_rank(n) for n in names]
-    with ProcessPoolExecutor(max_workers=workers or min(len(names), os.cpu_count() or 1)) as pool:
-        return list(pool.map(summarize_rank, names))
+    return list(pool.run(summarize_rank, names, workers=workers or pool.local_workers(len(names)), scheduler=scheduler))
 
 
 def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | None = None,
