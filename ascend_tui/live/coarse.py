@@ -25,7 +25,7 @@ import numpy as np
 
 from ascend_tui.checks.suspects import first_bad_event
 from ascend_tui.graph.opgraph import op_node
-from ascend_tui.live.capture import _ABSENT, CaptureResult, Recorder, _Ref, _Unshadow, call_model, tensor_leaves, \
+from ascend_tui.live.capture import ABSENT, CaptureResult, Recorder, SlotRef, Unshadow, call_model, tensor_leaves, \
     tensor_meta
 from ascend_tui.progress import frozen_gc
 
@@ -88,10 +88,10 @@ class StepRecorder(Recorder):
         self.flag_device = flag_device  # read and clear the overflow flag at every event (one sync each)
         self.event_flags: list[bool] = []
         self.outputs: Any = None
-        self._frames: list[list[_Ref]] = [[]]  # per module call: the module nodes its children made
-        self._frame_ops: list[_Ref | None] = [None]  # per module call: the last operator node recorded in it
+        self._frames: list[list[SlotRef]] = [[]]  # per module call: the module nodes its children made
+        self._frame_ops: list[SlotRef | None] = [None]  # per module call: the last operator node recorded in it
         self._hooked: dict[int, Any] = {}
-        self._last: _Ref | None = None
+        self._last: SlotRef | None = None
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -104,10 +104,10 @@ class StepRecorder(Recorder):
             own = getattr(mod, "__dict__", None)
             if not isinstance(own, dict):
                 continue
-            prior = own.get("_call_impl", _ABSENT)
+            prior = own.get("_call_impl", ABSENT)
             own["_call_impl"] = self._wrapped(mod._call_impl, name, type(mod).__name__, thread)
             shadowed.append((own, prior))
-        return [_Unshadow(shadowed)]
+        return [Unshadow(shadowed)]
 
     def _wrapped(self, call: Callable[..., Any], name: str, cls: str, thread: int) -> Callable[..., Any]:
         stack, frames, frame_ops, get_ident = self.module_stack, self._frames, self._frame_ops, threading.get_ident
@@ -147,14 +147,14 @@ class StepRecorder(Recorder):
             self.event_flags.append(bool(self.flag_device.read_overflow_flag()))
             self.flag_device.clear_overflow_flag()
 
-    def _exit(self, name: str, cls: str, args: Any, kwargs: Any, out: Any, children: list[_Ref], entered: int) -> None:
+    def _exit(self, name: str, cls: str, args: Any, kwargs: Any, out: Any, children: list[SlotRef], entered: int) -> None:
         tensor = self._tensor
         outs = [out] if isinstance(out, tensor) else tensor_leaves([out], tensor)
         index = len(self.events)
         node = "" if self._in_window(index) else self._module_node(name, cls, args, kwargs, outs, children)
         self.events.append(Event(index, name, cls, self.phase, node, entered))
         if node:
-            self._frames[-1].append(self._producers[id(outs[0])][1] if outs else _Ref(node, 0, self.op_count - 1))
+            self._frames[-1].append(self._producers[id(outs[0])][1] if outs else SlotRef(node, 0, self.op_count - 1))
         if self.grads and self.phase == "forward" and self._torch.is_grad_enabled():
             for t in outs:
                 if t.requires_grad and t.is_floating_point():
@@ -164,20 +164,20 @@ class StepRecorder(Recorder):
                         t.register_hook(self._grad_hook(name, cls, tensor_meta(t)))
         self._advance(index)
 
-    def _known(self, x: Any) -> _Ref | None:
+    def _known(self, x: Any) -> SlotRef | None:
         ref = self._producer(x)
         if ref is None and id(x) in self._named:
             ref = self.source_of(x)  # a named input, parameter or buffer: its placeholder
         return ref
 
-    def _input_refs(self) -> list[_Ref]:
+    def _input_refs(self) -> list[SlotRef]:
         """The placeholders of the run's own inputs: where data made before any node must have come from."""
         return [self.source_of(t) for t in self._keepalive if self._named.get(id(t), ("",))[0] == "input"]
 
-    def _module_node(self, name: str, cls: str, args: Any, kwargs: Any, outs: list[Any], children: list[_Ref]) -> str:
+    def _module_node(self, name: str, cls: str, args: Any, kwargs: Any, outs: list[Any], children: list[SlotRef]) -> str:
         """A node for one module call: fed by its inputs, its children and what made its outputs; outputs measured."""
         tensor = self._tensor
-        refs: list[_Ref] = []
+        refs: list[SlotRef] = []
         unknown = False
         for x in tensor_leaves(args, tensor) + (tensor_leaves(kwargs.values(), tensor) if kwargs else []):
             ref = self._known(x)
@@ -210,13 +210,13 @@ class StepRecorder(Recorder):
         for slot, ref in enumerate(refs):
             self.graph.add_edge(ref.node, node_id, ref.slot, slot)
         for slot, t in enumerate(outs):
-            self._set_producer(t, _Ref(node_id, slot, index, metas[slot]))
+            self._set_producer(t, SlotRef(node_id, slot, index, metas[slot]))
             if t.is_floating_point():
                 for tap in self.taps:  # observers' evidence (underflow in the reference) per module output too
                     tap(node_id, slot, t)
                 if self.want_stats:
                     self.stat_rows.take((node_id, slot), t)
-        self._last = _Ref(node_id, 0, index, metas[0] if metas else None)
+        self._last = SlotRef(node_id, 0, index, metas[0] if metas else None)
         return node_id
 
     def _grad_hook(self, name: str, cls: str, meta: Any) -> Callable[[Any], None]:
@@ -233,7 +233,7 @@ class StepRecorder(Recorder):
                     tap(node, 0, grad)
                 if self.want_stats:
                     self.stat_rows.take((node, 0), grad)
-                self._last = _Ref(node, 0, i, meta)
+                self._last = SlotRef(node, 0, i, meta)
             self.events.append(Event(index, name, cls, "backward", node, index))
             self.module_stack[:] = [name] if name else []  # what runs next is this module's backward
             self._advance(index)
@@ -243,7 +243,7 @@ class StepRecorder(Recorder):
 
     def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str:
         node_id = super().record(func, args, kwargs, out)
-        self._last = self._frame_ops[-1] = _Ref(node_id, 0, self.op_count - 1)
+        self._last = self._frame_ops[-1] = SlotRef(node_id, 0, self.op_count - 1)
         return node_id
 
     def param_grads(self, model: Any) -> None:
@@ -290,7 +290,7 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
     is a window to record operators in."""
     import torch
 
-    from ascend_tui.live.overflow_live import default_loss
+    from ascend_tui.live.overflow import default_loss
     from ascend_tui.live.recording import recording
 
     rec = StepRecorder(model, inputs, window=window, grads=backward, flag_device=flag_device, progress=progress,
@@ -308,9 +308,9 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
     if flag_device is not None:
         flag_device.clear_overflow_flag()
     if window is None:
-        from ascend_tui.live.recording import _overrides
+        from ascend_tui.live.recording import overrides
 
-        rec.taps = [o.output for o in observers if _overrides(o, "output")]
+        rec.taps = [o.output for o in observers if overrides(o, "output")]
         handles = rec.attribute_modules(model) if hasattr(model, "named_modules") else []
         try:
             with frozen_gc(), torch.set_grad_enabled(backward):

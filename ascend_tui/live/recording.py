@@ -60,7 +60,8 @@ class Watcher:
         """Called for every tensor the recorder measures (op outputs and placeholders)."""
 
 
-def _overrides(observer: Any, hook: str) -> bool:
+def overrides(observer: Any, hook: str) -> bool:
+    """Whether `observer` defines its own `hook` (the mode skips no-op defaults)."""
     return getattr(type(observer), hook, None) is not getattr(Watcher, hook)
 
 
@@ -74,9 +75,9 @@ def _mode_class() -> type:
         def __init__(self, recorder: Recorder, observers: Sequence[Any]) -> None:
             super().__init__()
             self.recorder = recorder
-            self.befores = [o.before for o in observers if _overrides(o, "before")]
-            self.rans = [o.ran for o in observers if _overrides(o, "ran")]
-            self.afters = [o.after for o in observers if _overrides(o, "after")]
+            self.befores = [o.before for o in observers if overrides(o, "before")]
+            self.rans = [o.ran for o in observers if overrides(o, "ran")]
+            self.afters = [o.after for o in observers if overrides(o, "after")]
             self.plain = not (self.befores or self.rans or self.afters)
 
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
@@ -143,7 +144,7 @@ def recording(model: Any, recorder: Recorder, observers: Sequence[Any] = (), *, 
     """
     import torch
 
-    recorder.taps = [o.output for o in observers if _overrides(o, "output")]
+    recorder.taps = [o.output for o in observers if overrides(o, "output")]
     handles = recorder.attribute_modules(model) if hasattr(model, "named_modules") else []
     base = _mode_class()
     mode = (mode_class(base) if mode_class is not None else base)(recorder, observers)
