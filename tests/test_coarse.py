@@ -215,3 +215,24 @@ def test_full_detail_records_every_operator() -> None:
     clean = ascend_tui.investigate(net, inputs(), checks=("overflow",), device="cpu")
     assert clean.run.extra["capture"] == {"detail": "module", "passes": 1, "module_events": 30, "operators": 0}
     assert all(is_module_level(clean, n.id) for n in clean.graph.nodes if n.kind == "op")
+
+
+def test_module_level_nodes_are_marked_in_the_report_and_the_detail_pane() -> None:
+    from rich.style import Style
+
+    from ascend_tui.app.widgets.detail import describe
+    from ascend_tui.report import build_report
+
+    net = model("llama")
+    with torch.no_grad():
+        net.get_submodule("layers.0.self_attn.q_proj").weight.mul_(4e5)
+    inv = ascend_tui.investigate(net, inputs(), checks=("overflow",), device="cpu", dtype="float16")
+    report = build_report(inv)
+    assert report["run"]["capture"]["window"]["suspect"] == "layers.0.self_attn.q_proj"
+    marked = [f for f in report["findings"] if f.get("detail") == "module"]
+    assert marked and all(is_module_level(inv, f["node"]) for f in marked)
+    assert not any(f.get("detail") for f in report["findings"] if f["severity"] == "error")
+    node = marked[0]["node"]
+    assert "module-level evidence" in describe(inv, node, lambda _: Style()).plain
+    op = next(f["node"] for f in report["findings"] if f["severity"] == "error")
+    assert "module-level evidence" not in describe(inv, op, lambda _: Style()).plain
