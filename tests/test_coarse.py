@@ -236,3 +236,29 @@ def test_module_level_nodes_are_marked_in_the_report_and_the_detail_pane() -> No
     assert "module-level evidence" in describe(inv, node, lambda _: Style()).plain
     op = next(f["node"] for f in report["findings"] if f["severity"] == "error")
     assert "module-level evidence" not in describe(inv, op, lambda _: Style()).plain
+
+
+def test_first_bad_event_takes_nan_inf_saturation_and_the_flag() -> None:
+    import numpy as np
+
+    from ascend_tui.checks.suspects import first_bad_event
+
+    ev = np.array([0, 1, 2, 2, 3])
+    mn, mx = np.array([0.0, -1, -2, -3, -4]), np.array([1.0, 65504, 2, np.inf, 4])
+    zero = np.zeros(5)
+    assert first_bad_event(ev, mn, mx, zero, zero) == 2  # the Inf
+    assert first_bad_event(ev, mn, mx, zero, zero, saturation_limit=65504.0) == 1  # clamped at the max
+    assert first_bad_event(ev, mn, np.array([1.0, 2, 2, 3, 4]), np.array([0, 0, 0, 0, 1]), zero) == 3  # a NaN count
+    assert first_bad_event(ev, mn, np.ones(5), zero, zero) is None
+    assert first_bad_event(ev[:0], mn[:0], mx[:0], zero[:0], zero[:0], flagged=np.array([False, True])) == 1
+
+
+def test_cancel_stops_the_module_pass() -> None:
+    import threading
+
+    from ascend_tui.errors import Cancelled
+
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Cancelled):
+        coarse_capture(model("gpt2"), inputs(), select("cpu"), cancel=stop)

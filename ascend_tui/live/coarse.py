@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from ascend_tui.checks.suspects import first_bad_event
+from ascend_tui.errors import Cancelled
 from ascend_tui.graph.opgraph import op_node
 from ascend_tui.live.capture import ABSENT, CaptureResult, Recorder, SlotRef, Unshadow, call_model, tensor_leaves, \
     tensor_meta
@@ -138,6 +139,10 @@ class StepRecorder(Recorder):
         return self.window is not None and self.window[0] < index <= self.window[1]
 
     def _advance(self, index: int) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled("capture cancelled")
+        if self.progress is not None and (index & 15) == 0:
+            self.progress(self.phase_label, index, None)
         if self.window is not None:
             if index == self.window[0]:
                 self.active = True
