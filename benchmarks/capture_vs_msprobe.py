@@ -284,7 +284,8 @@ def llama_bench(reps: int, with_msprobe: bool) -> None:
             step()
             runs["plain after msprobe"].append(CLOCK() - t0)
     for name, times in runs.items():
-        print(f"  {name:20} " + " ".join(f"{t:6.3f}" for t in times) + f"   (median {sorted(times)[len(times) // 2]:.3f} s)")
+        median = sorted(times)[len(times) // 2]
+        print(f"  {name:20} " + " ".join(f"{t:6.3f}" for t in times) + f"   (median {median:.3f} s)")
     # Ratios within a round (the variants ran back to back), then the median over rounds; msprobe, which cannot
     # alternate, against the median plain step.
     def per_round(a: str, b: str) -> list[float]:

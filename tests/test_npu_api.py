@@ -48,7 +48,8 @@ def test_the_package_calls_only_names_on_the_list_from_the_real_wheel() -> None:
 
 
 def test_the_scan_follows_aliases() -> None:
-    code = ("import importlib\nclass D:\n    def __init__(self):\n        self._npu = importlib.import_module('torch_npu')\n"
+    code = ("import importlib\nclass D:\n    def __init__(self):\n"
+            "        self._npu = importlib.import_module('torch_npu')\n"
             "    def f(self):\n        npu = self._npu.npu\n        return npu.utils.get_npu_overflow_flag()\n")
     assert tool().file_names(ast.parse(code)) >= {"torch_npu.npu", "torch_npu.npu.utils.get_npu_overflow_flag"}
 

@@ -183,7 +183,8 @@ class Wheel:
         """A name from the compiled extension (`torch_npu._C...`): no source, so the wheel's own Python uses of it
         are the evidence that it exists (`ProfilerActivity.NPU`)."""
         tail = ".".join(rest)
-        uses = [f for f in sorted(self.files) if f.endswith(".py") and tail in self.zip.read(f).decode("utf-8", "replace")]
+        uses = [f for f in sorted(self.files)
+                if f.endswith(".py") and tail in self.zip.read(f).decode("utf-8", "replace")]
         return {"kind": "native", "module": module, "used_by_the_wheel_in": uses[:3], "uses": len(uses)}
 
     def _defines(self, node: ast.AST, name: str, file: str, rest: list[str]) -> dict[str, Any] | None:

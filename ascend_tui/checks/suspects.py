@@ -1,4 +1,4 @@
-"""Which module event of a coarse (module-level) pass to look at operator by operator: the first whose values went bad."""
+"""Which event of a coarse (module-level) pass to record operator by operator: the first whose values went bad."""
 
 from __future__ import annotations
 

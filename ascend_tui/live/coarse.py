@@ -152,7 +152,8 @@ class StepRecorder(Recorder):
             self.event_flags.append(bool(self.flag_device.read_overflow_flag()))
             self.flag_device.clear_overflow_flag()
 
-    def _exit(self, name: str, cls: str, args: Any, kwargs: Any, out: Any, children: list[SlotRef], entered: int) -> None:
+    def _exit(self, name: str, cls: str, args: Any, kwargs: Any, out: Any, children: list[SlotRef],
+              entered: int) -> None:
         tensor = self._tensor
         outs = [out] if isinstance(out, tensor) else tensor_leaves([out], tensor)
         index = len(self.events)
@@ -179,7 +180,8 @@ class StepRecorder(Recorder):
         """The placeholders of the run's own inputs: where data made before any node must have come from."""
         return [self.source_of(t) for t in self._keepalive if self._named.get(id(t), ("",))[0] == "input"]
 
-    def _module_node(self, name: str, cls: str, args: Any, kwargs: Any, outs: list[Any], children: list[SlotRef]) -> str:
+    def _module_node(self, name: str, cls: str, args: Any, kwargs: Any, outs: list[Any],
+                     children: list[SlotRef]) -> str:
         """A node for one module call: fed by its inputs, its children and what made its outputs; outputs measured."""
         tensor = self._tensor
         refs: list[SlotRef] = []
