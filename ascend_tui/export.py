@@ -205,7 +205,9 @@ def write_export(inv: Investigation, path: str | Path, fmt: str, *, inputs: Iter
         raise InputError(path, f"unknown export format {fmt!r} (expected json or markdown)")
     out = Path(path)
     resolved = check_output_path(out, input_paths(inv, inputs), option="the export")
-    text = (json.dumps(_plain(inv.to_report()), indent=2, allow_nan=False) + "\n") if kind == "json" \
+    from ascend_tui.report import build_report
+
+    text = (json.dumps(_plain(build_report(inv)), indent=2, allow_nan=False) + "\n") if kind == "json" \
         else report_markdown(inv)
     tmp = resolved.with_name(f".{resolved.name}.{os.getpid()}.tmp")
     try:

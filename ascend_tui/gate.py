@@ -78,21 +78,35 @@ def parse_share(text: str) -> float:
     return value
 
 
-def apply_baseline(inv: Investigation, path: str | Path, max_slowdown: float) -> set[str] | None:
-    """Known finding ids from a report baseline; for a profile baseline, add its regression findings instead."""
+def is_report(path: str | Path) -> bool:
+    """Whether a --baseline is an earlier report or saved run (known findings) rather than an artifact to read."""
+    from ascend_tui.readers import kind_of
+
+    p = Path(path)
+    return p.is_file() and p.suffix == ".json" and kind_of(p) in (None, "investigation")
+
+
+def apply_baseline(inv: Investigation, path: str | Path, max_slowdown: float,
+                   base: Investigation | None = None) -> set[str] | None:
+    """Known finding ids from a report baseline; for a profile baseline, add its regression findings instead.
+
+    `base` is the baseline already opened (the `profile` command reads it as it reads its target).
+    """
     from ascend_tui.offline.open import kind_of, open_path
 
     p = Path(path)
-    if not p.exists():
-        raise InputError(p, "--baseline: no such file or folder")
-    is_report = p.is_file() and p.suffix == ".json" and kind_of(p) in (None, "investigation")
-    base = open_path(p) if not is_report or kind_of(p) == "investigation" else None
+    if base is not None and base.profile is None:
+        return set(finding_ids(base.findings))
+    if base is None:
+        if not p.exists():
+            raise InputError(p, "--baseline: no such file or folder")
+        base = open_path(p) if not is_report(p) or kind_of(p) == "investigation" else None
     if base is not None and getattr(base, "profile", None) is not None:
         if getattr(inv, "profile", None) is None:
             raise InputError(p, "--baseline is a profile, but this run has no timing to compare (add --checks "
                                 "profile, or give a profiler folder)")
         if "baseline" not in inv.profile.extra:
-            from ascend_tui.cli.profile import attach_baseline
+            from ascend_tui.offline.profile_baseline import attach_baseline
 
             attach_baseline(inv, base, max_slowdown)
         return None

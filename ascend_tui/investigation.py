@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import (
@@ -25,6 +25,9 @@ from ascend_tui.graph.movers import moves_values
 from ascend_tui.graph.opgraph import OpGraph, read_json, write_json_atomic
 from ascend_tui.progress import paused_gc
 from ascend_tui.graph.profile import Profile
+
+if TYPE_CHECKING:
+    from ascend_tui.checks.profile import ProfileSummary
 
 INVESTIGATION_SCHEMA = "ascend-tui.investigation/1"
 CHECK_NAMES = ("overflow", "precision", "memory", "profile")
@@ -82,6 +85,10 @@ class Investigation:
         self.memory_events: list[MemoryEvent] = list(memory_events)
         self.memory_samples: list[MemorySample] = list(memory_samples)
         self.run = run or RunInfo()
+        # report sections made by an analysis beside the findings (a compare's cross-rank summary), as JSON
+        # data; the report builder writes them as top-level keys
+        self.sections: dict[str, Any] = {}
+        self._profile_summary: tuple[Profile, ProfileSummary] | None = None
         self._by_node: dict[str, list[Finding]] = {}
         self.add_findings(findings)
 
@@ -125,6 +132,17 @@ class Investigation:
             "errors": sum(1 for f in self.findings if f.severity == "error"),
             "warnings": sum(1 for f in self.findings if f.severity == "warning"),
         }
+
+    def profile_summary(self) -> ProfileSummary | None:
+        """The profile's summary (`checks.profile.profile_summary`), computed once for all who render it."""
+        if self.profile is None:
+            return None
+        if self._profile_summary is None or self._profile_summary[0] is not self.profile:
+            from ascend_tui.checks.profile import profile_summary
+
+            p = self.profile
+            self._profile_summary = (p, profile_summary(p.kernels, p.steps, cluster="cluster" in p.extra))
+        return self._profile_summary[1]
 
     def first_finding(self, check: str | None = None) -> Finding | None:
         """The earliest error in execution order (the earliest warning when there is none)."""
@@ -211,15 +229,11 @@ class Investigation:
                              histograms=self.histograms, profile=self.profile,
                              reference_histograms=self.reference_histograms)
         copy.findings = list(self.findings)
+        copy.sections = dict(self.sections)
         copy._by_node = {k: list(v) for k, v in self._by_node.items()}
         return copy
 
     # -- persistence -------------------------------------------------------------------------
-
-    def to_report(self) -> dict[str, Any]:
-        from ascend_tui.report import build_report
-
-        return build_report(self)
 
     def to_json(self) -> dict[str, Any]:
         return {

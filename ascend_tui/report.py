@@ -1,4 +1,9 @@
-"""The versioned JSON report (`ascend-tui.report/1`) and a JUnit XML view of it for CI jobs."""
+"""The versioned JSON report (`ascend-tui.report/1`) and a JUnit XML view of it for CI jobs.
+
+`build_report` is the only place a report is assembled: the profile section comes from the
+investigation's profile summary, and sections an analysis left on it (a compare's `ranks`) are
+written as they are.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from ascend_tui.checks.story import finding_ids, tell
 from ascend_tui.graph.opgraph import write_json_atomic
 
 if TYPE_CHECKING:
+    from ascend_tui.checks.profile import Group
     from ascend_tui.investigation import Investigation
 
 REPORT_SCHEMA = "ascend-tui.report/1"
@@ -30,6 +36,8 @@ def build_report(inv: Investigation) -> dict[str, Any]:
                      for fid, f in zip(finding_ids(inv.findings), inv.findings)],
         "summary": inv.summary(),
         "story": [c.to_json() for c in tell(inv.graph, inv.findings)],
+        **({"profile": profile_json(inv)} if inv.profile is not None else {}),
+        **inv.sections,
     }
 
 
@@ -37,6 +45,27 @@ def _detail(inv: Investigation, node: str) -> dict[str, str]:
     """`{"detail": "module"}` for a finding on a node that stands for a whole module call (coarse-to-fine capture)."""
     found = inv.graph.get(node) if node else None
     return {"detail": "module"} if found is not None and (found.attrs or {}).get("detail") == "module" else {}
+
+
+def profile_json(inv: Investigation, top: int = 50) -> dict[str, Any]:
+    """The report's `profile` section: the investigation's one profile summary, the steps, baseline and cluster."""
+    p, s = inv.profile, inv.profile_summary()
+    assert p is not None and s is not None
+
+    def groups(rows: tuple[Group, ...]) -> list[dict[str, Any]]:
+        return [{"key": g.key, "count": g.count, "total_us": g.total_us, "share": g.share, "avg_us": g.avg_us,
+                 "max_us": g.max_us, "category": g.category, "bound": g.bound} for g in rows[:top]]
+    out: dict[str, Any] = {"kind": p.kind, "kernels": s.kernels, "total_us": s.total_us, "steps": s.steps,
+                           "by_category": groups(s.by_category), "by_type": groups(s.by_type),
+                           "by_module": groups(s.by_module)}
+    if p.steps:
+        out["step_trace"] = [{"step": st.step, "rank": st.rank, "computing": st.computing,
+                              "communication_not_overlapped": st.communication_not_overlapped, "free": st.free,
+                              "total": st.total} for st in p.steps]
+    for key in ("baseline", "cluster"):
+        if key in p.extra:
+            out[key] = p.extra[key]
+    return out
 
 
 def write_json(inv: Investigation, path: str | Path) -> None:

@@ -15,7 +15,7 @@ from ascend_tui.app.screens.row_table import RowTable
 from ascend_tui.app.widgets.timeline_strip import TimelineStrip
 from ascend_tui.offline.open import open_path
 from ascend_tui.investigation import Investigation
-from ascend_tui.cli.profile import attach_baseline
+from ascend_tui.offline.profile_baseline import attach_baseline
 from tests.conftest import FIXTURES
 
 PROF = FIXTURES / "profiler"

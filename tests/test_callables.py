@@ -12,6 +12,7 @@ from torch import nn  # noqa: E402
 
 import ascend_tui  # noqa: E402
 from ascend_tui import cli  # noqa: E402
+from ascend_tui.report import build_report  # noqa: E402
 
 pytestmark = pytest.mark.live
 
@@ -34,7 +35,7 @@ def test_a_compiled_model_is_captured_eagerly_and_says_so(tmp_path: Path, capsys
     assert "fc/addmm.0" in inv.graph, "ids are the original module's, not `_orig_mod/...`"
     (note,) = inv.run.extra["notes"]
     assert "torch.compile" in note and "compiled kernels were not what ran" in note
-    assert inv.to_report()["run"]["notes"] == [note]
+    assert build_report(inv)["run"]["notes"] == [note]
     model = tmp_path / "compiled.py"
     model.write_text("import torch\n"
                      "def build():\n"

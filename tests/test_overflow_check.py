@@ -13,6 +13,7 @@ from ascend_tui.checks.overflow import RangeEvidence, analyze, num, op_name, ran
 from ascend_tui.evidence import StatsTable, TensorMeta, TensorStats
 from ascend_tui.graph.opgraph import OpGraph, OpNode
 from ascend_tui.investigation import Investigation
+from ascend_tui.report import build_report
 
 INF, NAN = math.inf, math.nan
 
@@ -402,7 +403,7 @@ def test_report_findings_follow_the_report_schema() -> None:
     b = seed_case()
     b.op("tail/mul.0", "mul", ["input:0"], stats(45000.0))  # a warning without root cause hint
     inv = Investigation(b.g, stats=b.s, findings=b.run())
-    report = json.loads(json.dumps(inv.to_report(), allow_nan=False))
+    report = json.loads(json.dumps(build_report(inv), allow_nan=False))
     assert report["schema"] == "ascend-tui.report/1"
     assert {f["severity"] for f in report["findings"]} == {"error", "warning", "info"}
     for f in report["findings"]:

@@ -268,6 +268,27 @@ def cluster_summary(steps: Sequence[StepTime]) -> ClusterSummary:
     return ClusterSummary(tuple(ranks), slow.rank, stage, float(excess[stage]))
 
 
+@dataclass(frozen=True, slots=True)
+class ProfileSummary:
+    """What a profile reports first, computed once: totals, the groups by category, type and module, the cluster."""
+
+    kernels: int
+    total_us: float
+    steps: int
+    by_category: tuple[Group, ...]
+    by_type: tuple[Group, ...]
+    by_module: tuple[Group, ...]  # empty when no kernel carries a module
+    cluster: ClusterSummary | None  # only for a cluster (several ranks' step traces)
+
+
+def profile_summary(table: KernelTable, steps: Sequence[StepTime] = (), *, cluster: bool = False) -> ProfileSummary:
+    """The one summary the CLI's tables, the JSON report and the app's profile view all render."""
+    return ProfileSummary(table.n, table.total_us(), step_count(table, steps), tuple(summarize(table, "category")),
+                          tuple(summarize(table, "type")),
+                          tuple(summarize(table, "module")) if any(table.names("module")) else (),
+                          cluster_summary(steps) if cluster else None)
+
+
 def attribute(names: Sequence[str], node_ids: Sequence[str], op_types: Mapping[str, str]) -> dict[str, str]:
     """Kernel/op name -> graph node id, by exact id, then normalised name against ids and op types."""
     ids = set(node_ids)

@@ -1,26 +1,33 @@
-"""`ascend-tui compare TARGET GOLDEN`: the offline msprobe precision compare, its CSV, report and summary."""
+"""`ascend-tui compare TARGET GOLDEN`: the offline msprobe precision compare, its CSV, report, gate and summary."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ascend_tui.cli.finish import check_outputs, finish
+from ascend_tui.cli.parser import add_gate_options, add_outputs, add_quiet
+from ascend_tui.cli.progress import ProgressLine
 from ascend_tui.errors import InputError
-from ascend_tui.progress import Progress
+
+if TYPE_CHECKING:
+    from ascend_tui.progress import Progress
 
 
 def add_parser(sub: Any) -> None:
     """Register the `compare` subcommand on the CLI's subparsers."""
-    cmp = sub.add_parser("compare", help="compare two msprobe dumps (target vs golden) as `msprobe compare` "
-                         "does, and say which operator introduces the error")
+    cmp = sub.add_parser("compare")
     cmp.add_argument("target", help="msprobe dump of the run under test (root, step folder, rank folder, dump.json)")
     cmp.add_argument("golden", help="msprobe dump of the reference run, same layout")
-    cmp.add_argument("--csv", metavar="PATH", help="write msprobe's compare CSV columns plus Attribution "
-                     "(one file per rank, PATH_rankN.csv, when there are several)")
-    cmp.add_argument("--json", metavar="PATH", help="write the report (schema ascend-tui.report/1) with the "
-                     "cross-rank summary")
-    cmp.add_argument("--save", metavar="PATH", help="save the investigation for `ascend-tui open`")
+    add_outputs(cmp, csv="write msprobe's compare CSV columns plus Attribution (one file per rank, PATH_rankN.csv, "
+                "when there are several)",
+                json="write the report (schema ascend-tui.report/1) with the cross-rank summary",
+                junit="write JUnit XML, one failure per error finding",
+                save="save the investigation for `ascend-tui open`",
+                markdown="write the Markdown report")
+    add_gate_options(cmp)
     cmp.add_argument("--fuzzy", action="store_true", help="match names without call index, in call order (-fm)")
     cmp.add_argument("--workers", type=int, default=None, help="local processes (default: one per core)")
     cmp.add_argument("--scheduler", metavar="ADDRESS", default=None,
@@ -30,7 +37,28 @@ def add_parser(sub: Any) -> None:
                      help="override a threshold: cosine_warning, cosine_error, max_abs_warning, max_abs_error, "
                      "amplification")
     cmp.add_argument("--no-replay", action="store_true", help="attribute without re-running ops in isolation")
-    cmp.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    add_quiet(cmp)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compare, then the one finish: the cross-rank summary rides on the investigation into the report."""
+    check_outputs(args, [args.target, args.golden])
+    progress = ProgressLine(sys.stderr, args.quiet)
+    try:
+        result = run_compare(args, progress)
+    finally:
+        progress.done()
+    inv = result.investigation
+    inv.sections["ranks"] = {**result.summary, "per_rank": [_rank_json(r) for r in result.ranks]}
+
+    def write_csv(base: Path) -> None:
+        from ascend_tui.offline.compare_rows import write_csv as write_rows
+
+        for rank, path in zip(result.ranks, csv_paths(base, [r.rank for r in result.ranks])):
+            write_rows(path, rank.rows, rank.mode, rank.stacks)
+
+    return finish(inv, args, before=list(result.summary.get("notes", [])), totals=summary_lines(result),
+                  csv=write_csv)
 
 
 def thresholds(pairs: list[str]) -> Any:
@@ -59,12 +87,9 @@ def csv_paths(base: Path, ranks: list[str]) -> list[Path]:
     return [base.with_name(f"{base.stem}_{r}{base.suffix or '.csv'}") for r in ranks]
 
 
-def run_compare(args: argparse.Namespace, progress: Progress) -> tuple[Any, list[str]]:
-    """Compare, write the requested files; returns the investigation to report on and lines to print."""
-    from ascend_tui.offline.compare_rows import write_csv
+def run_compare(args: argparse.Namespace, progress: Progress) -> Any:
+    """The compare the arguments ask for (`run` leaves its cross-rank summary on the investigation as `ranks`)."""
     from ascend_tui.offline.compare import compare
-    from ascend_tui.report import build_report
-    from ascend_tui.graph.opgraph import write_json_atomic
 
     for p in (args.target, args.golden):
         if not Path(p).exists():
@@ -73,22 +98,7 @@ def run_compare(args: argparse.Namespace, progress: Progress) -> tuple[Any, list
         raise InputError("--workers", "must be at least 1")
     result = compare(Path(args.target), Path(args.golden), fuzzy=args.fuzzy, thresholds=thresholds(args.threshold),
                      workers=args.workers, scheduler=args.scheduler, replay=not args.no_replay, progress=progress)
-    lines = list(result.summary.get("notes", []))
-    if args.csv:
-        for rank, path in zip(result.ranks, csv_paths(Path(args.csv), [r.rank for r in result.ranks])):
-            write_csv(path, rank.rows, rank.mode, rank.stacks)
-    inv = result.investigation
-    if args.json:
-        report = build_report(inv)
-        report["ranks"] = {**result.summary, "per_rank": [_rank_json(r) for r in result.ranks]}
-        write_json_atomic(Path(args.json), report)
-    if args.save:
-        inv.save(args.save)
-    from ascend_tui.report import format_findings
-
-    lines.extend(format_findings(inv))
-    lines.extend(summary_lines(result))
-    return inv, lines
+    return result
 
 
 def _rank_json(r: Any) -> dict[str, Any]:

@@ -7,13 +7,38 @@ operator name, and the line per file says what matched and what did not.
 
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from ascend_tui.cli.finish import check_outputs
+from ascend_tui.cli.parser import add_quiet
+from ascend_tui.cli.progress import ProgressLine
 from ascend_tui.errors import InputError
-from ascend_tui.progress import Progress
+
+if TYPE_CHECKING:
+    from ascend_tui.progress import Progress
 
 _TOP_TYPES = 12
+
+
+def add_parser(sub: Any) -> None:
+    graph = sub.add_parser("graph")
+    graph.add_argument("path", help="the graph source")
+    graph.add_argument("evidence", nargs="*", help="dumps, profiles or sanitizer logs to lay on it by operator name")
+    # not a report: the graph itself as node-link JSON (what `check --json` writes is the report)
+    graph.add_argument("--json", metavar="PATH", help="write the graph as node-link JSON")
+    add_quiet(graph)
+
+
+def run(args: argparse.Namespace) -> int:
+    check_outputs(args, [args.path, *args.evidence])
+    progress = ProgressLine(sys.stderr, args.quiet)
+    try:
+        return run_graph(args, sys.stdout, progress)
+    finally:
+        progress.done()
 
 
 def run_graph(args: Any, out: TextIO, progress: Progress | None = None) -> int:

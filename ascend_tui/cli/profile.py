@@ -1,42 +1,73 @@
 """`ascend-tui profile DIR_OR_TARGET [--baseline DIR] [--json PATH] [--open]`: where the time goes, in a terminal.
 
 A profiler folder, kernel CSV or trace is read offline; a model file (`model.py[:factory]`) is
-profiled live. With a baseline, the per-type and per-module diff is printed regressions first and
-stored in the profile (`extra["baseline"]`) so the app's diff view shows the same numbers.
+profiled live. With a baseline, the per-type and per-module diff (`offline.profile_baseline`) is
+printed regressions first and stored in the profile (`extra["baseline"]`) so the app's diff view
+shows the same numbers; the tables, the report's `profile` section and the app all render the
+investigation's one `profile_summary()`.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
 
 from ascend_tui import fmt
+from ascend_tui.cli.finish import check_outputs, finish
+from ascend_tui.cli.parser import add_gate_options, add_outputs, add_quiet
+from ascend_tui.cli.progress import ProgressLine
 from ascend_tui.errors import InputError
 
 if TYPE_CHECKING:
-    from ascend_tui.checks.profile import DiffRow
+    from ascend_tui.checks.profile import Group
     from ascend_tui.investigation import Investigation
     from ascend_tui.progress import Progress
 
 
 def add_parser(sub: Any) -> None:
     """The `profile` subcommand's arguments."""
-    p = sub.add_parser("profile", help="where the time goes: a profiler folder, trace or kernel CSV offline, "
-                                       "or a model file profiled live")
+    p = sub.add_parser("profile")
     p.add_argument("target", help="*_ascend_pt / PROF_* / OPPROF_* folder, cluster folder, kernel_details.csv, "
                                   "trace JSON, or path/to/model.py[:factory]")
-    p.add_argument("--baseline", metavar="DIR", help="an earlier profile to diff against (regressions first)")
     p.add_argument("--graph", metavar="PATH", help="an investigation or graph to map kernels onto (by op name)")
-    p.add_argument("--json", metavar="PATH", help="write the report with a `profile` section")
-    p.add_argument("--save", metavar="PATH", help="save the investigation for `ascend-tui open`")
+    add_outputs(p, json="write the report with a `profile` section", junit="write JUnit XML, one failure per error "
+                "finding (a regression against --baseline is one)", save="save the investigation for `ascend-tui open`",
+                markdown="write the Markdown report")
+    add_gate_options(p, baseline_help="an earlier profile (folder, trace, CSV or model file) to diff against, "
+                     "regressions first, a step slower than --max-slowdown is an error; or an earlier --json "
+                     "report (only findings it did not have fail)")
     p.add_argument("--open", action="store_true", help="browse the profile in the app afterwards")
     p.add_argument("--device", default="auto", help="live runs: auto|cpu|cuda|npu")
     p.add_argument("--steps", type=int, default=3, help="live runs: profiled steps after warm-up")
     p.add_argument("--warmup", type=int, default=1, help="live runs: steps run before profiling")
     p.add_argument("--top", type=int, default=15, help="rows in each printed table")
     p.add_argument("--scheduler", metavar="ADDRESS", help="clusters: a dask.distributed scheduler for the per-rank work")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    add_quiet(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The `profile` command: read or run, diff against the baseline, print, write, and open the app if asked."""
+    from ascend_tui.gate import is_report
+
+    check_outputs(args, [args.target, args.baseline, args.graph])
+    if args.steps < 1 or args.warmup < 0:
+        raise InputError("--steps", "needs --steps >= 1 and --warmup >= 0")
+    progress = ProgressLine(sys.stderr, args.quiet)
+    try:
+        inv = load_profile(args.target, args, progress)
+        # a profile baseline is read as the target is (live or offline); a report one is the gate's to read
+        base = load_profile(args.baseline, argparse.Namespace(**{**vars(args), "graph": None}), progress) \
+            if args.baseline and not is_report(args.baseline) else None
+    finally:
+        progress.done()
+    code = finish(inv, args, before=lambda out: print_summary(inv, out, args.top), baseline=base)
+    if args.open:
+        from ascend_tui.app.app import InvestigatorApp
+
+        InvestigatorApp(inv).run()
+    return code
 
 
 def load_profile(target: str, args: argparse.Namespace, progress: Progress | None = None) -> Investigation:
@@ -81,79 +112,30 @@ def _cluster(path: Path, args: argparse.Namespace) -> Investigation:
     return load_cluster(path, scheduler=args.scheduler)
 
 
-def attach_baseline(inv: Investigation, base: Investigation, share: float | None = None) -> list[dict[str, Any]]:
-    """Diff `inv` against `base` per type and module, store it in the profile and add regression findings
-    (an error when a step is more than `share` slower; 5% by default)."""
-    from ascend_tui.checks.profile import diff, step_count
-    from ascend_tui.checks.profile_advice import REGRESSION_SHARE, regressions
-
-    assert inv.profile is not None and base.profile is not None
-    new, old = inv.profile, base.profile
-    steps = (step_count(old.kernels, old.steps), step_count(new.kernels, new.steps))
-    tables = {by: diff(old.kernels, new.kernels, by, per_step=steps) for by in ("type", "module", "category")}
-    new.extra["baseline"] = {"target": base.run.target, "steps": list(steps),
-                             **{by: [_row(r) for r in rows] for by, rows in tables.items()}}
-    found = regressions(tables["type"], old.kernels.total_us() / steps[0], new.kernels.total_us() / steps[1],
-                        inv.graph, REGRESSION_SHARE if share is None else share)
-    inv.replace_findings("profile", [*[f for f in inv.findings if f.check == "profile"], *found])
-    return new.extra["baseline"]["type"]
-
-
-def _row(r: DiffRow) -> dict[str, Any]:
-    return {"key": r.key, "before_us": r.before_us, "after_us": r.after_us, "before_count": r.before_count,
-            "after_count": r.after_count}
-
-
-def summary_json(inv: Investigation, top: int = 50) -> dict[str, Any]:
-    """The `profile` section of the JSON report."""
-    from ascend_tui.checks.profile import step_count, summarize
-
-    p = inv.profile
-    assert p is not None
-    t = p.kernels
-    def groups(by: str) -> list[dict[str, Any]]:
-        return [{"key": g.key, "count": g.count, "total_us": g.total_us, "share": g.share, "avg_us": g.avg_us,
-                 "max_us": g.max_us, "category": g.category, "bound": g.bound} for g in summarize(t, by)[:top]]
-    out: dict[str, Any] = {"kind": p.kind, "kernels": t.n, "total_us": t.total_us(),
-                           "steps": step_count(t, p.steps), "by_category": groups("category"),
-                           "by_type": groups("type"), "by_module": groups("module") if any(t.names("module")) else []}
-    if p.steps:
-        out["step_trace"] = [{"step": s.step, "rank": s.rank, "computing": s.computing,
-                              "communication_not_overlapped": s.communication_not_overlapped, "free": s.free,
-                              "total": s.total} for s in p.steps]
-    if "baseline" in p.extra:
-        out["baseline"] = p.extra["baseline"]
-    if "cluster" in p.extra:
-        out["cluster"] = p.extra["cluster"]
-    return out
-
-
 def print_summary(inv: Investigation, out: TextIO, top: int = 15) -> None:
     """Categories, the top op types, steps, the cluster and the baseline diff as plain text tables."""
-    from ascend_tui.checks.profile import cluster_summary, step_count, summarize
-
-    p = inv.profile
-    assert p is not None
-    t = p.kernels
+    p, s = inv.profile, inv.profile_summary()
+    assert p is not None and s is not None
     w = out.write
-    w(f"{inv.run.target}: {p.kind}, {fmt.plural(t.n, 'kernel')}, {fmt.duration_us(t.total_us())} of kernel time, "
-      f"{fmt.plural(step_count(t, p.steps), 'step')}\n")
+    w(f"{inv.run.target}: {p.kind}, {fmt.plural(s.kernels, 'kernel')}, {fmt.duration_us(s.total_us)} of kernel time, "
+      f"{fmt.plural(s.steps, 'step')}\n")
     if p.unmatched:
         shown = ", ".join(p.unmatched[:8]) + (", ..." if len(p.unmatched) > 8 else "")
         w(f"{fmt.plural(len(p.unmatched), 'op name')} matched no graph node: {shown}\n")
     w("\n")
-    _table(w, "category", summarize(t, "category"), top, bound=False)
-    _table(w, "op type", summarize(t, "type"), top, bound=True)
-    if any(t.names("module")):
-        _table(w, "module", summarize(t, "module"), top, bound=False)
+    _table(w, "category", s.by_category, top, bound=False)
+    _table(w, "op type", s.by_type, top, bound=True)
+    if s.by_module:
+        _table(w, "module", s.by_module, top, bound=False)
     if p.steps and "cluster" not in p.extra:
         w(f"{'step':>6} {'computing':>11} {'comm (exposed)':>15} {'free':>11} {'step time':>11}\n")
-        for s in p.steps[:top]:
-            w(f"{s.step:>6} {fmt.duration_us(s.computing):>11} {fmt.duration_us(s.communication_not_overlapped):>15} "
-              f"{fmt.duration_us(s.free):>11} {fmt.duration_us(s.total):>11}\n")
+        for st in p.steps[:top]:
+            w(f"{st.step:>6} {fmt.duration_us(st.computing):>11} "
+              f"{fmt.duration_us(st.communication_not_overlapped):>15} {fmt.duration_us(st.free):>11} "
+              f"{fmt.duration_us(st.total):>11}\n")
         w("\n")
-    if "cluster" in p.extra:
-        c = cluster_summary(p.steps)
+    if s.cluster is not None:
+        c = s.cluster
         w(f"{'rank':>5} {'computing':>11} {'comm (exposed)':>15} {'free':>11} {'step time':>11}\n")
         for r in c.ranks:
             mark = "  <- slow" if r.rank == c.slow_rank else ""
@@ -171,7 +153,7 @@ def print_summary(inv: Investigation, out: TextIO, top: int = 15) -> None:
         w("\n")
 
 
-def _table(w: Callable[[str], Any], title: str, groups: list, top: int, *, bound: bool) -> None:
+def _table(w: Callable[[str], Any], title: str, groups: Sequence[Group], top: int, *, bound: bool) -> None:
     w(f"{title:<40} {'calls':>8} {'total':>10} {'share':>7} {'mean':>9}" + (f"  {'bound':<9}" if bound else "") + "\n")
     for g in groups[:top]:
         w(f"{(g.key or '(none)')[:40]:<40} {fmt.count(g.count):>8} {fmt.duration_us(g.total_us):>10} "
@@ -179,39 +161,3 @@ def _table(w: Callable[[str], Any], title: str, groups: list, top: int, *, bound
     if len(groups) > top:
         w(f"... {fmt.plural(len(groups) - top, 'more row')}\n")
     w("\n")
-
-
-def write_json(inv: Investigation, path: str) -> None:
-    from ascend_tui.graph.opgraph import write_json_atomic
-    from ascend_tui.report import build_report
-
-    report = build_report(inv)
-    report["profile"] = summary_json(inv)
-    write_json_atomic(Path(path), report)
-
-
-def run_profile(args: argparse.Namespace, progress: Any, finish: Callable[[Any, argparse.Namespace], int]) -> int:
-    """The `profile` command: read or run, diff against the baseline, print, write, and open the app if asked."""
-    import sys
-
-    if args.steps < 1 or args.warmup < 0:
-        raise InputError("--steps", "needs --steps >= 1 and --warmup >= 0")
-    try:
-        inv = load_profile(args.target, args, progress)
-        base = load_profile(args.baseline, argparse.Namespace(**{**vars(args), "graph": None}), progress) \
-            if args.baseline else None
-    finally:
-        progress.done()
-    if base is not None:
-        attach_baseline(inv, base)
-    print_summary(inv, sys.stdout, args.top)
-    # the shared finish writes --save and prints the findings; our --baseline is a profile, not a report of
-    # known findings, and our --json carries a profile section, so neither goes through it
-    code = finish(inv, argparse.Namespace(**{**vars(args), "json": None, "junit": None, "baseline": None}))
-    if args.json:
-        write_json(inv, args.json)
-    if args.open:
-        from ascend_tui.app.app import InvestigatorApp
-
-        InvestigatorApp(inv).run()
-    return code

@@ -6,21 +6,20 @@ memory events, every other line is the program's own output and is echoed as it 
 
 from __future__ import annotations
 
+import argparse
 import os
-import shlex
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TextIO
 
-from ascend_tui.progress import Progress
+from ascend_tui.cli.finish import check_outputs, finish
+from ascend_tui.cli.parser import add_gate_options, add_outputs
+from ascend_tui.cli.progress import ProgressLine
 from ascend_tui.errors import InputError
-from ascend_tui.offline.memory import investigation_from_log
-from ascend_tui.readers.sanitizer.log import SanitizerParser, parse_file
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
+    from ascend_tui.progress import Progress
 
 TOOLS = ("mssanitizer", "compute-sanitizer")
 # Memcheck plus the leak check, as each tool's manual spells it; the command follows.
@@ -36,8 +35,28 @@ CACHING_OFF: dict[str, dict[str, str]] = {
 LIVE_HINT = "to check a model without one, run the live sanitizer: ascend-tui check MODEL.py --checks memory"
 
 
+def add_parser(sub: Any) -> None:
+    san = sub.add_parser("sanitize")
+    san.add_argument("--log", metavar="PATH", help="an existing sanitizer log")
+    san.add_argument("--graph", metavar="PATH", help="an investigation or graph file to map events onto")
+    add_outputs(san, "json", "save", "junit", "markdown", json="write the report")
+    add_gate_options(san)
+    san.add_argument("--tool", choices=("auto", "mssanitizer", "compute-sanitizer"), default="auto")
+    san.add_argument("cmd", nargs=argparse.REMAINDER, help="-- command to run under the sanitizer")
+
+
+def run(args: argparse.Namespace) -> int:
+    check_outputs(args, [args.log, args.graph])
+    return finish(run_sanitize(args, progress=ProgressLine(sys.stderr)), args)
+
+
 def run_sanitize(args: Any, progress: Progress | None = None) -> Investigation:
     """`--log PATH` or `-- COMMAND`, optionally mapped onto `--graph PATH`; the investigation to report."""
+    import shlex
+
+    from ascend_tui.offline.memory import investigation_from_log
+    from ascend_tui.readers.sanitizer.log import parse_file
+
     cmd = list(getattr(args, "cmd", None) or [])
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -79,6 +98,8 @@ def load_graph(path: str, progress: Progress | None = None) -> Investigation:
 
 def find_tool(choice: str = "auto", env: Mapping[str, str] | None = None) -> tuple[str, str]:
     """(tool name, executable) of the sanitizer to run: msSanitizer first (NPU hosts), then compute-sanitizer."""
+    import shutil
+
     env = os.environ if env is None else env
     names = TOOLS if choice == "auto" else (choice,)
     for name in names:
@@ -103,6 +124,12 @@ def run_command(
     env: Mapping[str, str] | None = None,
 ) -> tuple[Investigation, int]:
     """Run `cmd` under the sanitizer with the caching allocator off; (investigation, exit status)."""
+    import shlex
+    import subprocess
+
+    from ascend_tui.offline.memory import investigation_from_log
+    from ascend_tui.readers.sanitizer.log import SanitizerParser
+
     name, exe = find_tool(tool, env)
     echo = sys.stdout if echo is None else echo
     argv = [exe, *TOOL_FLAGS[name], *cmd]

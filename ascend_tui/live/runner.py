@@ -8,7 +8,7 @@ target and reference runs, records both runs once each, and calls `run` in order
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ascend_tui.errors import InputError
 from ascend_tui.investigation import CHECK_NAMES, Investigation, RunInfo
@@ -16,7 +16,7 @@ from ascend_tui.live.capture import dtype_name
 from ascend_tui.live.coarse import Side, coarse_capture, saturation_limit
 from ascend_tui.live.context import COARSE, LiveCheck, LiveContext, Run, guarded, model_dtype, prepare, torch_dtype
 from ascend_tui.live.device import select
-from ascend_tui.live.options import RunOptions
+from ascend_tui.live.options import RunOptions, as_run_options
 from ascend_tui.live.overflow import OverflowCheck
 from ascend_tui.live.precision import PrecisionCheck
 from ascend_tui.live.profile import ProfileCheck
@@ -157,22 +157,18 @@ def _suspect(check: Any, ctx: LiveContext) -> Callable[[Any], int | None]:
     return lambda events: check.coarse_suspect(ctx, events)
 
 
-def investigate(model: Any, inputs: Any = (), options: RunOptions | None = None, *,
+def investigate(model: Any, inputs: Any = (), options: RunOptions | Mapping[str, Any] | None = None, *,
                 progress: Progress | None = None, cancel: threading.Event | None = None,
                 on_partial: Callable[[Investigation], None] | None = None, **settings: Any) -> Investigation:
     """Run `model` on `inputs` on a device under capture and the requested checks.
 
-    `options` (a `RunOptions`) says which checks, where, in which dtype and against which
-    reference (`"cpu:float32"`, or None; skipped when it would repeat the target run); any of
-    its fields may also be given as keywords (`checks=("overflow",), dtype="float16"`), which
-    override `options`. `inputs` is a tuple of positional inputs, a dict of keyword inputs,
+    `options` (a `RunOptions`, or a mapping of settings) says which checks, where, in which dtype
+    and against which reference (`"cpu:float32"`, or None; skipped when it would repeat the target
+    run); any of its fields or check settings may also be given as keywords (`checks=("overflow",),
+    dtype="float16", inf_nan_mode=False`), which override `options`; anything else is a TypeError. `inputs` is a tuple of positional inputs, a dict of keyword inputs,
     one tensor, or `live.capture.Inputs(args, kwargs)`. `on_partial` receives a snapshot once
     the graph is captured and again after each check but the last, so an interface can show
     results as they come; `cancel` stops the run at the next operator.
     """
-    opts = options or RunOptions()
-    if settings:
-        if isinstance(settings.get("checks"), list):
-            settings["checks"] = tuple(settings["checks"])
-        opts = opts.but(**settings)
+    opts = as_run_options(options, **settings)
     return run_live(model, inputs, opts, progress=progress, cancel=cancel, on_partial=on_partial)

@@ -22,7 +22,7 @@ from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 from ascend_tui.app.widgets.timeline_strip import KINDS, TimelineStrip, segments_of
-from ascend_tui.checks.profile import Group, column, step_count, summarize
+from ascend_tui.checks.profile import Group, column, summarize
 from ascend_tui.graph.profile import Profile
 
 if TYPE_CHECKING:
@@ -144,11 +144,11 @@ class ProfileScreen(CheckView):
     # -- content ----------------------------------------------------------------------------
 
     def _summary(self) -> str:
-        p, t = self.profile, self.profile.kernels
-        cats = {g.key: g.share for g in summarize(t, "category")}
-        parts = ", ".join(f"{k} {fmt.percent(v)}" for k, v in list(cats.items())[:5])
-        return (f"{p.kind} profile · {fmt.plural(t.n, 'kernel')} · {fmt.duration_us(t.total_us())} · "
-                f"{fmt.plural(step_count(t, p.steps), 'step')} · {parts}")
+        s = self.inv.profile_summary()
+        assert s is not None
+        parts = ", ".join(f"{g.key} {fmt.percent(g.share)}" for g in s.by_category[:5])
+        return (f"{self.profile.kind} profile · {fmt.plural(s.kernels, 'kernel')} · {fmt.duration_us(s.total_us)} · "
+                f"{fmt.plural(s.steps, 'step')} · {parts}")
 
     def _rows_mask(self) -> np.ndarray | None:
         t = self.profile.kernels

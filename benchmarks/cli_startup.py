@@ -1,0 +1,56 @@
+"""Wall time of `ascend-tui --help` and of `ascend-tui check DUMP --json OUT`, this checkout against another.
+
+    PYTHONPATH=. python benchmarks/cli_startup.py --before /tmp/before-checkout [--runs 5] [--dump DIR]
+
+Runs alternate (before, after, before, ...) so load on the machine hits both alike; every run is
+printed, then the medians and their ratio (after / before).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _time(checkout: Path, argv: list[str]) -> float:
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "ascend_tui", *argv], env=env, cwd=checkout,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{checkout}: ascend-tui {' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
+    return wall
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--before", type=Path, required=True, help="the checkout to compare against")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--dump", type=Path, default=ROOT.parent / "shared" / "fixtures" / "msprobe" / "dump_ovf")
+    args = ap.parse_args()
+    out = Path(tempfile.mkdtemp(prefix="cli_startup_")) / "x.json"
+    commands = {"--help": ["--help"], "check": ["check", str(args.dump), "-q", "--json", str(out)]}
+    for name, argv in commands.items():
+        times: dict[str, list[float]] = {"before": [], "after": []}
+        for _ in range(args.runs):
+            for side, checkout in (("before", args.before), ("after", ROOT)):
+                times[side].append(_time(checkout, argv))
+        for side, values in times.items():
+            print(f"{name:7} {side:6} " + " ".join(f"{v:.3f}" for v in values) + f"  median {statistics.median(values):.3f} s")
+        print(f"{name:7} ratio after/before (medians) {statistics.median(times['after']) / statistics.median(times['before']):.3f}")
+    out.unlink(missing_ok=True)
+    out.parent.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
