@@ -80,8 +80,9 @@ class StepRecorder(Recorder):
     window of events (none when `window` is None: pass 1)."""
 
     def __init__(self, model: Any, inputs: Any, *, window: tuple[int, int] | None = None, grads: bool = False,
-                 flag_device: Device | None = None, **kwargs: Any) -> None:
+                 flag_device: Device | None = None, module_stats: bool = True, **kwargs: Any) -> None:
         super().__init__(model, inputs, **kwargs)
+        self.module_stats = module_stats  # False on a replay: the module pass measured those already
         self.window = window  # operators between event window[0] (-1: the start) and event window[1] are recorded
         self.active = window is not None and window[0] < 0
         self.events: list[Event] = []
@@ -221,7 +222,7 @@ class StepRecorder(Recorder):
             if t.is_floating_point():
                 for tap in self.taps:  # observers' evidence (underflow in the reference) per module output too
                     tap(node_id, slot, t)
-                if self.want_stats:
+                if self.want_stats and self.module_stats:
                     self.stat_rows.take((node_id, slot), t)
         self._last = SlotRef(node_id, 0, index, metas[0] if metas else None)
         return node_id
@@ -238,7 +239,7 @@ class StepRecorder(Recorder):
                                             cls, {"detail": MODULE, "gradient_of": name}))
                 for tap in self.taps:
                     tap(node, 0, grad)
-                if self.want_stats:
+                if self.want_stats and self.module_stats:
                     self.stat_rows.take((node, 0), grad)
                 self._last = SlotRef(node, 0, i, meta)
             self.events.append(Event(index, name, cls, "backward", node, index))
@@ -265,7 +266,7 @@ class StepRecorder(Recorder):
             self.op_count += 1
             for tap in self.taps:
                 tap(node_id, 0, p.grad)
-            if self.want_stats:
+            if self.want_stats and self.module_stats:
                 self.stat_rows.take((node_id, 0), p.grad)
 
 
@@ -292,7 +293,8 @@ def window_mode(base: type) -> type:
 
 def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backward: bool = False,
               loss: Callable[[Any], Any] | None = None, observers: Sequence[Any] = (), progress: Any = None,
-              cancel: Any = None, flag_device: Device | None = None, phase_label: str = "capturing") -> StepRecorder:
+              cancel: Any = None, flag_device: Device | None = None, phase_label: str = "capturing",
+              module_stats: bool = True) -> StepRecorder:
     """One run of the step (forward, and backward when asked) under a `StepRecorder`; a dispatch mode only when there
     is a window to record operators in."""
     import torch
@@ -301,7 +303,7 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
     from ascend_tui.live.recording import recording
 
     rec = StepRecorder(model, inputs, window=window, grads=backward, flag_device=flag_device, progress=progress,
-                       cancel=cancel, phase_label=phase_label, source=window is not None)
+                       cancel=cancel, phase_label=phase_label, source=window is not None, module_stats=module_stats)
 
     def body() -> None:
         rec.outputs = call_model(model, inputs)
@@ -458,11 +460,13 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
         if device.read_overflow_flag() is not None:
             device.clear_overflow_flag()
         recs = [run(0, None, phase_label="module pass")]
+        first = list(recs)
         flag_set = bool(device.read_overflow_flag())
         if on_target is not None:
             on_target(_result(*recs[0]))
         if len(sides) > 1:
             recs.append(run(1, None, phase_label="module pass of the reference"))
+            first.append(recs[1])
         bads = [first_bad_event(*event_rows(*recs[0]), saturation_limit=saturation_limit)]
         if len(recs) > 1 and len(recs[1][0].events) == len(recs[0][0].events):
             bads.append(first_bad_event(*event_rows(*recs[1]), saturation_limit=saturation_limit))
@@ -479,7 +483,7 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
         for attempt in range(max_widen + 1):
             if window is None:
                 break
-            recs[0] = run(0, window, phase_label="recording the suspect module")
+            recs[0] = run(0, window, phase_label="recording the suspect module", module_stats=False)
             passes += 1
             if on_target is not None:
                 on_target(_result(*recs[0]))
@@ -487,14 +491,48 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
                 break
             window = widened(recs[0][0].events, window)
         if window is not None and len(recs) > 1:
-            recs[1] = run(1, window, phase_label="recording the suspect module in the reference")
-        results = [_result(r, st) for r, st in recs]
+            recs[1] = run(1, window, phase_label="recording the suspect module in the reference", module_stats=False)
+        results = [_result(r, st) if r is f[0] else merged(f, (r, st)) for (r, st), f in zip(recs, first)]
         out = CoarseCapture(results[0], recs[0][0], window, passes, flag_set, notes)
         out.reference = results[1] if len(results) > 1 else None
         return out
     finally:
         for state in states:
             state.restore()
+
+
+def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) -> CaptureResult:
+    """The replay's capture with its module nodes' statistics and histograms taken from the module pass (the same
+    events of the same step: measuring them twice would double the cost of the replay)."""
+    from ascend_tui.evidence import HistogramTable, StatsTable
+
+    (r1, s1), (r2, s2) = first, replay
+    h1, h2 = r1.finish_histograms(), r2.finish_histograms()
+    same: dict[str, str] = {e2.node: e1.node for e1, e2 in zip(r1.events, r2.events) if e1.node and e2.node}
+    same.update({n.id: n.id for n in r2.graph.nodes if n.id.startswith("grad:")})
+    copy_of = dict(r2.stat_rows.copies)  # views of a module's output hold its values: the module pass's row
+    keys, rows, hkeys, hrows = [], [], [], []
+    for node in r2.graph.nodes:
+        for slot in range(max(1, len(node.outputs))):
+            key, src = (node.id, slot), (same.get(node.id, ""), slot)
+            hop, seen = key, 0
+            while hop not in s2 and hop in copy_of and seen < 64:  # a view of a view of a module's output
+                hop, seen = copy_of[hop], seen + 1
+            if hop != key and hop not in s2 and hop[0] in same:
+                src = (same[hop[0]], hop[1])
+            row = s2.get(*key) if key in s2 else (s1.get(*src) if src in s1 else None)
+            if row is not None:
+                keys.append(key)
+                rows.append(row.to_row())
+            hist = h2.get(*key) or (h1.get(*src) if src[0] else None)
+            if hist is not None:
+                hkeys.append(key)
+                hrows.append(np.append(hist[0], hist[1]))
+    stats = StatsTable()
+    if keys:
+        stats.add_many(keys, np.array(rows, dtype=np.float64))
+    hists = HistogramTable(hkeys, np.array(hrows, dtype=np.int64)) if hkeys else HistogramTable()
+    return CaptureResult(r2.graph, stats, r2.outputs, r2.op_count, recorder=r2, histograms=hists)
 
 
 def _result(rec: StepRecorder, stats: Any) -> CaptureResult:
