@@ -20,3 +20,13 @@ def first_bad_event(event_of_row: np.ndarray, mn: np.ndarray, mx: np.ndarray, na
     if flagged is not None and flagged.any():
         found.append(int(np.flatnonzero(flagged)[0]))
     return min(found) if found else None
+
+
+def first_zeroed_event(event_of_row: np.ndarray, zeros: np.ndarray, ref_zeros: np.ndarray, numel: np.ndarray,
+                       *, share: float = 0.01, at_least: int = 64) -> int | None:
+    """The smallest event index whose output holds many more zeros than the reference's same output (an Inf
+    absorbed inside the module, as a float16 RMSNorm whose square overflowed zeroes its rows); rows align."""
+    with np.errstate(invalid="ignore"):
+        grown = (zeros - ref_zeros) > np.maximum(at_least, share * numel)
+    hits = np.flatnonzero(grown)
+    return int(event_of_row[hits].min()) if hits.size else None

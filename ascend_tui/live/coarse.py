@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from ascend_tui.checks.suspects import first_bad_event
+from ascend_tui.checks.suspects import first_bad_event, first_zeroed_event
 from ascend_tui.errors import Cancelled
 from ascend_tui.graph.opgraph import op_node
 from ascend_tui.live.capture import ABSENT, CaptureResult, Recorder, SlotRef, Unshadow, call_model, tensor_leaves, \
@@ -386,6 +386,27 @@ def event_rows(rec: StepRecorder, stats: Any) -> tuple[np.ndarray, ...]:
             np.array([r.nan_count for r in rows]), np.array([r.inf_count for r in rows]))
 
 
+def zeroed(target: tuple[StepRecorder, Any], reference: tuple[StepRecorder, Any]) -> int | None:
+    """The first event whose output the target zeroed where the reference did not (`first_zeroed_event`)."""
+    (rt, st), (rr, sr) = target, reference
+    idx, zeros, ref_zeros, numel = [], [], [], []
+    for et, er in zip(rt.events, rr.events):
+        if not (et.node and er.node):
+            continue
+        for slot in range(len(rt.graph.node(et.node).outputs)):
+            a = st.get(et.node, slot) if (et.node, slot) in st else None
+            b = sr.get(er.node, slot) if (er.node, slot) in sr else None
+            if a is not None and b is not None and a.numel == b.numel:
+                idx.append(et.index)
+                zeros.append(a.zero_count)
+                ref_zeros.append(b.zero_count)
+                numel.append(a.numel)
+    if not idx:
+        return None
+    return first_zeroed_event(np.asarray(idx), np.asarray(zeros, dtype=float), np.asarray(ref_zeros, dtype=float),
+                              np.asarray(numel, dtype=float))
+
+
 def widened(events: list[Event], window: tuple[int, int]) -> tuple[int, int]:
     """The window started where the call enclosing the current start began (backward: the backward's start)."""
     start, end = window
@@ -470,6 +491,7 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
         bads = [first_bad_event(*event_rows(*recs[0]), saturation_limit=saturation_limit)]
         if len(recs) > 1 and len(recs[1][0].events) == len(recs[0][0].events):
             bads.append(first_bad_event(*event_rows(*recs[1]), saturation_limit=saturation_limit))
+            bads.append(zeroed(recs[0], recs[1]))
         if all(b is None for b in bads) and flag_set:  # saturation mode: the flag says something overflowed, not where
             flagged, _ = run(0, None, flag_device=device, phase_label="finding the overflow flag")
             passes += 1
