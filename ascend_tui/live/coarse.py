@@ -25,7 +25,7 @@ import numpy as np
 
 from ascend_tui.checks.suspects import first_bad_event, first_zeroed_event
 from ascend_tui.errors import Cancelled
-from ascend_tui.graph.opgraph import op_node
+from ascend_tui.graph.opgraph import derive, op_node
 from ascend_tui.live.capture import ABSENT, CaptureResult, Recorder, SlotRef, Unshadow, call_model, tensor_leaves, \
     tensor_meta
 from ascend_tui.progress import frozen_gc
@@ -253,6 +253,16 @@ class StepRecorder(Recorder):
         node_id = super().record(func, args, kwargs, out)
         self._last = self._frame_ops[-1] = SlotRef(node_id, 0, self.op_count - 1)
         return node_id
+
+    def _placeholder(self, t: Any) -> SlotRef:
+        """A placeholder; one the backward window reads from unrecorded backward code (an incoming gradient) is a
+        backward tensor, and says so (the underflow check's loss-scaling hint goes by the phase)."""
+        ref = super()._placeholder(t)
+        if self.phase == "backward":
+            node = self.graph.node(ref.node)
+            if node.kind == "const":
+                self.graph.replace_node(derive(node, phase="backward"))
+        return ref
 
     def param_grads(self, model: Any) -> None:
         """One module-level node per parameter gradient (`grad:fc.weight`), with its statistics."""
