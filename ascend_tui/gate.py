@@ -80,7 +80,7 @@ def parse_share(text: str) -> float:
 
 def is_report(path: str | Path) -> bool:
     """Whether a --baseline is an earlier report or saved run (known findings) rather than an artifact to read."""
-    from ascend_tui.readers import kind_of
+    from ascend_tui.offline.open import kind_of
 
     p = Path(path)
     return p.is_file() and p.suffix == ".json" and kind_of(p) in (None, "investigation")

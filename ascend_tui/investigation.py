@@ -249,6 +249,7 @@ class Investigation:
             "memory_events": [_event_json(e) for e in self.memory_events],
             "memory_samples": [asdict(s) for s in self.memory_samples],
             **({"profile": self.profile.to_json()} if self.profile is not None else {}),
+            **({"sections": dict(self.sections)} if self.sections else {}),
         }
 
     def save(self, path: str | Path) -> None:
@@ -262,7 +263,7 @@ class Investigation:
         try:
             graph = OpGraph.from_json(data["graph"], path=path)
             ref = data.get("reference")
-            return cls(
+            inv = cls(
                 graph,
                 stats=StatsTable.from_json(data.get("stats") or {}),
                 reference=StatsTable.from_json(ref) if ref else None,
@@ -275,6 +276,8 @@ class Investigation:
                 reference_histograms=HistogramTable.from_json(data["reference_histograms"])
                 if data.get("reference_histograms") else None,
             )
+            inv.sections = dict(data.get("sections") or {})
+            return inv
         except InputError:
             raise
         except (KeyError, TypeError, ValueError) as exc:

@@ -8,7 +8,7 @@ written as they are.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 from xml.sax.saxutils import escape, quoteattr
 
 from ascend_tui.checks.story import finding_ids, tell
@@ -16,6 +16,8 @@ from ascend_tui.graph.opgraph import write_json_atomic
 
 if TYPE_CHECKING:
     from ascend_tui.checks.profile import Group
+    from ascend_tui.graph.communication import Communication
+    from ascend_tui.evidence import Finding
     from ascend_tui.investigation import Investigation
 
 REPORT_SCHEMA = "ascend-tui.report/1"
@@ -65,20 +67,41 @@ def profile_json(inv: Investigation, top: int = 50) -> dict[str, Any]:
     for key in ("baseline", "cluster"):
         if key in p.extra:
             out[key] = p.extra[key]
+    if inv.run.extra.get("skipped"):  # records the readers could not use, per file
+        out["skipped"] = list(inv.run.extra["skipped"])
+    if p.communication is not None:
+        out["communication"] = communication_json(p.communication)
     return out
+
+
+def communication_json(comm: Communication) -> dict[str, Any]:
+    """Per-rank wait/transit and the link bandwidths (the records themselves are in a saved investigation)."""
+    from ascend_tui.checks.communication import link_table, per_rank, real_ops
+
+    links = link_table(comm.links)
+    return {"collectives": len(real_ops(comm.ops)), "skipped": comm.skipped, "sources": comm.sources,
+            "ranks": [{"rank": r.rank, "steps": r.steps, "elapse_ms": r.elapse_ms, "transit_ms": r.transit_ms,
+                       "wait_ms": r.wait_ms, "idle_ms": r.idle_ms, "wait_ratio": r.wait_ratio} for r in per_rank(comm)],
+            "links": [{"src": a, "dst": b, "transport": t, "size_mb": mb, "time_ms": ms,
+                       "bandwidth_gbs": mb / 1024 / (ms / 1000) if ms else 0.0}
+                      for (a, b, t), (mb, ms) in sorted(links.items())]}
 
 
 def write_json(inv: Investigation, path: str | Path) -> None:
     write_json_atomic(Path(path), build_report(inv))
 
 
-def write_junit(inv: Investigation, path: str | Path) -> None:
-    """One test suite per check, one failing case per error finding, so CI dashboards show them."""
+def write_junit(inv: Investigation, path: str | Path, failing: Iterable[Finding] | None = None) -> None:
+    """One test suite per check, one failing case per finding that fails the run, so CI dashboards show them.
+
+    `failing` is what the gate failed (`--fail-on`, less what `--baseline` knew); every error finding
+    when not given.
+    """
     checks = list(inv.run.checks) or ["graph"]
+    failed = list(failing) if failing is not None else [f for f in inv.findings if f.severity == "error"]
     suites = []
     for check in checks:
-        found = [f for f in inv.findings if f.check == check]
-        errors = [f for f in found if f.severity == "error"]
+        errors = [f for f in failed if f.check == check]
         cases = []
         for f in errors:
             body = escape(f.message + (f"\nhint: {f.hint}" if f.hint else ""))

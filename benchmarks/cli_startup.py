@@ -1,9 +1,11 @@
-"""Wall time of `ascend-tui --help` and of `ascend-tui check DUMP --json OUT`, this checkout against another.
+"""Wall time of `import ascend_tui.readers`, `ascend-tui --help` and `ascend-tui check DUMP --json OUT`,
+this checkout against another.
 
     PYTHONPATH=. python benchmarks/cli_startup.py --before /tmp/before-checkout [--runs 5] [--dump DIR]
 
 Runs alternate (before, after, before, ...) so load on the machine hits both alike; every run is
-printed, then the medians and their ratio (after / before).
+printed, then the medians and their ratio (after / before), and the bare interpreter's start-up
+(`python -c pass`) that every number includes.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def _time(checkout: Path, argv: list[str]) -> float:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "ascend_tui", *argv], env=env, cwd=checkout,
+    proc = subprocess.run([sys.executable, *argv], env=env, cwd=checkout,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 1):
-        raise SystemExit(f"{checkout}: ascend-tui {' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
+        raise SystemExit(f"{checkout}: python {' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()}")
     return wall
 
 
@@ -38,7 +40,10 @@ def main() -> int:
     ap.add_argument("--dump", type=Path, default=ROOT.parent / "shared" / "fixtures" / "msprobe" / "dump_ovf")
     args = ap.parse_args()
     out = Path(tempfile.mkdtemp(prefix="cli_startup_")) / "x.json"
-    commands = {"--help": ["--help"], "check": ["check", str(args.dump), "-q", "--json", str(out)]}
+    bare = [_time(ROOT, ["-c", "pass"]) for _ in range(args.runs)]
+    print("python -c pass " + " ".join(f"{v:.3f}" for v in bare) + f"  median {statistics.median(bare):.3f} s")
+    commands = {"readers": ["-c", "import ascend_tui.readers"], "--help": ["-m", "ascend_tui", "--help"],
+                "check": ["-m", "ascend_tui", "check", str(args.dump), "-q", "--json", str(out)]}
     for name, argv in commands.items():
         times: dict[str, list[float]] = {"before": [], "after": []}
         for _ in range(args.runs):

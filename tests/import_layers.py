@@ -28,13 +28,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # read run in offline/ (and live/), so a reader never reaches into checks/.
 FORBIDDEN: tuple[tuple[str, str], ...] = (("ascend_tui.readers", "ascend_tui.checks"),)
 
-# TEMPORARY (issue 19, the command-line half; its merge removes both, then delete these entries):
-# gate.py takes `attach_baseline` from the profile subcommand, which moves into the core.
-ALLOWED_UPWARD: frozenset[tuple[str, str]] = frozenset({("ascend_tui.gate", "ascend_tui.cli.profile")})
-# TEMPORARY (issue 19, the command-line half): investigation.save_report imports report, report imports
-# investigation for its types. The merge of that half removes the loop; then delete this entry.
-ALLOWED_CYCLES: frozenset[frozenset[str]] = frozenset({frozenset({"ascend_tui.investigation", "ascend_tui.report"})})
-
 _NAME = re.compile(r"^ascend_tui(?:\.\w+)*:\w+$")
 
 
@@ -105,11 +98,11 @@ def violations(root: Path) -> list[str]:
             lt = layer_of(t)
             if lm is None or lt is None:
                 continue
-            if lt < lm and (m, t) not in ALLOWED_UPWARD:
+            if lt < lm:
                 out.append(f"{m}:{line} imports {t}: {LAYERS[lm][0]} may not import {LAYERS[lt][0]}")
             elif any(_under(m, a) and _under(t, b) for a, b in FORBIDDEN):
                 out.append(f"{m}:{line} imports {t}: forbidden (readers never import checks)")
-    out += [" -> ".join([*c, c[0]]) for c in cycles(edges) if frozenset(c) not in ALLOWED_CYCLES]
+    out += [" -> ".join([*c, c[0]]) for c in cycles(edges)]
     return out
 
 

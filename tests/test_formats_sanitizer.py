@@ -176,7 +176,7 @@ def test_bad_logs_give_one_clear_error(logs: Path, tmp_path: Path) -> None:
     assert f"{junk}:2: binary data" in _one_line_error(junk)
     plain = tmp_path / "plain.log"
     plain.write_text("epoch 1 loss 0.3\n==========\n======> 80%\nepoch 2 loss 0.2\n")
-    assert "no msSanitizer" in _one_line_error(plain) and "2 lines" in _one_line_error(plain)
+    assert "no msSanitizer" in _one_line_error(plain) and "in its 4 lines" in _one_line_error(plain)  # all 4, not the 2 of program output
     cut = tmp_path / "cut.log"
     cut.write_text("".join((logs / "mssanitizer_memcheck_doc_examples.log").read_text().splitlines(True)[:10]))
     assert f"{cut}:10: msSanitizer out_of_bounds report is cut off" in _one_line_error(cut)

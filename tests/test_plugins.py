@@ -132,3 +132,16 @@ def test_a_broken_plugin_is_one_clear_line(installed: Path, tmp_path: Path) -> N
                           timeout=120, env=_env(installed), cwd=tmp_path)
     assert proc.returncode == 2
     assert "plug-in 'ops list'" in proc.stderr and "half installed" in proc.stderr
+
+
+def test_a_plugin_whose_sniff_raises_is_one_clear_line(installed: Path, tmp_path: Path) -> None:
+    (installed / "atui_site_plugin.py").write_text(
+        "from ascend_tui.readers.base import FunctionReader\n"
+        "def sniff(path):\n    raise ValueError('bad sniff')\n"
+        "READER = FunctionReader('ops list', sniff, lambda path, **_: None)\n")
+    path = tmp_path / "anything.bin"
+    path.write_bytes(b"\x00\x01")
+    proc = subprocess.run([sys.executable, "-m", "ascend_tui", "check", str(path)], capture_output=True, text=True,
+                          timeout=120, env=_env(installed), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "anything.bin" in proc.stderr and "'ops list' plug-in's sniff failed (ValueError: bad sniff)" in proc.stderr

@@ -38,9 +38,12 @@ def test_rank_folders_in_a_process_pool(cluster_dir: Path) -> None:
     inv = load_cluster(cluster_dir, workers=2)
     c = inv.profile.extra["cluster"]
     assert [r["rank"] for r in c["ranks"]] == [0, 1]
-    # rank 1 (Level0 run): computing 8.83 ms + free 25.9 ms vs rank 0: 8.87 + 25.7 -> rank 1 holds the others back
-    assert c["slow_rank"] == 1 and c["slow_stage"] == "free"
-    assert inv.profile.kernels.n == 20 and set(c["per_rank"]) == {0, 1}
+    # rank 1 (Level0 run): computing 8.83 ms + free 25.9 ms vs rank 0: 8.87 + 25.7, 0.1% of a 137 ms step apart:
+    # no rank holds the others back, and no slow_rank finding says one does
+    assert c["slow_rank"] == -1 and not [f for f in inv.findings if f.kind == "slow_rank"]
+    # the tables show rank 0's kernel rows (the first rank that has any); the count is the cluster's
+    assert c["shown_rank"] == 0 and inv.profile.kernels.n == 20 and set(c["per_rank"]) == {0, 1}
+    assert c["kernels"] == sum(r["kernels"] for r in c["per_rank"].values()) == inv.run.extra["kernels"]
 
 
 def test_rank_folders_on_dask(cluster_dir: Path) -> None:
@@ -48,7 +51,7 @@ def test_rank_folders_on_dask(cluster_dir: Path) -> None:
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as lc:
         inv = load_cluster(cluster_dir, scheduler=lc.scheduler_address)
-    assert inv.profile.extra["cluster"]["slow_rank"] == 1
+    assert [r["rank"] for r in inv.profile.extra["cluster"]["ranks"]] == [0, 1]
 
 
 def test_cluster_cli(cluster_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

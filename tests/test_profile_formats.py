@@ -137,15 +137,28 @@ def _error(path: Path) -> str:
     return str(info.value)
 
 
-def test_bad_kernel_files(tmp_path: Path) -> None:
+def _skipped(path: Path) -> tuple[int, list[str], dict]:
+    inv = open_path(path)
+    (entry,) = inv.run.extra["skipped"]
+    return inv.profile.kernels.n, inv.run.extra["notes"], entry
+
+
+def test_bad_kernel_records_are_skipped_counted_and_said(tmp_path: Path) -> None:
     good = (PROF / "level1_2025-01" / OUT / "kernel_details.csv").read_bytes()
+    whole = open_path(PROF / "level1_2025-01" / OUT / "kernel_details.csv").profile.kernels.n
     bad = tmp_path / "kernel_details.csv"
-    bad.write_bytes(good[: len(good) // 2])  # cut mid-row
-    assert "record 10 has 15 cells, the header 46 (truncated file?)" in _error(bad)
+    bad.write_bytes(good[: len(good) // 2])  # cut mid-row: what a profiler that crashed mid-write leaves
+    n, notes, entry = _skipped(bad)
+    assert n == 8 and entry["skipped_records"] == 1 and entry["first_bad_record"].startswith("record 10: 15 cells")
+    assert notes == ["kernel_details.csv: skipped 1 unreadable record (first: record 10: 15 cells, the header 46)"]
     bad.write_bytes(good.replace(b"53.741", b"soon!", 1))
-    assert "'soon!' is not a number" in _error(bad)
-    bad.write_bytes(b"Name,Duration(us)\nx,1\n" + bytes(range(128, 256)))
-    assert "not a text file" in _error(bad)
+    n, notes, entry = _skipped(bad)
+    assert n == whole - 1 and entry["first_bad_record"] == "record 2: column 'Duration(us)': 'soon!' is not a number"
+    bad.write_bytes(b"Name,Duration(us)\nx,1\n" + bytes(range(128, 256)) + b",2\ny,3\n")
+    n, notes, entry = _skipped(bad)
+    assert n == 2 and entry["first_bad_record"] == "record 3: bytes that are not UTF-8"
+    bad.write_bytes(b"Name,Duration(us)\nx\ny\n")  # no usable record: refused, saying why
+    assert "no usable record: all 2 skipped (first: record 2: 1 cells, the header 2)" in _error(bad)
     folder = tmp_path / "run_ascend_pt" / OUT
     folder.mkdir(parents=True)
     (folder / "kernel_details.csv").write_text("Foo,Bar\n1,2\n")
@@ -162,7 +175,7 @@ def _csv_module_table(path: Path):  # the slow path, the reference for the numpy
     cols = pc.kernel_columns(header)
     metrics = {h: i for i, h in enumerate(header) if pc._METRIC.match(h)}
     text = path.read_bytes().decode("utf-8-sig").split("\n", 1)[1]
-    return KernelTable.concat(pc._csv_tables(path, header, cols, metrics, text, 0))
+    return KernelTable.concat(pc._csv_tables(path, header, cols, metrics, text, 0)[0])
 
 
 def _same(a, b) -> None:

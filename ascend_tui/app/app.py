@@ -335,7 +335,11 @@ class InvestigatorApp(App[None]):
 
     def action_open_view(self, view_id: str) -> None:
         """Open a per-check view from the registry; it dismisses with the operator to focus."""
-        view = view_by_id(view_id)
+        try:
+            view = view_by_id(view_id)
+        except InputError as exc:  # a plug-in view that does not import
+            self.notify(str(exc), severity="error", markup=False)
+            return
         if view is None or self.inv is None:
             self.notify(f"no view named {view_id!r}", severity="warning", markup=False)
             return

@@ -241,6 +241,7 @@ class ClusterSummary:
 
 
 STAGES = ("computing", "communication", "free")
+EVEN_SHARE = 0.01  # a rank whose own time (computing + free) is within 1% of a step of the median is not slow
 
 
 def cluster_summary(steps: Sequence[StepTime]) -> ClusterSummary:
@@ -249,7 +250,8 @@ def cluster_summary(steps: Sequence[StepTime]) -> ClusterSummary:
     Collectives make every rank's step equally long, so the wall time does not tell the slow rank:
     the others wait for it in communication. The slow rank is the one with the most time of its own
     (computing + free, i.e. compute and host-side idle); its slow stage is the one of the two furthest
-    above the median rank.
+    above the median rank. When no rank's own time is more than `EVEN_SHARE` of a step above the
+    median, there is no slow rank (`slow_rank` -1).
     """
     by_rank: dict[int, list[StepTime]] = {}
     for s in steps:
@@ -263,6 +265,9 @@ def cluster_summary(steps: Sequence[StepTime]) -> ClusterSummary:
         return ClusterSummary((), -1, "", 0.0)
     slow = max(ranks, key=lambda r: (r.computing + r.free, -r.rank))
     medians = {st: float(np.median([getattr(r, st) for r in ranks])) for st in STAGES}
+    own = float(np.median([r.computing + r.free for r in ranks]))
+    if slow.computing + slow.free - own <= EVEN_SHARE * float(np.median([r.total for r in ranks])):
+        return ClusterSummary(tuple(ranks), -1, "", 0.0)  # no rank holds the others back
     excess = {st: getattr(slow, st) - medians[st] for st in ("computing", "free")}
     stage = max(excess, key=lambda st: excess[st])
     return ClusterSummary(tuple(ranks), slow.rank, stage, float(excess[stage]))

@@ -20,6 +20,7 @@ import numpy as np
 
 from ascend_tui import fmt
 from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, summarize
+from ascend_tui.checks.affinity_api import affinity
 from ascend_tui.evidence import Finding
 from ascend_tui.graph.profile import KernelTable, Profile
 
@@ -74,6 +75,7 @@ def advise(profile: Profile, nodes: Mapping[str, str] | None = None, cores: Core
         out += _dynamic(t, nodes, total)
     out += _host_bound(profile, nodes)
     out += _sync(profile)
+    out += affinity(profile.extra, ((h.name, h.count) for h in profile.host_ops))
     return out
 
 
@@ -121,7 +123,7 @@ def _layout(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> lis
     code = cats.code("layout")
     rows = np.flatnonzero(cats.codes == code) if code >= 0 else np.zeros(0, np.int64)
     time = float(t.dur_us[rows].sum())
-    if time / total < LAYOUT_SHARE:
+    if _step_median(t, rows, time / total) < LAYOUT_SHARE:  # one noisy step does not decide it
         return []
     types = Counter()
     for r in rows:
@@ -136,6 +138,18 @@ def _layout(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> lis
                      "normalisations, use channels_last throughout, or let the NPU keep its private format",
                      share=time / total, total_us=time, count=len(rows),
                      causes=[{"cause": k, "us": v} for k, v in causes[:10]])]
+
+
+def _step_median(t: KernelTable, rows: np.ndarray, overall: float) -> float:
+    """The median over profiled steps of `rows`' share of each step's kernel time (`overall` without steps)."""
+    steps = t.ints["step"]
+    keys = np.unique(steps[steps >= 0])
+    if len(keys) < 2:
+        return overall
+    mine = np.bincount(np.searchsorted(keys, steps[rows][steps[rows] >= 0]), weights=t.dur_us[rows][steps[rows] >= 0],
+                       minlength=len(keys))
+    every = np.bincount(np.searchsorted(keys, steps[steps >= 0]), weights=t.dur_us[steps >= 0], minlength=len(keys))
+    return float(np.median(mine / np.where(every > 0, every, 1.0)))
 
 
 def _causes(t: KernelTable, rows: np.ndarray) -> list[tuple[str, float]]:

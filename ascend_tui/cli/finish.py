@@ -17,6 +17,7 @@ from ascend_tui.cli.exits import EXIT_CLEAN, EXIT_FINDINGS
 from ascend_tui.cli.parser import OUTPUTS
 
 if TYPE_CHECKING:
+    from ascend_tui.evidence import Finding
     from ascend_tui.investigation import Investigation
 
 Lines = Sequence[str] | Callable[[TextIO], None]
@@ -49,7 +50,7 @@ def finish(inv: Investigation, args: argparse.Namespace, *, before: Lines = (), 
     if getattr(args, "baseline", None):
         known = apply_baseline(inv, args.baseline, parse_share(getattr(args, "max_slowdown", "5%")), baseline)
     result = gate(inv, getattr(args, "fail_on", "error"), known)
-    write_outputs(inv, args, csv)
+    write_outputs(inv, args, csv, failing=[f for _, f in result.failing])
     out = sys.stdout
     if callable(before):
         before(out)
@@ -70,8 +71,12 @@ def finish(inv: Investigation, args: argparse.Namespace, *, before: Lines = (), 
     return EXIT_CLEAN if result.passed else EXIT_FINDINGS
 
 
-def write_outputs(inv: Investigation, args: argparse.Namespace, csv: Callable[[Path], None] | None = None) -> None:
-    """Every output file the options ask for; the JSON report is `report.build_report`'s, for every subcommand."""
+def write_outputs(inv: Investigation, args: argparse.Namespace, csv: Callable[[Path], None] | None = None, *,
+                  failing: Sequence[Finding] | None = None) -> None:
+    """Every output file the options ask for; the JSON report is `report.build_report`'s, for every subcommand.
+
+    `failing` (what the gate failed) are the JUnit failures, so the dashboard and the exit code agree.
+    """
     from ascend_tui.report import write_json, write_junit
 
     if getattr(args, "csv", None):
@@ -81,7 +86,7 @@ def write_outputs(inv: Investigation, args: argparse.Namespace, csv: Callable[[P
     if getattr(args, "json", None):
         write_json(inv, args.json)
     if getattr(args, "junit", None):
-        write_junit(inv, args.junit)
+        write_junit(inv, args.junit, failing)
     if getattr(args, "save", None):
         inv.save(args.save)
     if getattr(args, "markdown", None):

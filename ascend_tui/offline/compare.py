@@ -20,11 +20,13 @@ from ascend_tui.checks.precision import (
     N_A, StatsMetrics, TensorMetrics, Thresholds, classify, from_norm_rel, stats_metrics,
 )
 from ascend_tui.checks.precision_attribution import NodeCompare, ParamDiff, Verdict, attribute, findings
+from ascend_tui.offline.compare_band import assign_bands, band_verdicts, depth_profile, row_counts
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding, StatsTable
 from ascend_tui.readers.msprobe import dump
 from ascend_tui.offline import compare_rows, compare_tensors
-from ascend_tui.offline.compare_rows import Item, Row
+from ascend_tui.offline.compare_rows import Item, Row, Unmatched
+from ascend_tui.readers.msprobe.mapping import MappingOptions, renamer
 from ascend_tui.readers.msprobe.tensors import torch_available
 from ascend_tui.readers.msprobe.graph import PARAM_GRAD, Builder, stats_rows
 from ascend_tui.graph.opgraph import read_json
@@ -45,8 +47,10 @@ class RankCompare:
     mode: str
     rows: list[Row]
     inv: Investigation
-    verdicts: dict[str, Verdict]
+    verdicts: Mapping[str, Any]  # node -> Verdict, or GrowthVerdict when the dtypes differ
     stacks: dict[str, str] = field(default_factory=dict)
+    unmatched: Unmatched | None = None
+    growth: dict[str, Any] = field(default_factory=dict)
 
     def first_introduced(self) -> Finding | None:
         """The earliest finding (execution order) that introduces an error or warning: where this rank diverges."""
@@ -65,6 +69,20 @@ class CompareResult:
     def investigation(self) -> Investigation:
         first = self.summary.get("first_rank")
         return next((r.inv for r in self.ranks if r.rank == first), self.ranks[0].inv)
+
+    def ranks_section(self) -> dict[str, Any]:
+        """The report's `ranks` section: the summary across ranks and each rank's rows, errors and divergence."""
+        return {**self.summary, "per_rank": [_rank_json(r) for r in self.ranks]}
+
+
+def _rank_json(r: RankCompare) -> dict[str, Any]:
+    first = r.first_introduced()
+    return {"rank": r.rank, "mode": r.mode, "rows": len(r.rows),
+            "errors": sum(1 for x in r.rows if x.result == "error"),
+            "warnings": sum(1 for x in r.rows if x.result == "warning"),
+            "first_introduced": first.node if first else None,
+            "unmatched": r.unmatched.to_json() if r.unmatched is not None else None,
+            "counts": row_counts(r.rows), "growth": r.growth}
 
 
 def _mode(header: Mapping[str, Any], items: Sequence[Item]) -> str:
@@ -98,10 +116,50 @@ def _stack_text(rank_dir: Path) -> dict[str, str]:
     return out
 
 
+def compare_steps(target: Path, golden: Path, **kw: Any) -> CompareResult:
+    """Compare every step both dump roots have (step0, step1, ...): per-step summary and the step it first diverges.
+
+    One step (or a step/rank folder) is a plain `compare`. The returned result is the first diverging step's
+    (the last step's when none diverges), with `summary["steps"]` holding one line per step.
+    """
+    t_steps, g_steps = dump.step_folders(Path(target)), dump.step_folders(Path(golden))
+    if len(t_steps) < 2 or len(g_steps) < 2:
+        return compare(target, golden, **kw)
+    g_by = {p.name: p for p in g_steps}
+    pairs = [(t, g_by[t.name]) for t in t_steps if t.name in g_by]
+    if not pairs:
+        raise InputError(golden, f"no step folder here has the name of one in {target}")
+    results = [(t.name, compare(t, g, **kw)) for t, g in pairs]
+    steps = []
+    for name, r in results:
+        s = r.summary
+        steps.append({"step": name, "diverges": bool(s.get("first_node")), "first_node": s.get("first_node"),
+                      "first_module": s.get("first_module"), "first_kind": s.get("first_kind"),
+                      "errors": sum(1 for rk in r.ranks for x in rk.rows if x.result == "error"),
+                      "rows": sum(len(rk.rows) for rk in r.ranks)})
+    first = next((i for i, st in enumerate(steps) if st["diverges"]), None)
+    chosen = results[first if first is not None else -1][1]
+    chosen.summary["steps"] = steps
+    chosen.summary["first_step"] = steps[first]["step"] if first is not None else None
+    unpaired = len(t_steps) - len(pairs)
+    if unpaired:
+        chosen.summary.setdefault("notes", []).append(f"{unpaired} step folder(s) of the target have no golden step")
+    return chosen
+
+
 def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thresholds | None = None,
             workers: int | None = None, scheduler: str | None = None, replay: bool = True,
-            progress: Progress | None = None, cancel: threading.Event | None = None) -> CompareResult:
-    """Compare two msprobe dumps (root, step folder with many ranks, rank folder or dump.json)."""
+            progress: Progress | None = None, cancel: threading.Event | None = None,
+            mappings: MappingOptions | None = None) -> CompareResult:
+    """Compare two msprobe dumps (root, step folder with many ranks, rank folder or dump.json).
+
+    `mappings` are msprobe's -dm/-lm/-am/-cm options; dumps of two frameworks pair dtypes by family.
+    """
+    opts = mappings or MappingOptions()
+    if fuzzy and opts.any:
+        raise InputError("--fuzzy", "pairs by name alone and cannot be combined with a mapping file; use one or "
+                                    "the other")
+    lefts: list[tuple[Unmatched, list[Item]]] = []
     t = thresholds or Thresholds()
     t_ranks, _ = dump.rank_folders(Path(target))
     g_ranks, _ = dump.rank_folders(Path(golden))
@@ -115,7 +173,8 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
         th, tdata, titems = _side(td)
         gh, gdata, gitems = _side(gd)
         mode = _mode(th, titems) if _mode(th, titems) == _mode(gh, gitems) else "statistics"
-        rows = compare_rows.match(titems, gitems, fuzzy=fuzzy)
+        rows = _pair(td, gd, th, gh, titems, gitems, fuzzy, opts)
+        lefts.append((compare_rows.unmatched(rows, gitems), gitems))
         prepared.append((td, gd, th, tdata, mode, rows, gdata))
     notes: list[str] = []
     if replay and any(p[4] == "tensor" for p in prepared) and not torch_available():
@@ -128,7 +187,10 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
         ranks.append(_rank_compare(td, gd, th, tdata, gdata, mode, rows, t, replay))
     summary = summarize(ranks)
     summary["notes"] = notes
-    return CompareResult(ranks, summary)
+    _account_unmatched(ranks, lefts, summary, opts)
+    result = CompareResult(ranks, summary)
+    result.investigation.sections["ranks"] = result.ranks_section()  # the report writes it beside the findings
+    return result
 
 
 def _tensor_metrics(prepared: list[Any], workers: int | None, scheduler: str | None, progress: Progress | None,
@@ -170,6 +232,8 @@ def _judge(row: Row, mode: str, t: Thresholds) -> None:
     if gold is None:
         row.result = N_A
         return
+    if mode == "statistics" and (tgt.leaf is None or gold.leaf is None):  # msprobe diffs values' cells too
+        row.metrics = stats_metrics((tgt.value,) * 4, (gold.value,) * 4)
     if tgt.is_scalar or gold.is_scalar:
         if tgt.value != gold.value:
             row.result = "error"
@@ -188,7 +252,7 @@ def _judge(row: Row, mode: str, t: Thresholds) -> None:
         return
     if mode == "statistics":
         if tgt.leaf.stats is not None and gold.leaf.stats is not None:
-            row.metrics = stats_metrics(tgt.leaf.stats, gold.leaf.stats)
+            row.metrics = stats_metrics(tgt.raw_stats or tgt.leaf.stats, gold.raw_stats or gold.leaf.stats)
             rel = row.metrics.norm_rel_value
             sev, reason = classify(from_norm_rel(rel), math.nan, t) if not math.isnan(rel) else (None, "")
             if sev is not None:
@@ -237,6 +301,7 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
     ref_keys: list[tuple[str, int]] = []
     ref_leaves = []
     params: list[ParamDiff] = []
+    run_dtype, band_mode = assign_bands(rows, by_entry, mode)
     for entry_name, nid in builder.ids.items():
         erows = by_entry.get(entry_name, [])
         outs = [r for r in erows if r.target.section == "output" and r.target.leaf is not None]
@@ -246,6 +311,8 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
             if r.golden is not None and r.golden.leaf is not None and r.golden.leaf.stats is not None:
                 ref_keys.append((nid, slot))
                 ref_leaves.append(r.golden.leaf)
+        if band_mode:  # judged by the band: the threshold attribution's inputs are not needed
+            continue
         nodes.append(NodeCompare(nid, tuple(_as_tensor_metrics(r.metrics) for r in outs),
                                  tuple(_scale(r.golden) for r in outs),
                                  tuple(_as_tensor_metrics(r.metrics) for r in ins), None,
@@ -259,16 +326,22 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                 params.append(diff)
         elif row.node is None and row.target.leaf is not None and (k := out_key.get(row.target.leaf.key())):
             row.node, row.slot = k
+    growth: dict[str, Any] = {}
     replay_op = None
     if replay and mode == "tensor" and torch_available():
         from ascend_tui.offline.replay import replayer
 
         replay_op = replayer(gd, data, golden, builder.ids)
-    verdicts = attribute(graph, nodes, t, replay_op)
-    for row in rows:
-        v = verdicts.get(row.node or "")
-        if v is not None and row.result in ("error", "warning") and row.target.section == "output":
-            row.attribution = v.attribution
+    if band_mode:
+        verdicts, found = band_verdicts(graph, builder.ids, by_entry, rows, run_dtype, t, replay_op)
+        growth = depth_profile(graph, builder.ids, by_entry, verdicts, run_dtype, t.op_band)
+    else:
+        verdicts = attribute(graph, nodes, t, replay_op)
+        found = findings(graph, verdicts, params)
+        for row in rows:
+            v = verdicts.get(row.node or "")
+            if v is not None and row.result in ("error", "warning") and row.target.section == "output":
+                row.attribution = v.attribution
     reference = StatsTable()
     if ref_keys:
         reference.add_many(ref_keys, stats_rows(ref_leaves))
@@ -278,11 +351,14 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                           "inf_nan_mode": None},
                   extra={"task": header.get("task"), "mode": mode, "rank": td.name, "golden": str(gd),
                          "thresholds": {k: getattr(t, k) for k in t.__slots__},
-                         "precision": {"columns": list(VIEW_COLUMNS), "rows": _view_rows(rows)}})
+                         "precision": {"columns": list(VIEW_COLUMNS), "rows": _view_rows(rows),
+                                       "rows_total": len(rows), "growth": growth}})
     graph.name = f"msprobe compare {td.parent.name}/{td.name}"
     inv = Investigation(graph, stats=built.stats, reference=reference, run=run,
-                        findings=[*findings(graph, verdicts, params), *_shape_findings(graph, rows)])
-    return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, {k: v for k, v in _stack_text(td).items()})
+                        findings=[*_shape_findings(graph, rows), *found,
+                                  *(_md5_first(graph, builder.ids, by_entry) if mode == "md5" else ())])
+    return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, {k: v for k, v in _stack_text(td).items()},
+                       growth=growth)
 
 
 def _shape_findings(graph: Any, rows: Sequence[Row]) -> list[Finding]:
@@ -298,6 +374,40 @@ def _shape_findings(graph: Any, rows: Sequence[Row]) -> list[Finding]:
                               "dump: the two runs do not compute the same thing", attribution="introduced",
                               hint="compare dumps of the same model and inputs (or map names with --fuzzy)")
     return list(out.values())
+
+
+def _md5_first(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Sequence[Row]]) -> list[Finding]:
+    """The first op, in execution order, whose output checksum differs while its inputs' all match (md5 dumps).
+
+    A checksum says only "equal" or "not": no size, so this is the one place the two runs start to differ,
+    not how much. Tensors of different dtypes always differ, so they count as unknown, never as evidence.
+    """
+    def state(r: Row) -> str:
+        """'same', 'differs', or 'unknown' (no checksum, or another dtype: its checksum must differ)."""
+        t, g = r.target.leaf, r.golden.leaf if r.golden is not None else None
+        if t is None or g is None or not t.md5 or not g.md5 or t.meta.dtype != g.meta.dtype:
+            return "unknown"
+        return "same" if t.md5 == g.md5 else "differs"
+
+    best: tuple[int, str, Row] | None = None
+    for entry, nid in ids.items():
+        erows = by_entry.get(entry, ())
+        outs = [r for r in erows if r.target.section == "output" and state(r) == "differs"]
+        ins = [state(r) for r in erows if r.target.section == "input" and r.target.leaf is not None]
+        if not outs or nid not in graph or any(s != "same" for s in ins):
+            continue
+        index = graph.node(nid).index
+        if best is None or index < best[0]:
+            best = (index, nid, outs[0])
+    if best is None:
+        return []
+    index, nid, row = best
+    n = graph.node(nid)
+    return [Finding("precision", "first-difference", "error", nid, n.op_type, n.module, index,
+                    f"{row.target.name}: the first output, in execution order, whose checksum differs while the op's "
+                    "inputs match; an md5 dump cannot say by how much", attribution="introduced",
+                    metrics={"tensor": row.target.name},
+                    hint="dump this op with task statistics or tensor to measure the difference")]
 
 
 def _differs(row: Row) -> bool:
@@ -362,7 +472,7 @@ def summarize(ranks: Sequence[RankCompare]) -> dict[str, Any]:
     if firsts:
         index, rank, f = min(firsts, key=lambda x: (x[0], x[1]))
         summary.update(first_rank=rank, first_node=f.node, first_index=index, first_severity=f.severity,
-                       first_kind=f.kind)
+                       first_kind=f.kind, first_module=f.module)
     if len(ranks) > 2:
         summary["outliers"] = _outliers(ranks)
     return summary
@@ -387,3 +497,70 @@ def _outliers(ranks: Sequence[RankCompare]) -> list[dict[str, Any]]:
                 out.append({"rank": rank, "node": node, "error": e, "median": med})
     return sorted(out, key=lambda d: -d["error"])[:50]
 
+
+# -- pairing and what did not pair -----------------------------------------------------------------
+
+UNMATCHED_SHARE = 0.1  # over this share of either side unmatched, the compare leads with it
+UNMATCHED_HINT = ("names differ between the dumps: map them with --api-mapping (MindSpore Mint/Functional to "
+                  "torch), --cell-mapping (Cell to Module), --layer-mapping or --data-mapping (msprobe's YAML "
+                  "files), or --fuzzy to pair calls in order")
+
+
+def _pair(td: Path, gd: Path, th: Mapping[str, Any], gh: Mapping[str, Any], titems: list[Item], gitems: list[Item],
+          fuzzy: bool, opts: MappingOptions) -> list[Row]:
+    """Rows of one rank, paired by name or by the mapping options; two frameworks pair dtypes by family."""
+    tf, gf = str(th.get("framework") or ""), str(gh.get("framework") or "")
+    rename = renamer(opts, td, gd, list(dict.fromkeys(i.entry for i in titems)),
+                     list(dict.fromkeys(i.entry for i in gitems))) if opts.any else None
+    return compare_rows.match(titems, gitems, fuzzy=fuzzy, rename=rename, cross=bool(tf and gf and tf != gf),
+                                 check_dtype=opts.checks_dtype)
+
+
+def unmatched_finding(rank: str, um: Unmatched, node: Any = None) -> Finding:
+    """The warning a compare leads with when over a tenth of either side found nothing to compare with.
+
+    It sits on `node` (the first unmatched target operator, so the app can go there) when given.
+    """
+    names = ", ".join(um.first_target or um.first_golden)
+    more = um.target_records_unmatched - len(um.first_target)
+    where = (node.id, node.op_type, node.module, node.index) if node is not None else ("", "", "", -1)
+    return Finding("precision", "unmatched", "warning", *where,
+                   f"{rank}: {um.target_unmatched} of {um.target_rows} target rows and {um.golden_unmatched} of "
+                   f"{um.golden_rows} golden rows have nothing to compare with ({um.target_records_unmatched} "
+                   f"target records, first: {names}{f' and {more} more' if more > 0 else ''}); no verdict is "
+                   "given on them", metrics=um.to_json(), hint=UNMATCHED_HINT)
+
+
+def unmatched_view_rows(rows: Sequence[Row], golden_left: Sequence[Item]) -> list[list[Any]]:
+    """The app's unmatched rows: side, name, record, dtype and shape of every item that found no counterpart."""
+    out = [["target", r.target.name, r.target.entry, r.target.dtype, r.target.shape] for r in rows if r.golden is None]
+    out.extend(["golden", g.name, g.entry, g.dtype, g.shape] for g in golden_left)
+    return out
+
+
+def _account_unmatched(ranks: Sequence[RankCompare], lefts: Sequence[tuple[Unmatched, list[Item]]],
+                       summary: dict[str, Any], opts: MappingOptions) -> None:
+    """Put matched/unmatched counts on every rank, its run and the summary; warn where more than a tenth is left."""
+    totals = {"target_rows": 0, "target_unmatched": 0, "golden_rows": 0, "golden_unmatched": 0}
+    for rank, (um, gitems) in zip(ranks, lefts):
+        rank.unmatched = um
+        used = {id(r.golden) for r in rank.rows if r.golden is not None}
+        rank.inv.run.extra["precision_unmatched"] = {
+            "columns": ["side", "name", "record", "dtype", "shape"],
+            "rows": unmatched_view_rows(rank.rows, [g for g in gitems if id(g) not in used])}
+        for k in totals:
+            totals[k] += getattr(um, k)
+        extra = rank.inv.run.extra
+        extra["unmatched"] = um.to_json()
+        extra["mappings"] = {k: str(v) for k in ("data", "layer", "api", "cell") if (v := getattr(opts, k))}
+        if um.share > UNMATCHED_SHARE:
+            graph = rank.inv.graph
+            first = next((r.node for r in rank.rows if r.golden is None and r.node and r.node in graph
+                          and not graph.node(r.node).is_placeholder), None)
+            rank.inv.add_findings([unmatched_finding(rank.rank, um, graph.node(first) if first else None)])
+    summary["unmatched"] = totals
+    summary["unmatched_share"] = max((um.share for um, _g in lefts), default=0.0)
+    shown = CompareResult(list(ranks), summary).investigation  # what the CLI gates and the app shows
+    others = [f for r in ranks if r.inv is not shown for f in r.inv.findings if f.kind == "unmatched"]
+    shown.add_findings(Finding(f.check, f.kind, f.severity, "", "", "", -1, f.message, metrics=f.metrics,
+                               hint=f.hint) for f in others)  # other ranks' graphs differ: no node here

@@ -2,8 +2,9 @@
 
 Rows come in dump.json order (inputs, parameters, outputs of each record, then parameter
 gradients), one per per-tensor name, with the same names msprobe's CSV uses; `match` pairs them
-exactly or, with `fuzzy`, by name without call index in call order. Tensor leaves are parsed by
-`msprobe.parse_leaves`; this module only orders them and pairs them.
+exactly, with `fuzzy` by name without call index in call order, or through a mapping's `rename`
+(`readers/msprobe/mapping.py`); `unmatched` counts what found no counterpart on each side. Tensor
+leaves are parsed by `msprobe.parse_leaves`; this module only orders them and pairs them.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from ascend_tui.checks.precision import N_A, UNSUPPORTED, StatsMetrics, TensorMe
 from ascend_tui.errors import InputError
 from ascend_tui.readers.msprobe.dump import parse_leaves
 from ascend_tui.readers.msprobe.graph import API_NAME, MODULE_NAME, PARAM_GRAD, Leaf
+from ascend_tui.readers.msprobe.mapping import Rename, canonical_dtype, compatible_dtypes
 
-COMPATIBLE = frozenset({"float16", "float32", "bfloat16"})
 BASIC = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
          "NPU Requires_grad", "Bench Requires_grad"]
 TENSOR_INDEX = ["Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
@@ -58,11 +59,13 @@ class Item:
     type_name: str = ""
     requires_grad: Any = None
     raw_stats: tuple[Any, ...] = ()
+    raw_dtype: str = ""
 
     @property
     def dtype(self) -> str:
+        """The dtype as this side's dump spells it (`torch.bfloat16`, MindSpore's `BFloat16`)."""
         if self.leaf is not None:
-            return f"torch.{self.leaf.meta.dtype}"
+            return self.raw_dtype or f"torch.{self.leaf.meta.dtype}"
         return f"<class '{self.type_name}'>" if self.is_scalar else N_A
 
     @property
@@ -84,6 +87,7 @@ class Row:
     attribution: str = ""
     node: str | None = None
     slot: int = -1
+    band: Any = None  # offline.compare's RowBand: this row's error against its dtype band
 
 
 # -- rows of one dump ------------------------------------------------------------------------------
@@ -104,7 +108,8 @@ def _walk(value: Any, name: str, entry: str, section: str, path: Path, out: list
         leaves: list[Leaf] = []
         parse_leaves(value, name, path, leaves, {})
         out.append(Item(name, entry, section, leaves[0], requires_grad=value.get("requires_grad"),
-                        raw_stats=tuple(value.get(k) for k in ("Max", "Min", "Mean", "Norm"))))
+                        raw_stats=tuple(value.get(k) for k in ("Max", "Min", "Mean", "Norm")),
+                        raw_dtype=str(value["dtype"])))
     elif "type" in value or "class_type" in value:
         out.append(Item(name, entry, section, value=value.get("value"), is_scalar=True,
                         type_name=str(value.get("type", value.get("class_type", ""))).removeprefix("<class '")))
@@ -128,7 +133,8 @@ def items_of(data: Mapping[str, Any], path: Path) -> list[Item]:
         if not (MODULE_NAME.match(name) or API_NAME.match(name)):
             continue
         if name.endswith("forward") or ".forward." in name:
-            for i, v in enumerate(record.get("input_args") or ()):
+            args = record.get("input_args") if "input_args" in record else record.get("input")  # older dumps: "input"
+            for i, v in enumerate(args or ()):
                 _walk(v, f"{name}.input.{i}", name, "input", path, out)
             for k, v in (record.get("input_kwargs") or {}).items():
                 _walk(v, f"{name}.input.{k}", name, "input", path, out)
@@ -175,32 +181,89 @@ def fuzzy_key(entry: str) -> str:
     return entry
 
 
-def _compatible(a: Item, b: Item) -> bool:
+def _compatible(a: Item, b: Item, cross: bool = False) -> bool:
     if a.leaf is None or b.leaf is None:
         return a.dtype == b.dtype
-    da, db = a.leaf.meta.dtype, b.leaf.meta.dtype
-    return da == db or (da in COMPATIBLE and db in COMPATIBLE)
+    return compatible_dtypes(a.leaf.meta.dtype, b.leaf.meta.dtype, cross)
 
 
-def match(target: Sequence[Item], golden: Sequence[Item], *, fuzzy: bool = False) -> list[Row]:
-    """Rows for every target item, paired with the golden item of the same name (msprobe's outer join)."""
+def match(target: Sequence[Item], golden: Sequence[Item], *, fuzzy: bool = False, rename: Rename | None = None,
+          cross: bool = False, check_dtype: bool = True) -> list[Row]:
+    """Rows for every target item, paired with the golden item of the same name (msprobe's outer join).
+
+    `rename` (a mapping from `mapping.renamer`) gives the golden name to look for instead, None for
+    none; `cross` pairs dtypes of one family across frameworks (MindSpore Int32 with torch.int64, as
+    msprobe does); `check_dtype=False` pairs whatever the dtypes (msprobe's data and layer mappings).
+    """
     t_names = renumber_backward(dict.fromkeys(i.entry for i in target))
     g_names = renumber_backward(dict.fromkeys(i.entry for i in golden))
-    if fuzzy:
+    if fuzzy and rename is None:
         t_entry = _fuzzy_pairs(list(t_names), list(g_names))
         suffix = {i.name: i.name[len(i.entry):] for i in golden}
         g_by = {(i.entry, suffix[i.name]): i for i in golden}
         pick = lambda i: g_by.get((t_entry.get(i.entry, ""), i.name[len(i.entry):]))  # noqa: E731
+    elif rename is not None:
+        g_any = {i.name: i for i in golden}
+        g_any.update({g_names[i.entry] + i.name[len(i.entry):]: i for i in golden})
+
+        def pick(i: Item) -> Item | None:
+            name = rename(i.name, i.entry, i.section)
+            return g_any.get(name) if name is not None else None
     else:
         g_by_name = {g_names[i.entry] + i.name[len(i.entry):]: i for i in golden}
         pick = lambda i: g_by_name.get(t_names[i.entry] + i.name[len(i.entry):])  # noqa: E731
     rows: list[Row] = []
     for item in target:
         g = pick(item)
-        if g is not None and not _compatible(item, g):
+        if g is not None and check_dtype and not _compatible(item, g, cross):
             g = None
         rows.append(Row(item, g))
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Unmatched:
+    """How much of each side found no counterpart: rows (tensors and values) and records (APIs and modules)."""
+
+    target_rows: int
+    target_unmatched: int
+    golden_rows: int
+    golden_unmatched: int
+    target_records: int
+    target_records_unmatched: int
+    golden_records: int
+    golden_records_unmatched: int
+    first_target: tuple[str, ...] = ()
+    first_golden: tuple[str, ...] = ()
+
+    @property
+    def share(self) -> float:
+        """The larger unmatched share of the two sides' rows (0 when both are empty)."""
+        shares = [u / n for u, n in ((self.target_unmatched, self.target_rows),
+                                     (self.golden_unmatched, self.golden_rows)) if n]
+        return max(shares, default=0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": {"rows": self.target_rows, "unmatched": self.target_unmatched,
+                           "records": self.target_records, "records_unmatched": self.target_records_unmatched,
+                           "first_unmatched": list(self.first_target)},
+                "golden": {"rows": self.golden_rows, "unmatched": self.golden_unmatched,
+                           "records": self.golden_records, "records_unmatched": self.golden_records_unmatched,
+                           "first_unmatched": list(self.first_golden)}}
+
+
+def unmatched(rows: Sequence[Row], golden: Sequence[Item], first: int = 5) -> Unmatched:
+    """Matched and unmatched counts per side of a compare; the first unmatched records of each side by name."""
+    used = {id(r.golden) for r in rows if r.golden is not None}
+    t_matched = {r.target.entry for r in rows if r.golden is not None}
+    g_matched = {g.entry for g in golden if id(g) in used}
+    t_entries = list(dict.fromkeys(r.target.entry for r in rows))
+    g_entries = list(dict.fromkeys(g.entry for g in golden))
+    t_left = [e for e in t_entries if e not in t_matched]
+    g_left = [e for e in g_entries if e not in g_matched]
+    return Unmatched(len(rows), sum(1 for r in rows if r.golden is None), len(golden),
+                     sum(1 for g in golden if id(g) not in used), len(t_entries), len(t_left), len(g_entries),
+                     len(g_left), tuple(t_left[:first]), tuple(g_left[:first]))
 
 
 def _fuzzy_pairs(t_entries: list[str], g_entries: list[str]) -> dict[str, str]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ascend_tui.checks.memory_log import findings_from_events, hidden_error_findings, match_kernel, prepare_events
-from ascend_tui.readers.sanitizer.log import (SanitizerLog, hidden_errors, log_extra, log_investigation, summaries_of,
-                                              tools_title)
+from ascend_tui.readers.sanitizer.investigation import log_extra, log_investigation, summaries_of, tools_title
+from ascend_tui.readers.sanitizer.log import SanitizerLog, hidden_errors
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ascend_tui.errors import InputError
+from ascend_tui.errors import AscendTuiError, InputError
 from ascend_tui.readers.base import Reader
 
 if TYPE_CHECKING:
@@ -44,10 +44,24 @@ class LazyReader:
         return getattr(importlib.import_module(module), attr)
 
     def sniff(self, path: Path) -> bool:
-        return bool(self.reader().sniff(path))
+        if not self.plugin:
+            return bool(self.reader().sniff(path))
+        return bool(self._foreign("sniff", path, self.reader().sniff, path))
 
     def load(self, path: Path, **kwargs: Any) -> Investigation:
-        return self.reader().load(path, **kwargs)
+        if not self.plugin:
+            return self.reader().load(path, **kwargs)
+        return self._foreign("load", path, self.reader().load, path, **kwargs)
+
+    def _foreign(self, what: str, path: Path, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a plug-in's code: its own `InputError`s pass, anything else it raises is one naming it."""
+        try:
+            return fn(*args, **kwargs)
+        except AscendTuiError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - foreign code may raise anything
+            raise InputError(path, f"the {self.name!r} plug-in's {what} failed "
+                                   f"({type(exc).__name__}: {exc})") from None
 
     @property
     def streams(self) -> bool:
@@ -58,8 +72,9 @@ READERS: list[LazyReader] = [
     LazyReader("investigation", "ascend_tui.readers.native:INVESTIGATION_READER"),
     LazyReader("graph", "ascend_tui.readers.native:GRAPH_READER"),
     LazyReader("msprobe dump", "ascend_tui.readers.msprobe.dump:READER"),
+    LazyReader("msprobe compare result", "ascend_tui.readers.msprobe.compare_result:READER"),
     LazyReader("msprobe overflow_check", "ascend_tui.readers.msprobe.overflow:READER"),
-    LazyReader("sanitizer log", "ascend_tui.readers.sanitizer.log:READER"),
+    LazyReader("sanitizer log", "ascend_tui.readers.sanitizer.investigation:READER"),
     LazyReader("profiler", "ascend_tui.readers.profiler.ascend_pt:READER"),
     LazyReader("msprof op", "ascend_tui.readers.profiler.msprof_op:READER"),
     LazyReader("profiler memory", "ascend_tui.readers.profiler.memory:READER"),

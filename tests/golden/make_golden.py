@@ -30,6 +30,7 @@ P = f"{F}/profiler"
 S = f"{F}/sanitizer"
 G = f"{F}/graphs"
 DATA = "$ROOT/tests/data"
+X = f"{F}/peer/Ascend__msprobe/test/msprobe_test/mindspore_ut/compare/dump_file"  # msprobe's MindSpore/PyTorch pair
 
 # name -> argv; `$OUT/x` names an output file the case writes and the golden file records.
 CASES: dict[str, list[str]] = {
@@ -59,6 +60,12 @@ CASES: dict[str, list[str]] = {
     "compare_statistics": ["compare", f"{M}/dump_statistics_fp32", f"{M}/dump_fp32", "-q", "--no-replay",
                            "--workers", "1", "--json", "$OUT/r.json"],
     "compare_bad_threshold": ["compare", f"{M}/dump_bf16", f"{M}/dump_fp32", "-q", "--threshold", "cosine"],
+    "compare_ms_vs_pt": ["compare", f"{X}/mindspore_data", f"{X}/pytorch_data", "-q", "--no-replay", "--json",
+                         "$OUT/r.json", "--fail-on", "warning"],
+    "compare_ms_vs_pt_layer_mapping": ["compare", f"{X}/mindspore_data", f"{X}/pytorch_data", "-q", "--no-replay",
+                                       "--layer-mapping", f"{X}/layer_mapping.yaml", "--csv", "$OUT/c.csv"],
+    "check_msprobe_compare_csv": ["check", f"{M}/msprobe_output/compare_tensor_bf16_vs_fp32.csv", "-q", "--json",
+                                  "$OUT/r.json"],
     # profile
     "profile_level0": ["profile", f"{P}/level0_2025-01", "-q", "--json", "$OUT/r.json"],
     "profile_level1": ["profile", f"{P}/level1_2025-01", "-q", "--json", "$OUT/r.json"],

@@ -17,6 +17,7 @@ from textual.widgets import Header, Static
 
 from ascend_tui import fmt
 from ascend_tui.app.screens.check_view import CheckView
+from ascend_tui.app.widgets.charts import BandChart
 from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 
@@ -31,6 +32,10 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("result", "result", False), ("attribution", "attribution", False),
 )
 _TONE: dict[str, Tone] = {"error": "error", "warning": "warning"}
+# The rows that found no counterpart (`run.extra["precision_unmatched"]`, written by the offline compare).
+UNMATCHED = "precision_unmatched"
+UNMATCHED_COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+    ("side", "side", 7), ("name", "unmatched tensor", None), ("dtype", "dtype", 16), ("shape", "shape", 18))
 
 
 def table(inv: Investigation) -> list[dict[str, Any]]:
@@ -40,6 +45,32 @@ def table(inv: Investigation) -> list[dict[str, Any]]:
         return []
     cols = list(raw.get("columns") or [])
     return [dict(zip(cols, r)) for r in raw["rows"] if isinstance(r, list) and len(r) == len(cols)]
+
+
+def growth(inv: Investigation) -> dict[str, Any]:
+    """The compare's error-growth profile (points in execution order, the dtype's u), or {} when dtypes matched."""
+    raw = (inv.run.extra or {}).get(CHECK)
+    g = raw.get("growth") if isinstance(raw, dict) else None
+    return g if isinstance(g, dict) and isinstance(g.get("points"), list) and g["points"] else {}
+
+
+def unmatched_table(inv: Investigation) -> list[dict[str, Any]]:
+    """The compare's unmatched rows (side, name, record, dtype, shape) as dicts; empty when every row paired."""
+    raw = (inv.run.extra or {}).get(UNMATCHED)
+    if not isinstance(raw, dict) or not isinstance(raw.get("rows"), list):
+        return []
+    cols = list(raw.get("columns") or [])
+    return [dict(zip(cols, r)) for r in raw["rows"] if isinstance(r, list) and len(r) == len(cols)]
+
+
+def unmatched_summary(inv: Investigation) -> str:
+    """' · N of M target rows and K of L golden rows unmatched' from the run, or '' when not known."""
+    u = (inv.run.extra or {}).get("unmatched")
+    if not isinstance(u, dict) or not isinstance(u.get("target"), dict) or not isinstance(u.get("golden"), dict):
+        return ""
+    t, g = u["target"], u["golden"]
+    return (f" · unmatched: {fmt.count(t.get('unmatched', 0))} of {fmt.count(t.get('rows', 0))} target rows, "
+            f"{fmt.count(g.get('unmatched', 0))} of {fmt.count(g.get('rows', 0))} golden (u lists them)")
 
 
 def _number(v: Any) -> float:
@@ -77,6 +108,7 @@ class PrecisionScreen(CheckView):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "back", id="view.close"),
         Binding("i", "toggle_introduced", "introduced only", id="precision.introduced"),
+        Binding("u", "toggle_unmatched", "unmatched rows", id="precision.unmatched"),
         *[Binding(str(i + 1), f"sort({i})", f"sort by {label}", id=f"precision.sort-{key}", show=i < 2)
           for i, (key, label, _n) in enumerate(COLUMNS)],
     ]
@@ -92,14 +124,23 @@ class PrecisionScreen(CheckView):
         self.sort_column: int | None = None
         self.descending = False
         self.introduced_only = False
+        self.unmatched = unmatched_table(inv)
+        self.show_unmatched = False
 
     @classmethod
     def available(cls, inv: Investigation | None) -> bool:
-        return inv is not None and (bool(table(inv)) or super().available(inv))
+        return inv is not None and (bool(table(inv)) or bool(unmatched_table(inv)) or super().available(inv))
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(self._summary(), id="precision-summary", markup=False)
+        g = growth(self.inv)
+        if g:
+            points = g["points"]
+            yield BandChart([_number(p.get("units")) for p in points], float(g.get("op_band_units", 8.0)),
+                            title=f"relative error in units of {g.get('dtype')}'s u, by execution position",
+                            x_first=f"#{points[0].get('index')}", x_last=f"#{points[-1].get('index')}",
+                            id="precision-growth")
         yield RowTable(self._columns(), self._rows(), empty="no compared tensors", id="precision-table")
         yield Static("", id="precision-status", markup=False)
         yield KeyFooter(compact=True)
@@ -119,11 +160,17 @@ class PrecisionScreen(CheckView):
         bad = sum(1 for r in self.records if r.get("result") == "error")
         first = f" · first introduced: {introduced[0].node}" if introduced else ""
         golden = self.inv.run.reference or "reference"
-        return (f"target {self.inv.run.dtype} vs {golden} · {fmt.plural(len(self.records), 'tensor')} compared, "
-                f"{fmt.count(bad)} over the error threshold · {len(introduced)} introduced, "
-                f"{inherited} inherited{first}")
+        raw = (self.inv.run.extra or {}).get(CHECK) or {}
+        total = raw.get("rows_total") if isinstance(raw, dict) else None
+        of = f" (of {fmt.count(total)} rows; the rest are scalars, None or unmatched)" \
+            if isinstance(total, int) and total > len(self.records) else ""
+        return (f"target {self.inv.run.dtype} vs {golden} · {fmt.plural(len(self.records), 'tensor')} compared{of}, "
+                f"{fmt.count(bad)} in error · {len(introduced)} introduced, "
+                f"{inherited} inherited{first}{unmatched_summary(self.inv)}")
 
     def _columns(self) -> list[Column]:
+        if self.show_unmatched:
+            return [Column(label, width, grow=width is None) for _k, label, width in UNMATCHED_COLUMNS]
         cols = []
         for i, (_key, label, numeric) in enumerate(COLUMNS):
             mark = ("▼" if self.descending else "▲") if self.sort_column == i else ""
@@ -132,6 +179,9 @@ class PrecisionScreen(CheckView):
         return cols
 
     def _rows(self) -> list[Row]:
+        if self.show_unmatched:
+            return [Row(tuple(str(r.get(k, "")) for k, _l, _w in UNMATCHED_COLUMNS),
+                        tone="muted" if r.get("side") == "golden" else "warning", data=r) for r in self.unmatched]
         records = [r for r in self.records if not self.introduced_only or r.get("attribution") == "introduced"]
         if self.sort_column is not None:
             key, _label, numeric = COLUMNS[self.sort_column]
@@ -161,10 +211,15 @@ class PrecisionScreen(CheckView):
     def _update_status(self, table_: RowTable) -> None:
         position, total = table_.position()
         shown = "introduced only · " if self.introduced_only else ""
+        if self.show_unmatched:
+            self.query_one("#precision-status", Static).update(
+                f"unmatched rows: {fmt.count(len(self.unmatched))} · u compared rows · esc back")
+            return
         if not total:
             text = f"{shown}nothing to show · i all rows · esc back"
         else:
-            text = (f"{shown}row {position} of {total} · 1-8 sort · i introduced only · enter focuses the op "
+            more = " · u unmatched rows" if self.unmatched else ""
+            text = (f"{shown}row {position} of {total} · 1-8 sort · i introduced only{more} · enter focuses the op "
                     f"on the graph · esc back")
         self.query_one("#precision-status", Static).update(text)
 
@@ -186,6 +241,10 @@ class PrecisionScreen(CheckView):
 
     def action_toggle_introduced(self) -> None:
         self.introduced_only = not self.introduced_only
+        self._refresh()
+
+    def action_toggle_unmatched(self) -> None:
+        self.show_unmatched = not self.show_unmatched
         self._refresh()
 
     def action_close(self) -> None:

@@ -17,6 +17,7 @@ from ascend_tui.errors import InputError
 from ascend_tui.evidence import TensorMeta
 from ascend_tui.readers.parse.pbtext import Message, first, parse, repeated
 from ascend_tui.readers.base import FunctionReader, head
+from ascend_tui.readers.parse.skipped import Skipped, report as report_skips
 from ascend_tui.graph.ids import IdMinter
 from ascend_tui.graph.opgraph import NodeKind, OpGraph, OpNode, op_node
 from ascend_tui.investigation import Investigation, RunInfo
@@ -45,6 +46,16 @@ _KINDS: dict[str, NodeKind] = {"Data": "input", "RefData": "input", "PlaceHolder
                                "Const": "const", "Constant": "const", "Variable": "param", "VariableV2": "param",
                                "NetOutput": "output", "End": "output"}
 _SCALAR_ATTR_LIMIT = 32
+
+
+_OPSET_SUFFIX = re.compile(r"^(?P<op>[A-Za-z][A-Za-z0-9]*?[A-Za-z])V(?P<v>[1-9]\d)$")
+
+
+def op_family(ge_type: str) -> str:
+    """One op type for the opset versions GE appends to ops it parsed from ONNX (`ResizeV14`, `ResizeV18` ->
+    `Resize`); GE's own one-digit versions are different operators and stay (`MatMulV2`, `MatMulV3`, `PadV3`)."""
+    m = _OPSET_SUFFIX.match(ge_type)
+    return m.group("op") if m else ge_type
 
 
 def dtype_name(value: Any) -> str:
@@ -119,12 +130,20 @@ def tensor_desc(desc: Any) -> tuple[TensorMeta | None, dict[str, Any]]:
     return meta, facts
 
 
+_JSON_GRAPH = re.compile(rb'"graph"\s*:\s*\[\s*\{')
+_JSON_HEAD = 65536  # the model's own attr list (task names) comes before "graph" and can be long
+
+
 def sniff(path: Path) -> bool:
-    """`ge_proto_<seq>_<stage>.txt`, or a text file that starts like a GE ModelDef (`graph {` then `name:`)."""
+    """`ge_proto_<seq>_<stage>.txt`, a text file that starts like a GE ModelDef (`graph {` then `name:`), or the
+    ModelDef as JSON (`atc --mode=1` of an .om, GE's own field names)."""
     if not path.is_file():
         return False
     if _FILE_NAME.match(path.name):
         return True
+    if path.suffix == ".json":
+        start = head(path, _JSON_HEAD)
+        return start.lstrip().startswith(b"{") and _JSON_GRAPH.search(start) is not None and b'"op"' in start
     if path.suffix not in (".txt", ".pbtxt", ".prototxt"):
         return False
     return re.match(rb"\s*(?:#[^\n]*\n\s*)*graph\s*\{\s*name\s*:", head(path, 512)) is not None
@@ -140,6 +159,20 @@ def read_text(path: Path) -> str:
         raise InputError(path, "binary data, expected GE graph dump text (DUMP_GE_GRAPH writes ge_proto_*.txt; "
                                "an .om or binary .pb needs `atc --mode=1` first)")
     return data.decode("utf-8", errors="replace")
+
+
+def _json_model(path: Path, text: str) -> Message:
+    """The ModelDef of `atc --mode=1` JSON: the message tree with protobuf's own field names, as `parse` gives."""
+    import json
+
+    try:
+        model = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON: {exc.msg}", where=f"{exc.lineno}:{exc.colno}") from None
+    if not isinstance(model, dict) or not isinstance(model.get("graph"), list):
+        raise InputError(path, "not a GE graph as JSON (expected an object with a 'graph' list, as `atc --mode=1` "
+                               "writes)")
+    return model
 
 
 class _GeBuilder:
@@ -160,6 +193,7 @@ class _GeBuilder:
         self.controls: dict[str, list[str]] = {}
         self.unresolved: list[str] = []
         self.subgraph_links = 0
+        self.skipped = Skipped(str(path))
 
     def build(self, progress: Progress | None) -> OpGraph:
         graphs = [g for g in repeated(self.model, "graph") if isinstance(g, dict)]
@@ -172,13 +206,16 @@ class _GeBuilder:
         ops: list[tuple[str, Message, str]] = []
         for g in graphs:
             gname = str(first(g, "name", ""))
-            for op in repeated(g, "op"):
-                if not isinstance(op, dict) or "name" not in op:
-                    raise InputError(self.path, f"graph {gname!r}: an op without a name")
+            for k, op in enumerate(repeated(g, "op")):
+                if not isinstance(op, dict) or "name" not in op:  # skipped and counted, the rest still reads
+                    self.skipped.record(k + 1, f"graph {gname!r}: op {k + 1} has no name")
+                    continue
                 ops.append((gname, op, self.add_node(gname, op, len(self.nodes))))
                 if progress is not None and (len(self.nodes) & 4095) == 0:
                     check_cancel(self.cancel, "loading the GE dump was cancelled")
                     progress("building graph", len(self.nodes), total)
+        if not ops:
+            raise InputError(self.path, f"no usable op: all {self.skipped.records} have no name")
         for gname, op, nid in ops:
             self.wire(gname, op, nid)
         self.attach_controls()
@@ -188,7 +225,8 @@ class _GeBuilder:
         return graph
 
     def add_node(self, gname: str, op: Message, index: int) -> str:
-        name, op_type = str(first(op, "name")), str(first(op, "type", ""))
+        name, ge_type = str(first(op, "name")), str(first(op, "type", ""))
+        op_type = op_family(ge_type)
         attrs = attrs_of(op)
         module = name.rsplit("/", 1)[0].replace("/", ".") if "/" in name else ""
         nid = self.minter.mint(module, op_type or "op")
@@ -205,6 +243,8 @@ class _GeBuilder:
             outs.append(meta)
             out_facts.append(facts)
         info: dict[str, Any] = {"name": name, "graph": gname}
+        if ge_type != op_type:
+            info["ge_type"] = ge_type
         info["ge_id"] = int(first(op, "id", 0))  # proto3 leaves id 0 out
         self.by_ge_id.setdefault((gname, info["ge_id"]), nid)
         originals = attrs.get("_datadump_original_op_names")
@@ -226,7 +266,7 @@ class _GeBuilder:
             info["subgraphs"] = subgraphs
         info["ge_attrs"] = {k: v for k, v in attrs.items() if v is not None and not k.startswith("_datadump")
                             and (not isinstance(v, list) or len(v) <= _SCALAR_ATTR_LIMIT)}
-        kind = _KINDS.get(op_type, "op")
+        kind = _KINDS.get(ge_type, "op")
         self.nodes.append(op_node(nid, op_type, module, index, kind, tuple(ins), tuple(outs), None, "forward", "",
                                   info))
         if (gname, name) in self.by_name:
@@ -330,8 +370,8 @@ def _load(path: Path, progress: Progress | None, cancel: threading.Event | None)
     text = read_text(path)
     check_cancel(cancel, "loading the GE dump was cancelled")
     if progress is not None:
-        progress("parsing protobuf text", 0, None)
-    model = parse(text, path)
+        progress("parsing protobuf text" if not text.lstrip().startswith("{") else "parsing JSON", 0, None)
+    model = _json_model(path, text) if text.lstrip().startswith("{") else parse(text, path)
     del text
     builder = _GeBuilder(path, model, cancel)
     graph = builder.build(progress)
@@ -346,6 +386,7 @@ def _load(path: Path, progress: Progress | None, cancel: threading.Event | None)
                          "subgraph_links": builder.subgraph_links, "unresolved_inputs": len(builder.unresolved),
                          "model_attrs": {k: v for k, v in attrs_of(model).items() if not isinstance(v, list)},
                          "notes": notes})
+    report_skips(run.extra, [builder.skipped])
     return Investigation(graph, run=run)
 
 

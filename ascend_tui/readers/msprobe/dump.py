@@ -25,6 +25,7 @@ from ascend_tui.graph.ids import api_op
 from ascend_tui.graph.opgraph import OpGraph, read_json
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.readers.base import FunctionReader
+from ascend_tui.readers.msprobe.mapping import canonical_dtype
 
 _RANK_DIR = re.compile(r"^(?:rank|proc)(\d*)$")
 _STEP_DIR = re.compile(r"^step(\d+)$")
@@ -118,10 +119,15 @@ def read_construct(path: Path) -> dict[str, str | None]:
     if not path.exists():
         return {}
     raw = read_json(path)
+    if isinstance(raw, dict) and MICRO_STEPS in raw:  # Megatron dumps: {node: [parent, micro step], key: n}
+        raw = {k: v[0] if isinstance(v, list) and len(v) == 2 else v for k, v in raw.items() if k != MICRO_STEPS}
     if not isinstance(raw, dict) or not all(v is None or isinstance(v, str) for v in raw.values()):
         raise InputError(path, "not an msprobe construct.json (expected an object mapping each node to its "
                                "parent's name or null)")
     return raw
+
+
+MICRO_STEPS = "megatron_micro_step_number"
 
 
 def read_stacks(path: Path) -> dict[str, SourceLocation]:
@@ -196,7 +202,7 @@ def parse_leaves(value: Any, name: str, path: Path, tensors: list[Leaf], scalars
         raw = [value.get(k) for k in ("Max", "Min", "Mean", "Norm")]
         stats = None if all(v is None for v in raw) else tuple(_number(v, name, path) for v in raw)
         md5 = value.get("md5")
-        tensors.append(Leaf.make(name, TensorMeta(tuple(shape), dtype.removeprefix("torch.")), stats,
+        tensors.append(Leaf.make(name, TensorMeta(tuple(shape), canonical_dtype(dtype)), stats,
                                  str(md5) if md5 is not None else None, value.get("data_name")))
     elif "type" in value or "class_type" in value:
         if "value" in value and not isinstance(value["value"], (dict, list)):
@@ -216,13 +222,16 @@ def parse_entry(name: str, record: Any, path: Path) -> Entry | None:
     if not isinstance(record, dict):
         raise InputError(path, f"record {name!r} is {type(record).__name__}, expected an object")
     if m := MODULE_NAME.match(name):
-        entry = Entry(name, "module", m["cls"], f"Module.{m['cls']}", m["dir"], m["path"], m["cls"])
+        kind = name.split(".", 1)[0]  # Module (PyTorch) or Cell (MindSpore): the record says which
+        entry = Entry(name, "module", m["cls"], f"{kind}.{m['cls']}", m["dir"], m["path"], m["cls"])
     elif m := API_NAME.match(name):
         entry = Entry(name, "api", api_op(m["api"]), f"{m['prefix']}.{api_op(m['api'])}", m["dir"])
     else:
         return None
     entry.phase = entry.direction
     ins = ("input_args", "input_kwargs") if entry.direction == "forward" else ("input",)
+    if entry.direction == "forward" and "input_args" not in record and "input" in record:
+        ins = ("input", "input_kwargs")  # older dumps (and MindSpore cells) write a forward's inputs as "input"
     for key in ins:
         parse_leaves(record.get(key), f"{name}.input", path, entry.inputs, entry.scalars)
     parse_leaves(record.get("output"), f"{name}.output", path, entry.outputs, entry.scalars)
@@ -324,3 +333,15 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
 
 
 READER = FunctionReader("msprobe dump", sniff, load)
+
+
+def step_folders(path: Path) -> list[Path]:
+    """The step*/ folders of a dump root that hold a rank with a dump.json, in step order ([] for one step)."""
+    path = Path(path)
+    if not path.is_dir() or (path / "dump.json").is_file():
+        return []
+    try:
+        return [s for s in _numbered(path, _STEP_DIR)
+                if any((r / "dump.json").is_file() for r in _numbered(s, _RANK_DIR))]
+    except OSError as exc:
+        raise InputError(path, exc.strerror or str(exc)) from None

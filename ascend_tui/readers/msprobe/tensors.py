@@ -62,12 +62,36 @@ def open_tensor(path: str) -> Any:
     The torch-free memory-mapped reader first (`torch_pt`); `torch.load(weights_only=True, mmap=True)`
     for the files it does not handle.
     """
+    if path.endswith(".npy"):
+        return _NpyFlat(path)
     try:
         return torch_pt.open_tensor(path)
     except torch_pt.Unsupported:
         if not torch_available():
             raise InputError(path, NO_TORCH) from None
         return _TorchFlat(load_tensor(path))
+
+
+class _NpyFlat:
+    """A MindSpore dump's `.npy` tensor (numpy, memory-mapped, never unpickled), seen like `torch_pt.FlatTensor`."""
+
+    def __init__(self, path: str) -> None:
+        import numpy as np
+
+        try:
+            self.a = np.load(path, mmap_mode="r", allow_pickle=False)
+        except FileNotFoundError:
+            raise InputError(path, "tensor file named in dump.json is missing") from None
+        except (OSError, ValueError) as exc:
+            raise InputError(path, f"not a readable .npy tensor file ({exc})") from None
+        self.shape = tuple(self.a.shape)
+        self.numel = int(self.a.size)
+        self.compare_dtype = self.a.dtype
+
+    def chunks(self, size: int) -> Iterator[Any]:
+        flat = self.a.reshape(-1)
+        for start in range(0, self.numel, size):
+            yield flat[start:start + size]
 
 
 class _TorchFlat:

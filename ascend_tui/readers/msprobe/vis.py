@@ -10,6 +10,7 @@ the Bench side becomes the reference statistics, and the levels become findings.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 from pathlib import Path
@@ -22,10 +23,12 @@ from ascend_tui.evidence import Finding, SourceLocation, StatsTable
 from ascend_tui.readers.msprobe.dump import build, dominant_dtype, parse_leaves, source_from_lines
 from ascend_tui.readers.msprobe.graph import Leaf, stats_rows
 from ascend_tui.readers.base import FunctionReader
+from ascend_tui.readers.parse import sqlite_ro
+from ascend_tui.readers.parse.compressed import head as compressed_head, open_text
+from ascend_tui.readers.parse.skipped import Skipped, report as report_skips
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.progress import Progress, check_cancel
 
-_MAGIC = b"SQLite format 3\x00"
 _METRICS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
             "Five Thousandths Err Ratio", "KLD", "Max diff", "Min diff", "Mean diff", "L2norm diff",
             "MaxRelativeErr", "Requires_grad Consistent", "Result")
@@ -35,36 +38,66 @@ _GROUP = "Apis_Between_Modules."
 
 
 def sniff(path: Path) -> bool:
-    """A `*.vis.db` file that starts with the SQLite header."""
+    """A `*.vis.db` file that starts with the SQLite header, or an older `*.vis` JSON graph."""
+    if path.name.endswith(".vis") and path.is_file():
+        return compressed_head(path, 64).lstrip().startswith(b"{")
     if not path.name.endswith(".vis.db") or not path.is_file():
         return False
-    try:
-        with path.open("rb") as fh:
-            return fh.read(16) == _MAGIC
-    except OSError:
-        return False
+    return sqlite_ro.is_sqlite(path)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _read_vis_json(path: Path) -> tuple[Any, list[Any], list[Any], dict[Any, Any]]:
+    """What `_read` gives for a database, from the JSON graph_visualize wrote before `.vis.db`:
+    `{"node": {...}, "root": ...}` for one graph, `{"NPU": {...}, "Bench": {...}}` for a compare."""
     try:
-        with path.open("rb") as fh:
-            if fh.read(16) != _MAGIC:
-                raise InputError(path, "not an SQLite database (graph_visualize writes *.vis.db with SQLite)")
-        conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
-        tables = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
-    except sqlite3.DatabaseError as exc:
-        raise InputError(path, f"unreadable SQLite database ({exc})") from None
-    except OSError as exc:
-        raise InputError(path, exc.strerror or str(exc)) from None
-    if "tb_nodes" not in tables:
-        conn.close()
+        with open_text(path, encoding="utf-8", newline=None) as fh:
+            data = json.load(fh)
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not a text file (byte {exc.start} is not UTF-8)") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON: {exc.msg}", where=f"{exc.lineno}:{exc.colno}") from None
+    except (OSError, EOFError) as exc:
+        raise InputError(path, str(exc) or "unreadable file") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "not a graph_visualize .vis file (expected a JSON object with 'node' or 'NPU')")
+    sides = [("NPU", data["NPU"]), ("Bench", data.get("Bench"))] if isinstance(data.get("NPU"), dict) else \
+        [("NPU", data)]
+    rows: list[Any] = []
+    stacks: dict[Any, Any] = {}
+    skipped = Skipped(str(path))
+    for source, graph in sides:
+        nodes = graph.get("node") if isinstance(graph, dict) else None
+        if not isinstance(nodes, dict):
+            if source == "NPU":
+                raise InputError(path, "not a graph_visualize .vis file: no 'node' table")
+            continue
+        for k, (name, node) in enumerate(nodes.items(), start=1):
+            if not isinstance(node, dict):
+                skipped.record(k, f"{source} node {name!r} is {type(node).__name__}, not an object")
+                continue
+            info = node.get("data") if isinstance(node.get("data"), dict) else {}
+            stack = node.get("stack_info")
+            if stack and source == "NPU":
+                stacks[name] = source_from_lines(stack if isinstance(stack, list) else [str(stack)])
+            up = node.get("upnode")
+            rows.append((str(node.get("id") or name), node.get("node_type"), None if up in ("None", "") else up,
+                         info.get("precision_index"), info.get("overflow_level"), name if stack else None,
+                         node.get("input_data") or {}, node.get("output_data") or {}, source))
+    skipped.refuse_if_empty(len(rows))
+    graph_type = "compare" if len(sides) == 2 and sides[1][1] else "build"
+    return (graph_type, str(data.get("task", "")), 0, skipped), [(0, 0)], rows, stacks
+
+
+def _check_tables(path: Path, conn: sqlite3.Connection) -> None:
+    if "tb_nodes" not in sqlite_ro.tables(conn):
         raise InputError(path, "SQLite database without tb_nodes (not msprobe graph_visualize output)")
-    return conn
 
 
 def _json(text: Any, default: Any) -> Any:
     if not text:
         return default
+    if isinstance(text, (dict, list)):  # the older .vis JSON holds the values themselves
+        return text
     try:
         return json.loads(text)
     except (TypeError, ValueError):
@@ -131,7 +164,19 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     path = Path(path)
     if progress is not None:
         progress("reading graph_visualize database", 0, None)
-    conn = _connect(path)
+    if path.name.endswith(".vis"):
+        config, runs, rows, stacks = _read_vis_json(path)
+    else:
+        with sqlite_ro.connect(path) as conn:  # opened so that no -shm/-wal is left beside the input
+            _check_tables(path, conn)
+            config, runs, rows, stacks = _read(path, conn)
+    check_cancel(cancel, "loading the graph_visualize database was cancelled")
+    step, rank = runs[0]
+    return _investigation(path, config, runs, rows, stacks, step, rank, progress, cancel)
+
+
+def _read(path: Path, conn: sqlite3.Connection) -> tuple[Any, list[Any], list[Any], dict[Any, Any]]:
+    """(tb_config row, (step, rank) pairs, the first pair's tb_nodes rows, stacks by id)."""
     try:
         config = conn.execute("select graph_type, task, overflow_check from tb_config").fetchone() or ("", "", 0)
         runs = conn.execute("select distinct step, rank from tb_nodes order by step, rank").fetchall()
@@ -146,9 +191,12 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                   conn.execute("select id, stack_info from tb_stack")} if _has_table(conn, "tb_stack") else {}
     except sqlite3.DatabaseError as exc:
         raise InputError(path, f"tb_nodes is not in graph_visualize's layout ({exc})") from None
-    finally:
-        conn.close()
-    check_cancel(cancel, "loading the graph_visualize database was cancelled")
+    return config, runs, rows, stacks
+
+
+def _investigation(path: Path, config: Any, runs: list[Any], rows: list[Any], stacks: dict[Any, Any], step: Any,
+                   rank: Any, progress: Progress | None, cancel: threading.Event | None) -> Investigation:
+    """The investigation of one step and rank's tb_nodes rows."""
     npu = [r for r in rows if r[8] != "Bench"]
     bench = [r for r in rows if r[8] == "Bench"]
     up = {r[0]: r[2] for r in npu}
@@ -176,6 +224,8 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
         raise InputError(path, f"no API or module nodes for step {step}, rank {rank}")
     built = build(data, construct, sources, path, progress, cancel)
     graph = built.graph
+    if not len(graph) and npu:
+        graph = _tree_graph(npu, construct, sources, graph)  # names msprobe's builder does not parse
     by_record = {str((n.attrs or {}).get("msprobe")): n for n in graph if n.attrs and "msprobe" in n.attrs}
     findings: list[Finding] = []
     for name, _type, _up, precision, overflow, _sid, _in, output_data, _src in npu:
@@ -208,8 +258,30 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                          "runs": [list(r) for r in runs], "edges": dict(built.match_counts),
                          "notes": [f"{len(runs)} step/rank graphs in the database; showing step {step}, rank {rank}"]
                          if len(runs) > 1 else []})
+    if len(config) > 3:  # the JSON form: its nodes that were not objects
+        report_skips(run.extra, [config[3]])
     graph.name = f"graph_visualize {path.name}"
     return Investigation(graph, stats=built.stats, reference=reference, findings=findings, run=run)
+
+
+def _tree_graph(npu: list[Any], construct: dict[str, str | None], sources: dict[str, SourceLocation],
+                graph: Any) -> Any:
+    """The node tree as it is when its names are not msprobe dump names: every leaf an operator, its module the
+    path of the nodes above it (no dataflow: such files carry none)."""
+    from ascend_tui.graph.node import OpNode
+
+    parents = {name for name in construct.values() if name}
+    for name, node_type, *_rest in npu:
+        if name not in construct or name in parents:
+            continue
+        chain: list[str] = []
+        up = construct.get(name)
+        while up and up not in chain:
+            chain.append(up)
+            up = construct.get(up)
+        graph.add_node(OpNode(id=name, op_type=re.sub(r"[._]\d+$", "", name) or name, module=".".join(reversed(chain)),
+                              index=len(graph), source=sources.get(name), attrs={"msprobe": name}))
+    return graph
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:

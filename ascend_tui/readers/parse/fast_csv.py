@@ -142,7 +142,8 @@ class Split:
         or a quote is left open.
 
         A record with more fields keeps its first `width`; one with fewer (but at least `need`) reads
-        the missing ones as empty cells.
+        the missing ones as empty cells. With `need == width` (strict) a record's extra fields must be
+        empty (a trailing comma), else None: the caller's slow path skips the odd record.
         """
         need = width if need is None else need
         size = len(buf)
@@ -183,6 +184,12 @@ class Split:
             if int(counts.min()) < need:
                 return None
             firsts = ends - counts + 1
+            long = np.flatnonzero(counts > width)
+            if need >= width and len(long):  # strict: extra cells must be empty (a trailing comma), not data
+                last = pos[firsts[long] + width - 1]  # where field `width` ends
+                gap = nl[long] - last - (buf[np.maximum(nl[long] - 1, 0)] == CR)
+                if not np.array_equal(gap, counts[long] - width):
+                    return None
             mat = pos[firsts[:, None] + np.minimum(np.arange(width)[None, :], counts[:, None] - 1)]
         else:
             mat = pos.reshape(records, width)

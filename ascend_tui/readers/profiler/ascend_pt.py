@@ -4,7 +4,7 @@ The folder reader owns the whole folder: kernel rows (kernel_details.csv / op_su
 task_time_*.csv), per-type sums (op_statistic), steps (step_trace_time), host ops
 (operator_details), API statistics, the timeline (trace_view.json / msprof_*.json, for module
 attribution and the overlap track when it is small enough to read), and the memory timeline, which
-`memory.py` reads. A lone kernel CSV or trace JSON opens too.
+`profiler_memory` reads. A lone kernel CSV or trace JSON opens too.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ascend_tui.errors import InputError
-from ascend_tui.readers.profiler import csv_tables, memory, trace
+from ascend_tui.readers.profiler import communication, csv_tables, db as profiler_db, framework_ops, memory, trace
 from ascend_tui.readers.profiler.investigation import merge_memory, profile_investigation
 from ascend_tui.readers.base import FunctionReader
+from ascend_tui.readers.parse.compressed import head as compressed_head, plain_name
+from ascend_tui.readers.parse.skipped import Skipped, report as report_skips
 from ascend_tui.progress import Progress
 from ascend_tui.graph.profile import Codes, KernelTable, Profile
 
@@ -45,15 +47,22 @@ def output_dir(path: Path) -> Path | None:
     prof = sorted(path.glob(f"PROF_*/{MSPROF_DIR}"))
     if prof:
         return prof[0]
-    if any((path / m).is_file() for m in MARKERS) or any(path.glob("op_summary*.csv")) or \
-            any(path.glob("op_statistic*.csv")):
+    if any((path / m).is_file() or (path / f"{m}.gz").is_file() for m in MARKERS) or \
+            any(path.glob("op_summary*.csv*")) or any(path.glob("op_statistic*.csv*")):
         return path
-    return None
+    found, _ = profiler_db.find(path)
+    return found.parent if found is not None else None
+
+
+def _text_export(folder: Path) -> bool:
+    """Whether `folder` holds the text export (kernel, step or statistic CSVs, a timeline), not only the db."""
+    return bool(kernel_files(folder) or _first(folder, "op_statistic*.csv") or _first(folder, "step_trace_time*.csv")
+                or any(_first(folder, pattern) for pattern in TRACE_FILES))
 
 
 def _first(folder: Path, pattern: str) -> list[Path]:
     """Files matching `pattern`; msprof slices (`*_slice_<k>_*`) all, otherwise the first by name."""
-    found = sorted(p for p in folder.glob(pattern) if p.is_file())
+    found = sorted(p for p in (*folder.glob(pattern), *folder.glob(pattern + ".gz")) if p.is_file())
     slices = [p for p in found if "_slice_" in p.name]
     return slices or found[:1]
 
@@ -73,21 +82,27 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
     files = kernel_files(folder)
     kind = "msprof" if folder.name == MSPROF_DIR or any(f.name.startswith(("op_summary", "task_time"))
                                                         for f in files) else "ascend_pt"
-    stats = [s for f in _first(folder, "op_statistic*.csv") for s in csv_tables.read_op_statistic(f)]
-    steps = [s for f in _first(folder, "step_trace_time*.csv") for s in csv_tables.read_step_trace(f)]
+    skips: dict[Path, Skipped] = {}
+
+    def skip(f: Path) -> Skipped:  # each file's skipped records, said in the notes
+        return skips.setdefault(f, Skipped(str(f)))
+
+    stats = [s for f in _first(folder, "op_statistic*.csv") for s in csv_tables.read_op_statistic(f, skip(f))]
+    steps = [s for f in _first(folder, "step_trace_time*.csv") for s in csv_tables.read_step_trace(f, skip(f))]
     chunks: list[KernelTable] = []
     for f in files:
-        for chunk in csv_tables.iter_kernel_chunks(f, cancel=cancel, progress=progress):
+        for chunk in csv_tables.iter_kernel_chunks(f, cancel=cancel, progress=progress, skipped=skip(f)):
             chunks.append(chunk)
             if on_partial is not None and len(chunks) == 1:
                 on_partial(Profile(kind, _fill_types(chunk), tuple(stats), tuple(steps),
                                    extra={"partial": True, "files": [f.name]}))
     kernels = _fill_types(KernelTable.concat(chunks))
-    host = [h for f in _first(folder, "operator_details*.csv") for h in csv_tables.read_operator_details(f)]
+    kernels.dur_us  # decoded now, so that the cells it could not read are counted before the notes are made
+    host = [h for f in _first(folder, "operator_details*.csv") for h in csv_tables.read_operator_details(f, skip(f))]
     extra: dict[str, Any] = {"files": [f.name for f in files]}
     api = _first(folder, "api_statistic*.csv")
     if api:
-        extra["api_statistic"] = _api(api[0])
+        extra["api_statistic"] = _api(api[0], skip(api[0]))
     spans: tuple = ()
     trace_file = next((p for pattern in TRACE_FILES for p in _first(folder, pattern)), None)
     if trace_file is not None and (kernels.n == 0 or trace_file.stat().st_size <= TRACE_LIMIT):
@@ -95,6 +110,7 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
             progress(f"reading {trace_file.name}", 0, None)
         timeline = trace.read_trace(trace_file, cancel)
         spans = timeline.spans
+        extra.update({k: v for k, v in timeline.extra.items() if k in (framework_ops.KEY, framework_ops.STEPS)})
         if kernels.n == 0:
             kernels = timeline.kernels
             extra["files"].append(trace_file.name)
@@ -103,7 +119,28 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
         host = host or list(timeline.host_ops)
     info = _profiler_info(folder.parent if folder.name in (TORCH_NPU_DIR, MSPROF_DIR) else folder)
     extra.update(info)
-    return Profile(kind, kernels, tuple(stats), tuple(steps), tuple(host), spans, extra)
+    report_skips(extra, list(skips.values()))
+    comm = communication.read_folder(folder, int(info.get("rank", -1)), trace=trace_file)
+    return Profile(kind, kernels, tuple(stats), tuple(steps), tuple(host), spans, extra,
+                   communication=comm if comm or comm.skipped else None)
+
+
+def read_profile(path: Path, *, cancel: threading.Event | None = None) -> Profile | None:
+    """The `Profile` of a profiler folder, its text export or, when it has only that, its db export; None when
+    `path` is no profiler folder."""
+    folder = output_dir(path)
+    if folder is None:
+        return None
+    db_file, analysis = profiler_db.find(folder)
+    if db_file is not None and not _text_export(folder):
+        profile = profiler_db.read(db_file, analysis)[0]
+        profile.extra.update({k: v for k, v in _profiler_info(_info_root(db_file.parent)).items()
+                              if k not in profile.extra})
+        if profile.communication is None:  # analysis.db's CommAnalyzer* tables and the db's COMMUNICATION_OP
+            comm = communication.read_folder(folder, int(profile.extra.get("rank", -1)))
+            profile.communication = comm if comm or comm.skipped else None
+        return profile
+    return read_folder(folder, cancel=cancel)
 
 
 def _fill_types(t: KernelTable) -> KernelTable:
@@ -129,10 +166,12 @@ def _modules_from(kernels: KernelTable, timeline: KernelTable) -> KernelTable:
     return kernels.with_text("module", Codes.of(found)) if any(found) else kernels
 
 
-def _api(path: Path) -> list[dict[str, Any]]:
-    header, rows = csv_tables.read_records(path)
-    return [{"level": r.get("Level", ""), "name": r.get("API Name", ""), "count": int(float(r.get("Count") or 0)),
-             "time_us": float(r.get("Time(us)") or 0)} for _, r in rows]
+def _api(path: Path, skipped: Skipped | None = None) -> list[dict[str, Any]]:
+    header, rows = csv_tables.read_records(path, skipped)
+    num = csv_tables._num
+    return csv_tables._tolerant(path, rows, lambda k, r: {
+        "level": r.get("Level", ""), "name": r.get("API Name", ""), "count": int(num(path, r, "Count", k)),
+        "time_us": num(path, r, "Time(us)", k)}, skipped)
 
 
 def _profiler_info(root: Path) -> dict[str, Any]:
@@ -155,14 +194,22 @@ def sniff(path: Path) -> bool:
     """A profiler output folder (or its parent), or a kernel CSV / trace JSON by its name and first bytes."""
     if path.is_dir():
         return output_dir(path) is not None
-    if path.suffix == ".csv" and path.is_file():
-        try:
-            with path.open(encoding="utf-8-sig", errors="replace") as fh:
-                head = fh.readline()
-        except OSError:
+    if path.suffix == ".db":  # a profiler db, or analysis.db beside one
+        return profiler_db.sniff_file(path) or (path.name == profiler_db.ANALYSIS_DB and path.is_file()
+                                                and profiler_db.find(path.parent)[0] is not None)
+    if plain_name(path).endswith(".csv") and path.is_file():
+        line = compressed_head(path).decode("utf-8-sig", errors="replace").split("\n", 1)[0]
+        header = [h.strip() for h in line.split(",")]
+        if "Allocation Time(us)" in header:  # operator_memory.csv has Name and Duration(us) too: the memory reader's
             return False
-        return csv_tables.is_kernel_header([h.strip() for h in head.split(",")])
+        return csv_tables.is_kernel_header(header) or _is_step_header(header)
     return trace.sniff_json(path)
+
+
+def _is_step_header(header: list[str]) -> bool:
+    """step_trace_time.csv's header (one rank's steps: Step, Computing, ..., Free)."""
+    return "Computing" in header and "Free" in header and ("Step" in header or "Step Id" in header) and \
+        "Type" not in header  # msprof-analyze's cluster table is the cluster reader's
 
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None,
@@ -175,18 +222,32 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     partial = None if on_partial is None else \
         (lambda p: on_partial(profile_investigation(p, path, source=f"{p.kind} profiler (reading)",
                                                     device=_device(p))))
+    if path.is_file() and path.suffix == ".db":
+        return _load_db(path, path, *profiler_db.find(path.parent))
     if path.is_file():
-        if path.suffix == ".json":
+        if plain_name(path).endswith(".json"):
             profile = trace.read_trace(path, cancel)
+        elif _is_step_header([h.strip() for h in compressed_head(path).decode("utf-8-sig", errors="replace")
+                             .split("\n", 1)[0].split(",")]):
+            skipped = Skipped(str(path))
+            profile = Profile("ascend_pt", steps=csv_tables.read_step_trace(path, skipped),
+                              extra={"files": [path.name]})
+            report_skips(profile.extra, [skipped])
         else:
-            profile = Profile("kernel_csv", _fill_types(csv_tables.read_kernels(path, cancel=cancel,
-                                                                                  progress=progress)))
-        return profile_investigation(profile, path, source="trace" if path.suffix == ".json" else "kernel table",
+            skipped = Skipped(str(path))
+            profile = Profile("kernel_csv", _fill_types(csv_tables.read_kernels(path, cancel=cancel, progress=progress,
+                                                                                  skipped=skipped)))
+            profile.kernels.dur_us  # decoded now: its undecodable cells are counted before the notes are made
+            report_skips(profile.extra, [skipped])
+        return profile_investigation(profile, path, source="trace" if plain_name(path).endswith(".json") else "kernel table",
                                      device=_device(profile))
     folder = output_dir(path)
     if folder is None:
         raise InputError(path, "not a profiler folder (no ASCEND_PROFILER_OUTPUT, mindstudio_profiler_output, "
                                "kernel_details.csv or op_summary_*.csv)")
+    db_file, analysis = profiler_db.find(folder)
+    if db_file is not None and not _text_export(folder):
+        return _load_db(path, db_file, db_file, analysis)
     profile = read_folder(folder, cancel=cancel, progress=progress, on_partial=partial)
     if profile.kernels.n == 0 and not profile.op_stats and not profile.steps:
         record, operator = memory.find_files(path)
@@ -197,6 +258,24 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
     if record is not None or operator is not None:
         merge_memory(inv, memory.load(folder, cancel=cancel))
     return inv
+
+
+def _load_db(path: Path, asked: Path, db_file: Path | None, analysis: Path | None) -> Investigation:
+    """The investigation of a profiler db export (`asked` is the db the user named, or the folder's)."""
+    if db_file is None or (asked.is_file() and asked != db_file and asked.name != profiler_db.ANALYSIS_DB):
+        db_file, analysis = asked, None
+    profile, samples, blocks = profiler_db.read(db_file, analysis)
+    profile.extra.update({k: v for k, v in _profiler_info(_info_root(db_file.parent)).items() if k not in profile.extra})
+    if profile.kernels.n == 0 and not profile.steps and not samples and not blocks:
+        raise InputError(db_file, "profiler db without kernel tasks, steps or memory records")
+    inv = profile_investigation(profile, path, source=f"{profile.kind} profiler (db)", device=_device(profile))
+    if samples or blocks:
+        merge_memory(inv, memory.memory_investigation(path, samples, blocks))
+    return inv
+
+
+def _info_root(folder: Path) -> Path:
+    return folder.parent if folder.name in (TORCH_NPU_DIR, MSPROF_DIR) else folder
 
 
 def _device(profile: Profile) -> dict[str, Any]:

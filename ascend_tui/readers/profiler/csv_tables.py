@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import gzip
 import itertools
 import re
 import threading
+import zlib
 from decimal import Decimal, InvalidOperation
 from functools import partial
 from pathlib import Path
@@ -23,7 +25,9 @@ import numpy as np
 from ascend_tui import threads
 from ascend_tui.errors import Cancelled, InputError
 import ascend_tui.readers.parse.fast_csv as fast_csv
+from ascend_tui.readers.parse.compressed import open_binary, open_text
 from ascend_tui.progress import Progress
+from ascend_tui.readers.parse.skipped import Skipped
 from ascend_tui.graph.profile import NO_INT, NO_START, Codes, Decoder, HostOp, KernelTable, Lazy, OpStat, StepTime
 
 MISSING = frozenset({"", "N/A", "NA", "n/a", "-", "null", "None"})
@@ -60,16 +64,18 @@ def csv_errors(path: Path) -> Iterator[None]:
         yield
     except UnicodeDecodeError as exc:
         raise InputError(path, f"not a text file (byte {exc.start} is not UTF-8)") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(path, f"damaged gzip file ({exc or 'it ends early'})") from None
     except csv.Error as exc:
         raise InputError(path, f"not a readable CSV file: {exc}") from None
     except OSError as exc:
         raise InputError(path, exc.strerror or str(exc)) from None
 
 
-def open_csv(path: Path) -> tuple[csv.reader, list[str], object]:  # type: ignore[valid-type]
+def open_csv(path: Path, errors: str = "strict") -> tuple[csv.reader, list[str], object]:  # type: ignore[valid-type]
     """(reader, stripped header, file handle) of a CSV written by a profiler; InputError when it is not one."""
     with csv_errors(path):
-        fh = path.open(newline="", encoding="utf-8-sig")
+        fh = open_text(path, errors=errors)
         reader = csv.reader(fh)
         header = [h.strip() for h in next(reader, [])]
     if not header or not any(header):
@@ -98,7 +104,10 @@ def is_kernel_header(header: Sequence[str]) -> bool:
     return "name" in cols and "dur_us" in cols
 
 
-def _floats(path: Path, column: str, cells: Sequence[str], first_record: int) -> np.ndarray:
+def _floats(path: Path, column: str, cells: Sequence[str], first_record: int, skipped: Skipped | None = None,
+            bad: list[int] | None = None) -> np.ndarray:
+    """The cells as float64, NaN for missing ones; a cell that is not a number is NaN too and counted in
+    `skipped` (its index appended to `bad`), or an InputError without `skipped`."""
     try:
         return np.array(cells, dtype=np.float64)
     except ValueError:
@@ -112,13 +121,20 @@ def _floats(path: Path, column: str, cells: Sequence[str], first_record: int) ->
         try:
             out[i] = float(c)
         except ValueError:
-            raise InputError(path, f"column {column!r}: {cell.strip()!r} is not a number",
-                             where=f"record {first_record + i}") from None
+            problem = f"column {column!r}: {cell.strip()!r} is not a number"
+            if skipped is None and bad is None:
+                raise InputError(path, problem, where=f"record {first_record + i}") from None
+            out[i] = np.nan
+            if bad is not None:
+                bad.append(i)
+            elif skipped is not None:
+                skipped.cell(first_record + i, problem)
     return out
 
 
-def _ints(path: Path, column: str, cells: Sequence[str], first_record: int) -> np.ndarray:
-    f = _floats(path, column, cells, first_record)
+def _ints(path: Path, column: str, cells: Sequence[str], first_record: int, skipped: Skipped | None = None,
+          bad: list[int] | None = None) -> np.ndarray:
+    f = _floats(path, column, cells, first_record, skipped, bad)
     out = np.full(len(f), NO_INT, np.int64)
     ok = np.isfinite(f)
     out[ok] = f[ok].astype(np.int64)
@@ -140,67 +156,101 @@ def to_ns(cell: str) -> int:
         raise ValueError(cell) from None
 
 
-def _starts(path: Path, column: str, cells: Sequence[str], first_record: int) -> np.ndarray:
+def _starts(path: Path, column: str, cells: Sequence[str], first_record: int, bad: list[int] | None = None
+            ) -> np.ndarray:
+    """The cells as exact ns; a cell that is not a time is an InputError, or NO_START with its index in `bad`."""
     try:
         return np.fromiter(map(to_ns, cells), np.int64, len(cells))
     except ValueError as exc:
-        i = list(cells).index(exc.args[0]) if exc.args and exc.args[0] in cells else 0
-        raise InputError(path, f"column {column!r}: {cells[i].strip()!r} is not a time in µs",
-                         where=f"record {first_record + i}") from None
+        if bad is None:
+            i = list(cells).index(exc.args[0]) if exc.args and exc.args[0] in cells else 0
+            raise InputError(path, f"column {column!r}: {cells[i].strip()!r} is not a time in µs",
+                             where=f"record {first_record + i}") from None
+    out = np.empty(len(cells), np.int64)
+    for i, cell in enumerate(cells):
+        try:
+            out[i] = to_ns(cell)
+        except ValueError:
+            out[i] = NO_START
+            bad.append(i)
+    return out
 
 
 def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threading.Event | None = None,
-                       progress: Progress | None = None) -> Iterator[KernelTable]:
+                       progress: Progress | None = None, skipped: Skipped | None = None) -> Iterator[KernelTable]:
     """The kernel rows of `path` as `KernelTable`s, one per block of about `block` bytes, in file order.
 
     Each block is split with numpy (`fast_csv`) and its columns are decoded when first read; a block
-    it cannot split (too few fields in a record, an odd quote) goes through the csv module, which
-    names the bad record. A cell that is not a number raises `InputError` when its column is read.
+    it cannot split (a record with more or fewer cells than the header, an odd quote, bytes that
+    are not UTF-8, a name or duration that is not one) goes through the csv module, which skips
+    each such record and counts it in `skipped`. A cell of another column that is not a number is
+    read as missing and counted there too. Without `skipped` the first bad record is an InputError;
+    with it, only a file without one usable record is.
     """
-    reader, header, fh = open_csv(path)
+    reader, header, fh = open_csv(path, "surrogateescape" if skipped is not None else "strict")
     fh.close()  # type: ignore[attr-defined]
     cols = kernel_columns(header)
     if "name" not in cols or "dur_us" not in cols:
         raise InputError(path, "not a kernel table: no Name/Op Name and Duration(us) columns "
                                f"(columns: {', '.join(header[:12])})", where="1")
     metrics = {h: i for i, h in enumerate(header) if _METRIC.match(h)}
+    strict = skipped is not None
     need = min(len(header), max(cols.values()) + 1)
-    done = 0
+    records = 0  # data records consumed, the skipped ones included (record numbers count them)
+    usable = 0
     scratch: dict[int, fast_csv.Scratch] = {}  # one set of work arrays a thread, for this file only
 
-    def split_block(buf: np.ndarray) -> tuple[np.ndarray, fast_csv.Split | None]:
+    def split_block(buf: np.ndarray) -> tuple[np.ndarray, fast_csv.Split | None, dict[str, np.ndarray]]:
         if len(buf) and int(buf.max()) >= 0x80:  # ASCII needs no check; anything else must be UTF-8
             try:
                 buf.tobytes().decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise InputError(path, f"not a text file (byte {len(first) + exc.start} of a block is not "
-                                       "UTF-8)") from None
+                if not strict:
+                    raise InputError(path, f"not a text file (byte {len(first) + exc.start} of a block is not "
+                                           "UTF-8)") from None
+                return buf, None, {}
         work = scratch.setdefault(threading.get_ident(), fast_csv.Scratch())
-        return buf, fast_csv.Split.of(buf, width, max(need, 1), work)
+        split = fast_csv.Split.of(buf, width, width if strict else max(need, 1), work)
+        if split is None or not strict:
+            return buf, split, {}
+        dur = split.floats(cols["dur_us"])  # a duration or start that is not one: the slow path skips its record
+        start = split.starts_ns(cols["start_ns"]) if "start_ns" in cols else None
+        if dur is None or ("start_ns" in cols and start is None):
+            return buf, None, {}
+        return buf, split, {"dur_us": dur, **({"start_ns": start} if start is not None else {})}
 
-    def reading(raw: BinaryIO) -> Iterator[Callable[[], tuple[np.ndarray, fast_csv.Split | None]]]:
+    def reading(raw: BinaryIO) -> Iterator[Callable[[], tuple[np.ndarray, fast_csv.Split | None,
+                                                                dict[str, np.ndarray]]]]:
         for buf in fast_csv.blocks(raw, size=block or fast_csv.BLOCK):
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
             yield partial(split_block, buf)
 
     try:
-        with path.open("rb") as raw:
+        with open_binary(path) as raw:
             first = raw.readline()
-            width = len(next(csv.reader([first.decode("utf-8-sig").rstrip("\r\n")])))
+            width = len(next(csv.reader([first.decode("utf-8-sig", errors="replace").rstrip("\r\n")])))
             # blocks are read here and split on worker threads, a few ahead of the one handed out
-            for buf, split in threads.ordered(reading(raw), ahead=1):
-                tables = [_fast_table(path, header, split, cols, metrics, done)] if split is not None else \
-                    _csv_tables(path, header, cols, metrics, buf.tobytes().decode("utf-8"), done)
+            for buf, split, ready in threads.ordered(reading(raw), ahead=1):
+                if split is not None:
+                    tables, used = [_fast_table(path, header, split, cols, metrics, records, ready, skipped)], split.n
+                else:
+                    tables, used = _csv_tables(path, header, cols, metrics, buf.tobytes(), records, skipped,
+                                               width)
+                records += used
                 for t in tables:
-                    done += t.n
+                    usable += t.n
                     yield t
                 if progress is not None:
-                    progress(f"reading {path.name}", done, None)
+                    progress(f"reading {path.name}", usable, None)
                 if cancel is not None and cancel.is_set():
                     raise Cancelled()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(path, f"damaged gzip file ({exc or 'it ends early'})") from None
     except OSError as exc:
         raise InputError(path, exc.strerror or str(exc)) from None
+    if skipped is not None:
+        skipped.refuse_if_empty(usable)
 
 
 TEXT_KEYS = ("name", "type", "core", "state", "input_shapes", "input_dtypes", "input_formats", "output_shapes",
@@ -209,32 +259,36 @@ INT_KEYS = ("block_dim", "mix_block_dim", "step", "stream", "device")
 
 
 def _fast_table(path: Path, header: list[str], split: fast_csv.Split, cols: dict[str, int],
-                metrics: dict[str, int], done: int) -> KernelTable:
+                metrics: dict[str, int], done: int, ready: dict[str, np.ndarray] | None = None,
+                skipped: Skipped | None = None) -> KernelTable:
     """A block's table over numpy-split fields, each column decoded when first read (or some of its rows)."""
     first = done + 2
+    ready = ready or {}
     text = Lazy({}, {k: Decoder(split.codes, cols[k]) for k in TEXT_KEYS if k in cols})
-    pending = {k: Decoder(_fast_ints, path, header, split, cols[k], first) for k in INT_KEYS if k in cols}
-    if "start_ns" in cols:
+    pending = {k: Decoder(_fast_ints, path, header, split, cols[k], first, skipped) for k in INT_KEYS if k in cols}
+    if "start_ns" in cols and "start_ns" not in ready:
         pending["start_ns"] = Decoder(_fast_starts, path, header, split, cols["start_ns"], first)
-    ints = Lazy({}, pending)
-    floats = Lazy({}, {k: Decoder(_fast_floats, path, header, split, cols[k], first, np.float64)
-                       for k in ("dur_us", "wait_us") if k in cols})
-    mets = Lazy({}, {h: Decoder(_fast_floats, path, header, split, i, first, np.float32) for h, i in metrics.items()})
+    ints = Lazy({k: v for k, v in ready.items() if k == "start_ns"}, pending)
+    floats = Lazy({k: v for k, v in ready.items() if k == "dur_us"},
+                  {k: Decoder(_fast_floats, path, header, split, cols[k], first, np.float64, skipped)
+                   for k in ("dur_us", "wait_us") if k in cols and k not in ready})
+    mets = Lazy({}, {h: Decoder(_fast_floats, path, header, split, i, first, np.float32, skipped)
+                     for h, i in metrics.items()})
     return KernelTable(split.n, text, ints, floats, mets)
 
 
 def _fast_floats(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int, dtype: type,
-                 rows: np.ndarray | None = None) -> np.ndarray:
+                 skipped: Skipped | None = None, rows: np.ndarray | None = None) -> np.ndarray:
     f = split.floats(j, rows)
-    if f is None:  # a cell that is not a number: the slow path over the whole column names it
-        f = _floats(path, header[j], split.cells(j), first)
+    if f is None:  # a cell that is not a number: the slow path over the whole column names (or counts) it
+        f = _floats(path, header[j], split.cells(j), first, skipped)
         f = f if rows is None else f[rows]
     return f.astype(dtype, copy=False)
 
 
 def _fast_ints(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int,
-               rows: np.ndarray | None = None) -> np.ndarray:
-    f = _fast_floats(path, header, split, j, first, np.float64, rows)
+               skipped: Skipped | None = None, rows: np.ndarray | None = None) -> np.ndarray:
+    f = _fast_floats(path, header, split, j, first, np.float64, skipped, rows)
     v = np.full(len(f), NO_INT, np.int64)
     ok = np.isfinite(f)
     v[ok] = f[ok].astype(np.int64)
@@ -251,60 +305,129 @@ def _fast_starts(path: Path, header: list[str], split: fast_csv.Split, j: int, f
     return v
 
 
-def _csv_tables(path: Path, header: list[str], cols: dict[str, int], metrics: dict[str, int], text: str,
-                done: int) -> list[KernelTable]:
-    """A block's tables through the csv module (the slow path, with exact record numbers in errors)."""
+def _odd(row: list[str], width: int, need: int, strict: bool) -> str:
+    """Why a record cannot be read as a row of `width` cells ('' when it can)."""
+    if len(row) < (width if strict else need):
+        return f"{len(row)} cells, the header {width}"
+    if strict and len(row) > width and any(c.strip() for c in row[width:]):
+        return f"{len(row)} cells, the header {width}"
+    if strict and any("\udc80" <= ch <= "\udcff" for c in row for ch in c):
+        return "bytes that are not UTF-8"
+    return ""
+
+
+def _csv_tables(path: Path, header: list[str], cols: dict[str, int], metrics: dict[str, int], data: bytes | str,
+                done: int, skipped: Skipped | None = None, width: int | None = None) -> tuple[list[KernelTable], int]:
+    """A block's tables through the csv module (the slow path) and how many records it consumed; odd records
+    are skipped and counted in `skipped`, or an InputError naming the first without it."""
     import io
 
+    strict = skipped is not None
+    text = data if isinstance(data, str) else data.decode("utf-8", errors="surrogateescape" if strict else "strict")
     reader = csv.reader(io.StringIO(text, newline=""))
-    width = len(header)
+    width = width or len(header)
+    need = min(width, max(cols.values()) + 1)
     out = []
+    consumed = 0
     while True:
         try:
             rows = list(itertools.islice(reader, CHUNK))
         except csv.Error as exc:
             raise InputError(path, f"not a readable CSV file: {exc}", where=f"record {done + reader.line_num}") from None
         if not rows:
-            return out
-        rows = [r for r in rows if len(r) >= width or (len(r) > 1 and any(r))]
-        short = next((k for k, r in enumerate(rows) if len(r) < min(width, max(cols.values()) + 1)), None)
-        if short is not None:
-            raise InputError(path, f"record {done + short + 2} has {len(rows[short])} cells, the header "
-                                   f"{width} (truncated file?)")
+            return out, consumed
+        rows = [r for r in rows if len(r) >= width or (len(r) > 1 and any(r)) or (strict and len(r) == 1 and r[0])]
+        first = done + consumed + 2
+        consumed += len(rows)
+        keep = []
+        for k, r in enumerate(rows):
+            why = _odd(r, width, need, strict)
+            if not why:
+                keep.append(r)
+            elif skipped is None:
+                raise InputError(path, f"record {first + k} has {len(r)} cells, the header {width} (truncated file?)")
+            else:
+                skipped.record(first + k, why)
+        numbers = [first + k for k, r in enumerate(rows) if not _odd(r, width, need, strict)]
+        rows = keep
+        if strict and rows:  # a duration or start that cannot be read skips its record
+            columns = list(zip(*rows))
+            problems: dict[int, str] = {}
+            for key, decode in (("start_ns", _starts), ("dur_us", _floats)):
+                if key not in cols:
+                    continue
+                bad: list[int] = []
+                cells = columns[cols[key]]
+                decode(path, header[cols[key]], cells, first, bad=bad)  # type: ignore[operator]
+                problems.update({i: f"column {header[cols[key]]!r}: {cells[i].strip()!r} is not a "
+                                    + ("time in µs" if key == "start_ns" else "number") for i in bad})
+            for i, problem in sorted(problems.items()):
+                skipped.record(numbers[i], problem)  # type: ignore[union-attr]
+            rows = [r for i, r in enumerate(rows) if i not in problems]
+            numbers = [n for i, n in enumerate(numbers) if i not in problems]
         if not rows:
             continue
         columns = list(zip(*rows))
         n = len(rows)
-        first = done + 2
+        first_row = numbers[0] if numbers else first
         tx = {k: Codes.of(c.strip() for c in columns[cols[k]]) for k in TEXT_KEYS if k in cols}
-        ints = {k: _ints(path, header[cols[k]], columns[cols[k]], first) for k in INT_KEYS if k in cols}
+        ints = {k: _ints(path, header[cols[k]], columns[cols[k]], first_row, skipped) for k in INT_KEYS if k in cols}
         if "start_ns" in cols:
-            ints["start_ns"] = _starts(path, header[cols["start_ns"]], columns[cols["start_ns"]], first)
-        floats = {k: _floats(path, header[cols[k]], columns[cols[k]], first) for k in ("dur_us", "wait_us") if k in cols}
-        mets = {h: _floats(path, h, columns[i], first).astype(np.float32) for h, i in metrics.items()}
-        done += n
+            ints["start_ns"] = _starts(path, header[cols["start_ns"]], columns[cols["start_ns"]], first_row)
+        floats = {k: _floats(path, header[cols[k]], columns[cols[k]], first_row, skipped)
+                  for k in ("dur_us", "wait_us") if k in cols}
+        mets = {h: _floats(path, h, columns[i], first_row, skipped).astype(np.float32) for h, i in metrics.items()}
         out.append(KernelTable(n, tx, ints, floats, mets))
 
 
 def read_kernels(path: Path, *, cancel: threading.Event | None = None, progress: Progress | None = None,
-                 block: int | None = None) -> KernelTable:
-    """Every kernel row of `path` in one `KernelTable`."""
-    return KernelTable.concat(list(iter_kernel_chunks(path, block=block, cancel=cancel, progress=progress)))
+                 block: int | None = None, skipped: Skipped | None = None) -> KernelTable:
+    """Every kernel row of `path` in one `KernelTable` (odd records skipped and counted in `skipped` when given)."""
+    return KernelTable.concat(list(iter_kernel_chunks(path, block=block, cancel=cancel, progress=progress,
+                                                      skipped=skipped)))
 
 
-def read_records(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
-    """Header and (record number, {column: stripped cell}) of a small table; missing cells become ''."""
-    reader, header, fh = open_csv(path)
+def read_records(path: Path, skipped: Skipped | None = None) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """Header and (record number, {column: stripped cell}) of a small table; missing cells become ''.
+
+    With `skipped`, a record with fewer or more cells than the header, or with bytes that are not
+    UTF-8, is skipped and counted there (without it, short records read their missing cells as '').
+    """
+    reader, header, fh = open_csv(path, "surrogateescape" if skipped is not None else "strict")
+    width = len(header)
     out = []
     try:
         with csv_errors(path):
             for k, row in enumerate(reader, start=2):
                 cells = [c.strip() for c in row]
-                if any(cells):
-                    out.append((k, {h: ("" if c in MISSING else c) for h, c in zip(header, cells)}))
+                if not any(cells):
+                    continue
+                if skipped is not None:
+                    why = _odd(cells, width, width, True)
+                    if why:
+                        skipped.record(k, why)
+                        continue
+                out.append((k, {h: ("" if c in MISSING else c) for h, c in zip(header, cells)}))
     finally:
         fh.close()  # type: ignore[attr-defined]
     return header, out
+
+
+def _tolerant(path: Path, rows: list[tuple[int, dict[str, str]]], make: Callable[[int, dict[str, str]], Any],
+              skipped: Skipped | None) -> list[Any]:
+    """`make(record, row)` of every row; a row it refuses (InputError) is skipped and counted in `skipped`, or
+    raises without it. A file whose every row was skipped is refused."""
+    out = []
+    for k, r in rows:
+        try:
+            out.append(make(k, r))
+        except InputError as exc:
+            if skipped is None:
+                raise
+            skipped.record(k, exc.problem)
+    if skipped is not None:
+        skipped.refuse_if_empty(len(out))
+    return out
 
 
 def _need(path: Path, header: Sequence[str], *names: str) -> None:
@@ -323,46 +446,46 @@ def _num(path: Path, row: dict[str, str], column: str, line: int, default: float
         raise InputError(path, f"column {column!r}: {cell!r} is not a number", where=f"record {line}") from None
 
 
-def read_op_statistic(path: Path) -> tuple[OpStat, ...]:
+def read_op_statistic(path: Path, skipped: Skipped | None = None) -> tuple[OpStat, ...]:
     """op_statistic.csv (torch_npu or msprof): one `OpStat` per op type and core type."""
-    header, rows = read_records(path)
+    header, rows = read_records(path, skipped)
     _need(path, header, "OP Type", "Count", "Total Time(us)")
-    return tuple(OpStat(r["OP Type"], r.get("Core Type", ""), int(_num(path, r, "Count", k)),
-                        _num(path, r, "Total Time(us)", k), _num(path, r, "Min Time(us)", k),
-                        _num(path, r, "Avg Time(us)", k), _num(path, r, "Max Time(us)", k),
-                        _num(path, r, "Ratio(%)", k), int(_num(path, r, "Device_id", k, NO_INT)))
-                 for k, r in rows)
+    return tuple(_tolerant(path, rows, lambda k, r: OpStat(
+        r["OP Type"], r.get("Core Type", ""), int(_num(path, r, "Count", k)), _num(path, r, "Total Time(us)", k),
+        _num(path, r, "Min Time(us)", k), _num(path, r, "Avg Time(us)", k), _num(path, r, "Max Time(us)", k),
+        _num(path, r, "Ratio(%)", k), int(_num(path, r, "Device_id", k, NO_INT))), skipped))
 
 
 STEP_COLUMNS = ("Computing", "Communication(Not Overlapped)", "Overlapped", "Communication", "Free", "Stage",
                 "Bubble", "Preparing")
 
 
-def read_step_trace(path: Path) -> tuple[StepTime, ...]:
+def read_step_trace(path: Path, skipped: Skipped | None = None) -> tuple[StepTime, ...]:
     """step_trace_time.csv or cluster_step_trace_time.csv: one `StepTime` per step (and rank)."""
-    header, rows = read_records(path)
+    header, rows = read_records(path, skipped)
     _need(path, header, "Computing", "Free")
-    out = []
-    for k, r in rows:
-        if r.get("Type", "rank") not in ("rank", ""):
-            continue  # cluster files also hold per-stage rows
+    rows = [(k, r) for k, r in rows if r.get("Type", "rank") in ("rank", "")]  # cluster files also hold stages
+
+    def step(k: int, r: dict[str, str]) -> StepTime:
         rank = r.get("Index") if "Type" in r else r.get("Device_id")
         vals = [_num(path, r, c, k) for c in STEP_COLUMNS]
-        out.append(StepTime(int(_num(path, r, "Step", k, NO_INT)), *vals,
-                            rank=int(float(rank)) if rank not in (None, "") else NO_INT))
-    return tuple(out)
+        return StepTime(int(_num(path, r, "Step", k, NO_INT)), *vals,
+                        rank=int(_num(path, r, "Index" if "Type" in r else "Device_id", k, NO_INT))
+                        if rank not in (None, "") else NO_INT)
+
+    return tuple(_tolerant(path, rows, step, skipped))
 
 
-def read_operator_details(path: Path) -> tuple[HostOp, ...]:
+def read_operator_details(path: Path, skipped: Skipped | None = None) -> tuple[HostOp, ...]:
     """operator_details.csv: framework ops with host and device time, folded by name (the file has one row a call)."""
-    header, rows = read_records(path)
+    header, rows = read_records(path, skipped)
     _need(path, header, "Name")
     acc: dict[str, list[float]] = {}
     stacks: dict[str, tuple[str, str]] = {}
-    for k, r in rows:
+    columns = ("Host Self Duration(us)", "Host Total Duration(us)", "Device Self Duration(us)",
+               "Device Total Duration(us)")
+    for r, vals in _tolerant(path, rows, lambda k, r: (r, [_num(path, r, c, k) for c in columns]), skipped):
         name = r["Name"]
-        vals = [_num(path, r, c, k) for c in ("Host Self Duration(us)", "Host Total Duration(us)",
-                                              "Device Self Duration(us)", "Device Total Duration(us)")]
         cur = acc.setdefault(name, [0.0, 0.0, 0.0, 0.0, 0.0])
         cur[0] += 1
         for i, v in enumerate(vals):

@@ -21,8 +21,12 @@ NPU_OFFLINE = {"backend": "npu", "name": "offline (Ascend profiler)", "inf_nan_m
 def profile_investigation(profile: Profile, path: Path, *, source: str,
                           device: dict[str, Any] | None = None) -> Investigation:
     """The `Investigation` of a profile read from `path` (no findings yet)."""
+    extra: dict[str, Any] = {"profile_kind": profile.kind, "kernels": profile.kernels.n}
+    for key in ("notes", "skipped"):  # what the reader could not read, said where notes are shown
+        if profile.extra.get(key):
+            extra[key] = list(profile.extra[key])
     run = RunInfo(target=str(path), device=dict(device or NPU_OFFLINE), checks=("profile",), dtype="mixed",
-                  source=source, extra={"profile_kind": profile.kind, "kernels": profile.kernels.n})
+                  source=source, extra=extra)
     return Investigation(kernel_graph(profile, path.name), run=run, profile=profile)
 
 
@@ -36,6 +40,10 @@ def merge_memory(inv: Investigation, memory: Investigation) -> Investigation:
                                       attrs=node.attrs))
     inv.memory_samples.extend(memory.memory_samples)
     inv.memory_events.extend(memory.memory_events)
-    inv.run.extra.update(memory.run.extra)
+    for key, value in memory.run.extra.items():  # notes and skipped records add up; the rest is the memory's
+        if key in ("notes", "skipped"):
+            inv.run.extra[key] = [*inv.run.extra.get(key, []), *value]
+        else:
+            inv.run.extra[key] = value
     inv.run.checks = (*inv.run.checks, "memory")
     return inv

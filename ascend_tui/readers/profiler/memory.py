@@ -21,6 +21,8 @@ from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.evidence import MemoryEvent, MemorySample
 from ascend_tui.readers.profiler.csv_tables import csv_errors
 from ascend_tui.readers.base import FunctionReader
+from ascend_tui.readers.parse.compressed import head as compressed_head, open_text, plain_name
+from ascend_tui.readers.parse.skipped import Skipped, report as report_skips
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
@@ -46,20 +48,45 @@ class Holder:
 def find_files(path: str | Path) -> tuple[Path | None, Path | None]:
     """(memory_record.csv, operator_memory.csv) of a profiler folder, its ASCEND_PROFILER_OUTPUT, or one of the files."""
     p = Path(path)
+    if p.is_file() and plain_name(p) not in (RECORD, OPERATOR):  # a renamed copy: its header says which it is
+        kind = file_kind(p)
+        return (p if kind == RECORD else None), (p if kind == OPERATOR else None)
     if p.is_file():
         folder = p.parent
     elif (p / OUTPUT_DIR).is_dir():
         folder = p / OUTPUT_DIR
     else:
         folder = p
-    record, operator = folder / RECORD, folder / OPERATOR
-    return (record if record.is_file() else None), (operator if operator.is_file() else None)
+    def found(name: str) -> Path | None:  # plain, or compressed as name.gz
+        return next((f for f in (folder / name, folder / f"{name}.gz") if f.is_file()), None)
+
+    return found(RECORD), found(OPERATOR)
 
 
-def _table(path: Path, cancel: threading.Event | None = None) -> tuple[list[str], list[tuple[int, dict[str, str | None]]]]:
-    """Header and (line number, {column: cell}) per record; cells lose the Excel-guard TAB, `N/A`/empty become None."""
+def file_kind(path: Path) -> str | None:
+    """RECORD or OPERATOR for a CSV whose header is memory_record's or operator_memory's, whatever its name."""
+    if not plain_name(path).endswith(".csv"):
+        return None
+    header = [h.strip() for h in compressed_head(path, 2048).decode("utf-8-sig", errors="replace")
+              .split("\n", 1)[0].split(",")]
+    if any(h.startswith("Allocation Time") for h in header) and any(h.startswith("Size") for h in header):
+        return OPERATOR
+    if "Component" in header and any(h.startswith("Total Allocated") for h in header) and \
+            any(h.startswith("Timestamp") for h in header):
+        return RECORD
+    return None
+
+
+def _table(path: Path, cancel: threading.Event | None = None, skipped: Skipped | None = None
+           ) -> tuple[list[str], list[tuple[int, dict[str, str | None]]]]:
+    """Header and (line number, {column: cell}) per record; cells lose the Excel-guard TAB, `N/A`/empty become None.
+
+    With `skipped`, a record with more or fewer cells than the header, or bytes that are not UTF-8, is
+    skipped and counted there.
+    """
     rows: list[tuple[int, dict[str, str | None]]] = []
-    with csv_errors(path), path.open(newline="", encoding="utf-8-sig") as fh:
+    errors = "surrogateescape" if skipped is not None else "strict"
+    with csv_errors(path), open_text(path, errors=errors) as fh:
         reader = csv.reader(fh)
         header = [h.strip() for h in next(reader, [])]
         if not header:
@@ -68,6 +95,14 @@ def _table(path: Path, cancel: threading.Event | None = None) -> tuple[list[str]
             if cancel is not None and not i % 8192 and cancel.is_set():
                 raise Cancelled()
             cells = [c.strip() for c in row]
+            if skipped is not None and any(cells):
+                while len(cells) > len(header) and not cells[-1]:
+                    cells.pop()  # a trailing comma
+                bad = len(cells) != len(header) or any("\udc80" <= ch <= "\udcff" for c in cells for ch in c)
+                if bad:
+                    skipped.record(i + 2, f"{len(cells)} cells, the header {len(header)}" if len(cells) != len(header)
+                                   else "bytes that are not UTF-8")
+                    continue
             if any(cells):
                 rows.append((reader.line_num, {h: (c if c not in ("", "N/A", "NA") else None)
                                                for h, c in zip(header, cells)}))
@@ -94,13 +129,25 @@ def _num(path: Path, line: int, column: str, value: str | None) -> Decimal | Non
         raise InputError(path, f"column {column!r}: {value!r} is not a number", where=str(line)) from None
 
 
-def read_memory_record(path: Path, cancel: threading.Event | None = None) -> list[tuple[Decimal, str, float, float]]:
+def _kept(skipped: Skipped | None, line: int, make: Callable[[], Any]) -> Any:
+    """`make()`, or None with the record counted in `skipped` when it raises InputError (raised without `skipped`)."""
+    try:
+        return make()
+    except InputError as exc:
+        if skipped is None:
+            raise
+        skipped.record(line, exc.problem)
+        return None
+
+
+def read_memory_record(path: Path, cancel: threading.Event | None = None, skipped: Skipped | None = None
+                       ) -> list[tuple[Decimal, str, float, float]]:
     """(timestamp µs, component label, allocated bytes, reserved bytes) per row, in file order.
 
     APP rows record only the memory the whole process holds on the device (no allocator view), so
     that one figure is both their allocated and their reserved value.
     """
-    header, rows = _table(path, cancel)
+    header, rows = _table(path, cancel, skipped)
     comp, _ = _column(path, header, "Component")
     ts, _ = _column(path, header, "Timestamp")
     alloc, alloc_unit = _column(path, header, "Total Allocated")
@@ -109,9 +156,11 @@ def read_memory_record(path: Path, cancel: threading.Event | None = None) -> lis
     devices = {row.get(device) for _, row in rows} if device else set()
     out = []
     for line, row in rows:
-        t = _num(path, line, ts, row.get(ts))
-        a = _num(path, line, alloc, row.get(alloc))
-        r = _num(path, line, reserved, row.get(reserved))
+        got = _kept(skipped, line, lambda: (_num(path, line, ts, row.get(ts)), _num(path, line, alloc, row.get(alloc)),
+                                            _num(path, line, reserved, row.get(reserved))))
+        if got is None:
+            continue
+        t, a, r = got
         if t is None or (a is None and r is None):
             continue
         a_bytes = float(a * alloc_unit) if a is not None else float(r * reserved_unit)  # type: ignore[operator]
@@ -120,28 +169,34 @@ def read_memory_record(path: Path, cancel: threading.Event | None = None) -> lis
         if len(devices) > 1 and device and row.get(device):
             label = f"{label} {row[device]}"
         out.append((t, label, a_bytes, r_bytes))
+    if skipped is not None:
+        skipped.refuse_if_empty(len(out))
     return out
 
 
-def read_operator_memory(path: Path, cancel: threading.Event | None = None) -> list[dict[str, Any]]:
+def read_operator_memory(path: Path, cancel: threading.Event | None = None, skipped: Skipped | None = None
+                         ) -> list[dict[str, Any]]:
     """One dict per allocated block: op name, bytes, allocation / release time (µs, Decimal), totals, device."""
-    header, rows = _table(path, cancel)
+    header, rows = _table(path, cancel, skipped)
     name, _ = _column(path, header, "Name")
     size, size_unit = _column(path, header, "Size")
     t_alloc, _ = _column(path, header, "Allocation Time")
     t_free, _ = _column(path, header, "Release Time")
     total_alloc, total_unit = _column(path, header, "Allocation Total Allocated", required=False)
     device = _column(path, header, "Device Type", required=False)[0]
-    out = []
-    for line, row in rows:
+    def block(line: int, row: dict[str, str | None]) -> dict[str, Any]:
         s = _num(path, line, size, row.get(size))
         start = _num(path, line, t_alloc, row.get(t_alloc))
         if s is None or start is None:
             raise InputError(path, f"row without {size!r} or {t_alloc!r}", where=str(line))
         total = _num(path, line, total_alloc, row.get(total_alloc)) if total_alloc else None
-        out.append({"op": row.get(name) or "?", "bytes": int(s * size_unit), "start": start,
-                    "end": _num(path, line, t_free, row.get(t_free)), "line": line, "device": row.get(device or ""),
-                    "total_allocated": int(total * total_unit) if total is not None else None})
+        return {"op": row.get(name) or "?", "bytes": int(s * size_unit), "start": start,
+                "end": _num(path, line, t_free, row.get(t_free)), "line": line, "device": row.get(device or ""),
+                "total_allocated": int(total * total_unit) if total is not None else None}
+
+    out = [b for line, row in rows if (b := _kept(skipped, line, lambda: block(line, row))) is not None]
+    if skipped is not None:
+        skipped.refuse_if_empty(len(out))
     return out
 
 
@@ -149,7 +204,7 @@ def _component(op: str) -> str:
     return "PTA" if op.startswith("aten::") else ("GE" if op.startswith("cann::") else "")
 
 
-def load_memory_timeline(folder: str | Path, cancel: threading.Event | None = None
+def load_memory_timeline(folder: str | Path, cancel: threading.Event | None = None, skips: list[Skipped] | None = None
                          ) -> tuple[list[MemorySample], list[MemoryEvent]]:
     """(samples over time, blocks largest first) of a profiler folder; times are µs from its first record.
 
@@ -159,8 +214,17 @@ def load_memory_timeline(folder: str | Path, cancel: threading.Event | None = No
     if record is None and operator is None:
         raise InputError(folder, f"no {RECORD} or {OPERATOR} here (an Ascend PyTorch Profiler folder was expected; "
                                  "profile with profile_memory=True)")
-    rows = read_memory_record(record, cancel) if record else []
-    ops = read_operator_memory(operator, cancel) if operator else []
+    skipped = {p: Skipped(str(p)) for p in (record, operator) if p is not None} if skips is not None else {}
+    rows = read_memory_record(record, cancel, skipped.get(record)) if record else []
+    ops = read_operator_memory(operator, cancel, skipped.get(operator)) if operator else []
+    if skips is not None:
+        skips.extend(skipped.values())
+    return timeline(rows, ops)
+
+
+def timeline(rows: list[tuple[Decimal, str, float, float]], ops: list[dict[str, Any]]
+             ) -> tuple[list[MemorySample], list[MemoryEvent]]:
+    """(samples, blocks largest first) of memory_record rows and operator_memory blocks (the CSVs' or the db's)."""
     stamps = [r[0] for r in rows] + [o["start"] for o in ops]
     origin = min(stamps) if stamps else Decimal(0)
     samples = [MemorySample(float(t - origin), a, r, label) for t, label, a, r in rows]
@@ -213,19 +277,27 @@ def top_holders(blocks: list[MemoryEvent], n: int = 10) -> list[Holder]:
 def sniff(path: Path) -> bool:
     """A profiler folder (or its output folder, or one of the two files) with a memory record."""
     if path.is_file():
-        return path.name in (RECORD, OPERATOR)
+        return plain_name(path) in (RECORD, OPERATOR) or file_kind(path) is not None
     record, operator = find_files(path) if path.is_dir() else (None, None)
     return record is not None or operator is not None
 
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:
     """An `Investigation` holding the memory timeline, on a graph with one node per allocating operator."""
+    if progress is not None:
+        progress(f"reading memory records in {Path(path).name}", 0, None)
+    skips: list[Skipped] = []
+    samples, blocks = load_memory_timeline(path, cancel, skips)
+    inv = memory_investigation(path, samples, blocks)
+    report_skips(inv.run.extra, skips)
+    return inv
+
+
+def memory_investigation(path: str | Path, samples: list[MemorySample], blocks: list[MemoryEvent]) -> Investigation:
+    """The memory timeline as an `Investigation` on a graph with one node per allocating operator."""
     from ascend_tui.graph.opgraph import OpGraph, OpNode
     from ascend_tui.investigation import Investigation, RunInfo
 
-    if progress is not None:
-        progress(f"reading memory records in {Path(path).name}", 0, None)
-    samples, blocks = load_memory_timeline(path, cancel)
     graph = OpGraph(Path(path).name)
     for b in sorted(blocks, key=lambda e: e.extra["allocated_us"]):
         op = str(b.extra["op"])

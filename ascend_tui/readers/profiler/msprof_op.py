@@ -16,6 +16,7 @@ import numpy as np
 
 from ascend_tui.errors import InputError
 from ascend_tui.readers.profiler.investigation import profile_investigation
+from ascend_tui.readers.parse.skipped import Skipped, report as report_skips
 from ascend_tui.readers.profiler.csv_tables import read_records
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.progress import Progress
@@ -67,15 +68,20 @@ def _float(cell: str) -> float:
         return float("nan")
 
 
-def read_launch(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(kernel row, per-core tables) of one launch folder."""
+def read_launch(folder: Path, skips: list[Skipped] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(kernel row, per-core tables) of one launch folder; records with too few or too many cells are skipped and
+    counted in `skips` (one `Skipped` a file) when it is given."""
     tables: dict[str, Any] = {}
     basic: dict[str, str] = {}
     for p in sorted(folder.glob("*.csv")):
         name = _metric_name(p)
         if name is None:
             continue
-        header, rows = read_records(p)
+        skipped = Skipped(str(p)) if skips is not None else None
+        header, rows = read_records(p, skipped)
+        if skipped is not None:
+            skipped.refuse_if_empty(len(rows))
+            skips.append(skipped)
         if name == "OpBasicInfo":
             if not rows:
                 raise InputError(p, "OpBasicInfo.csv has no row")
@@ -115,8 +121,9 @@ def read_launch(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 def read_folder(path: Path) -> Profile:
     """A `Profile` with one kernel row per launch and the per-core tables in `extra["cores"]`."""
     rows, cores = [], []
+    skips: list[Skipped] = []
     for folder in launches(path):
-        row, tables = read_launch(folder)
+        row, tables = read_launch(folder, skips)
         rows.append(row)
         cores.append(tables)
     if not rows:
@@ -128,7 +135,9 @@ def read_folder(path: Path) -> Profile:
                         {k: np.array([r[k] for r in rows], np.int64) for k in ("block_dim", "mix_block_dim", "device")},
                         {"dur_us": np.array([r["dur_us"] for r in rows])},
                         {k: np.array([r["metrics"].get(k, np.nan) for r in rows]) for k in names})
-    return Profile("msprof_op", table, extra={"cores": cores})
+    extra: dict[str, Any] = {"cores": cores}
+    report_skips(extra, skips)
+    return Profile("msprof_op", table, extra=extra)
 
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:

@@ -17,6 +17,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ascend_tui.errors import Cancelled, InputError
+from ascend_tui.readers.profiler import framework_ops
 from ascend_tui.readers.profiler.csv_tables import to_ns
 from ascend_tui.readers.base import head
 from ascend_tui.graph.profile import NO_INT, Codes, HostOp, KernelTable, Profile, Span
@@ -103,7 +104,7 @@ def profile_of_events(events: list[dict[str, Any]], cancel: threading.Event | No
                             else str(e.get("name", "")), (_ns(e["ts"]) - origin) / 1000, float(e.get("dur", 0)))
                        for e in sorted(spans, key=lambda e: _ns(e["ts"])))
     return Profile("kineto" if kineto else "trace", table, host_ops=_host_ops(host), spans=step_spans,
-                   extra={"trace_events": len(events)})
+                   extra={"trace_events": len(events), **framework_ops.of_events(host)})  # affinity-API rules
 
 
 def _kernel_table(kernels: list[dict[str, Any]], procs: dict[Any, str], threads: dict[tuple[Any, Any], str],

@@ -10,24 +10,20 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Iterable, Iterator
 
 from ascend_tui.progress import Progress
 from ascend_tui.errors import Cancelled, InputError
 from ascend_tui.evidence import MemoryEvent
-from ascend_tui.readers.base import FunctionReader, head
+from ascend_tui.readers.base import head
 from ascend_tui.readers.sanitizer.words import describe
 
-if TYPE_CHECKING:
-    from ascend_tui.graph.opgraph import OpGraph
-    from ascend_tui.investigation import Investigation
 
 MSSAN, CSAN = "mssanitizer", "compute-sanitizer"
 TOOL_TITLES = {MSSAN: "msSanitizer", CSAN: "compute-sanitizer"}
 SNIFF_BYTES = 64 * 1024
-HOST_NODE = "host"
 
 _N = r"(\d[\d,]*)"
 _HEX = r"(0x[0-9a-fA-F]+)"
@@ -510,14 +506,22 @@ def parse_file(path: str | Path, progress: Progress | None = None,
             raise InputError(p, "empty file, expected msSanitizer or compute-sanitizer output")
         if progress is not None:
             progress(f"reading {p.name}", 0, None)
-        log = parse_lines(_decoded_lines(p), str(p), cancel=cancel)
+        read = [0]  # every line, the tool's chatter and its report lines too, for the refusal below
+
+        def counted(lines: Iterable[str]) -> Iterator[str]:
+            for line in lines:
+                read[0] += 1
+                yield line
+
+        log = parse_lines(counted(_decoded_lines(p)), str(p), cancel=cancel)
     except FileNotFoundError:
         raise InputError(p, "no such file") from None
     except OSError as exc:
         raise InputError(p, exc.strerror or str(exc)) from None
     if not log.tools:
-        raise InputError(p, "no msSanitizer ('====== ') or compute-sanitizer ('========= ') report line "
-                            f"in its {log.program_lines} line{'s' if log.program_lines != 1 else ''}")
+        seen = f"; {log.report_lines} start like report lines but hold no report" if log.report_lines else ""
+        raise InputError(p, "no msSanitizer ('====== ') or compute-sanitizer ('========= ') report "
+                            f"in its {read[0]} line{'s' if read[0] != 1 else ''}{seen}")
     return log
 
 
@@ -525,53 +529,3 @@ def sniff(path: Path) -> bool:
     """True when the first KBs of `path` hold a sanitizer report line or the tool's banner."""
     text = head(path, SNIFF_BYTES).decode("utf-8", errors="replace")
     return bool(re.search(r"^(?:={6} +(?:ERROR|WARNING|SUMMARY)\b|={9} +\S|\[mssanitizer\])", text, re.MULTILINE))
-
-
-def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:
-    """Read a sanitizer log into an `Investigation` on a graph of the kernels it names."""
-    return log_investigation(parse_file(path, progress, cancel))
-
-
-def log_graph(events: Iterable[MemoryEvent], name: str = "") -> OpGraph:
-    """One node per distinct kernel, in order of first report (`host` for host-side reports); no edges."""
-    from ascend_tui.graph.opgraph import OpGraph, OpNode
-
-    graph = OpGraph(name)
-    for e in events:
-        nid = e.kernel or HOST_NODE
-        if nid not in graph:
-            graph.add_node(OpNode(id=nid, op_type="kernel" if e.kernel else "host", module="", index=len(graph),
-                                  attrs={"tool": e.tool}))
-    return graph
-
-
-def log_extra(log: SanitizerLog) -> dict[str, Any]:
-    """What the run records of a log beyond its events: tools, runs, files, summaries, unread lines."""
-    return {"sanitizer": {"tools": list(log.tools), "sessions": log.sessions, "log_files": list(log.log_files),
-                          "summaries": [asdict(s) for s in log.summaries], "events": len(log.events),
-                          "unrecognized_lines": log.unrecognized[:50]}}
-
-
-def tools_title(tools: Iterable[str]) -> str:
-    """`msSanitizer + compute-sanitizer`, or `sanitizer` when the log named no tool."""
-    return " + ".join(TOOL_TITLES[t] for t in tools) or "sanitizer"
-
-
-def log_investigation(log: SanitizerLog, *, target: str | None = None) -> Investigation:
-    """The log as an investigation on a graph of its kernels, each event on its own kernel's node (no findings)."""
-    from ascend_tui.investigation import Investigation, RunInfo
-
-    tools = tools_title(log.tools)
-    inv = Investigation(log_graph(log.events, name=Path(log.source).name), run=RunInfo(
-        target=target or log.source, checks=("memory",), source=f"{tools} log", extra=log_extra(log),
-        device={"backend": "none", "name": f"offline ({tools} log)", "inf_nan_mode": True}))
-    inv.memory_events.extend(replace(e, node=e.kernel or HOST_NODE, confidence=1.0) for e in log.events)
-    return inv
-
-
-def summaries_of(inv: Investigation) -> list[LogSummary]:
-    """The run summaries a log's investigation recorded (`log_extra`)."""
-    return [LogSummary(**d) for d in inv.run.extra.get("sanitizer", {}).get("summaries", [])]
-
-
-READER = FunctionReader("sanitizer log", sniff, load)
