@@ -1,5 +1,5 @@
 """The NPU path as torch-npu 2.14.0 really is: the names ascend-tui calls are on the list made from the real wheel
-(`tools/npu_api.py`), and a fake `torch_npu` built to that list runs device selection, saturation mode with the
+(`tests/data/make_torch_npu_api.py`), and a fake `torch_npu` built to that list runs device selection, saturation mode with the
 overflow flag, the two-pass capture and the live profiler hand-off on the CPU.
 """
 
@@ -28,7 +28,7 @@ nn = torch.nn
 
 
 def tool() -> Any:
-    spec = importlib.util.spec_from_file_location("npu_api_tool", ROOT / "tools" / "npu_api.py")
+    spec = importlib.util.spec_from_file_location("npu_api_tool", ROOT / "tests" / "data" / "make_torch_npu_api.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -41,7 +41,7 @@ def test_the_package_calls_only_names_on_the_list_from_the_real_wheel() -> None:
             "torch_npu.npu.utils.is_support_inf_nan", "torch_npu.profiler._ExperimentalConfig",
             "acl.get_soc_name"} <= set(used), "the scan sees the calls the device layer and profiler make"
     unlisted = sorted(set(used) - set(API["names"]))
-    assert not unlisted, f"not on tests/data/torch_npu_api.json (run tools/npu_api.py --download): {unlisted}"
+    assert not unlisted, f"not on tests/data/torch_npu_api.json (run tests/data/make_torch_npu_api.py --download): {unlisted}"
     assert API["torch_npu"] == "2.14.0" and API["wheel"].startswith("torch_npu-2.14.0-")
     missing = [n for n, e in API["names"].items() if e["kind"] in ("missing", "unknown")]
     assert not missing, f"called but not defined by torch-npu 2.14.0: {missing}"

@@ -1,6 +1,6 @@
 """Write the list of torch_npu and pyACL names ascend-tui calls, with their signatures as the real wheel defines them.
 
-Run: python tools/npu_api.py [--wheel PATH | --download] [--out tests/data/torch_npu_api.json]
+Run: python tests/data/make_torch_npu_api.py [--wheel PATH | --download] [--out tests/data/torch_npu_api.json]
 
 `--download` fetches `torch-npu==2.14.0` from the package index (`pip download --no-deps`). The
 wheel's Python sources are read with `ast` inside the zip, never imported (no NPU or CANN
@@ -25,7 +25,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VERSION = "2.14.0"
 ROOTS = ("torch_npu", "acl")
 # CANN's pyACL is installed with the CANN toolkit, not from the package index: its signatures come from the
@@ -243,7 +243,7 @@ def build(wheel: Path) -> dict[str, Any]:
             entry["source"] = wheel.name
         entry["used_in"] = files
         names[name] = entry
-    return {"torch_npu": VERSION, "wheel": wheel.name, "generated_by": "tools/npu_api.py", "names": names}
+    return {"torch_npu": VERSION, "wheel": wheel.name, "generated_by": "tests/data/make_torch_npu_api.py", "names": names}
 
 
 def download(dest: Path) -> Path:
