@@ -7,6 +7,9 @@ With `--trace-kernels N` a trace_view.json of N device kernels (the Level1 fixtu
 and streams, one after the other) is written and opened instead: the read alone is timed, then the
 app's first screen from the file (what it takes beyond the read is the goal: under 1 s) and the
 keys on the opened investigation (goal: each under 50 ms).
+With `--timeline-kernels N` the timeline view (`L`) is opened on N synthetic kernels (two ranks, a
+compute and a communication stream each) and every zoom / pan / jump key is timed, each press
+printed, beside the same keys on 1,000 kernels in the same run (goal: each under 50 ms).
 """
 
 from __future__ import annotations
@@ -197,14 +200,76 @@ def measure_trace(kernels: int, repeat: int, folder: Path) -> None:
             print(f"  {key}: {_fmt(value)} (goal < 50 ms)")
 
 
+TIMELINE_KEYS = (("zoom in", "plus"), ("zoom in", "plus"), ("zoom out", "minus"), ("pan left", "h"),
+                 ("pan right", "l"), ("next long kernel", "n"), ("next gap", "g"), ("next kernel", "right"),
+                 ("next lane", "j"), ("zoom to kernel", "z"))
+
+
+def timeline_kernels(n: int) -> object:
+    """`n` kernels over two ranks: every 5th on a communication stream, every 50th 20x longer, a gap every 40th."""
+    from ascend_tui.graph.profile import Codes, KernelTable
+
+    per = n // 2
+    i = np.arange(per)
+    dur = np.where(i % 50 == 7, 200.0, 10.0)
+    start = np.concatenate([[0.0], np.cumsum(dur + np.where(i % 40 == 39, 500.0, 2.0))[:-1]])
+    comm = i % 5 == 4
+    names = Codes(np.tile(np.where(comm, 0, 1 + i % 3), 2), ["hcom_allReduce_", "MatMul_0", "MatMul_1", "MatMul_2"])
+    return KernelTable(2 * per, text={"name": names},
+                       ints={"device": np.repeat(np.arange(2), per), "stream": np.tile(np.where(comm, 3, 1), 2),
+                             "start_ns": np.tile((start * 1000).astype(np.int64), 2)},
+                       floats={"dur_us": np.tile(dur, 2)})
+
+
+async def _timeline_timings(n: int, repeat: int) -> tuple[float, dict[str, list[float]]]:
+    """Seconds to open the timeline on `n` kernels, and CPU seconds of every timed key press."""
+    from ascend_tui.app.app import InvestigatorApp
+    from ascend_tui.app.screens.timeline import TimelineScreen
+    from ascend_tui.graph.profile import Profile
+
+    inv = synthetic(200)
+    inv.profile = Profile("trace", timeline_kernels(n))  # type: ignore[arg-type]
+    app = InvestigatorApp(inv)
+    out: dict[str, list[float]] = {}
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        t0 = time.perf_counter()
+        await pilot.press("L")
+        await pilot.pause()
+        opened = time.perf_counter() - t0
+        assert isinstance(app.screen, TimelineScreen), "the timeline did not open"
+        for _ in range(repeat):
+            for name, key in TIMELINE_KEYS:
+                c0 = time.process_time()
+                await pilot.press(key)
+                out.setdefault(f"key: {name} ({key})", []).append(time.process_time() - c0)
+    return opened, out
+
+
+def measure_timeline(n: int, baseline: int, repeat: int) -> None:
+    base_open, base = asyncio.run(_timeline_timings(baseline, repeat))
+    big_open, big = asyncio.run(_timeline_timings(n, repeat))
+    print(f"timeline view, terminal {SIZE[0]}x{SIZE[1]}; every press (CPU time incl. the event loop and painting)")
+    print(f"  open (L): {baseline:,} kernels {_fmt(base_open)}, {n:,} kernels {_fmt(big_open)}")
+    for key in big:
+        worst = max(big[key]) / max(1e-9, max(base[key]))
+        print(f"  {key}: {baseline:,}: {', '.join(_fmt(v) for v in base[key])} | {n:,}: "
+              f"{', '.join(_fmt(v) for v in big[key])} | worst ratio {worst:.1f}x (goal < 50 ms)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ops", type=int, default=100_000)
     parser.add_argument("--baseline", type=int, default=1_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--trace-kernels", type=int, default=0, help="open a trace of this many kernels instead")
+    parser.add_argument("--timeline-kernels", type=int, default=0,
+                        help="time the timeline view's keys on this many synthetic kernels instead")
     args = parser.parse_args()
     asyncio.run(_app_timings(synthetic(200), 1))  # warm-up: imports, CSS parsing, first-run caches
+    if args.timeline_kernels:
+        measure_timeline(args.timeline_kernels, args.baseline, args.repeat)
+        return
     if args.trace_kernels:
         with tempfile.TemporaryDirectory() as tmp:
             measure_trace(args.trace_kernels, args.repeat, Path(tmp))
