@@ -118,3 +118,19 @@ def test_timeline_snapshot(snap_compare: Any, size: tuple[int, int]) -> None:
         await pilot.pause()
 
     assert snap_compare(Host(investigation()), terminal_size=size, run_before=keys)
+
+
+async def test_a_memory_lane_follows_the_samples_on_the_kernels_clock() -> None:
+    from ascend_tui.evidence import MemorySample
+
+    inv = investigation()
+    end = float(inv.profile.kernels.start_ns.max()) / 1000
+    inv.memory_samples = [MemorySample(t, t * 10.0, t * 20.0) for t in np.linspace(0, end, 50).tolist()]
+    app = Host(inv)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        canvas = app.screen.query_one(TimelineCanvas)
+        line = "".join(s.text for s in canvas.render_line(len(canvas.lanes) + 1))
+        assert line.startswith("mem ")
+        curve = line[15:]
+        assert curve.rstrip().endswith("█") and any(c in curve for c in "▁▂▃")  # rises to the peak at the end

@@ -3,13 +3,14 @@
 Drawn from the kernel table's columns (`start_ns`, `dur_us`, `device`, `stream`): each lane keeps its
 kernels' starts sorted and a running maximum of their ends, so painting a lane for any window is two
 `searchsorted` calls over the cell edges, whatever the number of kernels (1M stay well under 50 ms
-a key). The cursor is one kernel; Enter dismisses with its operator so the graph view focuses it.
+a key). Memory samples on the same clock are a last lane, allocated bytes in eighths of the peak.
+The cursor is one kernel; Enter dismisses with its operator so the graph view focuses it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Sequence
 
 import numpy as np
 from rich.segment import Segment
@@ -22,9 +23,10 @@ from textual.widgets import Static
 
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.widgets.footer import KeyFooter
-from ascend_tui.fmt import duration_us
+from ascend_tui.fmt import duration_us, nbytes
 
 if TYPE_CHECKING:
+    from ascend_tui.evidence import MemorySample
     from ascend_tui.graph.profile import KernelTable
     from ascend_tui.investigation import Investigation
 
@@ -72,7 +74,7 @@ class TimelineCanvas(Widget, can_focus=True):
 
     DEFAULT_CSS = "TimelineCanvas { height: 1fr; }"
 
-    def __init__(self, kernels: KernelTable, id: str | None = None) -> None:
+    def __init__(self, kernels: KernelTable, memory: Sequence[MemorySample] = (), id: str | None = None) -> None:
         super().__init__(id=id)
         self.kernels = kernels
         self.lanes = build_lanes(kernels)
@@ -80,6 +82,10 @@ class TimelineCanvas(Widget, can_focus=True):
         ends = [lane.end_max[-1] for lane in self.lanes]
         self.t_min = float(min(starts)) if starts else 0.0
         self.t_max = float(max(ends)) if ends else 1.0
+        # the memory curve: samples on the kernels' clock (µs) only; iteration-numbered ones would not line up
+        timed = sorted((m for m in memory if self.t_min <= m.time <= self.t_max), key=lambda m: m.time)
+        self.mem_t = np.array([m.time for m in timed], dtype=np.float64)
+        self.mem_v = np.array([m.allocated_bytes for m in timed], dtype=np.float64)
         self.t0, self.span = self.t_min, max(1e-3, self.t_max - self.t_min)
         self.lane = 0
         self.pos = 0  # position of the cursor kernel in its lane
@@ -197,6 +203,8 @@ class TimelineCanvas(Widget, can_focus=True):
             gap = max(1, cells - len(left) - len(right))
             return Strip([Segment(f"{'time':<{LABEL_W}} {left}{' ' * gap}{right}", muted)]).adjust_cell_length(width)
         index = y - 1
+        if index == len(self.lanes) and len(self.mem_t):
+            return self._memory_line(width)
         if index >= len(self.lanes):
             return Strip.blank(width)
         lane = self.lanes[index]
@@ -223,6 +231,22 @@ class TimelineCanvas(Widget, can_focus=True):
         else:
             segments.append(Segment(text, base))
         return Strip(segments).adjust_cell_length(width)
+
+
+    def _memory_line(self, width: int) -> Strip:
+        """Allocated memory at each cell's right edge (the last sample before it), in eighths of the peak."""
+        cells = self.width_cells()
+        edges = self.t0 + self.span * np.arange(1, cells + 1) / cells
+        at = np.searchsorted(self.mem_t, edges, side="right") - 1
+        peak = float(self.mem_v.max()) or 1.0
+        level = np.where(at >= 0, np.round(self.mem_v[np.maximum(at, 0)] / peak * 8), -1).astype(int)
+        text = "".join(" " if v < 0 else _EIGHTHS[v] for v in level.tolist())
+        label = f"mem {nbytes(peak)}"
+        return Strip([Segment(f"{label[:LABEL_W]:<{LABEL_W}} ", Style(dim=True)),
+                      Segment(text, Style())]).adjust_cell_length(width)
+
+
+_EIGHTHS = " ▁▂▃▄▅▆▇█"
 
 
 class TimelineScreen(CheckView):
@@ -259,7 +283,7 @@ class TimelineScreen(CheckView):
         assert self.inv.profile is not None
         kernels = self.inv.profile.kernels
         timed = kernels.take(kernels.start_ns >= 0) if (kernels.start_ns < 0).any() else kernels
-        self.canvas = TimelineCanvas(timed, id="timeline")
+        self.canvas = TimelineCanvas(timed, self.inv.memory_samples, id="timeline")
         yield Static(id="timeline-title")
         yield self.canvas
         yield Static(id="timeline-status")
