@@ -193,3 +193,11 @@ def test_metrics_read_as_words() -> None:
     text = metric_items({"error": 0.35, "input_error": 0.01, "replay_error": float("nan"), "evidence": "ratio"})
     assert text == "error: 0.35 · input error: 0.01 · replay error: not measured · evidence: ratio"
     assert "=" not in text and "nan" not in text
+
+
+def test_memory_sample_times_read_as_counts_do() -> None:
+    from ascend_tui.app.screens.memory import time_label
+    from ascend_tui.fmt import count
+
+    assert time_label(1619.4) == time_label(1619) == count(1619) == "1,619"
+    assert time_label(12.5) == "12.5" and time_label(float("nan")) == "nan"

@@ -6,6 +6,8 @@ Enter on a row focuses its operator on the graph; `r` focuses the root cause rec
 
 from __future__ import annotations
 
+import math
+
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -40,6 +42,11 @@ class Trend:
     per_step: float
     grew: int
     steps: int
+
+
+def time_label(t: float) -> str:
+    """A sample's time as the screen's counts read: `1,619` whether the record held 1619 or 1619.4."""
+    return f"{t:,.0f}" if math.isfinite(t) and 1e3 <= abs(t) < 1e15 else magnitude(t)
 
 
 def leak_trend(samples: list[MemorySample]) -> Trend | None:
@@ -159,8 +166,8 @@ class MemoryScreen(CheckView):
             named = len(self.series) > 1 or "" not in self.series
             first, last = series[0], series[-1]
             yield TimeChart([x.allocated_bytes for x in series], y_label=nbytes,
-                            x_first=magnitude(first.time) if named else (first.label or magnitude(first.time)),
-                            x_last=magnitude(last.time) if named else (last.label or magnitude(last.time)),
+                            x_first=time_label(first.time) if named else (first.label or time_label(first.time)),
+                            x_last=time_label(last.time) if named else (last.label or time_label(last.time)),
                             x_title="time (µs)" if named else "sample", y_title=f"allocated{' ' + name if name else ''}",
                             id="memory-spark")
         with TabbedContent(initial="events"):
@@ -329,7 +336,7 @@ def _trend_rows(series: list[MemorySample], reserved: bool, by_time: bool) -> li
         change = "" if prev is None else nbytes(x.allocated_bytes - prev)
         grew = prev is not None and x.allocated_bytes > prev
         share = (x.allocated_bytes - low) / (high - low) if high > low else 1.0
-        cells = [magnitude(x.time) if by_time else (x.label or magnitude(x.time)), nbytes(x.allocated_bytes),
+        cells = [time_label(x.time) if by_time else (x.label or time_label(x.time)), nbytes(x.allocated_bytes),
                  ("+" if grew else "") + change]
         if reserved:
             cells.append(nbytes(x.reserved_bytes))
