@@ -86,7 +86,8 @@ def test_progress_and_cancel_are_checked_between_chunks(tmp_path: Path, monkeypa
     monkeypatch.setattr(onnx_model, "CHUNK", 2)
     seen: list[tuple[str, int, int | None]] = []
     onnx_model.load(odd_model(tmp_path), progress=lambda what, done, total: seen.append((what, done, total)))
-    assert [s for s in seen if s[0] == "building graph"] == [("building graph", k, 7) for k in (2, 4, 6, 8)]
+    # top-level operators done out of the 7 (placeholders and bodies are not counted: `8/7` read as a bug)
+    assert [s for s in seen if s[0] == "building graph"] == [("building graph", k, 7) for k in (0, 2, 4, 6, 7)]
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(Cancelled):
