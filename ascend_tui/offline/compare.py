@@ -24,10 +24,9 @@ from ascend_tui.offline.compare_band import assign_bands, band_verdicts, depth_p
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding, StatsTable
 from ascend_tui.readers.msprobe import dump
-from ascend_tui.offline import compare_rows, compare_tensors
+from ascend_tui.offline import compare_rows
 from ascend_tui.offline.compare_rows import Item, Row, Unmatched
 from ascend_tui.readers.msprobe.mapping import MappingOptions, renamer
-from ascend_tui.readers.msprobe.tensors import torch_available
 from ascend_tui.readers.msprobe.graph import PARAM_GRAD, Builder, stats_rows
 from ascend_tui.graph.opgraph import read_json
 from ascend_tui.investigation import Investigation, RunInfo
@@ -177,7 +176,7 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
         lefts.append((compare_rows.unmatched(rows, gitems), gitems))
         prepared.append((td, gd, th, tdata, mode, rows, gdata))
     notes: list[str] = []
-    if replay and any(p[4] == "tensor" for p in prepared) and not torch_available():
+    if replay and any(p[4] == "tensor" for p in prepared) and not _torch_available():
         notes.append("isolated replay needs PyTorch (pip install torch): attribution uses the amplification rule")
     _tensor_metrics(prepared, workers, scheduler, progress, cancel)
     ranks = []
@@ -196,6 +195,10 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
 def _tensor_metrics(prepared: list[Any], workers: int | None, scheduler: str | None, progress: Progress | None,
                     cancel: threading.Event | None) -> None:
     """Fill tensor-mode metrics of every rank in one batch of work (each file pair once)."""
+    if not any(p[4] == "tensor" for p in prepared):
+        return
+    from ascend_tui.offline import compare_tensors  # processes and the .pt reader: tensor dumps only
+
     index: dict[tuple[str, str], int] = {}
     pairs: list[compare_tensors.Pair] = []
     todo: list[tuple[Row, int]] = []
@@ -217,6 +220,12 @@ def _tensor_metrics(prepared: list[Any], workers: int | None, scheduler: str | N
                                         cancel=cancel)
     for row, i in todo:
         row.metrics = results[i]
+
+
+def _torch_available() -> bool:
+    from ascend_tui.readers.msprobe.tensors import torch_available
+
+    return torch_available()
 
 
 def _scale(item: Item | None) -> float:
@@ -328,7 +337,7 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
             row.node, row.slot = k
     growth: dict[str, Any] = {}
     replay_op = None
-    if replay and mode == "tensor" and torch_available():
+    if replay and mode == "tensor" and _torch_available():
         from ascend_tui.offline.replay import replayer
 
         replay_op = replayer(gd, data, golden, builder.ids)
