@@ -93,9 +93,9 @@ def _mode(header: Mapping[str, Any], items: Sequence[Item]) -> str:
     return "statistics"
 
 
-def _side(rank_dir: Path) -> tuple[dict[str, Any], dict[str, Any], list[Item]]:
+def _side(rank_dir: Path, cache: dump.LeafCache | None = None) -> tuple[dict[str, Any], dict[str, Any], list[Item]]:
     header, data = dump.read_dump(rank_dir / "dump.json")
-    return header, data, compare_rows.items_of(data, rank_dir / "dump.json")
+    return header, data, compare_rows.items_of(data, rank_dir / "dump.json", cache)
 
 
 def _stack_text(rank_dir: Path) -> dict[str, str]:
@@ -166,10 +166,12 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
         raise InputError(golden, f"{len(g_ranks)} rank folders here but {len(t_ranks)} in {target}; "
                                  "msprobe pairs ranks by position, so the counts must match")
     prepared = []
+    caches: list[dump.LeafCache] = []  # the target's leaves, parsed once for the rows and the graph
     for i, (td, gd) in enumerate(zip(t_ranks, g_ranks)):
         if progress is not None:
             progress("reading dump.json", i, len(t_ranks))
-        th, tdata, titems = _side(td)
+        caches.append({})
+        th, tdata, titems = _side(td, caches[-1])
         gh, gdata, gitems = _side(gd)
         mode = _mode(th, titems) if _mode(th, titems) == _mode(gh, gitems) else "statistics"
         rows = _pair(td, gd, th, gh, titems, gitems, fuzzy, opts)
@@ -180,10 +182,10 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
         notes.append("isolated replay needs PyTorch (pip install torch): attribution uses the amplification rule")
     _tensor_metrics(prepared, workers, scheduler, progress, cancel)
     ranks = []
-    for td, gd, th, tdata, mode, rows, gdata in prepared:
+    for (td, gd, th, tdata, mode, rows, gdata), cache in zip(prepared, caches):
         for row in rows:
             _judge(row, mode, t)
-        ranks.append(_rank_compare(td, gd, th, tdata, gdata, mode, rows, t, replay))
+        ranks.append(_rank_compare(td, gd, th, tdata, gdata, mode, rows, t, replay, cache))
     summary = summarize(ranks)
     summary["notes"] = notes
     _account_unmatched(ranks, lefts, summary, opts)
@@ -292,12 +294,12 @@ def _as_tensor_metrics(m: TensorMetrics | StatsMetrics | None) -> TensorMetrics 
 
 def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[str, Any],
                   golden: Mapping[str, Any], mode: str,
-                  rows: list[Row], t: Thresholds, replay: bool) -> RankCompare:
+                  rows: list[Row], t: Thresholds, replay: bool, cache: dump.LeafCache | None = None) -> RankCompare:
     """Build the target graph, put metrics on its nodes, attribute, and make the investigation."""
     dump_file = td / "dump.json"
     construct = dump.read_construct(td / "construct.json")
     stacks = dump.read_stacks(td / "stack.json")
-    entries = [e for name, rec in data.items() if (e := dump.parse_entry(str(name), rec, dump_file)) is not None]
+    entries = [e for name, rec in data.items() if (e := dump.parse_entry(str(name), rec, dump_file, cache)) is not None]
     builder = Builder(entries, construct, stacks)
     builder.build(None, None)
     built = builder.finish(sum(1 for n in data if not PARAM_GRAD.match(str(n))) - len(entries))

@@ -4,7 +4,7 @@ Rows come in dump.json order (inputs, parameters, outputs of each record, then p
 gradients), one per per-tensor name, with the same names msprobe's CSV uses; `match` pairs them
 exactly, with `fuzzy` by name without call index in call order, or through a mapping's `rename`
 (`readers/msprobe/mapping.py`); `unmatched` counts what found no counterpart on each side. Tensor
-leaves are parsed by `msprobe.parse_leaves`; this module only orders them and pairs them.
+leaves are parsed by `dump.tensor_leaf`; this module only orders them and pairs them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ascend_tui.checks.precision import N_A, UNSUPPORTED, StatsMetrics, TensorMetrics
 from ascend_tui.errors import InputError
-from ascend_tui.readers.msprobe.dump import parse_leaves
+from ascend_tui.readers.msprobe.dump import LeafCache, tensor_leaf
 from ascend_tui.readers.msprobe.graph import API_NAME, MODULE_NAME, PARAM_GRAD, Leaf
 from ascend_tui.readers.msprobe.mapping import Rename, canonical_dtype, compatible_dtypes
 
@@ -93,33 +93,35 @@ class Row:
 # -- rows of one dump ------------------------------------------------------------------------------
 
 
-def _walk(value: Any, name: str, entry: str, section: str, path: Path, out: list[Item]) -> None:
+def _walk(value: Any, name: str, entry: str, section: str, path: Path, out: list[Item],
+          cache: LeafCache | None) -> None:
     """Items of one record section in the order msprobe lists them."""
     if value is None:
         out.append(Item(name, entry, section))
         return
     if isinstance(value, list):
         for i, v in enumerate(value):
-            _walk(v, f"{name}.{i}", entry, section, path, out)
+            _walk(v, f"{name}.{i}", entry, section, path, out, cache)
         return
     if not isinstance(value, dict):
         raise InputError(path, f"{name}: {value!r} is not an msprobe tensor or value record")
     if "dtype" in value and "shape" in value:
-        leaves: list[Leaf] = []
-        parse_leaves(value, name, path, leaves, {})
-        out.append(Item(name, entry, section, leaves[0], requires_grad=value.get("requires_grad"),
-                        raw_stats=tuple(value.get(k) for k in ("Max", "Min", "Mean", "Norm")),
-                        raw_dtype=str(value["dtype"])))
+        get = value.get
+        leaf = tensor_leaf(value, name, path)
+        if cache is not None:
+            cache[id(value)] = (value, leaf)
+        out.append(Item(name, entry, section, leaf, requires_grad=get("requires_grad"),
+                        raw_stats=(get("Max"), get("Min"), get("Mean"), get("Norm")), raw_dtype=str(value["dtype"])))
     elif "type" in value or "class_type" in value:
         out.append(Item(name, entry, section, value=value.get("value"), is_scalar=True,
                         type_name=str(value.get("type", value.get("class_type", ""))).removeprefix("<class '")))
     else:
         for k, v in value.items():
-            _walk(v, f"{name}.{k}", entry, section, path, out)
+            _walk(v, f"{name}.{k}", entry, section, path, out, cache)
 
 
-def items_of(data: Mapping[str, Any], path: Path) -> list[Item]:
-    """Every row item of a dump.json `data`, in msprobe's row order."""
+def items_of(data: Mapping[str, Any], path: Path, cache: LeafCache | None = None) -> list[Item]:
+    """Every row item of a dump.json `data`, in msprobe's row order; `cache` collects the leaves for `parse_entry`."""
     out: list[Item] = []
     for name, record in data.items():
         name = str(name)
@@ -128,24 +130,24 @@ def items_of(data: Mapping[str, Any], path: Path) -> list[Item]:
         if PARAM_GRAD.match(name):
             for pname, v in record.items():
                 _walk(v[0] if isinstance(v, list) and len(v) == 1 else v, f"{name}.{pname}", name, "param_grad",
-                      path, out)
+                      path, out, cache)
             continue
         if not (MODULE_NAME.match(name) or API_NAME.match(name)):
             continue
         if name.endswith("forward") or ".forward." in name:
             args = record.get("input_args") if "input_args" in record else record.get("input")  # older dumps: "input"
             for i, v in enumerate(args or ()):
-                _walk(v, f"{name}.input.{i}", name, "input", path, out)
+                _walk(v, f"{name}.input.{i}", name, "input", path, out, cache)
             for k, v in (record.get("input_kwargs") or {}).items():
-                _walk(v, f"{name}.input.{k}", name, "input", path, out)
+                _walk(v, f"{name}.input.{k}", name, "input", path, out, cache)
             for k, v in (record.get("parameters") or {}).items():
-                _walk(v, f"{name}.parameters.{k}", name, "parameters", path, out)
+                _walk(v, f"{name}.parameters.{k}", name, "parameters", path, out, cache)
         else:
             for i, v in enumerate(record.get("input") or ()):
-                _walk(v, f"{name}.input.{i}", name, "input", path, out)
+                _walk(v, f"{name}.input.{i}", name, "input", path, out, cache)
         out_v = record.get("output")
         for i, v in enumerate(out_v if isinstance(out_v, list) else [out_v] if out_v is not None else []):
-            _walk(v, f"{name}.output.{i}", name, "output", path, out)
+            _walk(v, f"{name}.output.{i}", name, "output", path, out, cache)
     return out
 
 
