@@ -284,7 +284,12 @@ def _fuzzy_pairs(t_entries: list[str], g_entries: list[str]) -> dict[str, str]:
 # -- CSV -------------------------------------------------------------------------------------------
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(x, ensure_ascii=False) without a new encoder
+
+
 def _num(x: Any) -> str:
+    if type(x) is float and x - x == 0.0:  # finite: the common case first
+        return repr(x)
     if isinstance(x, str):
         return x
     if x is None:
@@ -302,7 +307,14 @@ def _stats(item: Item | None) -> list[str]:
         return [N_A] * 4
     if item.leaf is None:
         return [str(item.value)] * 4
-    return ["None" if v is None else str(v) if isinstance(v, int) else _num(v) for v in item.raw_stats or (None,) * 4]
+    return [_raw(v) for v in item.raw_stats] if item.raw_stats else ["None"] * 4
+
+
+def _raw(v: Any) -> str:
+    """A Max/Min/Mean/Norm cell as dump.json spelled it (ints stay ints, None stays None)."""
+    if type(v) is float and v - v == 0.0:
+        return repr(v)
+    return "None" if v is None else str(v) if isinstance(v, int) else _num(v)
 
 
 def _rg(v: Any) -> str:
@@ -315,7 +327,7 @@ def csv_row(row: Row, mode: str, stack: str = N_A) -> list[str]:
     basic = [t.name, g.name if g else N_A, t.dtype, g.dtype if g else N_A, t.shape, g.shape if g else N_A,
              _rg(t.requires_grad), _rg(g.requires_grad) if g else N_A]
     consistent = N_A if g is None else str(t.requires_grad == g.requires_grad)
-    messages = json.dumps(row.messages, ensure_ascii=False) if g is not None else "No bench data matched."
+    messages = (_ENCODE(row.messages) if row.messages else "[]") if g is not None else "No bench data matched."
     extract = [consistent, row.result if g is not None else N_A, messages]
     if mode == "md5":
         return basic + [t.leaf.md5 if t.leaf and t.leaf.md5 else N_A,

@@ -23,6 +23,7 @@ _ALL_IGNORE = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_
                "new_empty", "empty_strided"}
 _INPUT_IGNORE = {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
 _LEVEL = {"pass": 0, "warning": 1, "error": 2}
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(x, ensure_ascii=False) without a new encoder
 
 
 def _num(cell: str) -> float | None:
@@ -76,18 +77,22 @@ def _matched(api: _Api, i: int) -> bool:
 
 
 def _common(api: _Api, rows: Sequence[int]) -> None:
+    c = api.cols
+    name, nmax, nmin, bmax, bmin = c["Bench Name"], c["NPU max"], c["NPU min"], c["Bench max"], c["Bench min"]
+    nrg, brg, nd, bd, ns, bs = (c["NPU Requires_grad"], c["Bench Requires_grad"], c["NPU Dtype"], c["Bench Dtype"],
+                                c["NPU Tensor Shape"], c["Bench Tensor Shape"])
     for i in rows:
-        if not _matched(api, i):
+        line = api.lines[i]
+        bench = line[name]
+        if not bench or bench == "N/A":  # _matched
             continue
-        if not (_inf_nan(api.get(i, "Bench max")) or _inf_nan(api.get(i, "Bench min"))) and \
-                (_inf_nan(api.get(i, "NPU max")) or _inf_nan(api.get(i, "NPU min"))):
+        if not (_inf_nan(line[bmax]) or _inf_nan(line[bmin])) and (_inf_nan(line[nmax]) or _inf_nan(line[nmin])):
             api.mark(i, "error", "There is nan/inf/-inf in the maximum or minimum value of NPU.")
-        if api.get(i, "NPU Requires_grad") != api.get(i, "Bench Requires_grad"):
+        if line[nrg] != line[brg]:
             api.mark(i, "error", "The Required_Grad of NPU and Bench are inconsistent")
-        if api.get(i, "NPU Dtype") != api.get(i, "Bench Dtype") and \
-                "qkv" not in api.get(i, "Bench Name") and "gate_up" not in api.get(i, "Bench Name"):
+        if line[nd] != line[bd] and "qkv" not in bench and "gate_up" not in bench:
             api.mark(i, "error", "The dtype of NPU and Bench are inconsistent.")
-        if api.get(i, "NPU Tensor Shape") != api.get(i, "Bench Tensor Shape"):
+        if line[ns] != line[bs]:
             api.mark(i, "error", "The shape of NPU and Bench are inconsistent.")
 
 
@@ -161,7 +166,7 @@ def msprobe_results(mode: str, groups: Sequence[Sequence[list[str]]]) -> list[li
             if ignore == "none":
                 _scalars(api)
             (_statistics if mode == "statistics" else _tensor)(api, ignore)
-        out.append([(api.result[i], json.dumps(api.msgs[i], ensure_ascii=False)) for i in range(len(lines))])
+        out.append([(res, _ENCODE(msgs) if msgs else "[]") for res, msgs in zip(api.result, api.msgs)])
     return out
 
 
