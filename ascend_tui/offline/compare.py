@@ -98,18 +98,23 @@ def _side(rank_dir: Path, cache: dump.LeafCache | None = None) -> tuple[dict[str
     return header, data, compare_rows.items_of(data, rank_dir / "dump.json", cache)
 
 
-def _stack_text(rank_dir: Path) -> dict[str, str]:
-    """Entry name -> its stack as msprobe's CSV writes it (the raw lines of stack.json, old or 26.x format)."""
-    dump.read_stacks(rank_dir / "stack.json")  # validates; raises InputError on a malformed file
+def _stacks(rank_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """stack.json read once: (entry name -> source location, entry name -> its stack as msprobe's CSV writes it)."""
     path = rank_dir / "stack.json"
     if not path.exists():
-        return {}
+        return {}, {}
     raw = read_json(path)
+    return dump.parse_stacks(raw, path), _stack_text(raw)  # parse_stacks validates: InputError on a malformed file
+
+
+def _stack_text(raw: Any) -> dict[str, str]:
+    """Entry name -> its stack as msprobe's CSV writes it (the raw lines of stack.json, old or 26.x format)."""
     out: dict[str, str] = {}
     for key, value in raw.items():
         if "0" in raw:
+            text = str(value[1])
             for name in value[0]:
-                out[str(name)] = str(value[1])
+                out[str(name)] = text
         else:
             out[str(key)] = str(value)
     return out
@@ -252,7 +257,8 @@ def _judge(row: Row, mode: str, t: Thresholds) -> None:
         return
     if tgt.leaf is None or gold.leaf is None:
         return
-    if tuple(d for d in tgt.leaf.meta.shape if d != 1) != tuple(d for d in gold.leaf.meta.shape if d != 1):
+    ts, gs = tgt.leaf.meta.shape, gold.leaf.meta.shape
+    if ts != gs and tuple(d for d in ts if d != 1) != tuple(d for d in gs if d != 1):
         row.result = "error"
         row.messages.append("error: the shape of target and golden differ")
         return
@@ -298,7 +304,7 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
     """Build the target graph, put metrics on its nodes, attribute, and make the investigation."""
     dump_file = td / "dump.json"
     construct = dump.read_construct(td / "construct.json")
-    stacks = dump.read_stacks(td / "stack.json")
+    stacks, stack_text = _stacks(td)
     entries = [e for name, rec in data.items() if (e := dump.parse_entry(str(name), rec, dump_file, cache)) is not None]
     builder = Builder(entries, construct, stacks)
     builder.build(None, None)
@@ -368,7 +374,7 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
     inv = Investigation(graph, stats=built.stats, reference=reference, run=run,
                         findings=[*_shape_findings(graph, rows), *found,
                                   *(_md5_first(graph, builder.ids, by_entry) if mode == "md5" else ())])
-    return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, {k: v for k, v in _stack_text(td).items()},
+    return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, stack_text,
                        growth=growth)
 
 

@@ -135,7 +135,11 @@ def read_stacks(path: Path) -> dict[str, SourceLocation]:
     """stack.json in the old ({name: [lines]}) or 26.x ({"0": [[names], [lines]]}) format -> name -> source."""
     if not path.exists():
         return {}
-    raw = read_json(path)
+    return parse_stacks(read_json(path), path)
+
+
+def parse_stacks(raw: Any, path: Path) -> dict[str, SourceLocation]:
+    """`read_stacks` of stack.json's parsed JSON `raw` (for a caller that needs the raw lines too)."""
     bad = InputError(path, "not an msprobe stack.json (expected {name: [frames]} or {\"0\": [[names], [frames]]})")
     if not isinstance(raw, dict):
         raise bad
