@@ -10,11 +10,11 @@ our own columns (`write_csv`). Works on the CSV cells as strings, as msprobe's d
 
 from __future__ import annotations
 
-import csv
 import json
 import math
+import re
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ascend_tui.offline.compare_rows import Row, csv_row, header
 
@@ -199,12 +199,36 @@ def write_csv(path: Path, rows: Sequence[Row], mode: str, stacks: Mapping[str, s
             if rows[k].golden is not None:
                 lines[k][cols["Result"]] = result
                 lines[k][cols["Err_message"]] = msg
+    stack_col = cols["NPU_Stack_Info"]
+    quoted: dict[str, str] = {}  # a stack is one string shared by the records of its call site: quoted once
+    out = [_csv_line(base + OURS)]
+    for row, line in zip(rows, lines):
+        stack = line[stack_col]
+        if (q := quoted.get(stack)) is None:
+            q = quoted[stack] = _csv_field(stack)
+        line[stack_col] = q
+        line[stack_col + 1:] = [_csv_field(c) for c in line[stack_col + 1:]]
+        line[:stack_col] = [_csv_field(c) for c in line[:stack_col]]
+        line += (_csv_field(row.result if row.golden is not None else "N/A"), _csv_field("; ".join(row.messages)),
+                 _csv_field(_units(row)), _csv_field(row.attribution))
+        out.append(",".join(line))
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(base + OURS)
-        for row, line in zip(rows, lines):
-            ours = [row.result if row.golden is not None else "N/A", "; ".join(row.messages), _units(row),
-                    row.attribution]
-            w.writerow(line + ours)
+        fh.write("\r\n".join(out))
+        fh.write("\r\n")
     tmp.replace(path)
+
+
+_NEEDS_QUOTES = re.compile(r'[,"\r\n]')
+
+
+def _csv_field(cell: Any) -> str:
+    """One cell as `csv.writer` (excel dialect, QUOTE_MINIMAL) writes it: quoted when it holds , " CR or LF."""
+    text = cell if type(cell) is str else "" if cell is None else str(cell)
+    if _NEEDS_QUOTES.search(text) is None:
+        return text
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _csv_line(cells: Sequence[Any]) -> str:
+    return ",".join([_csv_field(c) for c in cells])
