@@ -199,19 +199,14 @@ def write_csv(path: Path, rows: Sequence[Row], mode: str, stacks: Mapping[str, s
             if rows[k].golden is not None:
                 lines[k][cols["Result"]] = result
                 lines[k][cols["Err_message"]] = msg
-    stack_col = cols["NPU_Stack_Info"]
-    quoted: dict[str, str] = {}  # a stack is one string shared by the records of its call site: quoted once
+    # cells repeat (dtypes, shapes, N/A, and a stack is one string shared by the records of its call site): each
+    # distinct cell is quoted once
+    quoted = _Quoted()
     out = [_csv_line(base + OURS)]
     for row, line in zip(rows, lines):
-        stack = line[stack_col]
-        if (q := quoted.get(stack)) is None:
-            q = quoted[stack] = _csv_field(stack)
-        line[stack_col] = q
-        line[stack_col + 1:] = [_csv_field(c) for c in line[stack_col + 1:]]
-        line[:stack_col] = [_csv_field(c) for c in line[:stack_col]]
-        line += (_csv_field(row.result if row.golden is not None else "N/A"), _csv_field("; ".join(row.messages)),
-                 _csv_field(_units(row)), _csv_field(row.attribution))
-        out.append(",".join(line))
+        line += (row.result if row.golden is not None else "N/A", "; ".join(row.messages), _units(row),
+                 row.attribution)
+        out.append(",".join([quoted[c] for c in line]))
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="", encoding="utf-8") as fh:
         fh.write("\r\n".join(out))
@@ -228,6 +223,14 @@ def _csv_field(cell: Any) -> str:
     if _NEEDS_QUOTES.search(text) is None:
         return text
     return '"' + text.replace('"', '""') + '"'
+
+
+class _Quoted(dict[Any, str]):
+    """cell -> `_csv_field(cell)`, computed on first use."""
+
+    def __missing__(self, cell: Any) -> str:
+        self[cell] = text = _csv_field(cell)
+        return text
 
 
 def _csv_line(cells: Sequence[Any]) -> str:
