@@ -8,11 +8,12 @@ side's statistics become the reference, and a cross-rank summary names the first
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from ascend_tui.readers.msprobe.mapping import MappingOptions, renamer
 from ascend_tui.readers.msprobe.graph import PARAM_GRAD, Builder, stats_rows
 from ascend_tui.graph.opgraph import read_json
 from ascend_tui.investigation import Investigation, RunInfo
-from ascend_tui.progress import Progress
+from ascend_tui.progress import Progress, paused_gc
 
 VIEW_COLUMNS = ("name", "node", "slot", "cosine", "max_abs", "max_rel", "rmse", "one_thousandth", "result",
                 "attribution")
@@ -151,6 +152,16 @@ def compare_steps(target: Path, golden: Path, **kw: Any) -> CompareResult:
     return chosen
 
 
+def _gc_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run `fn` with the cyclic collector paused: a compare builds ~20 objects a tensor and frees none of them."""
+    @functools.wraps(fn)
+    def run(*args: Any, **kw: Any) -> Any:
+        with paused_gc():
+            return fn(*args, **kw)
+    return run
+
+
+@_gc_paused
 def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thresholds | None = None,
             workers: int | None = None, scheduler: str | None = None, replay: bool = True,
             progress: Progress | None = None, cancel: threading.Event | None = None,

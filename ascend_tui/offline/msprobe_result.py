@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ascend_tui.offline.compare_rows import Row, csv_row, header
+from ascend_tui.progress import paused_gc
 
 OURS = ["Verdict", "Verdict_message", "Band_units", "Attribution"]
 _ALL_IGNORE = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format", "new_empty_strided",
@@ -179,6 +180,11 @@ def _units(row: Row) -> str:
 
 def write_csv(path: Path, rows: Sequence[Row], mode: str, stacks: Mapping[str, str]) -> None:
     """msprobe's columns with msprobe's Result and Err_message, then ours: Verdict, reasons, band units, Attribution."""
+    with paused_gc():  # a list of cells a row, none cyclic: collections would only rescan them
+        _write_csv(path, rows, mode, stacks)
+
+
+def _write_csv(path: Path, rows: Sequence[Row], mode: str, stacks: Mapping[str, str]) -> None:
     base = header(mode)[:-1]  # rows.header ends with our Attribution, which goes among our columns here
     cols = {c: i for i, c in enumerate(base)}
     seen: set[str] = set()
