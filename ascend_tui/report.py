@@ -30,14 +30,22 @@ def build_report(inv: Investigation) -> dict[str, Any]:
         "target": run.target,
         "device": dict(run.device),
         "run": {"checks": list(run.checks), "dtype": run.dtype, "reference": run.reference,
-                "iterations": run.iterations, "notes": [str(n) for n in run.extra.get("notes", ()) or ()]},
+                "iterations": run.iterations, "notes": [str(n) for n in run.extra.get("notes", ()) or ()],
+                **({"capture": run.extra["capture"]} if "capture" in run.extra else {})},
         "graph": {"nodes": len(inv.graph), "edges": inv.graph.edge_count()},
-        "findings": [{"id": fid, **f.to_json()} for fid, f in zip(finding_ids(inv.findings), inv.findings)],
+        "findings": [{"id": fid, **f.to_json(), **_detail(inv, f.node)}
+                     for fid, f in zip(finding_ids(inv.findings), inv.findings)],
         "summary": inv.summary(),
         "story": [c.to_json() for c in tell(inv.graph, inv.findings)],
         **({"profile": profile_json(inv)} if inv.profile is not None else {}),
         **inv.sections,
     }
+
+
+def _detail(inv: Investigation, node: str) -> dict[str, str]:
+    """`{"detail": "module"}` for a finding on a node that stands for a whole module call (coarse-to-fine capture)."""
+    found = inv.graph.get(node) if node else None
+    return {"detail": "module"} if found is not None and (found.attrs or {}).get("detail") == "module" else {}
 
 
 def profile_json(inv: Investigation, top: int = 50) -> dict[str, Any]:
