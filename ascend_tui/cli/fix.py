@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     verified = result.chosen is not None and not remaining
     section["verified"] = verified
     if result.chosen is not None and remaining:
-        section["reason"] = (f"not verified: {len(remaining)} of {len(gone)} finding(s) remain with the fix applied "
+        section["reason"] = (f"{len(remaining)} of {len(gone)} finding(s) remain with the fix applied "
                              f"({remaining[0]['message']})")
     patch = build_patch(target.path, target.factory, result.chosen, before.graph) if result.chosen else None
     section["patch"] = patch.to_json() if patch is not None else None
