@@ -205,3 +205,40 @@ def test_real_architecture_query_overflow_is_fixed_by_its_attention_block(arch: 
     assert remedy.kind == "float32" and ARCHS[arch][1].startswith(remedy.module + ".")  # the block around it
     assert result.chosen_outcome.inf_count == 0 and result.chosen_outcome.cosine >= 0.999
     assert result.search is not None and result.search.runs <= 4
+
+
+# -- the story marks each cause -----------------------------------------------------------------------------
+
+def test_triage_fix_marks_the_cause_verified_with_numbers(tmp_path: Path) -> None:
+    out = tmp_path / "tri.json"
+    import io
+    from contextlib import redirect_stdout
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        code = main(["triage", str(SAMPLES / "drifting_resnet.py"), "--dtype", "bfloat16", "--fix", "-q",
+                     "--json", str(out)])
+    text = buf.getvalue()
+    assert code == 1  # triage gates on what it found; the fix is a verdict beside it
+    cause_line = next(i for i, line in enumerate(text.splitlines()) if line.startswith("1. ERROR"))
+    verdict = text.splitlines()[cause_line + 1].strip()
+    assert verdict.startswith("fix verified: cosine 0.3") and "with `layer2.0` in float32" in verdict
+    assert "% step time" in verdict
+    report = json.loads(out.read_text())
+    story_ids = {c["id"] for c in report["story"]}
+    marks = report["fix"]["story"]
+    assert marks and {m["cause"] for m in marks} <= story_ids
+    assert all(m["verdict"].startswith("fix verified") for m in marks)
+
+
+def test_fix_verdicts_say_not_verified_with_the_reason() -> None:
+    from ascend_tui.checks.story import Cause, fix_verdicts
+
+    cause = Cause("c1", "mul.0", "", "overflow", "inf", "error", "Inf at mul.0", ("overflow",), (), ("f1",))
+    other = Cause("c2", "leak", "", "memory", "leak", "warning", "a leak", ("memory",), (), ("f2",))
+    section = {"verified": False, "chosen": None, "summary": "not verified: no remedy is claimed: the float32 "
+               "reference itself has 32 Inf/NaN", "findings": [{"node": "mul.0", "gone": False}]}
+    assert fix_verdicts([cause, other], section) == {"c1": section["summary"]}
+    partly = {"verified": False, "chosen": [{"kind": "float32"}], "summary": "not verified: 1 of 2 remain",
+              "findings": [{"node": "mul.0", "gone": True}, {"node": "x", "gone": False}]}
+    assert fix_verdicts([cause], partly) == {"c1": "not verified: 1 of 2 remain"}
