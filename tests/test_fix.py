@@ -242,3 +242,16 @@ def test_fix_verdicts_say_not_verified_with_the_reason() -> None:
     partly = {"verified": False, "chosen": [{"kind": "float32"}], "summary": "not verified: 1 of 2 remain",
               "findings": [{"node": "mul.0", "gone": True}, {"node": "x", "gone": False}]}
     assert fix_verdicts([cause], partly) == {"c1": "not verified: 1 of 2 remain"}
+
+
+def test_upcast_runs_an_accumulation_in_float32_and_keeps_a_result_float16_cannot_hold() -> None:
+    class Pooled(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.sum(dim=-1) / x.shape[-1]  # the sum passes 65504 in float16; the mean does not
+
+    x = torch.full((4, 2000), 40.0) + torch.rand(4, 2000, generator=torch.Generator().manual_seed(0))
+    trial = Trial(Pooled(), (x,), select("cpu"), torch.float16)
+    assert trial.measure(()).inf_count == 4
+    fixed = trial.measure([Remedy("upcast", "")])
+    assert fixed.inf_count == 0 and fixed.cosine >= 0.999 and trial.runs == 2
+    assert trial.measure([Remedy("upcast", "", reason="another finding")]) is fixed  # cached: the reason is not part of it

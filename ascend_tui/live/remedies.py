@@ -32,7 +32,7 @@ class Remedy:
     high: int = 0
     mean: tuple[float, ...] = ()  # normalize: per-feature statistics measured on the input (last dimension)
     std: tuple[float, ...] = ()
-    reason: str = ""  # the finding it answers
+    reason: str = field(default="", compare=False)  # the finding it answers (not part of what the remedy is)
 
     @property
     def semantic(self) -> bool:
