@@ -71,6 +71,9 @@ def test_overflow_mlp_search_keeps_the_meaning_and_tries_the_normalisation(tmp_p
     assert norm and norm[0]["inf_count"] == 0 and norm[0]["cosine"] >= 0.999
     assert len(norm[0]["remedies"][0]["mean"]) == 32
     assert section["search"]["runs"] <= 8
+    cost = section["cost"]  # head (256x64 + 64) and out (64 + 1) go from 2 to 4 bytes a parameter
+    assert cost["parameter_bytes_after"] - cost["parameter_bytes_before"] == 2 * (256 * 64 + 64 + 64 + 1)
+    assert "+33,026 parameter bytes" in text
 
 
 def test_bf16_drift_needing_two_modules_is_found_by_the_search_in_few_runs(tmp_path: Path) -> None:

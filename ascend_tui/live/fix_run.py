@@ -72,7 +72,7 @@ def run_fix(spec: str, options: RunOptions, *, tolerance: float = DEFAULT_TOLERA
                              f"({remaining[0]['message']})")
     patch = build_patch(target.path, target.factory, result.chosen, before.graph) if result.chosen else None
     section["patch"] = patch.to_json() if patch is not None else None
-    section["cost"] = cost(result)
+    section["cost"] = {**cost(result), **parameter_bytes(target.model, dtype, result.chosen or ())}
     section["summary"] = summary(result, section)
     return FixRun(before, after, result, section, patch)
 
@@ -106,6 +106,27 @@ def cost(result: FixResult) -> dict[str, Any]:
     return out
 
 
+def parameter_bytes(model: Any, dtype: Any, remedies: Any) -> dict[str, int]:
+    """Parameter memory in the run dtype, before and with the float32 remedies (a cost every device can state)."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    size = torch.empty((), dtype=dtype).element_size()
+    kept: set[int] = set()
+    for r in remedies:
+        if r.kind == "float32":
+            try:
+                kept |= {id(p) for p in model.get_submodule(r.module).parameters()} if r.module else \
+                    {id(p) for p in model.parameters()}
+            except AttributeError:
+                continue
+    params = [p for p in model.parameters() if p.is_floating_point()]
+    before = sum(p.numel() * size for p in params)
+    after = sum(p.numel() * (4 if id(p) in kept else size) for p in params)
+    return {"parameter_bytes_before": before, "parameter_bytes_after": after}
+
+
 def _num(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
@@ -134,6 +155,9 @@ def summary(result: FixResult, section: dict[str, Any]) -> str:
     assert o is not None
     change = section["cost"].get("step_time_change")
     timing = f", {change:+.0%} step time" if change is not None else ""
-    memory = "" if o.peak_bytes is not None else " (peak memory: no counters on this device)"
+    cost = section["cost"]
+    grown = cost.get("parameter_bytes_after", 0) - cost.get("parameter_bytes_before", 0)
+    memory = f", +{grown:,} parameter bytes" if grown > 0 else ""
+    memory += "" if o.peak_bytes is not None else " (peak memory: no counters on this device)"
     was = f"cosine {ref.cosine:.6f}" if math.isfinite(ref.cosine) else state(ref, result.tolerance)
     return f"fix verified: {was} → cosine {o.cosine:.6f} with {names(result.chosen or ())}{timing}{memory}"
