@@ -258,3 +258,10 @@ def test_upcast_runs_an_accumulation_in_float32_and_keeps_a_result_float16_canno
     fixed = trial.measure([Remedy("upcast", "")])
     assert fixed.inf_count == 0 and fixed.cosine >= 0.999 and trial.runs == 2
     assert trial.measure([Remedy("upcast", "", reason="another finding")]) is fixed  # cached: the reason is not part of it
+
+
+def test_a_clean_model_has_nothing_to_fix(tmp_path: Path) -> None:
+    code, section, text, _ = fix(tmp_path, SAMPLES / "drifting_resnet.py", "--checks", "precision")  # float32
+    assert code == 0 and section["chosen"] is None and section["verified"] is False
+    assert section["reason"].startswith("nothing to fix") and section["runs"] == 1
+    assert "\nnothing to fix: no error finding names a remedy" in text and "not verified" not in text

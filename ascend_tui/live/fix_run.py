@@ -150,7 +150,8 @@ def names(remedies: Any) -> str:
 def summary(result: FixResult, section: dict[str, Any]) -> str:
     """`fix verified: cosine 0.37 → 0.9995 with `layer2.0` in float32, +12% step time` or `not verified: why`."""
     if not section["verified"]:
-        return f"not verified: {section.get('reason') or 'no remedy worked'}"
+        reason = section.get("reason") or "no remedy worked"
+        return reason if reason.startswith("nothing to fix") else f"not verified: {reason}"
     o, ref = result.chosen_outcome, measured_before(result)
     assert o is not None
     change = section["cost"].get("step_time_change")

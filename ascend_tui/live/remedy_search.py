@@ -187,17 +187,19 @@ def find_fix(trial: Trial, model: Any, findings: Sequence[Any], inputs: Any,
     """Try the findings' remedies one by one, then search for the smallest float32 set; choose what works."""
     base, singles = plan_remedies(findings, inputs)
     baseline = trial.measure(())
+    if not base and not singles and baseline.within(tolerance):
+        return FixResult(tolerance, baseline, [], [], None, None, None, trial.runs,
+                         f"nothing to fix: no error finding names a remedy, and the outputs already match the "
+                         f"float32 reference (cosine {baseline.cosine:.6f})")
     tried = [trial.measure(tuple(base))] if base else []
     tried += [trial.measure((*base, r)) for r in singles]
     # a remedy that keeps the model's meaning (float32, upcast) is chosen before one that changes it (normalise)
     passing = [o for o in tried if o.within(tolerance)]
     keeps_meaning = [o for o in passing if not any(r.semantic and r not in base for r in o.remedies)]
     result_search = None
-    if not keeps_meaning and search and isinstance(model, _module_type()):
+    if search and not keeps_meaning and isinstance(model, _module_type()) and (singles or not passing):
         seeds = [r.module for r in singles if r.kind == "float32"]
-        if seeds or any(f.check in ("overflow", "precision") for f in findings) or not passing:
-            scores = module_scores(findings)
-            result_search = smallest_float32_set(trial, model, seeds, scores, base, tolerance)
+        result_search = smallest_float32_set(trial, model, seeds, module_scores(findings), base, tolerance)
     chosen: tuple[Remedy, ...] | None = None
     outcome: Outcome | None = None
     if keeps_meaning:
