@@ -1,4 +1,4 @@
-"""`ascend-tui fix`: hints tried as remedies, the smallest float32 set found by search, verified, and a patch that applies.
+"""`ascend-tui fix`: hints tried as remedies, the smallest float32 set found by search, verified, a patch that applies.
 
 The bundled samples (a float16 overflow, a bfloat16 drift, an out-of-range index), a model that needs
 two modules in float32, one no remedy can fix, and real architectures built from transformers configs.
@@ -257,7 +257,8 @@ def test_upcast_runs_an_accumulation_in_float32_and_keeps_a_result_float16_canno
     assert trial.measure(()).inf_count == 4
     fixed = trial.measure([Remedy("upcast", "")])
     assert fixed.inf_count == 0 and fixed.cosine >= 0.999 and trial.runs == 2
-    assert trial.measure([Remedy("upcast", "", reason="another finding")]) is fixed  # cached: the reason is not part of it
+    # cached: the reason is not part of what the remedy is
+    assert trial.measure([Remedy("upcast", "", reason="another finding")]) is fixed
 
 
 def test_a_clean_model_has_nothing_to_fix(tmp_path: Path) -> None:

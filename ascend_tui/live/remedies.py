@@ -289,7 +289,7 @@ class Outcome:
 
 
 def compare(outputs: Sequence[Any], reference: Sequence[Any]) -> tuple[int, int, float, float]:
-    """(Inf count, NaN count, cosine, relative error) of the outputs against the reference, all outputs as one vector."""
+    """(Inf count, NaN count, cosine, relative error) of the outputs against the reference, as one vector."""
     import torch
 
     if not outputs or len(outputs) != len(reference):
@@ -338,7 +338,7 @@ class Trial:
                 with applied(model, key), torch.no_grad():
                     self._refs[key] = ([t.clone() for t in output_tensors(call(model, inputs))], "")
             except Exception as exc:  # noqa: BLE001 - the user's model failing is an outcome to report
-                self._refs[key] = (None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+                self._refs[key] = (None, _one_line(exc))
         return self._refs[key]
 
     def measure(self, remedies: Sequence[Remedy]) -> Outcome:
@@ -372,11 +372,16 @@ class Trial:
         except LookupError as exc:
             return Outcome(remedies, error=str(exc))
         except Exception as exc:  # noqa: BLE001
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            return Outcome(remedies, error=f"{type(exc).__name__}: {text}")
+            return Outcome(remedies, error=_one_line(exc))
         inf, nan, cosine, rel = compare(out, ref)
         bad = sum(int((~torch.isfinite(t)).sum()) for t in ref)
         return Outcome(remedies, inf, nan, cosine, rel, statistics.median(times), peak, reference_bad=bad)
+
+
+def _one_line(exc: BaseException) -> str:
+    """`IndexError: index out of range in self`: the exception's type and first line."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 def _reset_peak(device: Any) -> bool:
