@@ -110,7 +110,7 @@ def _calls(remedies: Sequence[Remedy], var: str, where: dict[str, str]) -> tuple
         elif r.kind == "clamp":
             lines.append(f"clamp_index({target}, {r.low}, {r.high}){called}")
             notes.append(f"clamping hides the bug that made the index: the real fix is to grow `{r.module}` or "
-                         f"stop producing indices past {r.high - 1} ({r.reason})")
+                         f"stop producing indices past {r.high - 1}" + (f" ({r.reason})" if r.reason else ""))
         elif r.kind == "normalize":
             lines.append(f"normalize_input({var}, {r.argument}, mean={_fmt(r.mean)}, std={_fmt(r.std)})")
             notes.append(f"input {r.argument} is normalised inside the model: better done once in the data "
