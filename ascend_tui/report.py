@@ -16,6 +16,7 @@ from ascend_tui.graph.opgraph import write_json_atomic
 
 if TYPE_CHECKING:
     from ascend_tui.checks.profile import Group
+    from ascend_tui.graph.communication import Communication
     from ascend_tui.evidence import Finding
     from ascend_tui.investigation import Investigation
 
@@ -30,14 +31,22 @@ def build_report(inv: Investigation) -> dict[str, Any]:
         "target": run.target,
         "device": dict(run.device),
         "run": {"checks": list(run.checks), "dtype": run.dtype, "reference": run.reference,
-                "iterations": run.iterations, "notes": [str(n) for n in run.extra.get("notes", ()) or ()]},
+                "iterations": run.iterations, "notes": [str(n) for n in run.extra.get("notes", ()) or ()],
+                **({"capture": run.extra["capture"]} if "capture" in run.extra else {})},
         "graph": {"nodes": len(inv.graph), "edges": inv.graph.edge_count()},
-        "findings": [{"id": fid, **f.to_json()} for fid, f in zip(finding_ids(inv.findings), inv.findings)],
+        "findings": [{"id": fid, **f.to_json(), **_detail(inv, f.node)}
+                     for fid, f in zip(finding_ids(inv.findings), inv.findings)],
         "summary": inv.summary(),
         "story": [c.to_json() for c in tell(inv.graph, inv.findings)],
         **({"profile": profile_json(inv)} if inv.profile is not None else {}),
         **inv.sections,
     }
+
+
+def _detail(inv: Investigation, node: str) -> dict[str, str]:
+    """`{"detail": "module"}` for a finding on a node that stands for a whole module call (coarse-to-fine capture)."""
+    found = inv.graph.get(node) if node else None
+    return {"detail": "module"} if found is not None and (found.attrs or {}).get("detail") == "module" else {}
 
 
 def profile_json(inv: Investigation, top: int = 50) -> dict[str, Any]:
@@ -60,7 +69,22 @@ def profile_json(inv: Investigation, top: int = 50) -> dict[str, Any]:
             out[key] = p.extra[key]
     if inv.run.extra.get("skipped"):  # records the readers could not use, per file
         out["skipped"] = list(inv.run.extra["skipped"])
+    if p.communication is not None:
+        out["communication"] = communication_json(p.communication)
     return out
+
+
+def communication_json(comm: Communication) -> dict[str, Any]:
+    """Per-rank wait/transit and the link bandwidths (the records themselves are in a saved investigation)."""
+    from ascend_tui.checks.communication import link_table, per_rank, real_ops
+
+    links = link_table(comm.links)
+    return {"collectives": len(real_ops(comm.ops)), "skipped": comm.skipped, "sources": comm.sources,
+            "ranks": [{"rank": r.rank, "steps": r.steps, "elapse_ms": r.elapse_ms, "transit_ms": r.transit_ms,
+                       "wait_ms": r.wait_ms, "idle_ms": r.idle_ms, "wait_ratio": r.wait_ratio} for r in per_rank(comm)],
+            "links": [{"src": a, "dst": b, "transport": t, "size_mb": mb, "time_ms": ms,
+                       "bandwidth_gbs": mb / 1024 / (ms / 1000) if ms else 0.0}
+                      for (a, b, t), (mb, ms) in sorted(links.items())]}
 
 
 def write_json(inv: Investigation, path: str | Path) -> None:

@@ -2,7 +2,11 @@
 
 Each measurement is repeated on a 1,000-operator investigation in the same run, and the
 ratio is printed: a Line-API list should cost about the same per screen whatever the size.
-Run: `python benchmarks/app_scale.py [--ops 100000] [--baseline 1000]`.
+Run: `python benchmarks/app_scale.py [--ops 100000] [--baseline 1000] [--trace-kernels 1000000]`.
+With `--trace-kernels N` a trace_view.json of N device kernels (the Level1 fixture's kernel names
+and streams, one after the other) is written and opened instead: the read alone is timed, then the
+app's first screen from the file (what it takes beyond the read is the goal: under 1 s) and the
+keys on the opened investigation (goal: each under 50 ms).
 """
 
 from __future__ import annotations
@@ -148,13 +152,63 @@ def measure(n: int, repeat: int, folder: Path) -> dict[str, float]:
     return result
 
 
+def write_trace(path: Path, kernels: int) -> int:
+    """A trace_view.json of `kernels` device kernels on the Ascend Hardware process; returns its size."""
+    import json
+
+    names = ["aclnnMatmul_MatMulV3_MatMulV3", "aclnnAdd_AddAiCore_Add", "trans_TransData_12", "Conv2D1",
+             "aclnnSoftmax_SoftmaxV2AiCore_SoftmaxV2", "hcom_allReduce__586_0_1", "MaxPoolWithArgmaxV1"]
+    meta = [{"ph": "M", "name": "process_name", "pid": 7, "tid": 0, "args": {"name": "Ascend Hardware"}}]
+    meta += [{"ph": "M", "name": "thread_name", "pid": 7, "tid": s, "args": {"name": f"Stream {s}"}} for s in range(4)]
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write("[" + ", ".join(json.dumps(m) for m in meta))
+        t = 1736408883704643212
+        for i in range(kernels):
+            name = f"{names[i % len(names)]}_{i % 997}"
+            fh.write(f', {{"name": "{name}", "pid": 7, "tid": {i % 4}, "ts": "{t // 1000}.{t % 1000:03d}", '
+                     f'"dur": {1 + i % 50 / 7:.3f}, "ph": "X", "args": {{"Task Type": "AI_CORE", "Physic Stream Id": '
+                     f'{i % 4}, "Task Id": {i}}}}}')
+            t += 2130
+        fh.write("]")
+    return path.stat().st_size
+
+
+def measure_trace(kernels: int, repeat: int, folder: Path) -> None:
+    """Read a trace of `kernels` kernels, open it in the app, press keys; print each number."""
+    from ascend_tui.offline.open import open_path
+    from ascend_tui.readers.profiler.trace import read_trace
+
+    path = folder / "trace_view.json"
+    size = write_trace(path, kernels)
+    t0 = time.perf_counter()
+    read_trace(path)
+    read = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    inv = open_path(path)
+    opened = time.perf_counter() - t0
+    first = asyncio.run(_app_timings(path, 1))
+    keys = asyncio.run(_app_timings(inv, repeat))
+    screen = first["first screen (from file)"]
+    print(f"trace of {kernels:,} kernels ({size / 1e6:.0f} MB): read {_fmt(read)}; open_path (read + investigation) "
+          f"{_fmt(opened)}; app first screen from the file {_fmt(screen)} = {_fmt(screen - read)} beyond the read "
+          f"(goal < 1 s)")
+    for key, value in keys.items():
+        if key.startswith(("key:", "unbound", "search")):
+            print(f"  {key}: {_fmt(value)} (goal < 50 ms)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ops", type=int, default=100_000)
     parser.add_argument("--baseline", type=int, default=1_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--trace-kernels", type=int, default=0, help="open a trace of this many kernels instead")
     args = parser.parse_args()
     asyncio.run(_app_timings(synthetic(200), 1))  # warm-up: imports, CSS parsing, first-run caches
+    if args.trace_kernels:
+        with tempfile.TemporaryDirectory() as tmp:
+            measure_trace(args.trace_kernels, args.repeat, Path(tmp))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         base = measure(args.baseline, args.repeat, Path(tmp))
         big = measure(args.ops, args.repeat, Path(tmp))

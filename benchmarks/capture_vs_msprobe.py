@@ -14,6 +14,15 @@ from run to run (`live/weights.py`), as an inference loop or a repeated investig
 `cold` clears them before every run, as if each were a training step. Times are the best of `--reps` runs (the
 least disturbed by other load); per-operator figures divide by the aten operator count.
 Goals: at most 30 us/op on the tiny net, and at most half of msprobe's time on all three.
+
+`--llama` times a 16-layer Llama training step instead (transformers `LlamaConfig`, random weights,
+small hidden size; forward and backward): plain, a bare dispatch mode, our default coarse-to-fine
+overflow investigation, the same with a planted bug (two passes), `--detail full`, and msprobe's
+statistics dump of the same step, alternating every variant but msprobe each round (msprobe's API
+patches stay in the process, so it runs after the others, followed by one more plain step to show
+what its patches cost when idle). Every run's time is printed, and the host syncs (`.item()`,
+`.cpu()`, `.tolist()` calls) of one investigation of each kind. Goals: default <= 1.5x plain and
+<= 0.3x msprobe; planted bug <= 3x plain; full <= msprobe; full's fixed cost <= 3x the bare mode's.
 """
 
 from __future__ import annotations
@@ -181,6 +190,153 @@ def measure_msprobe(entries: list[tuple[str, nn.Module, tuple[torch.Tensor, ...]
     return out
 
 
+LLAMA_GOALS = {"default/plain": 1.5, "default/msprobe": 0.3, "bug/plain": 3.0, "full/msprobe": 1.0,
+               "full fixed/bare fixed": 3.0}
+
+
+def llama(layers: int = 16) -> nn.Module:
+    """A random-weight Llama decoder stack from a transformers config: `layers` layers, hidden 128."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(num_hidden_layers=layers, hidden_size=128, num_attention_heads=4,
+                                   num_key_value_heads=2, intermediate_size=256, vocab_size=512,
+                                   max_position_embeddings=128, attn_implementation="eager")
+    return transformers.LlamaModel(cfg).train()
+
+
+def llama_loss(out: Any) -> Any:
+    return out.last_hidden_state.float().pow(2).mean()
+
+
+def count_syncs(fn: Callable[[], Any]) -> int:
+    """Calls of `Tensor.item`, `.cpu` and `.tolist` (each a host sync on an accelerator) while `fn` runs."""
+    counts = [0]
+    saved = {name: getattr(torch.Tensor, name) for name in ("item", "cpu", "tolist")}
+
+    def counted(orig: Any) -> Any:
+        def call(self: Any, *a: Any, **kw: Any) -> Any:
+            counts[0] += 1
+            return orig(self, *a, **kw)
+        return call
+
+    for name, orig in saved.items():
+        setattr(torch.Tensor, name, counted(orig))
+    try:
+        fn()
+    finally:
+        for name, orig in saved.items():
+            setattr(torch.Tensor, name, orig)
+    return counts[0]
+
+
+def llama_bench(reps: int, with_msprobe: bool) -> None:
+    """The 16-layer Llama training step, every variant in one process; every run printed."""
+    import copy
+
+    from ascend_tui import investigate
+
+    model = llama()
+    ids = torch.randint(3, 512, (2, 64), generator=torch.Generator().manual_seed(0))
+    inputs = {"input_ids": ids}
+    buggy = copy.deepcopy(model)
+    with torch.no_grad():  # the planted bug: layer 8's MLP overflows float32 (gate * up)
+        buggy.layers[8].mlp.gate_proj.weight.mul_(1e37)
+        buggy.layers[8].mlp.up_proj.weight.mul_(1e37)
+    bare = bare_mode()
+
+    def step(m: nn.Module = model) -> None:
+        for p in m.parameters():
+            p.grad = None
+        llama_loss(m(**inputs)).backward()
+
+    def bare_step() -> None:
+        with bare():
+            step()
+
+    def ours(m: nn.Module = model, detail: str = "module") -> Any:
+        return investigate(m, inputs, checks=("overflow",), reference=None, backward=True, loss=llama_loss,
+                           device="cpu", detail=detail)
+
+    from ascend_tui.live.recording import capture
+    ops = capture(model, inputs, stats=False, source=False).op_count
+    inv = ours(buggy)
+    first = next((f for f in inv.findings if f.severity == "error"), None)
+    print(f"llama-16: {ops} forward aten ops; planted bug found at "
+          f"{first.node if first else None} ({inv.run.extra.get('capture', {}).get('passes')} passes)")
+    variants: dict[str, Callable[[], Any]] = {"plain": step, "bare": bare_step, "default": ours,
+                                               "bug": lambda: ours(buggy), "full": lambda: ours(detail="full")}
+    syncs = {k: count_syncs(v) for k, v in variants.items() if k in ("default", "bug", "full")}
+    runs: dict[str, list[float]] = {k: [] for k in variants}
+    for fn in variants.values():
+        fn()  # warm-up
+    for _ in range(reps):
+        for name, fn in variants.items():
+            t0 = CLOCK()
+            fn()
+            runs[name].append(CLOCK() - t0)
+    if with_msprobe:
+        runs["msprobe"], runs["plain after msprobe"] = [], []
+        for t in llama_msprobe(model, inputs, reps):
+            runs["msprobe"].append(t)
+        for _ in range(reps):
+            t0 = CLOCK()
+            step()
+            runs["plain after msprobe"].append(CLOCK() - t0)
+    for name, times in runs.items():
+        median = sorted(times)[len(times) // 2]
+        print(f"  {name:20} " + " ".join(f"{t:6.3f}" for t in times) + f"   (median {median:.3f} s)")
+    # Ratios within a round (the variants ran back to back), then the median over rounds; msprobe, which cannot
+    # alternate, against the median plain step.
+    def per_round(a: str, b: str) -> list[float]:
+        return [x / y for x, y in zip(runs[a], runs[b])]
+
+    def fixed(i: int) -> float:
+        bare_cost = runs["bare"][i] - runs["plain"][i]
+        return (runs["full"][i] - runs["plain"][i]) / bare_cost if bare_cost > 0 else float("nan")
+
+    ratios = {"default/plain": per_round("default", "plain"), "bug/plain": per_round("bug", "plain"),
+              "full fixed/bare fixed": [fixed(i) for i in range(reps)]}
+    if "msprobe" in runs:
+        ms = sorted(runs["msprobe"])[len(runs["msprobe"]) // 2]
+        ratios["default/msprobe"] = [x / ms for x in runs["default"]]
+        ratios["full/msprobe"] = [x / ms for x in runs["full"]]
+    for k, vs in ratios.items():
+        v = sorted(vs)[len(vs) // 2]
+        print(f"  {k:22} " + " ".join(f"{x:6.2f}" for x in vs) + f"   median {v:6.2f}x  (goal <= {LLAMA_GOALS[k]}x: "
+              f"{'met' if v <= LLAMA_GOALS[k] else 'NOT met'})")
+    print("  host syncs per investigation (.item/.cpu/.tolist): " + ", ".join(f"{k} {v}" for k, v in syncs.items()))
+
+
+def llama_msprobe(model: nn.Module, inputs: dict[str, Any], reps: int) -> list[float]:
+    """msprobe's statistics dump (L1) of the same training step, each run's time."""
+    import logging
+
+    from msprobe.pytorch import PrecisionDebugger
+
+    logging.disable(logging.INFO)
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        config = {"task": "statistics", "dump_path": os.path.join(tmp, "dump"), "rank": [], "step": [],
+                  "level": "L1", "statistics": {"scope": [], "list": [], "data_mode": ["all"],
+                                                "summary_mode": "statistics"}}
+        path = os.path.join(tmp, "config.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        PrecisionDebugger(config_path=path)
+        for i in range(reps + 1):
+            t0 = CLOCK()
+            PrecisionDebugger.start(model)
+            for p in model.parameters():
+                p.grad = None
+            llama_loss(model(**inputs)).backward()
+            PrecisionDebugger.stop()
+            PrecisionDebugger.step()
+            if i:  # the first is the warm-up
+                times.append(CLOCK() - t0)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=5)
@@ -189,11 +345,18 @@ def main() -> None:
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="wall time, or this process's CPU time (steadier on a shared machine; with one "
                              "torch thread it is the work done)")
+    parser.add_argument("--llama", action="store_true", help="the 16-layer Llama training step instead")
     args = parser.parse_args()
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.llama:
+        with_ms = not args.no_msprobe and msprobe_available()
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.reps} rounds ({args.clock} "
+              f"clock); msprobe: {'yes' if with_ms else 'no'}; a shared VM: other work runs beside this")
+        llama_bench(args.reps, with_ms)
+        return
     entries = models()
     with_msprobe = not args.no_msprobe and msprobe_available()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.reps} ({args.clock} clock); "

@@ -4,6 +4,11 @@ Makes both dumps with real msprobe (`pip install mindstudio-probe==26.2.0`; one 
 perturbed conv weight), runs `msprobe compare` and `ascend-tui compare` on them as subprocesses,
 checks that every metric column agrees (to 1e-6), prints both times and the ratio, and deletes
 the dumps. Run: `python benchmarks/compare_vs_msprobe.py [--batch 88] [--keep DIR]`.
+
+`--case llm`: a random-weight Llama training step (forward and backward), `task: statistics`, in bfloat16
+against float32, dumped by tests/data/llm_dumps/make_dumps.py (`--layers` sets the depth). There both
+CSVs must agree on the statistics columns and on msprobe's `Result` and `Err_message` in every row, and
+the times are also given with each tool's start-up (its `--help`) subtracted.
 """
 
 from __future__ import annotations
@@ -116,9 +121,75 @@ def agree(theirs: dict[str, dict[str, str]], ours: dict[str, dict[str, str]]) ->
     return n, worst
 
 
+STATS = ["Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr",
+         "NormRelativeErr"]
+
+
+def _same(a: str, b: str) -> bool:
+    """Two CSV cells agree: equal text, or numbers (percentages too) within 1e-6 relative."""
+    a, b = a.strip(), b.strip()
+    if a == b:
+        return True
+    try:
+        x, y = float(a.rstrip("%")), float(b.rstrip("%"))
+    except ValueError:
+        return False
+    return abs(x - y) <= 1e-6 * max(1.0, abs(x))
+
+
+def llm_case(args: argparse.Namespace, work: Path, msprobe: str, env: dict[str, str]) -> None:
+    """bf16 vs fp32 statistics dumps of a Llama training step: msprobe compare against ours, rules and times."""
+    make = ROOT / "tests" / "data" / "llm_dumps" / "make_dumps.py"
+    denv = {**env, "LLM_DUMP_LAYERS": str(args.layers), "LLM_DUMP_HIDDEN": str(args.hidden)}
+    if not (work / "bf16").exists():
+        run([sys.executable, str(make), str(work), "bf16", "fp32"], cwd=work, env=denv)
+    t_rank = Path(glob.glob(str(work / "bf16" / "step0" / "*"))[0])
+    g_rank = Path(glob.glob(str(work / "fp32" / "step0" / "*"))[0])
+    print(f"dumps: Llama {args.layers} layers, hidden {args.hidden}; dump.json "
+          f"{(t_rank / 'dump.json').stat().st_size / 2**20:.1f} MiB each")
+    load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    start_ms, scpu_ms = run([msprobe, "-h"], cwd=work)
+    start_ours, scpu_ours = run([sys.executable, "-m", "ascend_tui", "compare", "-h"], cwd=work, env=env)
+    out = work / "msprobe_out"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    t_ms, cpu_ms = run([msprobe, "compare", "-tp", str(t_rank / "dump.json"), "-gp", str(g_rank / "dump.json"),
+                        "-o", str(out)], cwd=work)
+    ours_csv = work / "ours.csv"
+    t_ours, cpu_ours = run([sys.executable, "-m", "ascend_tui", "compare", str(t_rank), str(g_rank), "--csv",
+                            str(ours_csv), "-q"], cwd=work, env=env)
+    theirs_csv = sorted(out.glob("compare_result*.csv"))
+    if not theirs_csv:
+        sys.exit(f"msprobe wrote no CSV in {out}: {sorted(p.name for p in out.iterdir())}")
+    theirs, ours = rows(theirs_csv[-1]), rows(ours_csv)
+    if list(theirs) != list(ours):
+        sys.exit(f"the two CSVs list different rows ({len(theirs)} vs {len(ours)})")
+    cells = 0
+    for name, a in theirs.items():
+        for col in STATS + ["Result", "Err_message"]:
+            if not _same(a[col], ours[name][col]):
+                sys.exit(f"{name} {col}: msprobe {a[col]!r}, ours {ours[name][col]!r}")
+            cells += 1
+    errors = sum(r["Result"] == "error" for r in theirs.values())
+    verdict_errors = sum(r["Verdict"] == "error" for r in ours.values())
+    print(f"load average before: {load0}")
+    print(f"msprobe compare:    {t_ms:7.2f} s wall, {cpu_ms:7.2f} s CPU (its -h: {start_ms:.2f} s wall, "
+          f"{scpu_ms:.2f} s CPU)")
+    print(f"ascend-tui compare: {t_ours:7.2f} s wall, {cpu_ours:7.2f} s CPU (its -h: {start_ours:.2f} s wall, "
+          f"{scpu_ours:.2f} s CPU)")
+    print(f"ratio: x{t_ms / t_ours:.1f} by wall time, x{cpu_ms / cpu_ours:.1f} by CPU time end to end; with start-up "
+          f"subtracted x{(t_ms - start_ms) / max(t_ours - start_ours, 1e-3):.1f} wall, "
+          f"x{(cpu_ms - scpu_ms) / max(cpu_ours - scpu_ours, 1e-3):.1f} CPU; {cells} cells agree "
+          f"(statistics, Result, Err_message) over {len(theirs)} rows")
+    print(f"msprobe's Result: {errors} rows error (dtype inconsistent); our Verdict: {verdict_errors} rows error")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--case", choices=("cnn", "llm"), default="cnn", help="which dumps (default: the CNN)")
     ap.add_argument("--batch", type=int, default=88, help="CNN batch size (88 makes about 1 GB per dump)")
+    ap.add_argument("--layers", type=int, default=8, help="Llama layers of the llm case")
+    ap.add_argument("--hidden", type=int, default=128, help="Llama hidden size of the llm case")
     ap.add_argument("--keep", metavar="DIR", help="make the dumps in DIR and keep them")
     args = ap.parse_args()
     bindir = Path(sys.executable).parent
@@ -129,6 +200,9 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     try:
+        if args.case == "llm":
+            llm_case(args, work, msprobe, env)
+            return
         script = work / "dump_cnn.py"
         script.write_text(DUMP_SCRIPT)
         for name, variant in (("golden", "fp32"), ("target", "perturb")):

@@ -1,23 +1,27 @@
 """Loading a million-row kernel_details.csv: ours (read + per-type summary) vs pandas read_csv + groupby, same run.
 
-Run: python benchmarks/profile_load.py [--rows 1000000] [--reps 2] [--keep PATH]
+Run: python benchmarks/profile_load.py [--rows 1000000] [--reps 2] [--keep PATH] [--pandas-python PY]
 The file replicates the real rows of the Level1 fixture (46 columns, CRLF, a TAB after each start
 time, `\"\"\"32,3,224,224\"\"\"` shapes, `N/A` cells), with start times moved on so every row is distinct.
 Each side runs in a fresh child process, alternating, so each one's peak RSS is its own; prints
 the median wall and CPU times (ours splits and decodes blocks on a few threads, so its CPU time
 can exceed its wall time), the ratios, and peak memory against the file size. Goal: faster than pandas,
-memory at most 2x the file size. pandas is needed here only, never by the package.
+memory at most 2x the file size. pandas is needed here only, never by the package. The user-facing
+`ascend-tui profile kernel_details.csv` is timed end to end too, its start-up (the same command on
+the fixture's small CSV) subtracted, against the same pandas run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,12 +82,26 @@ def write_file(path: Path, rows: int) -> int:
     return path.stat().st_size
 
 
-def run(code: str, path: Path) -> dict:
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env)
+def run(code: str, path: Path, python: str = sys.executable) -> dict:
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+           "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([python, "-c", code, str(path)], capture_output=True, text=True, env=env)
     if out.returncode:
         raise SystemExit(out.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def command(args: list[str]) -> tuple[float, float, int]:
+    """Wall and CPU seconds and peak RSS (bytes) of `ascend-tui ARGS` in a fresh process."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "ascend_tui", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"ascend-tui {' '.join(args)} exited {proc.returncode}")
+    return time.perf_counter() - t0, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
 
 
 def main() -> None:
@@ -91,15 +109,19 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--keep", type=Path, default=None, help="write the CSV here and keep it")
+    ap.add_argument("--pandas-python", default=sys.executable,
+                    help="an interpreter that has pandas (e.g. /work/venv-msprof/bin/python)")
     args = ap.parse_args()
     tmp = tempfile.TemporaryDirectory()
     path = args.keep or Path(tmp.name) / "kernel_details.csv"
     size = write_file(path, args.rows)
     print(f"{path}: {args.rows:,} rows, {size / 2**20:.0f} MiB")
-    ours, theirs = [], []
+    ours, theirs, cli = [], [], []
+    startup = min(command(["profile", "-q", str(FIXTURE)])[:2] for _ in range(2))
     for _ in range(args.reps):
         ours.append(run(OURS, path))
-        theirs.append(run(PANDAS, path))
+        theirs.append(run(PANDAS, path, args.pandas_python))
+        cli.append(command(["profile", "-q", str(path)]))
     a, b = ours[-1], theirs[-1]
     assert a["rows"] == b["rows"] == args.rows, (a["rows"], b["rows"])
     assert a["top"] == b["top"] and abs(a["top_us"] - b["top_us"]) < 1e-3 * b["top_us"], (a, b)
@@ -116,6 +138,12 @@ def main() -> None:
           f"peak +{mem_pd / 2**20:5.0f} MiB = {mem_pd / size:.2f}x the file   [runs: {runs(theirs)}]")
     print(f"ratio ours/pandas: {t_ours / t_pd:.2f} wall, {cpu_ours / cpu_pd:.2f} cpu (goal < 1); "
           f"memory goal: <= 2x the file")
+    print(f"ascend-tui start-up (profile on the {FIXTURE.stat().st_size // 1000} KB fixture): {startup[0]:.2f} s wall, "
+          f"{startup[1]:.2f} s cpu")
+    for wall, cpu, rss in cli:
+        print(f"ascend-tui profile kernel_details.csv: {wall - startup[0]:6.2f} s beyond start-up (cpu "
+              f"{cpu - startup[1]:5.2f} s), peak {rss / 2**20:5.0f} MiB = {rss / size:.2f}x the file; "
+              f"{(wall - startup[0]) / t_pd:.2f}x pandas wall, {(cpu - startup[1]) / cpu_pd:.2f}x cpu")
 
 
 if __name__ == "__main__":

@@ -229,7 +229,7 @@ async def test_walking_survives_a_rerun_of_the_checks(tmp_path: Path) -> None:
     """Navigation belongs to the interface: after walking up and a re-run, `b` still goes back the way we came."""
     model = tmp_path / "model.py"
     model.write_text(MODEL_FILE)
-    app = Recording([str(model)], theme="textual-dark", export_dir=tmp_path, live=RunOptions(checks=("overflow",)))
+    app = Recording([str(model)], theme="textual-dark", export_dir=tmp_path, live=RunOptions(checks=("overflow",), detail="full"))
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(app, pilot)
         last = app.inv.graph.execution_order()[-1]

@@ -30,7 +30,8 @@ class Net(nn.Module):
 def test_a_compiled_model_is_captured_eagerly_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     torch.manual_seed(0)
     net = Net()
-    inv = ascend_tui.investigate(torch.compile(net), (torch.randn(4, 8),), checks=("overflow",), device="cpu")
+    inv = ascend_tui.investigate(torch.compile(net), (torch.randn(4, 8),), checks=("overflow",), device="cpu",
+                                 detail="full")  # every operator: the eager graph is the point
     assert {n.id for n in inv.graph if n.kind == "param"} == {"param:fc.weight", "param:fc.bias"}
     assert "fc/addmm.0" in inv.graph, "ids are the original module's, not `_orig_mod/...`"
     (note,) = inv.run.extra["notes"]
@@ -76,7 +77,7 @@ def test_plain_functions_and_args_with_kwargs(tmp_path: Path) -> None:
 
     torch.manual_seed(0)
     inv = ascend_tui.investigate(Net(), Inputs((torch.randn(4, 8),), {"mask": torch.zeros(4, 8)}),
-                                 checks=("overflow",), device="cpu")
+                                 checks=("overflow",), device="cpu", detail="full")
     assert {"input:0", "input:mask"} <= {n.id for n in inv.graph if n.kind == "input"}
     assert "add.0" in inv.graph and not inv.run.extra.get("notes")
 

@@ -32,6 +32,20 @@ def test_compare_outputs_names_zeroed_rows_cosine_and_error() -> None:
     assert divergence(OpStats(math.nan, 0, 64), OpStats(1.0, 0, 64), "float16") is None
 
 
+def test_an_all_nan_output_is_100_percent_error_with_an_undefined_cosine_never_cosine_1() -> None:
+    ref = np.linspace(-1, 1, 32).reshape(4, 8)
+    eff = compare_outputs([np.full((4, 8), np.nan)], [ref], "float16")
+    assert eff is not None and eff.nonfinite == 32 and eff.damaged
+    assert math.isnan(eff.cosine) and eff.rel_l2 == pytest.approx(1.0)
+    text = eff.describe()
+    assert "cosine undefined" in text and "100" in text and "cosine 1" not in text
+    assert eff.to_json()["cosine"] is None  # JSON-safe: reports are written with allow_nan off
+    half = ref.copy()
+    half[::2] = np.inf  # half the rows lost: cosine well below 1, error well above 0
+    part = compare_outputs([half], [ref], "float16")
+    assert part is not None and part.cosine < 0.9 and part.rel_l2 > 0.5
+
+
 class RMSNorm(nn.Module):
     """A hand-written RMSNorm that squares in the run's dtype."""
 
@@ -79,8 +93,12 @@ def test_float16_rmsnorm_that_zeroes_rows_is_an_error_naming_the_damage() -> Non
 
 def test_absorbed_inf_that_changes_nothing_stays_a_warning_with_the_evidence() -> None:
     torch.manual_seed(0)
+    coarse = ascend_tui.investigate(Block(guard=True), (rows(True),), checks=("overflow",), device="cpu",
+                                    dtype="float16")
+    assert not [f for f in coarse.findings if f.severity in ("error", "warning")], \
+        "an Inf made and dropped inside one module call never shows at module level"
     inv = ascend_tui.investigate(Block(guard=True), (rows(True),), checks=("overflow",), device="cpu",
-                                 dtype="float16")
+                                 dtype="float16", detail="full")
     assert not [f for f in inv.findings if f.severity == "error"]
     (warn,) = [f for f in inv.findings if f.severity == "warning" and f.kind == "inf"]
     assert "harmless as measured" in warn.message and "within float16 thresholds" in warn.message

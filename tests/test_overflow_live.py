@@ -31,7 +31,7 @@ def errors(inv: Investigation) -> list:
 def test_sample_check_exits_1_with_root_cause_and_chain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out.json"
     code = cli.main(["check", str(ROOT / "samples" / "overflow_mlp.py"), "--dtype", "float16", "--checks",
-                     "overflow", "--json", str(out), "-q"])
+                     "overflow", "--json", str(out), "-q", "--detail", "full"])
     assert code == 1
     report = json.loads(out.read_text())
     (err,) = [f for f in report["findings"] if f["severity"] == "error"]
@@ -87,7 +87,7 @@ class ExpNet(nn.Module):
 def test_exp_overflow_blames_exp_and_hints_max_subtraction() -> None:
     torch.manual_seed(0)
     model = ExpNet()
-    inv = ascend_tui.investigate(model, (torch.randn(4, 8),), device="cpu", backward=True)
+    inv = ascend_tui.investigate(model, (torch.randn(4, 8),), device="cpu", backward=True, detail="full")
     assert all(p.grad is None for p in model.parameters()), "the user's model keeps its (absent) gradients"
     (err,) = errors(inv)
     assert err.node == "exp.0" and err.root_cause.node == "exp.0"
@@ -212,7 +212,7 @@ def test_saturation_flag_read_per_op(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_backward_gradients_join_the_graph_named_after_their_forward_op(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     code = cli.main(["check", str(ROOT / "samples" / "overflow_mlp.py"), "--dtype", "float16", "--backward",
-                     "--json", str(out), "--save", str(tmp_path / "inv.atui.json"), "-q"])
+                     "--json", str(out), "--save", str(tmp_path / "inv.atui.json"), "-q", "--detail", "full"])
     assert code == 1
     inv = Investigation.load(tmp_path / "inv.atui.json")
     bwd = [n for n in inv.graph if n.phase == "backward"]
@@ -261,6 +261,9 @@ def test_clean_model_has_no_findings() -> None:
 def test_masked_transformer_in_float16_has_no_false_alarms(tmp_path: Path) -> None:
     out = tmp_path / "gpt.json"
     code = cli.main(["check", str(ROOT / "samples" / "tiny_gpt.py"), "--dtype", "float16", "--json", str(out), "-q"])
+    assert code == 0 and json.loads(out.read_text())["summary"] == {"errors": 0, "warnings": 0}  # coarse-to-fine
+    code = cli.main(["check", str(ROOT / "samples" / "tiny_gpt.py"), "--dtype", "float16", "--json", str(out), "-q",
+                     "--detail", "full"])
     report = json.loads(out.read_text())
     assert code == 0 and report["summary"] == {"errors": 0, "warnings": 0}
     masks = [f for f in report["findings"] if f["kind"] == "mask"]
@@ -280,7 +283,13 @@ def test_underflow_is_measured_in_the_reference_run_without_another_forward() ->
             return x * 1e-9  # every value is far below float16's smallest subnormal (6e-8)
 
     inv = ascend_tui.investigate(Tiny(), (torch.rand(64) + 0.5,), checks=("overflow",), device="cpu",
-                                 dtype="float16")
+                                 dtype="float16", detail="full")
     assert Tiny.calls == 2
     under = [f for f in inv.findings if f.kind == "underflow"]
     assert under and under[0].node == "mul.0" and under[0].metrics.get("source") == "measured"
+    coarse = ascend_tui.investigate(Tiny(), (torch.rand(64) + 0.5,), checks=("overflow",), device="cpu",
+                                    dtype="float16")  # nothing went bad: module level only, still two forwards
+    assert Tiny.calls == 4
+    under = [f for f in coarse.findings if f.kind == "underflow"]
+    assert under and under[0].node == "module.0" and under[0].metrics.get("source") == "measured"
+    assert coarse.graph.node("module.0").attrs["detail"] == "module"

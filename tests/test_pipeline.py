@@ -186,7 +186,8 @@ def test_api_ids_are_asked_for_and_leave_fused_fast_paths_alone_otherwise() -> N
 
 
 def test_the_reference_run_keeps_its_histograms_for_the_detail_pane() -> None:
-    inv = investigate(Scaled(), (torch.randn(4, 8),), checks=("overflow",), device="cpu", dtype="bfloat16")
+    inv = investigate(Scaled(), (torch.randn(4, 8),), checks=("overflow",), device="cpu", dtype="bfloat16",
+                      detail="full")
     assert inv.reference_histograms is not None
     target, reference = inv.histograms.get("mul.0", 0), inv.reference_histograms.get("mul.0", 0)
     assert target is not None and reference is not None and reference[1] == target[1]

@@ -17,6 +17,7 @@ from ascend_tui.cli.main import main
 from ascend_tui.errors import InputError
 from ascend_tui.offline.compare_rows import header
 from ascend_tui.offline.compare import compare
+from ascend_tui.offline.msprobe_result import OURS
 import precision_dumps
 from conftest import FIXTURES
 
@@ -41,12 +42,13 @@ def _rows(path: Path) -> list[dict[str, str]]:
 def test_csv_metrics_equal_msprobes_own_compare_of_the_fixture_pair(tmp_path: Path) -> None:
     root = _need_fixtures()
     out = tmp_path / "cmp.csv"
+    # exit 0: an autocast bf16 CNN against fp32 with nothing broken differs only by bf16 rounding
     assert main(["compare", str(root / "dump_bf16"), str(root / "dump_fp32"), "--csv", str(out), "-q",
-                 "--workers", "1"]) == 1
+                 "--workers", "1"]) == 0
     theirs = _rows(root / "msprobe_output" / "compare_tensor_bf16_vs_fp32.csv")
     ours = _rows(out)
-    assert list(ours[0]) == header("tensor")
-    assert list(ours[0])[:-1] == list(theirs[0])
+    assert list(ours[0]) == header("tensor")[:-1] + OURS
+    assert list(ours[0])[:len(theirs[0])] == list(theirs[0])
     assert [r["NPU Name"] for r in ours] == [r["NPU Name"] for r in theirs]
     compared = 0
     for a, b in zip(theirs, ours):
@@ -61,10 +63,17 @@ def test_csv_metrics_equal_msprobes_own_compare_of_the_fixture_pair(tmp_path: Pa
         for col in ("NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "NPU max", "Bench l2norm", "Data_name"):
             assert a[col] == b[col], (a["NPU Name"], col)
     assert compared > 600
+    # Result and Err_message are msprobe's own rules (a dtype difference is its error), so scripts read it right
+    for a, b in zip(theirs, ours):
+        assert (b["Result"], b["Err_message"]) == (a["Result"], a["Err_message"]), a["NPU Name"]
     by_name = {r["NPU Name"]: r for r in ours}
-    assert by_name["Functional.conv2d.0.forward.output.0"]["Result"] == "pass"  # a dtype difference alone is fine
-    assert by_name["Functional.conv2d.0.backward.output.2"]["Result"] == "error"
-    assert by_name["Functional.conv2d.0.backward.output.2"]["Attribution"] == "introduced"
+    assert by_name["Functional.conv2d.0.forward.output.0"]["Verdict"] == "pass"  # a dtype difference alone is fine
+    # conv1's bias gradient (before BatchNorm: about 0 in float32, cosine 0.35) was our old false headline error;
+    # judged by its absolute error against its incoming gradient's scale it is bf16 rounding
+    bias = by_name["Functional.conv2d.0.backward.output.2"]
+    assert bias["Result"] == "error" and "dtype" in bias["Err_message"]  # msprobe's verdict, kept
+    assert bias["Verdict"] == "pass" and "rounding" in bias["Verdict_message"] and float(bias["Band_units"]) < 1
+    assert all(r["Verdict"] in ("pass", "N/A") for r in ours)
 
 
 def test_matching_inf_nan_positions_are_zeroed_and_different_positions_are_n_a() -> None:
@@ -149,14 +158,18 @@ def test_compare_json_report_has_precision_findings_and_the_cross_rank_summary(t
     out = tmp_path / "r.json"
     code = main(["compare", str(root / "dump_bf16"), str(root / "dump_fp32"), "--json", str(out), "-q",
                  "--workers", "1"])
-    assert code == 1
+    # the old first divergence, conv1's near-zero bias gradient, was bf16 rounding judged by cosine: now no error
+    assert code == 0
     report = json.loads(out.read_text())
-    assert report["findings"] and all(f["check"] == "precision" for f in report["findings"])
-    first = next(f for f in report["findings"] if f["severity"] != "info")
-    assert first["node"] == "backward:conv1/conv2d.0" and first["attribution"] == "introduced"
-    assert report["ranks"]["first_node"] == "backward:conv1/conv2d.0"
+    assert all(f["check"] == "precision" and f["severity"] == "info" for f in report["findings"])
+    assert "first_node" not in report["ranks"]
+    per = report["ranks"]["per_rank"][0]
+    assert per["counts"]["rows"] == 140 and per["counts"]["tensor_pairs"] == 111  # the app's 111 rows
+    assert per["growth"]["dtype"] == "bfloat16" and per["growth"]["points"]
     printed = capsys.readouterr().out
-    assert "first divergence" in printed and "backward:conv1/conv2d.0" in printed
+    assert "no operator introduces" in printed and "140 of 140 target rows compared" in printed
+    assert "111 tensor pairs (the precision view's rows)" in printed
+    assert "judged against bfloat16 rounding" in printed and "error growth, forward" in printed
 
 
 def _step_folder(tmp: Path, name: str, perturb_rank: int | None) -> Path:
@@ -241,13 +254,14 @@ def test_statistics_and_md5_dumps_compare_from_dump_json_alone(tmp_path: Path) -
     assert main(["compare", str(root / "dump_statistics_fp32"), str(root / "dump_statistics_fp32"), "--csv",
                  str(out), "-q"]) == 0
     rows = _rows(out)
-    assert list(rows[0]) == header("statistics")
+    assert list(rows[0]) == header("statistics")[:-1] + OURS
     conv = next(r for r in rows if r["NPU Name"] == "Functional.conv2d.0.forward.output.0")
-    assert conv["Max diff"] == "0.0" and conv["NormRelativeErr"] == "0.0%" and conv["Result"] == "pass"
+    # equal statistics are '0' in both columns, as msprobe's calc_summary_diff writes them (was our '0.0', '0.0%')
+    assert conv["Max diff"] == "0" and conv["NormRelativeErr"] == "0" and conv["Result"] == "pass"
     out = tmp_path / "md5.csv"
     assert main(["compare", str(root / "dump_md5_fp32"), str(root / "dump_md5_fp32"), "--csv", str(out), "-q"]) == 0
     rows = _rows(out)
-    assert list(rows[0]) == header("md5") and all(r["Result"] in ("pass", "N/A") for r in rows)
+    assert list(rows[0]) == header("md5")[:-1] + OURS and all(r["Result"] in ("pass", "N/A") for r in rows)
     assert rows[0]["NPU MD5"] == rows[0]["BENCH MD5"] != "N/A"
 
 
@@ -270,3 +284,24 @@ def test_dumps_of_different_models_are_shape_mismatches_not_a_clean_pass() -> No
     inv = compare(root / "dump_bf16", root / "dump_ovf").investigation
     first = inv.first_finding("precision")
     assert first is not None and first.kind == "shape-mismatch" and first.node == "fc/linear.0"
+
+
+def test_md5_dumps_name_the_first_op_whose_checksum_differs_with_no_claim_of_size(tmp_path: Path) -> None:
+    root = _need_fixtures()
+    target = tmp_path / "t"
+    shutil.copytree(root / "dump_md5_fp32", target)
+    dump = next(target.glob("step0/*/dump.json"))
+    data = json.loads(dump.read_text())
+    for name in ("Functional.relu.0.forward", "Functional.max_pool2d.0.forward"):  # relu differs, and what reads it
+        rec = data["data"][name]
+        (rec["output"] if name.startswith("Functional.relu") else rec["input_args"])[0]["md5"] = "deadbeef"
+    dump.write_text(json.dumps(data))
+    inv = compare(target, root / "dump_md5_fp32", workers=1).investigation
+    first = [f for f in inv.findings if f.kind == "first-difference"]
+    assert len(first) == 1 and first[0].node == "relu.0" and "cannot say by how much" in first[0].message
+    out = tmp_path / "md5.csv"
+    assert main(["compare", str(target), str(root / "dump_md5_fp32"), "--csv", str(out), "-q"]) == 1
+    rows = {r["NPU Name"]: r for r in _rows(out)}
+    relu = rows["Functional.relu.0.forward.output.0"]  # as msprobe 26.2.0's own compare of this pair writes it
+    assert relu["Result"] == "error"
+    assert relu["Err_message"] == '["error: The CRC-32 value of NPU differs from that of the bench."]'

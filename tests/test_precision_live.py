@@ -20,12 +20,18 @@ from ascend_tui.live.targets import load_target
 
 def test_drifting_resnet_sample_names_the_variance_subtraction_as_introduced() -> None:
     target = load_target(str(SAMPLES / "drifting_resnet.py"))
-    inv = investigate(target.model, target.inputs, checks=(PrecisionCheck(),), dtype="bfloat16", device="cpu")
-    first = inv.first_finding("precision")
-    assert first is not None and first.node == "layer2.0.norm/sub.0"
-    assert first.attribution == "introduced" and first.metrics["evidence"] == "replay"
-    assert not any(f.attribution == "introduced" and not f.module.startswith("layer2.0.norm")
-                   for f in inv.findings if f.severity != "info")
+    coarse = investigate(target.model, target.inputs, checks=(PrecisionCheck(),), dtype="bfloat16", device="cpu")
+    inv = investigate(target.model, target.inputs, checks=(PrecisionCheck(),), dtype="bfloat16", device="cpu",
+                      detail="full")
+    for run in (coarse, inv):  # coarse-to-fine (the default) finds the same origin, by the same replay
+        first = run.first_finding("precision")
+        assert first is not None and first.node == "layer2.0.norm/sub.0"
+        assert first.attribution == "introduced" and first.metrics["evidence"] == "replay"
+        assert not any(f.attribution == "introduced" and not f.module.startswith("layer2.0.norm")
+                       for f in run.findings if f.severity != "info")
+    assert coarse.run.extra["capture"]["window"]["suspect"] == "layer2.0.norm"
+    later = next(f for f in coarse.findings if f.node == "layer2.1.conv1/module.0")  # module level downstream
+    assert later.attribution == "inherited" and later.root_cause.module == "layer2.0.norm"
     downstream = next(f for f in inv.findings if f.node == "layer2.1.conv1/convolution.0")
     assert downstream.attribution == "inherited" and downstream.root_cause is not None
     assert downstream.root_cause.module == "layer2.0.norm"

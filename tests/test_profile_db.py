@@ -119,7 +119,7 @@ def test_db_only_folder_gets_kernels_steps_and_advice(fixtures: Path) -> None:
     inv = open_path(folder)
     assert inv.profile is not None and inv.profile.kernels.n == 191 and len(inv.profile.steps) == 1
     kinds = {f.kind for f in inv.findings}
-    assert {"communication", "sync"} <= kinds  # exposed allreduce and the .item() syncs, as from the text export
+    assert {"exposed_communication", "sync"} <= kinds  # exposed allreduce and the .item() syncs, as from the text export
     assert inv.run.source == "ascend_pt profiler (db)"
 
 

@@ -9,6 +9,7 @@ by name and imported the first time the app opens one or lists the views it offe
 from __future__ import annotations
 
 from ascend_tui.app.screens.check_view import CheckView
+from ascend_tui.app.screens.communication import CommunicationScreen
 from ascend_tui.app.screens.memory import MemoryScreen
 from ascend_tui.app.screens.overflow import OverflowScreen
 from ascend_tui.app.screens.precision import PrecisionScreen
@@ -18,7 +19,8 @@ from ascend_tui.errors import InputError
 from ascend_tui.plugins import VIEWS as VIEWS_GROUP
 from ascend_tui.plugins import plugins
 
-VIEWS: list[type[CheckView]] = [StoryScreen, PrecisionScreen, OverflowScreen, MemoryScreen, ProfileScreen]
+VIEWS: list[type[CheckView]] = [StoryScreen, PrecisionScreen, OverflowScreen, MemoryScreen, ProfileScreen,
+                                CommunicationScreen]
 
 
 def plugin_view_ids() -> tuple[str, ...]:

@@ -61,7 +61,7 @@ class OutputEffect:
         if self.nonfinite:
             parts.append(f"{count(self.nonfinite)} values of {self.output} are NaN or Inf where float32 is finite")
         err = "NaN" if math.isnan(self.rel_l2) else percent(min(self.rel_l2, 99.99))
-        cos = "NaN" if math.isnan(self.cosine) else f"{self.cosine:.4g}"
+        cos = "undefined" if math.isnan(self.cosine) else f"{self.cosine:.4g}"
         where = "output" if self.outputs == 1 else f"{self.output}"
         parts.append(f"{where} cosine {cos}, relative L2 error {err} against float32")
         text = "; ".join(parts)
@@ -74,7 +74,11 @@ class OutputEffect:
         return f"{self.describe()} ({'beyond' if self.damaged else 'within'} {limits})"
 
     def to_json(self) -> dict[str, object]:
-        return {"dtype": self.dtype, "output": self.output, "cosine": self.cosine, "rel_l2": self.rel_l2,
+        """JSON-safe: an undefined cosine or an infinite error is null (reports are written with allow_nan off)."""
+        def num(x: float) -> float | None:
+            return x if math.isfinite(x) else None
+
+        return {"dtype": self.dtype, "output": self.output, "cosine": num(self.cosine), "rel_l2": num(self.rel_l2),
                 "rows_zeroed": self.rows_zeroed, "rows": self.rows, "nonfinite": self.nonfinite,
                 "source": self.source, "damaged": self.damaged}
 
@@ -83,17 +87,21 @@ def _one(target: np.ndarray, reference: np.ndarray) -> tuple[float, float, int, 
     """(cosine, relative L2 error, rows zeroed, rows, non-finite where the reference is finite) of one output."""
     t = np.asarray(target, dtype=np.float64).reshape(-1)
     r = np.asarray(reference, dtype=np.float64).reshape(-1)
-    both = np.isfinite(t) & np.isfinite(r)
-    nonfinite = int((~np.isfinite(t) & np.isfinite(r)).sum())
-    tf, rf = np.where(both, t, 0.0), np.where(both, r, 0.0)
+    rfin = np.isfinite(r)
+    bad = ~np.isfinite(t) & rfin
+    nonfinite = int(bad.sum())
+    # a NaN/Inf where the reference is finite carries none of the reference's value: it counts as 0 here, so
+    # an all-NaN output is 100% error with an undefined cosine, never "cosine 1"
+    tf = np.where(rfin & ~bad, t, 0.0)
+    rf = np.where(rfin, r, 0.0)
     rn, tn = float(np.linalg.norm(rf)), float(np.linalg.norm(tf))
     diff = float(np.linalg.norm(tf - rf))
     if rn == 0.0:
-        rel = 0.0 if diff == 0.0 else math.inf
-        cos = 1.0 if tn == 0.0 else 0.0
+        rel = (0.0 if diff == 0.0 else math.inf) if not nonfinite else 1.0
+        cos = (1.0 if tn == 0.0 else 0.0) if not nonfinite else math.nan
     else:
         rel = diff / rn
-        cos = float(np.dot(tf, rf) / (tn * rn)) if tn > 0 else 0.0
+        cos = float(np.dot(tf, rf) / (tn * rn)) if tn > 0 else math.nan
     shape = np.shape(target)
     zeroed = rows = 0
     if len(shape) >= 2 and shape[-1] > 0:

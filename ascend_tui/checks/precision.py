@@ -43,6 +43,7 @@ class Thresholds:
     amplification: float = 2.0
     norm_rel_warning: float = 0.1
     norm_rel_error: float = 0.5
+    op_band: float = 8.0  # mixed dtypes: roundings of the run's dtype an op may add (`precision_growth`)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> Thresholds:
@@ -255,24 +256,78 @@ class StatsMetrics:
     @property
     def norm_rel_value(self) -> float:
         """The L2-norm relative error as a fraction (NaN when unknown)."""
+        if self.norm_rel == "0":
+            return 0.0
         try:
-            return float(self.norm_rel.rstrip("%")) / 100.0
+            return float(self.norm_rel.rstrip("%")) / 100.0 if self.norm_rel.endswith("%") else \
+                math.inf if self.norm_rel == "inf" else math.nan
         except ValueError:
             return math.nan
 
 
-def stats_metrics(target: tuple[float | None, ...], golden: tuple[float | None, ...]) -> StatsMetrics:
-    """Differences of (max, min, mean, norm) statistics; relative errors are |N-B|/|B| in percent, as msprobe writes."""
+def _kind(v: Any) -> str:
+    """msprobe's class of a statistics cell: nan, inf, -inf, num, device, na or other ('None', text)."""
+    text = str(v).strip().lower()
+    if v is None:
+        return "other"
+    if text == "nan" or (isinstance(v, float) and math.isnan(v)):
+        return "nan"
+    if text == "inf" or v == math.inf:
+        return "inf"
+    if text == "-inf" or v == -math.inf:
+        return "-inf"
+    if isinstance(v, bool) or text in ("true", "false"):
+        return "other"
+    try:
+        float(text)
+        return "num"
+    except ValueError:
+        pass
+    if any(d in text for d in ("npu", "cpu", "cuda")):
+        return "device"
+    return "na" if str(v) == N_A else "other"
+
+
+_INF_RULES = {("inf", "num"): "inf", ("inf", "-inf"): "inf", ("-inf", "num"): "-inf", ("-inf", "inf"): "-inf",
+              ("num", "inf"): "-inf", ("num", "-inf"): "inf"}
+
+
+def _stat_diff(n: Any, b: Any) -> tuple[float | str, str]:
+    """(difference, relative error) of one statistic by msprobe 26.2.0's `calc_summary_diff` rules."""
+    if type(n) is float and type(b) is float and math.isfinite(n) and math.isfinite(b):  # the common case, fast
+        if n == b and math.copysign(1.0, n) == math.copysign(1.0, b):
+            return "0", "0"
+        d = n - b
+        return d, "inf" if b == 0 else f"{abs(d / b * 100)!r}%"
+    if str(n) == str(b):
+        return "0", "0"
+    kn, kb = _kind(n), _kind(b)
+    if kn == kb == "num":
+        d = float(n) - float(b)
+        return d, "inf" if float(b) == 0 else f"{abs(d / float(b) * 100)!r}%"
+    if "na" in (kn, kb):
+        return N_A, N_A
+    if "nan" in (kn, kb) and {kn, kb} <= {"num", "nan", "inf", "-inf"}:
+        return NAN, NAN
+    if (kn, kb) in _INF_RULES:
+        return _INF_RULES[(kn, kb)], _INF_RULES[(kn, kb)]
+    if kn == kb == "device":
+        return N_A, N_A
+    return "Diff", "Diff"
+
+
+def stats_metrics(target: tuple[Any, ...], golden: tuple[Any, ...]) -> StatsMetrics:
+    """Differences of (max, min, mean, norm) statistics as msprobe writes them: '0' when equal, |N-B|/|B| in percent.
+
+    Give the values as dump.json holds them (an int stays an int, a missing one is None): msprobe compares
+    their text, so 127 and 127 are '0' and None against None is '0' too.
+    """
     diffs: list[float | str] = []
     rels: list[str] = []
     for n, b in zip(target, golden):
-        if n is None or b is None or not (math.isfinite(n) and math.isfinite(b)):
-            diffs.append(N_A)
-            rels.append(N_A)
-            continue
-        d = n - b
+        d, r = _stat_diff(n, b)
         diffs.append(d)
-        rels.append("0.0%" if d == 0 else "inf" if b == 0 else f"{abs(d / b * 100)!r}%")
+        rels.append(r)
     return StatsMetrics(*diffs, *rels)  # type: ignore[arg-type]
 
 

@@ -22,7 +22,7 @@ from ascend_tui import fmt
 from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, summarize
 from ascend_tui.checks.affinity_api import affinity
 from ascend_tui.evidence import Finding
-from ascend_tui.graph.profile import KernelTable, Profile
+from ascend_tui.graph.profile import Codes, KernelTable, Profile
 
 MIN_TASK_US = 20.0  # msprof-analyze's _MIN_TASK_DURATION for the bound and AI CPU checkers
 HOTSPOT_SHARE = 0.05
@@ -123,11 +123,9 @@ def _layout(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> lis
     code = cats.code("layout")
     rows = np.flatnonzero(cats.codes == code) if code >= 0 else np.zeros(0, np.int64)
     time = float(t.dur_us[rows].sum())
-    if time / total < LAYOUT_SHARE:
+    if _step_median(t, rows, time / total) < LAYOUT_SHARE:  # one noisy step does not decide it
         return []
-    types = Counter()
-    for r in rows:
-        types[t.label("type", r)] += float(t.dur_us[r])
+    types = _summed(t.text["type"], rows, t.dur_us[rows])
     causes = _causes(t, rows)
     where = ", ".join(f"{k} ({fmt.percent(v / time)})" for k, v in causes[:4])
     return [_finding("layout_conversion", "warning", t, rows, nodes,
@@ -140,26 +138,54 @@ def _layout(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> lis
                      causes=[{"cause": k, "us": v} for k, v in causes[:10]])]
 
 
+def _step_median(t: KernelTable, rows: np.ndarray, overall: float) -> float:
+    """The median over profiled steps of `rows`' share of each step's kernel time (`overall` without steps)."""
+    steps = t.ints["step"]
+    keys = np.unique(steps[steps >= 0])
+    if len(keys) < 2:
+        return overall
+    mine = np.bincount(np.searchsorted(keys, steps[rows][steps[rows] >= 0]), weights=t.dur_us[rows][steps[rows] >= 0],
+                       minlength=len(keys))
+    every = np.bincount(np.searchsorted(keys, steps[steps >= 0]), weights=t.dur_us[steps >= 0], minlength=len(keys))
+    return float(np.median(mine / np.where(every > 0, every, 1.0)))
+
+
 def _causes(t: KernelTable, rows: np.ndarray) -> list[tuple[str, float]]:
     """Who makes the conversions: their modules when known, else the op each conversion feeds (same stream)."""
     acc: Counter[str] = Counter()
     modules = t.text["module"]
     if any(modules.values[modules.codes[r]] for r in rows[:1000]):
-        for r in rows:
-            acc[modules.at(r) or "(no module)"] += float(t.dur_us[r])
-        return acc.most_common()
-    order = np.lexsort((t.start_ns, t.ints["stream"]))
+        return _summed(modules, rows, t.dur_us[rows], "(no module)").most_common()
+    stream = t.ints["stream"]
+    order = np.lexsort((t.start_ns, stream))
     pos = np.empty(t.n, np.int64)
     pos[order] = np.arange(t.n)
     cats = categories(t)
     layout = cats.code("layout")
-    for r in rows:
-        p = int(pos[r]) + 1
-        while p < t.n and cats.codes[order[p]] == layout and t.ints["stream"][order[p]] == t.ints["stream"][r]:
+    # plain lists: this walks every conversion row, and numpy scalars cost ten times a list item here
+    order_l, pos_l, cat_l, stream_l = order.tolist(), pos.tolist(), cats.codes.tolist(), stream.tolist()
+    types, type_codes, dur = t.text["type"].values, t.text["type"].codes.tolist(), t.dur_us.tolist()
+    for r in rows.tolist():
+        p = pos_l[r] + 1
+        s = stream_l[r]
+        while p < t.n and cat_l[order_l[p]] == layout and stream_l[order_l[p]] == s:
             p += 1
-        nxt = t.label("type", int(order[p])) if p < t.n and t.ints["stream"][order[p]] == t.ints["stream"][r] else "end"
-        acc[f"input of {nxt}"] += float(t.dur_us[r])
+        nxt = types[type_codes[order_l[p]]] if p < t.n and stream_l[order_l[p]] == s else "end"
+        acc[f"input of {nxt}"] += dur[r]
     return acc.most_common()
+
+
+def _summed(col: Codes, rows: np.ndarray, weights: np.ndarray, empty: str = "") -> Counter[str]:
+    """Sum of `weights` per text of `col` over `rows`, keys in order of first appearance (as a row-by-row sum)."""
+    codes = col.codes[rows]
+    out: Counter[str] = Counter()
+    if not len(codes):
+        return out
+    sums = np.bincount(codes, weights=np.asarray(weights, np.float64), minlength=len(col.values))
+    uniq, first = np.unique(codes, return_index=True)
+    for c in uniq[np.argsort(first, kind="stable")].tolist():
+        out[col.values[c] or empty] += float(sums[c])
+    return out
 
 
 def _pmu_max(t: KernelTable) -> tuple[np.ndarray, np.ndarray]:
@@ -244,25 +270,40 @@ def _block_dim(t: KernelTable, nodes: Mapping[str, str], cores: Cores, total: fl
 
 def _fusion(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Finding]:
     order = np.lexsort((t.start_ns, t.ints["stream"]))
-    types = [t.text["type"].values[c] for c in t.text["type"].codes[order]]
-    starts = np.cumsum([0] + [len(x) + 1 for x in types])
-    text = ";".join(types)
+    typ = t.text["type"]
+    codes = typ.codes[order]
+    types = np.array(typ.values, dtype=object)[codes] if len(typ.values) else np.zeros(0, object)
+    lengths = np.fromiter((len(v) + 1 for v in typ.values), np.int64, len(typ.values))
+    starts = np.concatenate([[0], np.cumsum(lengths[codes])])  # where each row's type starts in `text`
+    text = ";".join(types.tolist())
     out = []
     taken = np.zeros(len(types), bool)
+    dur = None
     for name, pattern, hint in FUSIONS:
-        hits = []
-        for m in re.finditer(pattern, text):
-            a = int(np.searchsorted(starts, m.start(), side="right")) - 1
-            b = int(np.searchsorted(starts, m.end(), side="left"))
-            if taken[a:b].any():
+        spans = np.array([m.span() for m in re.finditer(pattern, text)], np.int64).reshape(-1, 2)
+        if not len(spans):
+            continue
+        first = np.searchsorted(starts, spans[:, 0], side="right") - 1
+        stop = np.searchsorted(starts, spans[:, 1], side="left")
+        before = np.concatenate([[0], np.cumsum(taken)])
+        earlier = (before[np.maximum(stop, first)] - before[first] > 0).tolist()  # rows an earlier rule took
+        kept: list[tuple[int, int]] = []
+        last = -1
+        for a, b, clash in zip(first.tolist(), stop.tolist(), earlier):
+            if b > a and (clash or a < last):  # matches come in order: only the last kept one can overlap
                 continue
+            kept.append((a, b))
+            last = max(last, b)
+        for a, b in kept:
             taken[a:b] = True
-            hits.append(order[a:b])
+        hits = [order[a:b] for a, b in kept]
         if not hits:
             continue
         rows = np.concatenate(hits)
         # what fusing saves: the kernels after the first of each sequence
-        saved = float(sum(t.dur_us[h[1:]].sum() for h in hits))
+        if dur is None:
+            dur = t.dur_us[order].tolist()
+        saved = float(sum(sum(dur[a + 1:b]) for a, b in kept))
         out.append(_finding("fusion", "warning" if saved / total >= 0.02 else "info", t, rows, nodes,
                             f"{name}: {fmt.plural(len(hits), 'sequence')} of {len(hits[0])} kernels could be one "
                             f"(up to {fmt.duration_us(saved)}, {fmt.percent(saved / total)} of kernel time)",

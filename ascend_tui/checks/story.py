@@ -35,6 +35,7 @@ NONFINITE = frozenset({"nan", "inf"})
 RANGE_KINDS = frozenset({"nan", "inf", "saturation", "overflow", "underflow"})
 LAYOUT_KINDS = frozenset({"layout_conversion"})
 OFF_OUTPUT_KINDS = frozenset({"leak", "unprinted_errors"})  # problems that never change what the model computes
+WAITING_KINDS = ("comm_wait", "exposed_communication")  # communication findings a slow rank explains
 ORDER = ("memory", "overflow", "precision", "profile")  # the order a cause lists the checks behind it
 _MAX_WALK = 100_000
 
@@ -164,6 +165,14 @@ def tell(graph: OpGraph, findings: Sequence[Finding]) -> list[Cause]:
                 _fold(d, p, "layout-with-precision")
                 break
 
+    # waiting-follows-slow-rank: ranks that wait in collectives are held by the slow rank, not slow themselves.
+    slow = next((d for d in drafts if d.folded_into is None and d.lead.check == "profile"
+                 and d.lead.kind == "slow_rank"), None)
+    if slow is not None:
+        for d in [d for d in drafts if d.folded_into is None and d.lead.check == "profile"
+                  and d.lead.kind in WAITING_KINDS]:
+            _fold(d, slow, "waiting-follows-slow-rank")
+
     return _rank([d for d in drafts if d.folded_into is None], graph)
 
 
@@ -261,6 +270,11 @@ def _title(d: _Draft, checks: tuple[str, ...]) -> str:
     f = d.lead
     where = f"`{d.module}`" if d.module else f"`{d.node}`" if d.node else "the run"
     seen = f"`{f.module or f.node}`" if f.node else where
+    if f.check == "profile" and f.kind == "slow_rank" and hasattr(f.metrics, "get"):
+        kernels = [str(k.get("type")) for k in f.metrics.get("kernels") or () if isinstance(k, dict)][:3]
+        return f"time: rank {f.metrics.get('rank')} is the slow rank" + (f" ({', '.join(kernels)})" if kernels else "")
+    if f.check == "profile" and f.kind == "slow_link" and hasattr(f.metrics, "get"):
+        return f"time: slow {f.metrics.get('transport')} link {f.metrics.get('src')}->{f.metrics.get('dst')}"
     text = {
         "memory": f"memory: {f.kind.replace('_', ' ')} at {where}",
         "overflow": f"overflow: {f.kind} at {seen}" + (f", from `{d.node}`" if d.node and d.node != f.node else ""),

@@ -153,6 +153,8 @@ def print_summary(inv: Investigation, out: TextIO, top: int = 15) -> None:
             w(f"slow rank {c.slow_rank}: {c.slow_stage} {fmt.duration_us(c.excess_us)} above the median rank\n\n")
         else:
             w("no slow rank: every rank's own time (computing + free) is within 1% of a step of the median\n\n")
+    if p.communication:
+        _communication(w, p.communication, top)
     base = p.extra.get("baseline")
     if base:
         w(f"against {base['target']} (per step):\n{'op type':<32} {'before':>10} {'after':>10} {'delta':>10} {'x':>7}\n")
@@ -162,6 +164,22 @@ def print_summary(inv: Investigation, out: TextIO, top: int = 15) -> None:
             w(f"{r['key'][:32]:<32} {fmt.duration_us(r['before_us']):>10} {fmt.duration_us(r['after_us']):>10} "
               f"{('+' if d > 0 else '') + fmt.duration_us(d):>10} {x:>7}\n")
         w("\n")
+
+
+def _communication(w: Callable[[str], Any], comm: Any, top: int) -> None:
+    """Each rank's collectives a step: elapse, wait, transit, idle, and the share of it spent waiting."""
+    from ascend_tui.checks.communication import per_rank
+
+    ranks = per_rank(comm)
+    w(f"{'rank':>5} {'collectives':>12} {'wait':>10} {'transit':>10} {'idle':>10} {'wait ratio':>11}  (a step)\n")
+    for r in ranks[:top]:
+        w(f"{r.rank:>5} {fmt.duration_us(r.elapse_ms * 1000):>12} {fmt.duration_us(r.wait_ms * 1000):>10} "
+          f"{fmt.duration_us(r.transit_ms * 1000):>10} {fmt.duration_us(r.idle_ms * 1000):>10} "
+          f"{fmt.percent(r.wait_ratio):>11}\n")
+    if len(ranks) > top:
+        w(f"... {len(ranks) - top} more ranks in --json\n")
+    skipped = f", {comm.skipped} records skipped" if comm.skipped else ""
+    w(f"communication from {', '.join(comm.sources)}{skipped}\n\n")
 
 
 def _table(w: Callable[[str], Any], title: str, groups: Sequence[Group], top: int, *, bound: bool) -> None:

@@ -24,6 +24,9 @@ def add_run_settings(parser: argparse.ArgumentParser, checks: str | None, iterat
                         help="forward passes (leak detection needs > 1)" + (f"; default {iterations}"
                                                                               if iterations != 1 else ""))
     parser.add_argument("--backward", action="store_true", help="also run backward and check the gradients")
+    parser.add_argument("--detail", choices=("module", "full"), default="module",
+                        help="module: module-level evidence, operators recorded only around the first bad module "
+                             "(a replay of the step); full: every operator of the step")
 
 
 def run_options(args: argparse.Namespace, **fields: Any) -> Any:
@@ -39,7 +42,7 @@ def run_options(args: argparse.Namespace, **fields: Any) -> Any:
         raise InputError("--iterations", "must be at least 1")
     return RunOptions(**checks, device=args.device, dtype=args.dtype,
                       reference=None if args.reference == "none" else args.reference, iterations=args.iterations,
-                      backward=args.backward, **fields)
+                      backward=args.backward, detail=getattr(args, "detail", "module"), **fields)
 
 
 def check_settings(args: argparse.Namespace) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from ascend_tui.graph.communication import Communication
 from ascend_tui.threads import run_all
 
 NO_INT = -1  # missing block dim / step / stream / device
@@ -435,6 +436,7 @@ class Profile:
     spans: tuple[Span, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
     unmatched: tuple[str, ...] = ()
+    communication: Communication | None = None
 
     def to_json(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -442,11 +444,13 @@ class Profile:
         return {"kind": self.kind, "kernels": self.kernels.to_json(),
                 "op_stats": [asdict(s) for s in self.op_stats], "steps": [asdict(s) for s in self.steps],
                 "host_ops": [asdict(h) for h in self.host_ops], "spans": [asdict(s) for s in self.spans],
-                "extra": self.extra, "unmatched": list(self.unmatched)}
+                "extra": self.extra, "unmatched": list(self.unmatched),
+                "communication": self.communication.to_json() if self.communication else None}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Profile:
         return cls(str(d.get("kind", "")), KernelTable.from_json(d.get("kernels") or {}),
                    tuple(OpStat(**s) for s in d.get("op_stats", ())), tuple(StepTime(**s) for s in d.get("steps", ())),
                    tuple(HostOp(**h) for h in d.get("host_ops", ())), tuple(Span(**s) for s in d.get("spans", ())),
-                   dict(d.get("extra") or {}), tuple(d.get("unmatched", ())))
+                   dict(d.get("extra") or {}), tuple(d.get("unmatched", ())),
+                   Communication.from_json(d["communication"]) if d.get("communication") else None)

@@ -48,7 +48,19 @@ def category_of(op_type: str, name: str = "", core: str = "") -> str:
 
 
 def categories(table: KernelTable) -> Codes:
-    """The category of every row, computed once per distinct (name, type, core)."""
+    """The category of every row, computed once per distinct (name, type, core), and once per table."""
+    for seen, codes in _CATEGORIES:
+        if seen is table:
+            return codes
+    out = _categories(table)
+    _CATEGORIES[:] = [(table, out), *_CATEGORIES[:1]]
+    return out
+
+
+_CATEGORIES: list[tuple[KernelTable, Codes]] = []  # the last two tables': the advice rules each ask again
+
+
+def _categories(table: KernelTable) -> Codes:
     if table.n == 0:
         return Codes()
     name, typ, core = table.text["name"], table.text["type"], table.text["core"]

@@ -54,9 +54,17 @@ def summarize(graph: OpGraph) -> GraphSummary:
     types = Counter(n.op_type for n in ops)
     modules = graph.modules()
     depth = max((m.count(".") + 1 for m in modules), default=0)
-    inferred = sum(1 for e in graph.edges() if is_inferred(graph, e))
-    control = sum(len((n.attrs or {}).get("control_inputs") or ()) for n in ops)
-    inferred_modules = sum(1 for n in ops if (n.attrs or {}).get("module_inferred"))
+    inferred = control = inferred_modules = 0
+    for n in graph:  # only nodes with attrs can hold any of these: no pass over every edge
+        attrs = n.attrs
+        if not attrs:
+            continue
+        how = attrs.get("edge_match")
+        if isinstance(how, list):
+            inferred += sum(1 for e in graph.producers(n.id) if is_inferred(graph, e))
+        if not n.is_placeholder:
+            control += len(attrs.get("control_inputs") or ())
+            inferred_modules += bool(attrs.get("module_inferred"))
     return GraphSummary(len(graph), len(ops), graph.edge_count(), dict(sorted(kinds.items())),
                         types.most_common(), len(modules), depth, inferred, inferred_modules, control)
 

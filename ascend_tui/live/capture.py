@@ -44,7 +44,9 @@ class CaptureResult:
 
 
 @dataclass(slots=True)
-class _Ref:
+class SlotRef:
+    """The node and output slot that made (or last wrote) a tensor's values."""
+
     node: str
     slot: int
     index: int
@@ -97,7 +99,7 @@ def _deep_leaves(values: Any, tensor_type: type) -> list[Any]:
     return [x for x in tree_flatten(list(values))[0] if isinstance(x, tensor_type)]
 
 
-_ABSENT = object()
+ABSENT = object()
 
 
 def _attributed(call: Callable[..., Any], name: str, stack: list[str], thread: int,
@@ -116,7 +118,7 @@ def _attributed(call: Callable[..., Any], name: str, stack: list[str], thread: i
     return _call_impl
 
 
-class _Unshadow:
+class Unshadow:
     """Puts back every module's own `_call_impl` (or its absence)."""
 
     def __init__(self, shadowed: list[tuple[dict[str, Any], Any]]) -> None:
@@ -124,7 +126,7 @@ class _Unshadow:
 
     def remove(self) -> None:
         for own, prior in self.shadowed:
-            if prior is _ABSENT:
+            if prior is ABSENT:
                 own.pop("_call_impl", None)
             else:
                 own["_call_impl"] = prior
@@ -174,8 +176,8 @@ class Recorder:
         self.taps: list[Callable[[str, int, Any], None]] = []
         # id(tensor) -> (weak reference to it, who made its values); the reference tells a live
         # tensor from a dead one whose id was reused.
-        self._producers: dict[int, tuple[Any, _Ref]] = {}
-        self._writers: dict[int, _Ref] = {}
+        self._producers: dict[int, tuple[Any, SlotRef]] = {}
+        self._writers: dict[int, SlotRef] = {}
         self.stat_rows = StatRows(torch)  # every measured output's statistics, in recording order
         self._same_as: tuple[str, int] | None = None
         self._const_count = 0
@@ -259,10 +261,10 @@ class Recorder:
             if not isinstance(getattr(mod, "__dict__", None), dict):
                 continue
             own = mod.__dict__
-            prior = own.get("_call_impl", _ABSENT)
+            prior = own.get("_call_impl", ABSENT)
             own["_call_impl"] = _attributed(mod._call_impl, names[id(mod)], stack, thread, get_ident)
             shadowed.append((own, prior))
-        return [_Unshadow(shadowed)]
+        return [Unshadow(shadowed)]
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -285,16 +287,16 @@ class Recorder:
             self.api_id = self.api_ids.mint(self.api_module, self.api, self.phase)
         return self.api_id
 
-    def _producer(self, t: Any) -> _Ref | None:
+    def _producer(self, t: Any) -> SlotRef | None:
         entry = self._producers.get(id(t))
         if entry is not None and entry[0]() is t:
             return entry[1]
         return None
 
-    def _set_producer(self, t: Any, ref: _Ref) -> None:
+    def _set_producer(self, t: Any, ref: SlotRef) -> None:
         self._producers[id(t)] = (weakref.ref(t), ref)
 
-    def source_of(self, t: Any) -> _Ref:
+    def source_of(self, t: Any) -> SlotRef:
         """The node and slot that last wrote the data `t` reads, creating a placeholder if none did."""
         entry = self._producers.get(id(t))
         ref = entry[1] if entry is not None and entry[0]() is t else None
@@ -306,7 +308,7 @@ class Recorder:
             ref = self._placeholder(t)
         return ref
 
-    def _placeholder(self, t: Any) -> _Ref:
+    def _placeholder(self, t: Any) -> SlotRef:
         kind, name = self._named.get(id(t), ("", ""))
         if not kind:
             kind, name = "const", str(self._const_count)
@@ -321,7 +323,7 @@ class Recorder:
         meta = tensor_meta(t)
         self.graph.add_node(op_node(node_id, kind, module, -1, kind, (), (meta,), None,  # type: ignore[arg-type]
                                     "forward", self._module_class.get(module, ""), None))
-        ref = _Ref(node_id, 0, -1, meta)
+        ref = SlotRef(node_id, 0, -1, meta)
         self._set_producer(t, ref)
         if kind in ("param", "buffer") and self.want_stats and WEIGHTS.wants(t, self._float32):
             found = WEIGHTS.measure(self._torch, t)
@@ -395,7 +397,7 @@ class Recorder:
                 and out_tensors[0].numel() == in_tensors[0].numel() and out_tensors[0].dtype == in_tensors[0].dtype):
             self._same_as = (refs[0].node, refs[0].slot)
         for slot, t in enumerate(out_tensors):
-            producers[id(t)] = (weakref.ref(t), _Ref(node_id, slot, index, out_metas[slot]))
+            producers[id(t)] = (weakref.ref(t), SlotRef(node_id, slot, index, out_metas[slot]))
             if not facts.unwritten_output:  # allocator garbage: measured once an op writes it
                 self.measure(node_id, slot, t)
         self._same_as = None
@@ -404,10 +406,10 @@ class Recorder:
                 if isinstance(t, tensor):
                     ref = self._producer(t)
                     if ref is None or ref.node != node_id:
-                        self._set_producer(t, _Ref(node_id, 0, index))
+                        self._set_producer(t, SlotRef(node_id, 0, index))
                     skey = storage_key(t)
                     if skey is not None:
-                        self._writers[skey] = _Ref(node_id, 0, index)
+                        self._writers[skey] = SlotRef(node_id, 0, index)
         if self.progress is not None and (index & 15) == 0:
             self.progress(self.phase_label, index, self.expected_ops)
         return node_id

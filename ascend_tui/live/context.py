@@ -52,6 +52,11 @@ class LiveCheck(Protocol):
     def run(self, ctx: LiveContext, inv: Investigation) -> None: ...
 
 
+COARSE = "coarse"
+"""A check class with `coarse = True` works on a coarse-to-fine capture (`live.coarse`): module-level evidence,
+operators only where the first bad values appeared; the runner captures that way when every check asked does."""
+
+
 @dataclass(slots=True)
 class LiveContext:
     """One live run: its options, the device, the prepared model and inputs, and the captures once made."""
@@ -68,6 +73,7 @@ class LiveContext:
     target: CaptureResult | None = None
     reference: CaptureResult | None = None
     checks: tuple[LiveCheck, ...] = field(default_factory=tuple)
+    coarse: Any = None  # the `live.coarse.CoarseCapture` when the target was captured coarse-to-fine
 
     def rerun_observers(self, model: Any = None, inputs: Any = None, device: Device | None = None) -> list[Observer]:
         """Observers every extra pass must carry (what other checks need to keep a run of this model safe)."""

@@ -105,6 +105,24 @@ class Device:
         if self.backend == "npu" and not self.inf_nan_mode:
             self._npu.npu.utils.clear_npu_overflow_flag()
 
+    def rng_state(self) -> Any:
+        """The generator states a replay must restore: torch's CPU generator and this device's (None on the CPU)."""
+        t = self._torch
+        if self.backend == "cuda":
+            return t.get_rng_state(), t.cuda.get_rng_state(self.index)
+        if self.backend == "npu":
+            return t.get_rng_state(), self._npu.npu.get_rng_state(self.index)
+        return t.get_rng_state(), None
+
+    def set_rng_state(self, state: Any) -> None:
+        """Put back what `rng_state` returned."""
+        t = self._torch
+        t.set_rng_state(state[0])
+        if self.backend == "cuda":
+            t.cuda.set_rng_state(state[1], self.index)
+        elif self.backend == "npu":
+            self._npu.npu.set_rng_state(state[1], self.index)
+
     def supports_dtype(self, dtype: Any) -> bool:
         """Whether a small matmul in `dtype` runs here (bf16 on old NPUs, fp16 on some CPUs do not)."""
         try:

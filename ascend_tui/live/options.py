@@ -24,7 +24,9 @@ class RunOptions:
     `checks` holds check names (`"overflow"`, `"memory"`) or `LiveCheck` objects (a check the
     runner has never heard of runs just the same). `settings` carries check-specific knobs
     (`headroom_bits`, `underflow_fraction`, `range_dtype`, `inf_nan_mode`, ...) and `api_ids`
-    (name each op's framework API call as msprobe does; see `live.recording`).
+    (name each op's framework API call as msprobe does; see `live.recording`). `detail` is
+    "module" (coarse-to-fine: module-level evidence, operators only around the first bad module;
+    see `live.coarse`) or "full" (every operator of the step recorded).
     """
 
     checks: tuple[Any, ...] = ("overflow",)
@@ -35,6 +37,7 @@ class RunOptions:
     backward: bool = False
     loss: Callable[[Any], Any] | None = None
     target: str = ""
+    detail: str = "module"
     settings: Mapping[str, Any] = field(default_factory=dict)
 
     def but(self, **changes: Any) -> RunOptions:

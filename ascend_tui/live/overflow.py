@@ -36,6 +36,7 @@ class OverflowCheck:
 
     name = "overflow"
     needs_reference = True
+    coarse = True  # works on a coarse-to-fine capture (live.coarse): module-level evidence, operators where it matters
 
     def __init__(self) -> None:
         self.flags: FlagObserver | None = None
@@ -65,7 +66,7 @@ class OverflowCheck:
         dtype = self.dtype(ctx)
         inf_nan = bool(opts.setting("inf_nan_mode", ctx.device.inf_nan_mode))
         flags = self.flags.flags if self.flags is not None else None
-        if opts.backward:
+        if opts.backward and ctx.coarse is None:  # a coarse-to-fine capture holds the backward already
             ctx.report("capturing backward", 0, None)
             recorder = GradRecorder(ctx.model, ctx.inputs, cancel=ctx.cancel)
             guarded(opts.target, "the backward pass",
@@ -80,7 +81,8 @@ class OverflowCheck:
         if opts.setting("overflow_evidence", True) and opts.reference and low is not None \
                 and (low.low_precision or _any_nonfinite(inv)):
             try:
-                if self.evidence is not None and not opts.backward and ctx.reference is not None:
+                if self.evidence is not None and (not opts.backward or ctx.coarse is not None) \
+                        and ctx.reference is not None:
                     evidence, ref_stats = self.evidence.result(), ctx.reference.stats  # measured in the reference run
                 else:
                     ctx.report("measuring underflow in float32", 0, None)

@@ -61,7 +61,11 @@ class ReferenceComparer(Watcher):
         self.metrics: dict[tuple[str, int], TensorMetrics] = {}
         self.scales: dict[tuple[str, int], float] = {}
         self.replayed: dict[str, TensorMetrics] = {}
-        self.graph = ctx.target.graph if ctx.target is not None else None
+
+    @property
+    def graph(self) -> Any:
+        """The target's graph (the target is captured before the reference runs)."""
+        return self.ctx.target.graph if self.ctx.target is not None else None
 
     def output(self, node: str, slot: int, tensor: Any) -> None:
         target = self.keeper.kept.pop((node, slot), None)
@@ -147,6 +151,21 @@ class PrecisionCheck:
 
     name = "precision"
     needs_reference = True
+    coarse = True  # pass 1 compares module outputs; the first one out of band gets its operators recorded
+
+    def coarse_suspect(self, ctx: LiveContext, events: Sequence[Any]) -> int | None:
+        """The first module event (`live.coarse.Event`) whose compared output leaves the band (warning or error), after pass 1."""
+        comparer = self.comparer
+        if comparer is None:
+            return None
+        t = self.thresholds(ctx)
+        for ev in events:
+            if not ev.node:
+                continue
+            for (node, slot), m in ((k, v) for k, v in comparer.metrics.items() if k[0] == ev.node):
+                if classify(m, comparer.scales.get((node, slot), math.nan), t)[0] is not None:
+                    return int(ev.index)
+        return None
 
     def __init__(self) -> None:
         self.keeper: TargetKeeper | None = None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
+from ascend_tui.checks import layout_pairs
 from ascend_tui.checks.profile import normalize
 from ascend_tui.checks.profile_advice import advise
 from ascend_tui.errors import Cancelled
@@ -75,7 +76,11 @@ class ProfileCheck:
                 return
         profile = attribute_nodes(profile, inv.graph)
         inv.profile = profile
-        inv.replace_findings("profile", advise(profile))
+        found = advise(profile)
+        structural = layout_pairs.finding(inv.graph, profile)  # the graph says whether layout is a problem
+        if structural is not None:
+            found = [f for f in found if f.kind != "layout_conversion"] + [structural]
+        inv.replace_findings("profile", found)
 
 
 def profile_model(model: Any, inputs: Any, device: Device, *, steps: int = 3, warmup: int = 1,

@@ -11,6 +11,7 @@ recorded as a node, and every tensor the recorder measures (`output`, placeholde
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
@@ -59,10 +60,12 @@ class Watcher:
         """Called for every tensor the recorder measures (op outputs and placeholders)."""
 
 
-def _overrides(observer: Any, hook: str) -> bool:
+def overrides(observer: Any, hook: str) -> bool:
+    """Whether `observer` defines its own `hook` (the mode skips no-op defaults)."""
     return getattr(type(observer), hook, None) is not getattr(Watcher, hook)
 
 
+@functools.cache
 def _mode_class() -> type:
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -72,9 +75,9 @@ def _mode_class() -> type:
         def __init__(self, recorder: Recorder, observers: Sequence[Any]) -> None:
             super().__init__()
             self.recorder = recorder
-            self.befores = [o.before for o in observers if _overrides(o, "before")]
-            self.rans = [o.ran for o in observers if _overrides(o, "ran")]
-            self.afters = [o.after for o in observers if _overrides(o, "after")]
+            self.befores = [o.before for o in observers if overrides(o, "before")]
+            self.rans = [o.ran for o in observers if overrides(o, "ran")]
+            self.afters = [o.after for o in observers if overrides(o, "after")]
             self.plain = not (self.befores or self.rans or self.afters)
 
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
@@ -129,20 +132,22 @@ def _api_mode_class() -> type:
 
 @contextlib.contextmanager
 def recording(model: Any, recorder: Recorder, observers: Sequence[Any] = (), *, grad: bool = False,
-              autocast: Any = None) -> Iterator[Any]:
+              autocast: Any = None, mode_class: Callable[[type], type] | None = None) -> Iterator[Any]:
     """Record everything `model` runs inside the block; hooks are removed and modes left whatever happens.
 
     `autocast` is None (leave the caller's autocast state alone) or an `(device_type, dtype)`
     pair to run under `torch.autocast`. A recorder made with `api_ids=True` also names each
     op's framework API call (`attrs["api"]`, msprobe's ids) through a `TorchFunctionMode`; that
     costs ~15 us per call and turns off torch's fused fast paths (nn.MultiheadAttention's), so
-    it is off unless asked.
+    it is off unless asked. `mode_class` derives the dispatch mode from `RecordingMode` (coarse
+    capture's records only inside its window).
     """
     import torch
 
-    recorder.taps = [o.output for o in observers if _overrides(o, "output")]
+    recorder.taps = [o.output for o in observers if overrides(o, "output")]
     handles = recorder.attribute_modules(model) if hasattr(model, "named_modules") else []
-    mode = _mode_class()(recorder, observers)
+    base = _mode_class()
+    mode = (mode_class(base) if mode_class is not None else base)(recorder, observers)
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(frozen_gc())

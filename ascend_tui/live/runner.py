@@ -13,7 +13,8 @@ from typing import Any, Callable, Mapping
 from ascend_tui.errors import InputError
 from ascend_tui.investigation import CHECK_NAMES, Investigation, RunInfo
 from ascend_tui.live.capture import dtype_name
-from ascend_tui.live.context import LiveCheck, LiveContext, Run, guarded, model_dtype, prepare, torch_dtype
+from ascend_tui.live.coarse import Side, coarse_capture, saturation_limit
+from ascend_tui.live.context import COARSE, LiveCheck, LiveContext, Run, guarded, model_dtype, prepare, torch_dtype
 from ascend_tui.live.device import select
 from ascend_tui.live.options import RunOptions, as_run_options
 from ascend_tui.live.overflow import OverflowCheck
@@ -98,23 +99,42 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
     target_run = Run("target", t_model, t_inputs, dev)
     observers = [o for c in checks for o in c.observers(ctx, target_run)]
     api_ids = bool(options.setting("api_ids", False))
-    ctx.target = guarded(options.target, "the model's forward", lambda: capture(
-        t_model, t_inputs, observers=observers, progress=progress, cancel=cancel, phase_label="capturing target",
-        api_ids=api_ids))
+    coarse = options.detail != "full" and bool(checks) and options.iterations == 1 and not api_ids \
+        and all(getattr(c, COARSE, False) for c in checks)
     ref_stats = None
+    ref_spec = None
     if options.reference and any(c.needs_reference for c in checks):
         ref_backend, _, ref_dtype = options.reference.partition(":")
         if ref_backend == dev.backend and (ref_dtype or "float32") == dtype_name(run_dtype):
-            ref_stats = ctx.target.stats  # the reference would repeat the target run
+            ref_spec = "same"  # the reference would repeat the target run
         else:
-            r_dev = select(ref_backend)
-            r_model, r_inputs = prepare(model, inputs, r_dev, torch_dtype(ref_dtype or "float32"), copy_model=True)
-            ref_run = Run("reference", r_model, r_inputs, r_dev)
-            ref_observers = [o for c in checks for o in c.observers(ctx, ref_run)]
+            ref_spec = (ref_backend, ref_dtype or "float32")
+    ref_side = None
+    if ref_spec not in (None, "same"):
+        r_dev = select(ref_spec[0])
+        r_model, r_inputs = prepare(model, inputs, r_dev, torch_dtype(ref_spec[1]), copy_model=True)
+        ref_run = Run("reference", r_model, r_inputs, r_dev)
+        ref_side = Side(r_model, r_inputs, r_dev, [o for c in checks for o in c.observers(ctx, ref_run)])
+    if coarse:
+        ctx.coarse = guarded(options.target, "the model's step", lambda: coarse_capture(
+            t_model, t_inputs, dev, backward=options.backward, loss=options.loss, observers=observers,
+            saturation_limit=saturation_limit(options.setting("range_dtype") or run_dtype), progress=progress,
+            cancel=cancel, reference=ref_side, on_target=lambda r: setattr(ctx, "target", r),
+            suspects=[_suspect(c, ctx) for c in checks if hasattr(c, "coarse_suspect")]))
+        ctx.target, ctx.reference = ctx.coarse.result, ctx.coarse.reference
+    else:
+        ctx.target = guarded(options.target, "the model's forward", lambda: capture(
+            t_model, t_inputs, observers=observers, progress=progress, cancel=cancel, phase_label="capturing target",
+            api_ids=api_ids))
+        if ref_side is not None:
+            side = ref_side
             ctx.reference = guarded(options.target, "the reference forward", lambda: capture(
-                r_model, r_inputs, observers=ref_observers, progress=progress, cancel=cancel,
+                side.model, side.inputs, observers=side.observers, progress=progress, cancel=cancel,
                 phase_label="capturing reference", expected_ops=ctx.target.op_count, api_ids=api_ids))
-            ref_stats = ctx.reference.stats
+    if ref_spec == "same":
+        ref_stats = ctx.target.stats
+    elif ctx.reference is not None:
+        ref_stats = ctx.reference.stats
     run = RunInfo(target=options.target, device=dev.info().to_json(), checks=tuple(c.name for c in checks),
                   dtype=dtype_name(run_dtype), reference=options.reference, iterations=options.iterations,
                   source="live", extra={"backward": options.backward} if options.backward else {})
@@ -123,12 +143,18 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
                         reference_histograms=ctx.reference.histograms if ctx.reference is not None else None)
     if notes:
         inv.run.extra.setdefault("notes", []).extend(notes)
+    if ctx.coarse is not None:
+        inv.run.extra["capture"] = ctx.coarse.describe()
     for i, check in enumerate(checks):
         if on_partial is not None:
             on_partial(inv.snapshot())
         ctx.report(f"checking {check.name} ({i + 1} of {len(checks)})", 0, None)
         check.run(ctx, inv)
     return inv
+
+
+def _suspect(check: Any, ctx: LiveContext) -> Callable[[Any], int | None]:
+    return lambda events: check.coarse_suspect(ctx, events)
 
 
 def investigate(model: Any, inputs: Any = (), options: RunOptions | Mapping[str, Any] | None = None, *,

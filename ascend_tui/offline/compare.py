@@ -20,6 +20,7 @@ from ascend_tui.checks.precision import (
     N_A, StatsMetrics, TensorMetrics, Thresholds, classify, from_norm_rel, stats_metrics,
 )
 from ascend_tui.checks.precision_attribution import NodeCompare, ParamDiff, Verdict, attribute, findings
+from ascend_tui.offline.compare_band import assign_bands, band_verdicts, depth_profile, row_counts
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding, StatsTable
 from ascend_tui.readers.msprobe import dump
@@ -46,9 +47,10 @@ class RankCompare:
     mode: str
     rows: list[Row]
     inv: Investigation
-    verdicts: dict[str, Verdict]
+    verdicts: Mapping[str, Any]  # node -> Verdict, or GrowthVerdict when the dtypes differ
     stacks: dict[str, str] = field(default_factory=dict)
     unmatched: Unmatched | None = None
+    growth: dict[str, Any] = field(default_factory=dict)
 
     def first_introduced(self) -> Finding | None:
         """The earliest finding (execution order) that introduces an error or warning: where this rank diverges."""
@@ -79,7 +81,8 @@ def _rank_json(r: RankCompare) -> dict[str, Any]:
             "errors": sum(1 for x in r.rows if x.result == "error"),
             "warnings": sum(1 for x in r.rows if x.result == "warning"),
             "first_introduced": first.node if first else None,
-            "unmatched": r.unmatched.to_json() if r.unmatched is not None else None}
+            "unmatched": r.unmatched.to_json() if r.unmatched is not None else None,
+            "counts": row_counts(r.rows), "growth": r.growth}
 
 
 def _mode(header: Mapping[str, Any], items: Sequence[Item]) -> str:
@@ -111,6 +114,37 @@ def _stack_text(rank_dir: Path) -> dict[str, str]:
         else:
             out[str(key)] = str(value)
     return out
+
+
+def compare_steps(target: Path, golden: Path, **kw: Any) -> CompareResult:
+    """Compare every step both dump roots have (step0, step1, ...): per-step summary and the step it first diverges.
+
+    One step (or a step/rank folder) is a plain `compare`. The returned result is the first diverging step's
+    (the last step's when none diverges), with `summary["steps"]` holding one line per step.
+    """
+    t_steps, g_steps = dump.step_folders(Path(target)), dump.step_folders(Path(golden))
+    if len(t_steps) < 2 or len(g_steps) < 2:
+        return compare(target, golden, **kw)
+    g_by = {p.name: p for p in g_steps}
+    pairs = [(t, g_by[t.name]) for t in t_steps if t.name in g_by]
+    if not pairs:
+        raise InputError(golden, f"no step folder here has the name of one in {target}")
+    results = [(t.name, compare(t, g, **kw)) for t, g in pairs]
+    steps = []
+    for name, r in results:
+        s = r.summary
+        steps.append({"step": name, "diverges": bool(s.get("first_node")), "first_node": s.get("first_node"),
+                      "first_module": s.get("first_module"), "first_kind": s.get("first_kind"),
+                      "errors": sum(1 for rk in r.ranks for x in rk.rows if x.result == "error"),
+                      "rows": sum(len(rk.rows) for rk in r.ranks)})
+    first = next((i for i, st in enumerate(steps) if st["diverges"]), None)
+    chosen = results[first if first is not None else -1][1]
+    chosen.summary["steps"] = steps
+    chosen.summary["first_step"] = steps[first]["step"] if first is not None else None
+    unpaired = len(t_steps) - len(pairs)
+    if unpaired:
+        chosen.summary.setdefault("notes", []).append(f"{unpaired} step folder(s) of the target have no golden step")
+    return chosen
 
 
 def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thresholds | None = None,
@@ -198,6 +232,8 @@ def _judge(row: Row, mode: str, t: Thresholds) -> None:
     if gold is None:
         row.result = N_A
         return
+    if mode == "statistics" and (tgt.leaf is None or gold.leaf is None):  # msprobe diffs values' cells too
+        row.metrics = stats_metrics((tgt.value,) * 4, (gold.value,) * 4)
     if tgt.is_scalar or gold.is_scalar:
         if tgt.value != gold.value:
             row.result = "error"
@@ -216,7 +252,7 @@ def _judge(row: Row, mode: str, t: Thresholds) -> None:
         return
     if mode == "statistics":
         if tgt.leaf.stats is not None and gold.leaf.stats is not None:
-            row.metrics = stats_metrics(tgt.leaf.stats, gold.leaf.stats)
+            row.metrics = stats_metrics(tgt.raw_stats or tgt.leaf.stats, gold.raw_stats or gold.leaf.stats)
             rel = row.metrics.norm_rel_value
             sev, reason = classify(from_norm_rel(rel), math.nan, t) if not math.isnan(rel) else (None, "")
             if sev is not None:
@@ -265,6 +301,7 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
     ref_keys: list[tuple[str, int]] = []
     ref_leaves = []
     params: list[ParamDiff] = []
+    run_dtype, band_mode = assign_bands(rows, by_entry, mode)
     for entry_name, nid in builder.ids.items():
         erows = by_entry.get(entry_name, [])
         outs = [r for r in erows if r.target.section == "output" and r.target.leaf is not None]
@@ -274,6 +311,8 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
             if r.golden is not None and r.golden.leaf is not None and r.golden.leaf.stats is not None:
                 ref_keys.append((nid, slot))
                 ref_leaves.append(r.golden.leaf)
+        if band_mode:  # judged by the band: the threshold attribution's inputs are not needed
+            continue
         nodes.append(NodeCompare(nid, tuple(_as_tensor_metrics(r.metrics) for r in outs),
                                  tuple(_scale(r.golden) for r in outs),
                                  tuple(_as_tensor_metrics(r.metrics) for r in ins), None,
@@ -287,16 +326,22 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                 params.append(diff)
         elif row.node is None and row.target.leaf is not None and (k := out_key.get(row.target.leaf.key())):
             row.node, row.slot = k
+    growth: dict[str, Any] = {}
     replay_op = None
     if replay and mode == "tensor" and torch_available():
         from ascend_tui.offline.replay import replayer
 
         replay_op = replayer(gd, data, golden, builder.ids)
-    verdicts = attribute(graph, nodes, t, replay_op)
-    for row in rows:
-        v = verdicts.get(row.node or "")
-        if v is not None and row.result in ("error", "warning") and row.target.section == "output":
-            row.attribution = v.attribution
+    if band_mode:
+        verdicts, found = band_verdicts(graph, builder.ids, by_entry, rows, run_dtype, t, replay_op)
+        growth = depth_profile(graph, builder.ids, by_entry, verdicts, run_dtype, t.op_band)
+    else:
+        verdicts = attribute(graph, nodes, t, replay_op)
+        found = findings(graph, verdicts, params)
+        for row in rows:
+            v = verdicts.get(row.node or "")
+            if v is not None and row.result in ("error", "warning") and row.target.section == "output":
+                row.attribution = v.attribution
     reference = StatsTable()
     if ref_keys:
         reference.add_many(ref_keys, stats_rows(ref_leaves))
@@ -306,11 +351,14 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                           "inf_nan_mode": None},
                   extra={"task": header.get("task"), "mode": mode, "rank": td.name, "golden": str(gd),
                          "thresholds": {k: getattr(t, k) for k in t.__slots__},
-                         "precision": {"columns": list(VIEW_COLUMNS), "rows": _view_rows(rows)}})
+                         "precision": {"columns": list(VIEW_COLUMNS), "rows": _view_rows(rows),
+                                       "rows_total": len(rows), "growth": growth}})
     graph.name = f"msprobe compare {td.parent.name}/{td.name}"
     inv = Investigation(graph, stats=built.stats, reference=reference, run=run,
-                        findings=[*findings(graph, verdicts, params), *_shape_findings(graph, rows)])
-    return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, {k: v for k, v in _stack_text(td).items()})
+                        findings=[*_shape_findings(graph, rows), *found,
+                                  *(_md5_first(graph, builder.ids, by_entry) if mode == "md5" else ())])
+    return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, {k: v for k, v in _stack_text(td).items()},
+                       growth=growth)
 
 
 def _shape_findings(graph: Any, rows: Sequence[Row]) -> list[Finding]:
@@ -326,6 +374,40 @@ def _shape_findings(graph: Any, rows: Sequence[Row]) -> list[Finding]:
                               "dump: the two runs do not compute the same thing", attribution="introduced",
                               hint="compare dumps of the same model and inputs (or map names with --fuzzy)")
     return list(out.values())
+
+
+def _md5_first(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Sequence[Row]]) -> list[Finding]:
+    """The first op, in execution order, whose output checksum differs while its inputs' all match (md5 dumps).
+
+    A checksum says only "equal" or "not": no size, so this is the one place the two runs start to differ,
+    not how much. Tensors of different dtypes always differ, so they count as unknown, never as evidence.
+    """
+    def state(r: Row) -> str:
+        """'same', 'differs', or 'unknown' (no checksum, or another dtype: its checksum must differ)."""
+        t, g = r.target.leaf, r.golden.leaf if r.golden is not None else None
+        if t is None or g is None or not t.md5 or not g.md5 or t.meta.dtype != g.meta.dtype:
+            return "unknown"
+        return "same" if t.md5 == g.md5 else "differs"
+
+    best: tuple[int, str, Row] | None = None
+    for entry, nid in ids.items():
+        erows = by_entry.get(entry, ())
+        outs = [r for r in erows if r.target.section == "output" and state(r) == "differs"]
+        ins = [state(r) for r in erows if r.target.section == "input" and r.target.leaf is not None]
+        if not outs or nid not in graph or any(s != "same" for s in ins):
+            continue
+        index = graph.node(nid).index
+        if best is None or index < best[0]:
+            best = (index, nid, outs[0])
+    if best is None:
+        return []
+    index, nid, row = best
+    n = graph.node(nid)
+    return [Finding("precision", "first-difference", "error", nid, n.op_type, n.module, index,
+                    f"{row.target.name}: the first output, in execution order, whose checksum differs while the op's "
+                    "inputs match; an md5 dump cannot say by how much", attribution="introduced",
+                    metrics={"tensor": row.target.name},
+                    hint="dump this op with task statistics or tensor to measure the difference")]
 
 
 def _differs(row: Row) -> bool:
@@ -390,7 +472,7 @@ def summarize(ranks: Sequence[RankCompare]) -> dict[str, Any]:
     if firsts:
         index, rank, f = min(firsts, key=lambda x: (x[0], x[1]))
         summary.update(first_rank=rank, first_node=f.node, first_index=index, first_severity=f.severity,
-                       first_kind=f.kind)
+                       first_kind=f.kind, first_module=f.module)
     if len(ranks) > 2:
         summary["outliers"] = _outliers(ranks)
     return summary

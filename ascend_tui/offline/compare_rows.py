@@ -87,6 +87,7 @@ class Row:
     attribution: str = ""
     node: str | None = None
     slot: int = -1
+    band: Any = None  # offline.compare's RowBand: this row's error against its dtype band
 
 
 # -- rows of one dump ------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 `open_path` is what every front-end calls (the CLI's commands, the app, `triage`, `gate`): the
 reader (`readers/`) translates the file into an `Investigation`, and the analysis named here for
 that reader adds the findings. The cluster profile is read here rather than in `readers/`: it
-reads every rank in a pool (`ascend_tui.pool`) and names the slow rank from the ranks' summaries.
+reads every rank in a pool (`ascend_tui.pool`) and names the slow rank from the ranks' summaries;
+so is a multi-rank msprobe dump, whose ranks are compared to find where a NaN/Inf is born.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ if TYPE_CHECKING:
     from ascend_tui.progress import Progress
 
 CLUSTER = LazyReader("cluster profile", "ascend_tui.offline.profile_cluster:READER")
+RANKS_DUMP = LazyReader("msprobe multi-rank dump", "ascend_tui.offline.nan_ranks:READER")
 
 # reader name -> the analysis (`module:function`, Investigation -> Investigation) that adds its findings
 ANALYSES = {
     "msprobe dump": "ascend_tui.offline.overflow:dump_findings",
+    "msprobe multi-rank dump": "ascend_tui.offline.overflow:dump_findings",
     "msprobe overflow_check": "ascend_tui.offline.overflow:overflow_check_findings",
     "sanitizer log": "ascend_tui.offline.memory:log_findings",
     "profiler": "ascend_tui.offline.profile:advise_profile",
@@ -37,7 +40,9 @@ def all_readers() -> list[LazyReader]:
     profiler (a folder of rank folders is a cluster), then the plug-ins."""
     out = readers.all_readers()
     at = next((i for i, r in enumerate(out) if r.name == "profiler"), len(out))
-    return [*out[:at], CLUSTER, *out[at:]]
+    out = [*out[:at], CLUSTER, *out[at:]]
+    at = next((i for i, r in enumerate(out) if r.name == "msprobe dump"), len(out))
+    return [*out[:at], RANKS_DUMP, *out[at:]]  # several ranks: the one where a NaN is born is the one to open
 
 
 def reader_for(path: str | Path) -> LazyReader | None:

@@ -13,9 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ascend_tui import fmt, pool
+from ascend_tui import pool
+from ascend_tui.checks.communication import slow_rank
 from ascend_tui.checks.profile import cluster_summary, summarize
 from ascend_tui.errors import InputError
+from ascend_tui.graph.communication import Communication
 from ascend_tui.evidence import Finding
 from ascend_tui.offline.profile import profile_investigation
 from ascend_tui.readers.profiler.csv_tables import read_step_trace
@@ -98,9 +100,11 @@ def summarize_rank(folder: str) -> dict[str, Any]:
     named = folder_rank(Path(folder))
     if rank is None:
         rank = -1 if named is None else named
+    comm = profile.communication
     return {"folder": folder, "rank": int(rank), "named": named, "steps": list(profile.steps),
             "types": [(g.key, g.count, g.total_us) for g in summarize(profile.kernels, "type")],
-            "kernel_us": profile.kernels.total_us(), "kernels": profile.kernels.n}
+            "kernel_us": profile.kernels.total_us(), "kernels": profile.kernels.n, "communication": comm,
+            "pp_stage": comm.parallel.get("pp_stage") if comm is not None else None}
 
 
 def folder_rank(folder: Path) -> int | None:
@@ -145,6 +149,7 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
         progress(f"reading {len(folders) or 1} rank(s) in {path.name}", 0, len(folders) or None)
     kernels = KernelTable(0)
     per_rank: dict[int, Any] = {}
+    comm = Communication()
     notes: list[str] = []
     if len(folders) >= 2:
         ranks = map_ranks(folders, scheduler=scheduler, workers=workers)
@@ -152,8 +157,12 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
         steps = [replace(s, rank=r["rank"]) for r in ranks for s in r["steps"]]
         per_rank = {r["rank"]: {"types": r["types"], "kernel_us": r["kernel_us"], "kernels": r["kernels"],
                                 "folder": r["folder"]} for r in ranks}
+        comm = _gathered(ranks)
     elif output is not None:
         steps = read_cluster_db(output) if output.name == CLUSTER_DB else list(read_step_trace(output))
+        from ascend_tui.readers.profiler.communication import read_folder as read_communication
+
+        comm = read_communication(output.parent)
     else:
         raise InputError(path, "not a cluster profile (no rank folders and no cluster_step_trace_time.csv)")
     if not steps and not any(r.get("kernels") for r in per_rank.values()):
@@ -175,8 +184,10 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
                "slow_rank": summary.slow_rank, "slow_stage": summary.slow_stage, "excess_us": summary.excess_us,
                "spread": summary.spread, "per_rank": per_rank, "shown_rank": shown,
                "kernels": sum(int(r.get("kernels", 0)) for r in per_rank.values()) if per_rank else kernels.n}
-    profile = Profile("cluster", kernels, steps=tuple(steps), extra={"cluster": cluster})
-    findings = [] if summary.slow_rank < 0 or not summary.ranks else [_slow_finding(summary)]
+    findings = [] if summary.slow_rank < 0 or not summary.ranks else [_slow_finding(summary, per_rank)]
+    cluster["slow_kernels"] = findings[0].metrics.get("kernels", []) if findings else []
+    profile = Profile("cluster", kernels, steps=tuple(steps), extra={"cluster": cluster},
+                      communication=comm if comm or comm.skipped else None)
     inv = profile_investigation(profile, path, source="cluster profile", extra_findings=findings)
     if notes:
         inv.run.extra["notes"] = [*inv.run.extra.get("notes", []), *notes]
@@ -187,16 +198,29 @@ def load_cluster(path: Path, *, scheduler: str | None = None, workers: int | Non
     return inv
 
 
-def _slow_finding(summary: Any) -> Finding:
+def _slow_finding(summary: Any, per_rank: dict[int, Any]) -> Finding:
+    """The slow rank, with the kernel types that carry its excess over the median rank."""
     slow = next(r for r in summary.ranks if r.rank == summary.slow_rank)
-    return Finding("profile", "slow_rank", "warning", "", "", "", -1,
-                      f"rank {summary.slow_rank} is the slow rank: {summary.slow_stage} "
-                      f"{fmt.duration_us(summary.excess_us)} above the median of {len(summary.ranks)} ranks "
-                      f"(computing {fmt.duration_us(slow.computing)}, free {fmt.duration_us(slow.free)} a step); "
-                      "the other ranks wait for it in communication",
-                      metrics={"rank": summary.slow_rank, "stage": summary.slow_stage, "excess_us": summary.excess_us},
-                      hint="free time: host-side stalls (dataloader, dispatch, synchronisation) on that rank; "
-                           "computing: uneven work (pipeline stage balance, sequence lengths) or a slow card")
+    return slow_rank(summary.slow_rank, summary.slow_stage, summary.excess_us, len(summary.ranks), slow.computing,
+                     slow.free, {k: v["types"] for k, v in per_rank.items()}, {r.rank: r.steps for r in summary.ranks})
+
+
+def _gathered(ranks: list[dict[str, Any]]) -> Communication:
+    """Every rank's collectives under its (possibly renumbered) rank id, links between global ranks, the stages."""
+    from ascend_tui.readers.profiler.communication import globalise
+
+    comm = Communication()
+    for r in ranks:
+        part = r.get("communication")
+        if part is None:
+            continue
+        part.ops = [o if o.rank == r["rank"] else replace(o, rank=r["rank"]) for o in part.ops]
+        part.tasks = [t if t.rank == r["rank"] else replace(t, rank=r["rank"]) for t in part.tasks]
+        comm.extend(part)
+    stages = {r["rank"]: int(r["pp_stage"]) for r in ranks if r.get("pp_stage") is not None}
+    if len(set(stages.values())) > 1:
+        comm.parallel = {**comm.parallel, "stages": stages}
+    return globalise(comm)
 
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:

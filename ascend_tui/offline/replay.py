@@ -37,14 +37,14 @@ def resolve(entry: str) -> Any:
     return fn if callable(fn) else None
 
 
-def _value(v: Any, data_dir: Path, dtype: Any) -> Any:
+def record_value(v: Any, data_dir: Path, dtype: Any) -> Any:
     """Rebuild one argument from its dump.json record: tensors from the golden files, cast to `dtype`."""
     import torch
 
     if v is None:
         return None
     if isinstance(v, list):
-        return [_value(x, data_dir, dtype) for x in v]
+        return [record_value(x, data_dir, dtype) for x in v]
     if not isinstance(v, dict):
         raise ValueError("unknown record")
     if "dtype" in v and "shape" in v:
@@ -62,7 +62,7 @@ def _value(v: Any, data_dir: Path, dtype: Any) -> Any:
         return val
     if "type" in v or "class_type" in v:
         raise ValueError("value not recorded")
-    return {k: _value(x, data_dir, dtype) for k, x in v.items()}
+    return {k: record_value(x, data_dir, dtype) for k, x in v.items()}
 
 
 def _tensors(x: Any) -> list[Any]:
@@ -75,7 +75,7 @@ def _tensors(x: Any) -> list[Any]:
     return []
 
 
-def _golden_outputs(record: Mapping[str, Any], data_dir: Path) -> list[Any]:
+def golden_outputs(record: Mapping[str, Any], data_dir: Path) -> list[Any]:
     out: list[Any] = []
 
     def walk(v: Any) -> None:
@@ -100,11 +100,11 @@ def replay_one(entry: str, golden: Mapping[str, Any], golden_dir: Path, dtype_na
     dtype = getattr(torch, dtype_name, None) if dtype_name in ("float16", "bfloat16", "float32", "float64") else None
     data_dir = golden_dir / "dump_tensor_data"
     try:
-        args = [_value(v, data_dir, dtype) for v in record.get("input_args") or ()]
-        kwargs = {k: _value(v, data_dir, dtype) for k, v in (record.get("input_kwargs") or {}).items()}
+        args = [record_value(v, data_dir, dtype) for v in record.get("input_args") or ()]
+        kwargs = {k: record_value(v, data_dir, dtype) for k, v in (record.get("input_kwargs") or {}).items()}
         with torch.no_grad():
             out = _tensors(fn(*args, **kwargs))
-        want = _golden_outputs(record, data_dir)
+        want = golden_outputs(record, data_dir)
     except (ValueError, TypeError, RuntimeError, InputError, IndexError, AttributeError):
         return None
     if not out or len(out) != len(want):

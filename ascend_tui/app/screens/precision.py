@@ -17,6 +17,7 @@ from textual.widgets import Header, Static
 
 from ascend_tui import fmt
 from ascend_tui.app.screens.check_view import CheckView
+from ascend_tui.app.widgets.charts import BandChart
 from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 
@@ -44,6 +45,13 @@ def table(inv: Investigation) -> list[dict[str, Any]]:
         return []
     cols = list(raw.get("columns") or [])
     return [dict(zip(cols, r)) for r in raw["rows"] if isinstance(r, list) and len(r) == len(cols)]
+
+
+def growth(inv: Investigation) -> dict[str, Any]:
+    """The compare's error-growth profile (points in execution order, the dtype's u), or {} when dtypes matched."""
+    raw = (inv.run.extra or {}).get(CHECK)
+    g = raw.get("growth") if isinstance(raw, dict) else None
+    return g if isinstance(g, dict) and isinstance(g.get("points"), list) and g["points"] else {}
 
 
 def unmatched_table(inv: Investigation) -> list[dict[str, Any]]:
@@ -126,6 +134,13 @@ class PrecisionScreen(CheckView):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(self._summary(), id="precision-summary", markup=False)
+        g = growth(self.inv)
+        if g:
+            points = g["points"]
+            yield BandChart([_number(p.get("units")) for p in points], float(g.get("op_band_units", 8.0)),
+                            title=f"relative error in units of {g.get('dtype')}'s u, by execution position",
+                            x_first=f"#{points[0].get('index')}", x_last=f"#{points[-1].get('index')}",
+                            id="precision-growth")
         yield RowTable(self._columns(), self._rows(), empty="no compared tensors", id="precision-table")
         yield Static("", id="precision-status", markup=False)
         yield KeyFooter(compact=True)
@@ -145,8 +160,12 @@ class PrecisionScreen(CheckView):
         bad = sum(1 for r in self.records if r.get("result") == "error")
         first = f" · first introduced: {introduced[0].node}" if introduced else ""
         golden = self.inv.run.reference or "reference"
-        return (f"target {self.inv.run.dtype} vs {golden} · {fmt.plural(len(self.records), 'tensor')} compared, "
-                f"{fmt.count(bad)} over the error threshold · {len(introduced)} introduced, "
+        raw = (self.inv.run.extra or {}).get(CHECK) or {}
+        total = raw.get("rows_total") if isinstance(raw, dict) else None
+        of = f" (of {fmt.count(total)} rows; the rest are scalars, None or unmatched)" \
+            if isinstance(total, int) and total > len(self.records) else ""
+        return (f"target {self.inv.run.dtype} vs {golden} · {fmt.plural(len(self.records), 'tensor')} compared{of}, "
+                f"{fmt.count(bad)} in error · {len(introduced)} introduced, "
                 f"{inherited} inherited{first}{unmatched_summary(self.inv)}")
 
     def _columns(self) -> list[Column]:

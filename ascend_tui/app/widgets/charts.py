@@ -119,3 +119,55 @@ def _resample(values: list[float], width: int) -> list[float]:
         a, b = c * len(values) // width, (c + 1) * len(values) // width
         out.append(max(values[a:max(b, a + 1)]))
     return out
+
+
+class BandChart(Static):
+    """Relative error against execution position on a log axis, with the dtype's band as a dashed line."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"band-chart--bar", "band-chart--over", "band-chart--band",
+                                             "band-chart--axis"}
+    DEFAULT_CSS = """
+    BandChart { height: auto; padding: 0 1; }
+    BandChart > .band-chart--bar { color: $primary; }
+    BandChart > .band-chart--over { color: $error; }
+    BandChart > .band-chart--band { color: $warning; }
+    BandChart > .band-chart--axis { color: $text-muted; }
+    """
+
+    def __init__(self, values: Sequence[float], band: float, *, title: str, x_first: str, x_last: str,
+                 rows: int = 5, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.values = [v if v is not None and not math.isnan(v) and v > 0 else 0.0 for v in values]  # Inf: full
+        self.band, self.title, self.x_first, self.x_last, self.rows = band, title, x_first, x_last, rows
+
+    def on_resize(self) -> None:
+        self.refresh()
+
+    def render(self) -> Text:
+        styles = {k: cell_style(self, f"band-chart--{k}") for k in ("bar", "over", "band", "axis")}
+        lo, hi = log_span([v for v in self.values if 0 < v < math.inf] or [self.band], self.band)
+        labels = [f"1e{hi}", f"1e{lo}"]
+        label_w = max(len(s) for s in labels)
+        width = max(8, self.content_size.width - label_w - 2)
+        columns = _resample(self.values, width) if self.values else []
+
+        def level(v: float) -> float:
+            return 0.0 if v <= 0 else (math.log10(v) - lo) / (hi - lo) * self.rows
+
+        band_row = min(self.rows - 1, max(0, self.rows - 1 - int(level(self.band))))
+        out = Text(no_wrap=True, overflow="crop")
+        out.append(f"{self.title} (band ┄ at {self.band:.3g})\n", styles["axis"])
+        for r in range(self.rows):
+            label = labels[0] if r == 0 else labels[1] if r == self.rows - 1 else ""
+            out.append(f"{label:>{label_w}} ┤" if label else f"{'':>{label_w}} │", styles["axis"])
+            for v in columns:
+                fill = min(1.0, max(0.0, level(v) - (self.rows - 1 - r)))
+                if fill <= 0 and r == band_row:
+                    out.append("┄", styles["band"])
+                else:
+                    out.append(_EIGHTHS[round(fill * 8)], styles["over" if v > self.band else "bar"])
+            out.append("\n")
+        out.append(f"{'':>{label_w}} └" + "─" * len(columns) + "\n", styles["axis"])
+        gap = max(1, len(columns) - len(self.x_first) - len(self.x_last))
+        out.append(f"{'':>{label_w}}  {self.x_first}{' ' * gap}{self.x_last}", styles["axis"])
+        return out

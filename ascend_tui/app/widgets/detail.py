@@ -148,6 +148,11 @@ def describe(inv: Investigation, node_id: str, style: StyleOf) -> Text:
                style("detail--muted"))
     if node.phase != "forward":
         out.append(f" · {node.phase}", style("detail--muted"))
+    if (node.attrs or {}).get("detail") == "module":
+        what = ("the gradient reaching this module's outputs" if node.phase == "backward"
+                else "this module call's outputs")
+        out.append(f"\nmodule-level evidence: {what}, measured as a whole; its operators were not recorded "
+                   f"(only the suspect module's were: rerun with --detail full for all)", style("detail--muted"))
     _findings(out, inv, node_id, style)
     _statistics(out, inv, node_id, style)
     _tensors(out, inv, node_id, style)

@@ -262,8 +262,11 @@ def _metrics(row: dict[str, str], mode: str) -> list[Any]:
 
 
 def verdict(row: dict[str, str]) -> str:
-    """pass, warning, error or N/A from the Result column (or the older "Accuracy Reached or Not": Yes/No)."""
-    text = row.get("Result") or row.get("Accuracy Reached or Not") or NA
+    """pass, warning, error or N/A from the Result column (or the older "Accuracy Reached or Not": Yes/No).
+
+    A CSV written by `ascend-tui compare` keeps msprobe's rules in Result and ours in Verdict: ours is read.
+    """
+    text = row.get("Verdict") or row.get("Result") or row.get("Accuracy Reached or Not") or NA
     return _RESULT.get(text.strip().lower(), NA)
 
 
@@ -353,7 +356,9 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
 
 
 def _finding(node: Any, severity: str, row: dict[str, str], mode: str) -> Finding:
-    messages = [re.sub(r"^(?:error|warning):\s*", "", m, flags=re.I) for m in _messages(row.get("Err_message", ""))]
+    text = row.get("Verdict_message") if "Verdict" in row else None  # ours, beside msprobe's Err_message
+    found = [m for m in text.split("; ") if m] if text is not None else _messages(row.get("Err_message", ""))
+    messages = [re.sub(r"^(?:error|warning):\s*", "", m, flags=re.I) for m in found]
     cols = {"tensor": ("Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio"),
             "statistics": ("Max diff", "NormRelativeErr")}.get(mode, ())
     metrics = {c: v for c in cols if (v := _float(row.get(c, NA))) is not None}

@@ -333,3 +333,15 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
 
 
 READER = FunctionReader("msprobe dump", sniff, load)
+
+
+def step_folders(path: Path) -> list[Path]:
+    """The step*/ folders of a dump root that hold a rank with a dump.json, in step order ([] for one step)."""
+    path = Path(path)
+    if not path.is_dir() or (path / "dump.json").is_file():
+        return []
+    try:
+        return [s for s in _numbered(path, _STEP_DIR)
+                if any((r / "dump.json").is_file() for r in _numbered(s, _RANK_DIR))]
+    except OSError as exc:
+        raise InputError(path, exc.strerror or str(exc)) from None

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from ascend_tui.errors import InputError
-from ascend_tui.readers.profiler import csv_tables, db as profiler_db, framework_ops, memory, trace
+from ascend_tui.readers.profiler import communication, csv_tables, db as profiler_db, framework_ops, memory, trace
 from ascend_tui.readers.profiler.investigation import merge_memory, profile_investigation
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.readers.parse.compressed import head as compressed_head, plain_name
@@ -106,21 +106,40 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
     spans: tuple = ()
     trace_file = next((p for pattern in TRACE_FILES for p in _first(folder, pattern)), None)
     if trace_file is not None and (kernels.n == 0 or trace_file.stat().st_size <= TRACE_LIMIT):
-        if progress is not None:
-            progress(f"reading {trace_file.name}", 0, None)
-        timeline = trace.read_trace(trace_file, cancel)
+        timeline, source = _timeline(folder, trace_file, cancel, progress)
         spans = timeline.spans
         extra.update({k: v for k, v in timeline.extra.items() if k in (framework_ops.KEY, framework_ops.STEPS)})
+        if source != trace_file.name:
+            extra["timeline"] = f"{source} (the SQLite export, read instead of {trace_file.name})"
         if kernels.n == 0:
             kernels = timeline.kernels
-            extra["files"].append(trace_file.name)
+            extra["files"].append(source)
         else:
             kernels = _modules_from(kernels, timeline.kernels)
         host = host or list(timeline.host_ops)
     info = _profiler_info(folder.parent if folder.name in (TORCH_NPU_DIR, MSPROF_DIR) else folder)
     extra.update(info)
     report_skips(extra, list(skips.values()))
-    return Profile(kind, kernels, tuple(stats), tuple(steps), tuple(host), spans, extra)
+    comm = communication.read_folder(folder, int(info.get("rank", -1)), trace=trace_file)
+    return Profile(kind, kernels, tuple(stats), tuple(steps), tuple(host), spans, extra,
+                   communication=comm if comm or comm.skipped else None)
+
+
+def _timeline(folder: Path, trace_file: Path, cancel: threading.Event | None, progress: Progress | None
+              ) -> tuple[Profile, str]:
+    """The folder's timeline and the file it came from: its db export when it has one (no JSON to parse),
+    else the trace; a db that cannot be read leaves the trace to be read."""
+    db_file, analysis = profiler_db.find(folder)
+    if db_file is not None:
+        if progress is not None:
+            progress(f"reading {db_file.name}", 0, None)
+        try:
+            return profiler_db.read(db_file, analysis)[0], db_file.name
+        except InputError:
+            pass
+    if progress is not None:
+        progress(f"reading {trace_file.name}", 0, None)
+    return trace.read_trace(trace_file, cancel, progress), trace_file.name
 
 
 def read_profile(path: Path, *, cancel: threading.Event | None = None) -> Profile | None:
@@ -134,6 +153,9 @@ def read_profile(path: Path, *, cancel: threading.Event | None = None) -> Profil
         profile = profiler_db.read(db_file, analysis)[0]
         profile.extra.update({k: v for k, v in _profiler_info(_info_root(db_file.parent)).items()
                               if k not in profile.extra})
+        if profile.communication is None:  # analysis.db's CommAnalyzer* tables and the db's COMMUNICATION_OP
+            comm = communication.read_folder(folder, int(profile.extra.get("rank", -1)))
+            profile.communication = comm if comm or comm.skipped else None
         return profile
     return read_folder(folder, cancel=cancel)
 
@@ -221,7 +243,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
         return _load_db(path, path, *profiler_db.find(path.parent))
     if path.is_file():
         if plain_name(path).endswith(".json"):
-            profile = trace.read_trace(path, cancel)
+            profile = trace.read_trace(path, cancel, progress)
         elif _is_step_header([h.strip() for h in compressed_head(path).decode("utf-8-sig", errors="replace")
                              .split("\n", 1)[0].split(",")]):
             skipped = Skipped(str(path))

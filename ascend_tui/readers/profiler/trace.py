@@ -1,143 +1,230 @@
 """Chrome-trace timelines: torch_npu's trace_view.json, msprof's msprof_*.json and PyTorch/Kineto traces.
 
 All three speak the same event vocabulary (`ph` X/M/C/s/f, µs `ts`), with quirks: trace_view.json is
-a bare array whose `ts` are strings with nanosecond decimals; Kineto wraps events in `traceEvents`.
-Device kernels become a `KernelTable`, framework ops `HostOp`s, the overlap tracks and profiler steps
-`Span`s; a kernel is attributed to the `nn.Module` around the framework op that launched it (flows).
+a bare array whose `ts` are strings with nanosecond decimals; Kineto wraps events in `traceEvents`
+(and is often gzipped). Device kernels become a `KernelTable`, framework ops `HostOp`s, the overlap
+tracks and profiler steps `Span`s; a kernel is attributed to the `nn.Module` around the framework op
+that launched it (flows). The file is read a block at a time into columns (`trace_columns`), so a
+multi-gigabyte trace costs the columns, not a Python object per event.
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import threading
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable
 
 import numpy as np
 
-from ascend_tui.errors import Cancelled, InputError
-from ascend_tui.readers.profiler import framework_ops
-from ascend_tui.readers.profiler.csv_tables import to_ns
-from ascend_tui.readers.base import head
+from ascend_tui.errors import InputError
 from ascend_tui.graph.profile import NO_INT, Codes, HostOp, KernelTable, Profile, Span
+from ascend_tui.progress import Progress, check_cancel, paused_gc
+from ascend_tui.readers.base import head
+from ascend_tui.readers.parse.json_events import BLOCK, BadPiece, Ending, decoded_pieces
+from ascend_tui.readers.profiler import framework_ops
+from ascend_tui.readers.profiler.trace_columns import ABSENT, Columns, decode
 
 DEVICE_PROCESSES = ("Ascend Hardware", "HCCL", "Communication")
 KINETO_DEVICE_CATS = {"kernel": "GPU", "gpu_memcpy": "MEMCPY", "gpu_memset": "MEMSET"}
 OVERLAP = "Overlap Analysis"
+MODULE = "nn.Module: "
 
 
-def read_events(path: Path) -> list[dict[str, Any]]:
-    """The event list of a trace file, bare array or `{"traceEvents": [...]}`."""
-    try:
-        with path.open("rb") as fh:
-            data = json.load(fh)
-    except UnicodeDecodeError as exc:
-        raise InputError(path, f"not a text file (byte {exc.start} is not UTF-8)") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"not valid JSON: {exc.msg}", where=f"{exc.lineno}:{exc.colno}") from None
-    except OSError as exc:
-        raise InputError(path, exc.strerror or str(exc)) from None
-    events = data.get("traceEvents") if isinstance(data, dict) else data
-    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events[:100]):
-        raise InputError(path, "not a Chrome trace (expected a list of events or an object with traceEvents)")
-    return events
+def is_trace_name(path: Path) -> bool:
+    """`*.json` or `*.json.gz` (Kineto writes `*.pt.trace.json.gz`)."""
+    return path.suffix == ".json" or path.name.endswith(".json.gz")
 
 
 def sniff_json(path: Path) -> bool:
-    """A JSON file whose first bytes look like trace events."""
-    if path.suffix != ".json":
+    """A JSON file (plain or gzip) whose first bytes look like trace events."""
+    if not is_trace_name(path):
         return False
     start = head(path)
+    if start[:2] == b"\x1f\x8b":
+        import gzip
+        import zlib
+
+        try:
+            with gzip.open(path, "rb") as fh:
+                start = fh.read(4096)
+        except (OSError, EOFError, zlib.error):
+            return False
     text = start.lstrip()
     return (text.startswith(b"[") and b'"ph"' in start) or b'"traceEvents"' in start or \
         (text.startswith(b"{") and b'"schemaVersion"' in start)
 
 
-def _ns(value: Any) -> int:
-    return to_ns(value) if isinstance(value, str) else int(round(float(value) * 1000))
+def read_trace(path: Path, cancel: threading.Event | None = None, progress: Progress | None = None, *,
+               block: int = BLOCK, fast: bool = True) -> Profile:
+    """A `Profile` of a trace file: device kernels, framework ops, overlap/step spans.
 
-
-def read_trace(path: Path, cancel: threading.Event | None = None) -> Profile:
-    """A `Profile` of a trace file: device kernels, framework ops, overlap/step spans."""
-    events = read_events(path)
+    A file cut while being written is read up to its last whole event, the lost tail said in
+    `unmatched`; `fast=False` decodes with the standard json module even where msgspec is installed.
+    """
+    cols = Columns()
+    ending = Ending()
+    with paused_gc():  # millions of short-lived structs, no cycles
+        for events in decoded_pieces(path, partial(decode, fast=fast), block=block, cancel=cancel,
+                                     progress=progress, ending=ending):
+            try:
+                cols.add(events)
+            except (TypeError, ValueError) as exc:
+                raise InputError(path, f"malformed trace event: {exc}", where=f"event {cols.events}+") from None
+            del events
+    cols.finish()
     try:
-        return profile_of_events(events, cancel)
+        profile = profile_of_columns(cols, cancel)
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(path, f"malformed trace event: {type(exc).__name__}: {exc}") from None
+    if not ending.closed:
+        profile.extra["trace_cut"] = {"offset": ending.offset, "bad_bytes": ending.bad_bytes}
+        lost = f"{ending.bad_bytes} bytes of an incomplete last event skipped" if ending.bad_bytes else \
+            "no event lost"
+        profile.unmatched = (*profile.unmatched, f"{path.name}: the trace ends at byte {ending.offset} before its "
+                                                  f"closing ']' (cut while being written?): {lost}")
+    return profile
 
 
-def profile_of_events(events: list[dict[str, Any]], cancel: threading.Event | None = None) -> Profile:
-    """The `Profile` of a list of Chrome-trace events."""
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """Every event of a trace as a plain dict, a block at a time: for small traces whose args a reader needs
+    whole (the HCCL tasks' sizes and links), never for a kernel timeline, which `read_trace` keeps in columns."""
+    events: list[dict[str, Any]] = []
+    for piece in decoded_pieces(path, _plain_events):
+        events.extend(piece)
+    return events
+
+
+def _plain_events(piece: bytes | memoryview) -> list[dict[str, Any]]:
+    try:
+        out = json.loads(bytes(piece))
+    except json.JSONDecodeError as exc:
+        raise BadPiece(f"JSON is malformed: {exc.msg}", exc.pos) from None
+    return [e for e in out if isinstance(e, dict)]
+
+
+def profile_of_columns(c: Columns, cancel: threading.Event | None = None) -> Profile:
+    """The `Profile` of a trace's event columns."""
+    vals = c.values
     procs: dict[Any, str] = {}
     threads: dict[tuple[Any, Any], str] = {}
-    for e in events:
-        if e.get("ph") == "M" and e.get("name") == "process_name":
-            procs[e.get("pid")] = str((e.get("args") or {}).get("name", ""))
-        elif e.get("ph") == "M" and e.get("name") == "thread_name":
-            threads[(e.get("pid"), e.get("tid"))] = str((e.get("args") or {}).get("name", ""))
-    xs = [e for e in events if e.get("ph") == "X" and "ts" in e]
-    if cancel is not None and cancel.is_set():
-        raise Cancelled()
-    kineto = any(e.get("cat") in KINETO_DEVICE_CATS for e in xs)
-    kernels, host, modules_of, spans = [], [], [], []
-    for e in xs:
-        proc = procs.get(e.get("pid"), "")
-        cat = e.get("cat")
-        if cat in KINETO_DEVICE_CATS or (not kineto and proc in DEVICE_PROCESSES and
-                                         (proc == "Ascend Hardware" or "Communication" in threads.get(
-                                             (e.get("pid"), e.get("tid")), ""))):
-            kernels.append(e)
-        elif cat == "cpu_op":
-            host.append(e)
-        elif cat == "python_function" and str(e.get("name", "")).startswith("nn.Module: "):
-            modules_of.append(e)
-        elif proc == OVERLAP:
-            spans.append(e)
-        elif cat in ("user_annotation", "gpu_user_annotation") and str(e.get("name", "")).startswith("ProfilerStep#"):
-            spans.append(e)
-    origin = min((_ns(e["ts"]) for e in xs), default=0)
-    module_at = _module_attribution(host, modules_of, events, kernels)
-    table = _kernel_table(kernels, procs, threads, module_at)
-    step_spans = tuple(Span(OVERLAP if procs.get(e.get("pid")) == OVERLAP else "Step",
-                            threads.get((e.get("pid"), e.get("tid")), "") if procs.get(e.get("pid")) == OVERLAP
-                            else str(e.get("name", "")), (_ns(e["ts"]) - origin) / 1000, float(e.get("dur", 0)))
-                       for e in sorted(spans, key=lambda e: _ns(e["ts"])))
-    return Profile("kineto" if kineto else "trace", table, host_ops=_host_ops(host), spans=step_spans,
-                   extra={"trace_events": len(events), **framework_ops.of_events(host)})  # affinity-API rules
+    for kind, pid, tid, name in c.meta:
+        if kind == "process_name":
+            procs[pid] = name
+        else:
+            threads[(pid, tid)] = name
+    x = c.x
+    check_cancel(cancel)
+
+    def code(v: str) -> int:
+        return c.index.get(v, -1)
+
+    def where(col: np.ndarray, test: Callable[[Any], bool]) -> np.ndarray:
+        """Rows whose interned value passes `test` (tested once per distinct value)."""
+        uniq = np.unique(col)
+        hit = [u for u in uniq.tolist() if test(vals[u])]
+        return np.isin(col, np.asarray(hit, np.int32)) if hit else np.zeros(len(col), bool)
+
+    pid = x["pid"]
+    proc_of = {p: procs.get(vals[p], "") for p in np.unique(pid).tolist()}
+    is_proc = {name: np.isin(pid, np.asarray([p for p, v in proc_of.items() if v in names] or [-1], np.int32))
+               for name, names in (("device", DEVICE_PROCESSES), ("hardware", ("Ascend Hardware",)),
+                                   ("overlap", (OVERLAP,)))}
+    pair = _pair(pid, x["tid"])
+    up, inv = np.unique(pair, return_inverse=True)
+    comm_thread = np.array(["Communication" in threads.get((vals[k >> 32], vals[k & 0xFFFFFFFF]), "")
+                            for k in up.tolist()], bool)[inv] if len(up) else np.zeros(0, bool)
+    kcat = np.isin(x["cat"], np.asarray([code(k) for k in KINETO_DEVICE_CATS], np.int32))
+    kineto = bool(kcat.any())
+    kernel = kcat | (not kineto) & is_proc["device"] & (is_proc["hardware"] | comm_thread)
+    rest = ~kernel
+    host = rest & (x["cat"] == code("cpu_op"))
+    rest &= ~host
+    module = rest & (x["cat"] == code("python_function")) & where(x["name"], lambda v: _text(v).startswith(MODULE))
+    rest &= ~module
+    overlap = rest & is_proc["overlap"]
+    step = rest & ~overlap & np.isin(x["cat"], np.asarray([code("user_annotation"), code("gpu_user_annotation")])) \
+        & where(x["name"], lambda v: _text(v).startswith("ProfilerStep#"))
+    origin = int(x["ts"].min()) if len(x["ts"]) else 0
+    check_cancel(cancel)
+    module_at = _module_attribution(c, pair, np.flatnonzero(host), np.flatnonzero(module), np.flatnonzero(kernel))
+    table = _kernel_table(c, np.flatnonzero(kernel), kineto, is_proc["hardware"], module_at)
+    rows = np.flatnonzero(overlap | step)
+    rows = rows[np.argsort(x["ts"][rows], kind="stable")]
+    thread_of = {k: threads.get((vals[k >> 32], vals[k & 0xFFFFFFFF]), "") for k in np.unique(pair[rows]).tolist()}
+    name_of = {k: _text(vals[k]) for k in np.unique(x["name"][rows]).tolist()}
+    spans = tuple(Span(OVERLAP, thread_of[key], (t - origin) / 1000, d) if ov else
+                  Span("Step", name_of[nm], (t - origin) / 1000, d)
+                  for ov, key, nm, t, d in zip(overlap[rows].tolist(), pair[rows].tolist(), x["name"][rows].tolist(),
+                                               x["ts"][rows].tolist(), x["dur"][rows].tolist()))
+    host_rows = np.flatnonzero(host)
+    return Profile("kineto" if kineto else "trace", table, host_ops=_host_ops(c, pair, host_rows),
+                   spans=spans, extra={"trace_events": c.events, **_framework_ops(c, host_rows)})
 
 
-def _kernel_table(kernels: list[dict[str, Any]], procs: dict[Any, str], threads: dict[tuple[Any, Any], str],
-                  module_at: dict[int, str]) -> KernelTable:
-    kernels = sorted(kernels, key=lambda e: _ns(e["ts"]))
-    n = len(kernels)
+def _framework_ops(c: Columns, rows: np.ndarray) -> dict[str, Any]:
+    """`framework_ops`' aten sequence and optimizer steps of the host rows (µs as the float of the trace's text)."""
+    names = {k: _text(c.values[k]) for k in np.unique(c.x["name"][rows]).tolist()}
+    named = [names[k] for k in c.x["name"][rows].tolist()]
+    aten = [i for i, n in enumerate(named) if n.startswith("aten::")]
+    starts = [ns / 1000 for ns in c.x["ts"][rows[aten]].tolist()]  # int / int: the float nearest the decimal text
+    ends = [t + d for t, d in zip(starts, c.x["dur"][rows[aten]].tolist())]
+    return {**framework_ops.sequence([named[i] for i in aten], starts, ends),
+            **framework_ops.optimizer_steps(n for n in named if n.startswith(framework_ops.OPTIMIZER_STEP))}
 
-    def core(e: dict[str, Any]) -> str:
-        if e.get("cat") in KINETO_DEVICE_CATS:
-            return KINETO_DEVICE_CATS[e["cat"]]
-        if procs.get(e.get("pid")) != "Ascend Hardware":
-            return "COMMUNICATION"
-        return str((e.get("args") or {}).get("Task Type", ""))
 
-    def op_type(e: dict[str, Any]) -> str:
-        name = str(e.get("name", ""))
-        if e.get("cat") in KINETO_DEVICE_CATS:
+def _text(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+def _pair(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """One int64 per (pid, tid) code pair."""
+    return (pid.astype(np.int64) << 32) | tid.astype(np.int64)
+
+
+def text_codes(raw: np.ndarray, text: Callable[[int], str]) -> Codes:
+    """A text column of interned codes `raw`, `text(code)` its string; values in order of first appearance."""
+    if not len(raw):
+        return Codes(np.zeros(0, np.int32), [])
+    uniq, first, inv = np.unique(raw, return_index=True, return_inverse=True)
+    final = np.empty(len(uniq), np.int32)
+    index: dict[str, int] = {}
+    for j in np.argsort(first, kind="stable").tolist():
+        final[j] = index.setdefault(text(int(uniq[j])), len(index))
+    return Codes(final[inv.reshape(-1)], list(index))
+
+
+def _kernel_table(c: Columns, kidx: np.ndarray, kineto: bool, hardware: np.ndarray, module_at: dict[int, str]
+                  ) -> KernelTable:
+    x, vals = c.x, c.values
+    order = kidx[np.argsort(x["ts"][kidx], kind="stable")]
+    n = len(order)
+    names = x["name"][order]
+    if kineto:
+        def op_type(k: int) -> str:
+            name = _text(vals[k])
             return name.replace("void ", "", 1).split("(")[0][:60] or name
-        return type_from_name(name)
 
-    def stream(e: dict[str, Any]) -> int:
-        a = e.get("args") or {}
-        for key in ("Physic Stream Id", "Stream Id", "stream"):
-            if key in a:
-                return int(a[key])
-        return int(e["tid"]) if isinstance(e.get("tid"), int) else NO_INT
+        core = text_codes(x["cat"][order], lambda k: KINETO_DEVICE_CATS.get(_text(vals[k]), ""))
+    else:
+        def op_type(k: int) -> str:
+            return type_from_name(_text(vals[k]))
 
+        core = text_codes(np.where(hardware[order], x["task"][order], -1),
+                          lambda k: "COMMUNICATION" if k < 0 else _text(vals[k]))
     return KernelTable(n, {
-        "name": Codes.of(str(e.get("name", "")) for e in kernels), "type": Codes.of(map(op_type, kernels)),
-        "core": Codes.of(map(core, kernels)), "module": Codes.of(module_at.get(id(e), "") for e in kernels),
-    }, {"start_ns": np.fromiter((_ns(e["ts"]) for e in kernels), np.int64, n),
-        "stream": np.fromiter(map(stream, kernels), np.int64, n)},
-        {"dur_us": np.fromiter((float(e.get("dur", 0)) for e in kernels), np.float64, n)})
+        "name": text_codes(names, lambda k: _text(vals[k])), "type": text_codes(names, op_type), "core": core,
+        "module": Codes.of(module_at.get(i, "") for i in order.tolist()) if module_at else Codes.constant("", n),
+    }, {"start_ns": x["ts"][order], "stream": _streams(c, order)}, {"dur_us": x["dur"][order]})
+
+
+def _streams(c: Columns, rows: np.ndarray) -> np.ndarray:
+    """The stream of each row: its first stream arg, else its tid when that is a number."""
+    arg, tid = c.x["stream"][rows], c.x["tid"][rows]
+    uniq, inv = np.unique(tid, return_inverse=True)
+    as_int = np.array([v if isinstance(v := c.values[k], int) else NO_INT for k in uniq.tolist()], np.int64)
+    return np.where(arg == ABSENT, as_int[inv.reshape(-1)] if len(uniq) else NO_INT, arg)
 
 
 def type_from_name(name: str) -> str:
@@ -152,69 +239,116 @@ def type_from_name(name: str) -> str:
     return stripped
 
 
-def _module_attribution(host: list[dict[str, Any]], modules: list[dict[str, Any]], events: list[dict[str, Any]],
-                        kernels: list[dict[str, Any]]) -> dict[int, str]:
-    """id(kernel event) -> the `nn.Module` path around the framework op that launched it, through the flows."""
-    if not modules or not kernels:
+def _ends(c: Columns, rows: np.ndarray) -> np.ndarray:
+    """End times (ns) of X rows: start plus the µs duration, truncated to ns as the profilers do."""
+    return c.x["ts"][rows] + np.trunc(c.x["dur"][rows] * 1000).astype(np.int64)
+
+
+class _ModulePaths:
+    """The `nn.Module` path around a time on a thread: the names of the module spans open then, outermost first."""
+
+    def __init__(self, c: Columns, pair: np.ndarray, rows: np.ndarray) -> None:
+        starts, ends = c.x["ts"][rows].tolist(), _ends(c, rows).tolist()
+        names = [_text(c.values[k])[len(MODULE):] for k in c.x["name"][rows].tolist()]
+        self.by_thread: dict[int, list[tuple[int, int, str]]] = {}
+        for key, s, e, name in zip(pair[rows].tolist(), starts, ends, names):
+            self.by_thread.setdefault(key, []).append((s, e, name))
+        for spans in self.by_thread.values():
+            spans.sort()
+
+    def paths(self, threads: np.ndarray, times: np.ndarray) -> list[str]:
+        """The path at each (thread, time), in one sweep per thread."""
+        out = [""] * len(times)
+        order = np.lexsort((times, threads))
+        keys, ts, order_list = threads[order].tolist(), times[order].tolist(), order.tolist()
+        i = 0
+        while i < len(order):
+            key = keys[i]
+            spans = self.by_thread.get(key, [])
+            j, active, path, soonest = 0, [], "", 1 << 63  # open spans, their path, the earliest end among them
+            while i < len(order) and keys[i] == key:
+                t = ts[i]
+                if soonest < t or (j < len(spans) and spans[j][0] <= t):
+                    while j < len(spans) and spans[j][0] <= t:
+                        active.append(spans[j])
+                        j += 1
+                    active = [s for s in active if s[1] >= t]
+                    path = ".".join(s[2] for s in active)
+                    soonest = min((s[1] for s in active), default=1 << 63)
+                out[order_list[i]] = path
+                i += 1
+        return out
+
+
+def _module_attribution(c: Columns, pair: np.ndarray, host: np.ndarray, modules: np.ndarray,
+                        kernels: np.ndarray) -> dict[int, str]:
+    """X row of a kernel -> the `nn.Module` path around the framework op that launched it, through the flows."""
+    if not len(modules) or not len(kernels):
         return {}
-    by_thread: dict[tuple[Any, Any], list[tuple[int, int, str]]] = {}
-    for m in modules:
-        t0 = _ns(m["ts"])
-        by_thread.setdefault((m.get("pid"), m.get("tid")), []).append(
-            (t0, t0 + int(float(m.get("dur", 0)) * 1000), str(m["name"])[len("nn.Module: "):]))
-    for spans in by_thread.values():
-        spans.sort()
-
-    def module_path(pid: Any, tid: Any, t: int) -> str:
-        spans = by_thread.get((pid, tid), [])
-        return ".".join(name for s, end, name in spans[:bisect.bisect_right(spans, (t, 1 << 62, ""))] if end >= t)
-
-    starts: dict[Any, str] = {}
-    for e in events:
-        if e.get("ph") == "s" and "ts" in e:
-            path = module_path(e.get("pid"), e.get("tid"), _ns(e["ts"]))
-            if path:
-                starts[(e.get("cat"), e.get("id"))] = path
+    x, f = c.x, c.f
+    paths = _ModulePaths(c, pair, modules)
+    fpair = _pair(f["pid"], f["tid"])
+    s_rows = np.flatnonzero(f["start"])
+    starts: dict[tuple[int, int], str] = {}
+    for cat, fid, path in zip(f["cat"][s_rows].tolist(), f["id"][s_rows].tolist(),
+                              paths.paths(fpair[s_rows], f["ts"][s_rows])):
+        if path:
+            starts[(cat, fid)] = path
     out: dict[int, str] = {}
-    by_key = {(k.get("pid"), k.get("tid"), _ns(k["ts"])): k for k in kernels}
-    for e in events:
-        if e.get("ph") == "f" and (e.get("cat"), e.get("id")) in starts:
-            k = by_key.get((e.get("pid"), e.get("tid"), _ns(e["ts"])))
+    by_key = dict(zip(zip(pair[kernels].tolist(), x["ts"][kernels].tolist()), kernels.tolist()))
+    f_rows = np.flatnonzero(~f["start"])
+    for cat, fid, key, t in zip(f["cat"][f_rows].tolist(), f["id"][f_rows].tolist(), fpair[f_rows].tolist(),
+                                f["ts"][f_rows].tolist()):
+        path = starts.get((cat, fid))
+        if path is not None:
+            k = by_key.get((key, t))
             if k is not None:
-                out[id(k)] = starts[(e.get("cat"), e.get("id"))]
+                out[k] = path
     # Kineto links a kernel to its launching op by "External id" too.
-    ext = {(h.get("args") or {}).get("External id"): module_path(h.get("pid"), h.get("tid"), _ns(h["ts"]))
-           for h in host if (h.get("args") or {}).get("External id") is not None}
-    for k in kernels:
-        if id(k) not in out:
-            path = ext.get((k.get("args") or {}).get("External id"))
+    with_ext = host[x["ext"][host] != 0]
+    if not len(with_ext) or not (x["ext"][kernels] != 0).any():
+        return out
+    ext = dict(zip(x["ext"][with_ext].tolist(), paths.paths(pair[with_ext], x["ts"][with_ext])))
+    for k, e in zip(kernels.tolist(), x["ext"][kernels].tolist()):
+        if k not in out:
+            path = ext.get(e)
             if path:
-                out[id(k)] = path
+                out[k] = path
     return out
 
 
-def _host_ops(host: Iterable[dict[str, Any]]) -> tuple[HostOp, ...]:
+def _host_ops(c: Columns, pair: np.ndarray, host: np.ndarray) -> tuple[HostOp, ...]:
     """Framework ops folded by name, with self time (total minus nested ops on the same thread)."""
-    by_thread: dict[tuple[Any, Any], list[tuple[int, int, str, dict[str, Any]]]] = {}
-    for e in host:
-        t0 = _ns(e["ts"])
-        by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(
-            (t0, -(t0 + int(float(e.get("dur", 0)) * 1000)), str(e.get("name", "")), e))
+    if not len(host):
+        return ()
+    x, vals = c.x, c.values
+    keys = pair[host]
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    rank = np.empty(len(uniq), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(uniq))
+    t0s, ends = x["ts"][host], _ends(c, host)
+    order = np.lexsort((-ends, t0s, rank[inv.reshape(-1)]))
+    names = {k: _text(vals[k]) for k in np.unique(x["name"][host]).tolist()}
     acc: dict[str, list[float]] = {}
     stacks: dict[str, str] = {}
-    for evs in by_thread.values():
-        evs.sort(key=lambda x: (x[0], x[1]))
-        open_: list[list[Any]] = []  # [end, name, child time]
-        for t0, neg_end, name, e in evs:
-            end = -neg_end
-            while open_ and open_[-1][0] <= t0:
+    thread = -1
+    open_: list[list[Any]] = []  # [end, name, child time, total]
+    for t0, end, th, nk, sk in zip(t0s[order].tolist(), ends[order].tolist(), rank[inv.reshape(-1)][order].tolist(),
+                                   x["name"][host][order].tolist(), x["stack"][host][order].tolist()):
+        if th != thread:
+            while open_:
                 _close(open_.pop(), acc)
-            if open_:
-                open_[-1][2] += end - t0
-            open_.append([end, name, 0, end - t0])
-            stacks.setdefault(name, str((e.get("args") or {}).get("Call stack", "")))
-        while open_:
+            thread = th
+        while open_ and open_[-1][0] <= t0:
             _close(open_.pop(), acc)
+        if open_:
+            open_[-1][2] += end - t0
+        name = names[nk]
+        open_.append([end, name, 0, end - t0])
+        if name not in stacks:
+            stacks[name] = _text(vals[sk])
+    while open_:
+        _close(open_.pop(), acc)
     return tuple(HostOp(name, int(v[0]), v[1] / 1000, v[2] / 1000, 0.0, 0.0,
                         stacks.get(name, "").replace("\r", "").replace(";\n", "\n").strip())
                  for name, v in sorted(acc.items(), key=lambda kv: -kv[1][1]))

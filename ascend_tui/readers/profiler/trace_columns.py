@@ -1,0 +1,283 @@
+"""Trace events decoded a piece at a time into columns: numbers as numpy arrays, every text or id interned once.
+
+Only what a view reads is decoded: for complete (`X`) events the phase, name, category, pid, tid,
+start, duration and five args (`Task Type`, the stream ids, `External id`, `Call stack`); flows
+(`s`/`f`) keep category, id, thread and start; metadata (`M`) the process and thread names. With
+msgspec installed a piece is decoded into typed structs that skip every other field in C; without
+it (or for a piece whose values have unexpected types) the standard `json` module decodes it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from operator import attrgetter
+from typing import Any, Callable, Iterable, Union
+
+import numpy as np
+
+from ascend_tui.readers.parse.json_events import BadPiece
+from ascend_tui.readers.profiler.csv_tables import to_ns
+
+ABSENT = -(1 << 62)  # an int arg the event does not have
+
+try:
+    import msgspec
+except ImportError:  # the json fallback below reads the same events, slower
+    msgspec = None
+
+
+class _Args:
+    """The args of an event that the views read (the json fallback's struct)."""
+
+    __slots__ = ("task_type", "physic_stream", "stream_id", "stream", "external_id", "call_stack", "name")
+
+    def __init__(self, d: dict[str, Any]) -> None:
+        self.task_type = d.get("Task Type")
+        self.physic_stream = d.get("Physic Stream Id", ABSENT)
+        self.stream_id = d.get("Stream Id", ABSENT)
+        self.stream = d.get("stream", ABSENT)
+        self.external_id = d.get("External id", ABSENT)
+        self.call_stack = d.get("Call stack")
+        self.name = d.get("name")
+
+
+class _Event:
+    """One trace event, only the fields that are read (the json fallback's struct)."""
+
+    __slots__ = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "args")
+
+    def __init__(self, d: Any) -> None:
+        if not isinstance(d, dict):
+            raise ValueError(f"an event is a {type(d).__name__}, not an object")
+        self.ph = d.get("ph")
+        self.name = d.get("name")
+        self.cat = d.get("cat")
+        self.pid = d.get("pid")
+        self.tid = d.get("tid")
+        self.ts = d.get("ts")
+        self.dur = d.get("dur", 0.0)
+        self.id = d.get("id")
+        a = d.get("args")
+        self.args = _Args(a if isinstance(a, dict) else {})
+
+
+def _json_events(piece: bytes | memoryview) -> list[Any]:
+    return [_Event(d) for d in json.loads(bytes(piece) if isinstance(piece, memoryview) else piece)]
+
+
+if msgspec is not None:
+    _Id = Union[int, str, None]
+
+    class _MArgs(msgspec.Struct, gc=False):
+        task_type: Union[str, None] = msgspec.field(default=None, name="Task Type")
+        physic_stream: int = msgspec.field(default=ABSENT, name="Physic Stream Id")
+        stream_id: int = msgspec.field(default=ABSENT, name="Stream Id")
+        stream: int = ABSENT
+        external_id: Union[int, str] = msgspec.field(default=ABSENT, name="External id")
+        call_stack: Union[str, None] = msgspec.field(default=None, name="Call stack")
+        name: Union[str, None] = None
+
+    class _MEvent(msgspec.Struct, gc=False):  # no cycles: the collector need not track them
+        ph: Union[str, None] = None
+        name: Union[str, None] = None
+        cat: Union[str, None] = None
+        pid: _Id = None
+        tid: _Id = None
+        ts: Union[str, float, None] = None
+        dur: float = 0.0
+        id: _Id = None
+        args: _MArgs = msgspec.field(default_factory=_MArgs)
+
+    _DECODER = msgspec.json.Decoder(list[_MEvent])
+
+
+def decode(piece: bytes | memoryview, fast: bool = True) -> list[Any]:
+    """The events of `b"[...]"`, typed structs when msgspec can type them, else through `json`.
+
+    Raises `BadPiece` for a piece that is not JSON or holds something other than objects.
+    """
+    if fast and msgspec is not None:
+        try:
+            return _DECODER.decode(piece)  # type: ignore[no-any-return]
+        except msgspec.ValidationError:
+            pass  # a field of an unexpected type: the general decoder takes the piece as it is
+        except msgspec.DecodeError as exc:
+            m = re.search(r"\(byte (\d+)\)", str(exc))
+            raise BadPiece(str(exc).split(" (byte")[0], int(m.group(1)) if m else 0) from None
+    try:
+        return _json_events(piece)
+    except json.JSONDecodeError as exc:
+        raise BadPiece(f"JSON is malformed: {exc.msg}", exc.pos) from None
+    except ValueError as exc:
+        raise BadPiece(str(exc), 0) from None
+
+
+def ns_of(value: Any) -> int:
+    """A µs time (string with ns decimals, or a number) as int ns."""
+    return to_ns(value) if isinstance(value, str) else int(round(float(value) * 1000))
+
+
+class Columns:
+    """The columns of a trace's events, filled a piece at a time; values interned in one table."""
+
+    def __init__(self) -> None:
+        self.index: dict[Any, int] = {None: 0}
+        self.values: list[Any] = [None]
+        self.events = 0
+        self._x: dict[str, list[np.ndarray]] = {k: [] for k in X_FIELDS}
+        self._f: dict[str, list[np.ndarray]] = {k: [] for k in F_FIELDS}
+        self.meta: list[tuple[str, Any, Any, str]] = []  # ("process_name" | "thread_name", pid, tid, name)
+        self.x: dict[str, np.ndarray] = {}
+        self.f: dict[str, np.ndarray] = {}
+
+    def codes(self, items: Iterable[Any], n: int) -> np.ndarray:
+        """Intern codes of `items` (unhashable values are interned as their JSON text)."""
+        index = self.index
+        items = list(items)
+        try:
+            new = set(items).difference(index)
+        except TypeError:
+            items = [v if getattr(v, "__hash__", None) else json.dumps(v, sort_keys=True) for v in items]
+            new = set(items).difference(index)
+        values = self.values
+        for v in new:
+            index[v] = len(values)
+            values.append(v)
+        return np.fromiter(map(index.__getitem__, items), np.int32, n)
+
+    def add(self, events: list[Any]) -> None:
+        """Take one decoded piece's events (one pass over them: they were just made and are cold in cache)."""
+        self.events += len(events)
+        ts: list[Any] = []
+        dur: list[Any] = []
+        name: list[Any] = []
+        cat: list[Any] = []
+        pid: list[Any] = []
+        tid: list[Any] = []
+        args: list[Any] = []
+        other: list[Any] = []
+        keep = (ts.append, dur.append, name.append, cat.append, pid.append, tid.append, args.append)
+        t_, d_, n_, c_, p_, i_, a_ = keep
+        o_ = other.append
+        for e in events:
+            if e.ph == "X":
+                if e.ts is not None:
+                    t_(e.ts)
+                    d_(e.dur)
+                    n_(e.name)
+                    c_(e.cat)
+                    p_(e.pid)
+                    i_(e.tid)
+                    a_(e.args)
+            elif e.ph is not None:
+                o_(e)
+        flows = [e for e in other if (e.ph == "s" or e.ph == "f") and e.ts is not None]
+        for e in other:
+            if e.ph == "M" and (e.name == "process_name" or e.name == "thread_name"):
+                a = e.args
+                self.meta.append((e.name, e.pid, e.tid, "" if a is None or a.name is None else str(a.name)))
+        if ts:
+            n = len(ts)
+            x = self._x
+            x["ts"].append(_times(ts))
+            x["dur"].append(_floats(dur))
+            streams = [_ints(list(map(get, args))) for get in _STREAMS]
+            x["stream"].append(np.where(streams[0] != ABSENT, streams[0],
+                                        np.where(streams[1] != ABSENT, streams[1], streams[2])))
+            x["name"].append(self.codes(name, n))
+            x["cat"].append(self.codes(cat, n))
+            x["pid"].append(self.ids(pid))
+            x["tid"].append(self.ids(tid))
+            for key, get in ARGS_TEXT.items():
+                x[key].append(self.ids(list(map(get, args))) if key == "ext" else self.codes(map(get, args), n))
+        if flows:
+            n = len(flows)
+            f = self._f
+            f["start"].append(np.fromiter((e.ph == "s" for e in flows), bool, n))
+            f["ts"].append(_times(list(map(_TS, flows))))
+            for key, get in F_TEXT.items():
+                f[key].append(self.ids(list(map(get, flows))))
+
+    def finish(self) -> None:
+        """Join the pieces' arrays."""
+        empty = {"ts": np.int64, "dur": np.float64, "stream": np.int64, "start": bool}
+        self.x = {k: np.concatenate(v) if v else np.zeros(0, empty.get(k, np.int32)) for k, v in self._x.items()}
+        self.f = {k: np.concatenate(v) if v else np.zeros(0, empty.get(k, np.int32)) for k, v in self._f.items()}
+        self._x = self._f = {}
+        absent = self.index.get(ABSENT)
+        if absent is not None:
+            self.x["ext"][self.x["ext"] == absent] = 0
+
+    def ids(self, items: list[Any]) -> np.ndarray:
+        """Intern codes of ids (pids, tids, flow ids): through numpy when all are ints."""
+        try:
+            arr = np.fromiter(items, np.int64, len(items))
+        except (TypeError, ValueError, OverflowError):
+            return self.codes(items, len(items))
+        uniq, inv = np.unique(arr, return_inverse=True)
+        return self.codes(uniq.tolist(), len(uniq))[inv.reshape(-1)]
+
+    def code_of(self, value: Any) -> int:
+        """The intern code of `value`, adding it."""
+        return int(self.codes((value,), 1)[0])
+
+
+_TS = attrgetter("ts")
+_STREAMS = (attrgetter("physic_stream"), attrgetter("stream_id"), attrgetter("stream"))
+ARGS_TEXT: dict[str, Callable[[Any], Any]] = {
+    "task": attrgetter("task_type"), "ext": attrgetter("external_id"), "stack": attrgetter("call_stack")}
+X_FIELDS = ("ts", "dur", "stream", "name", "cat", "pid", "tid", *ARGS_TEXT)
+F_TEXT: dict[str, Callable[[Any], Any]] = {
+    "cat": attrgetter("cat"), "id": attrgetter("id"), "pid": attrgetter("pid"), "tid": attrgetter("tid")}
+F_FIELDS = ("start", "ts", *F_TEXT)
+
+
+def _ints(values: list[Any]) -> np.ndarray:
+    """int64 of int args (ABSENT kept)."""
+    try:
+        return np.fromiter(values, np.int64, len(values))
+    except (TypeError, ValueError, OverflowError):
+        return np.fromiter((ABSENT if v is None else int(v) for v in values), np.int64, len(values))
+
+
+def _floats(values: list[Any]) -> np.ndarray:
+    try:
+        return np.fromiter(values, np.float64, len(values))
+    except (TypeError, ValueError):
+        return np.fromiter((0.0 if v is None else float(v) for v in values), np.float64, len(values))
+
+
+def _times(values: list[Any]) -> np.ndarray:
+    """int64 ns of µs times, exactly (strings keep their ns decimals; numbers as `round(v * 1000)`)."""
+    n = len(values)
+    if n and all(type(v) is str for v in values):
+        out = _decimal_ns(values)
+        if out is not None:
+            return out
+    elif n and all(type(v) is float or type(v) is int for v in values):
+        return np.rint(np.array(values, np.float64) * 1000).astype(np.int64)
+    return np.fromiter(map(ns_of, values), np.int64, n)
+
+
+def _decimal_ns(values: list[str]) -> np.ndarray | None:
+    """`"1736408883688177.930"` -> 1736408883688177930 for a list of such strings at once; None if one is not like it."""
+    try:
+        a = np.array(values, dtype="S")
+    except UnicodeEncodeError:
+        return None
+    w = a.dtype.itemsize
+    if not w:
+        return None
+    m = a.view(np.uint8).reshape(len(values), w)
+    dots = np.flatnonzero(m[0] == 46)
+    p = int(dots[0]) if len(dots) == 1 else 0
+    if 0 < p <= 16 and p + 4 == w and (m[:, p] == 46).all():  # the usual: one layout, three decimals
+        whole = m[:, :p] - 48
+        frac = m[:, p + 1:] - 48
+        if (whole < 10).all() and (frac < 10).all():  # uint8: a byte below '0' wraps above 9
+            return whole.astype(np.int64) @ _POW10[p - 1::-1] * 1000 + frac.astype(np.int64) @ _POW10[2::-1]
+    return None  # another layout: each value on its own
+
+
+_POW10 = 10 ** np.arange(19, dtype=np.int64)

@@ -1,0 +1,264 @@
+"""Coarse-to-fine capture (the default) names the same origin, chain and root cause as the full capture.
+
+Real architectures from `transformers` configs with bugs injected in the first and the last layer, a NaN
+born in backward, dropout in train mode replayed identically, BatchNorm's running statistics left alone,
+and a bad value made by the caller's own code before an unrelated module (the window widens).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import torch  # in the test command (.[live,test]): a missing torch fails, never skips
+
+import ascend_tui
+from ascend_tui.live.coarse import MODULE, coarse_capture
+from ascend_tui.live.device import select
+from test_real_models import ARCHS, inputs, model
+
+nn = torch.nn
+pytestmark = pytest.mark.live
+
+# name -> (a projection in the first layer, one in the last layer)
+LAYERS = {"gpt2": ("h.0.attn.c_attn", "h.1.mlp.c_fc"),
+          "bert": ("encoder.layer.0.attention.self.query", "encoder.layer.1.intermediate.dense"),
+          "llama": ("layers.0.self_attn.q_proj", "layers.1.mlp.up_proj")}
+
+
+def first_error(inv: Any) -> Any:
+    return next(f for f in inv.findings if f.severity == "error")
+
+
+def is_module_level(inv: Any, node: str) -> bool:
+    attrs = inv.graph.node(node).attrs or {}
+    return attrs.get("detail") == MODULE
+
+
+def assert_same_story(full: Any, coarse: Any) -> None:
+    """Same origin (module, op, kind), same root cause; the chain is the full one up to where module level begins."""
+    f, c = first_error(full), first_error(coarse)
+    assert (c.module, c.op_type, c.kind) == (f.module, f.op_type, f.kind)
+    assert not is_module_level(coarse, c.node), "the origin is an operator, not a module"
+    assert c.attribution == f.attribution == "introduced"
+    assert c.root_cause.reason == f.root_cause.reason
+    assert (c.root_cause.module, c.root_cause.node == c.node) == (f.root_cause.module, f.root_cause.node == f.node)
+    fine = [(link.module, link.op_type) for link in c.root_cause.chain if not is_module_level(coarse, link.node)]
+    assert fine and fine == [(link.module, link.op_type) for link in f.root_cause.chain][:len(fine)]
+    rest = [link for link in c.root_cause.chain if is_module_level(coarse, link.node)]
+    assert all(link.op_type.startswith("module.") for link in rest)
+    assert "capture" in coarse.run.extra and "capture" not in full.run.extra
+    assert coarse.run.extra["capture"]["window"]["suspect"] == c.module or c.module.startswith(
+        coarse.run.extra["capture"]["window"]["suspect"])
+
+
+def both(net_of: Any, data: Any, **kw: Any) -> tuple[Any, Any]:
+    full = ascend_tui.investigate(net_of(), data, checks=("overflow",), device="cpu", detail="full", **kw)
+    coarse = ascend_tui.investigate(net_of(), data, checks=("overflow",), device="cpu", **kw)
+    return full, coarse
+
+
+@pytest.mark.parametrize("where", [0, 1], ids=["first-layer", "last-layer"])
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_scaled_projection_gives_the_same_origin_chain_and_root_cause(arch: str, where: int) -> None:
+    def net_of() -> Any:
+        net = model(arch)
+        proj = net.get_submodule(LAYERS[arch][where])
+        with torch.no_grad():
+            (proj.weight[:, :64] if arch == "gpt2" and where == 0 else proj.weight).mul_(4e5)
+        return net
+
+    full, coarse = both(net_of, inputs(), dtype="float16")
+    assert first_error(full).module == LAYERS[arch][where]
+    assert_same_story(full, coarse)
+    ops = [n for n in coarse.graph.nodes if n.kind == "op" and not is_module_level(coarse, n.id)]
+    assert 0 < len(ops) < len([n for n in full.graph.nodes if n.kind == "op"]) / 4, "operators only in the window"
+    downstream = [f for f in coarse.findings if f.attribution == "inherited" and is_module_level(coarse, f.node)]
+    assert downstream, "what the bad values reach later is module-level evidence, inherited"
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_layernorm_weight_overflow_matches_the_full_capture(arch: str) -> None:
+    def net_of() -> Any:
+        net = model(arch)
+        with torch.no_grad():
+            net.get_submodule(ARCHS[arch][2]).weight.fill_(3e4)
+        return net
+
+    assert_same_story(*both(net_of, inputs(), dtype="float16"))
+
+
+class SqrtHead(nn.Module):
+    """Forward is finite (sqrt of zeros is 0); its gradient, 1 / (2 sqrt 0), is Inf: a NaN/Inf born in backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.gate = nn.ReLU()
+        self.root = Root()
+        self.out = nn.Linear(8, 2)
+
+    def forward(self, x: Any) -> Any:
+        return self.out(self.root(self.gate(self.fc(x)) * 0.0))
+
+
+class Root(nn.Module):
+    def forward(self, x: Any) -> Any:
+        return torch.sqrt(x)
+
+
+def test_nan_born_in_backward_is_found_at_the_same_backward_operator() -> None:
+    def net_of() -> Any:
+        torch.manual_seed(0)
+        return SqrtHead()
+
+    full, coarse = both(net_of, (torch.rand(4, 8),), backward=True, reference=None)
+    f, c = first_error(full), first_error(coarse)
+    assert f.node.startswith("backward") or full.graph.node(f.node).phase == "backward"
+    assert coarse.graph.node(c.node).phase == "backward" and not is_module_level(coarse, c.node)
+    assert (c.op_type, c.kind, c.module) == (f.op_type, f.kind, f.module)
+    assert coarse.run.extra["capture"]["window"]["phase"] == "backward"
+
+
+class DropThenInvert(nn.Module):
+    """Train-mode dropout zeroes half the values; the reciprocal makes Inf exactly where it dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.drop = nn.Dropout(0.5)
+        self.inv = Invert()
+
+    def forward(self, x: Any) -> Any:
+        return self.inv(self.drop(self.fc(x).abs() + 1.0))
+
+
+class Invert(nn.Module):
+    def forward(self, x: Any) -> Any:
+        return 1.0 / x
+
+
+def test_dropout_in_train_mode_is_replayed_with_the_same_mask() -> None:
+    torch.manual_seed(0)
+    net = DropThenInvert().train()
+    x = torch.rand(64, 16)
+    torch.manual_seed(123)
+    expected = int(torch.isinf(net(x)).sum())  # what the step does with the RNG as it stands
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    cap = coarse_capture(net, (x,), select("cpu"))
+    assert torch.equal(torch.get_rng_state(), before), "the user's RNG is left as it was"
+    assert cap.passes == 2 and cap.window is not None
+    graph, stats = cap.result.graph, cap.result.stats
+    recip = [n for n in graph.nodes if n.module == "inv" and not is_module_level_node(n)]
+    assert recip, "the replay recorded the reciprocal"
+    assert int(stats.get(recip[-1].id, 0).inf_count) == expected, "the replay dropped the same values as pass 1"
+    drop = next(n for n in graph.nodes if n.module == "drop" and is_module_level_node(n))
+    assert int(stats.get(drop.id, 0).zero_count) == expected
+
+
+def is_module_level_node(node: Any) -> bool:
+    return bool(node.attrs) and node.attrs.get("detail") == MODULE
+
+
+class NormThenBlowUp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm1d(8)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: Any) -> Any:
+        return self.fc(self.bn(x) * 1e39)
+
+
+def test_batchnorm_running_stats_are_not_moved_by_the_two_passes() -> None:
+    torch.manual_seed(0)
+    net = NormThenBlowUp().train()
+    mean, count = net.bn.running_mean.clone(), int(net.bn.num_batches_tracked)
+    inv = ascend_tui.investigate(net, (torch.rand(16, 8),), checks=("overflow",), device="cpu", reference=None)
+    assert inv.run.extra["capture"]["passes"] == 2
+    assert torch.equal(net.bn.running_mean, mean) and int(net.bn.num_batches_tracked) == count
+    assert first_error(inv).op_type == "aten.mul" and first_error(inv).module == ""
+
+
+class CallerMadeIt(nn.Module):
+    """The caller's own code overflows before an unrelated module runs: the window must widen to find it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.side = nn.LayerNorm(8)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: Any) -> Any:
+        bad = torch.exp(x * 200.0)  # Inf where x > 0.44
+        clean = self.side(x)
+        return self.fc(bad) + clean
+
+
+def test_a_bad_value_made_before_an_unrelated_module_widens_the_window() -> None:
+    def net_of() -> Any:
+        torch.manual_seed(0)
+        return CallerMadeIt()
+
+    full, coarse = both(net_of, (torch.rand(4, 8),), reference=None)
+    f, c = first_error(full), first_error(coarse)
+    assert (c.module, c.op_type) == (f.module, f.op_type) == ("", "aten.exp")
+    assert coarse.run.extra["capture"]["passes"] == 3
+
+
+def test_full_detail_records_every_operator() -> None:
+    net = model("llama")
+    full = ascend_tui.investigate(net, inputs(), checks=("overflow",), device="cpu", detail="full")
+    assert "capture" not in full.run.extra
+    assert not any(is_module_level(full, n.id) for n in full.graph.nodes)
+    clean = ascend_tui.investigate(net, inputs(), checks=("overflow",), device="cpu")
+    assert clean.run.extra["capture"] == {"detail": "module", "passes": 1, "module_events": 30, "operators": 0}
+    assert all(is_module_level(clean, n.id) for n in clean.graph.nodes if n.kind == "op")
+
+
+def test_module_level_nodes_are_marked_in_the_report_and_the_detail_pane() -> None:
+    from rich.style import Style
+
+    from ascend_tui.app.widgets.detail import describe
+    from ascend_tui.report import build_report
+
+    net = model("llama")
+    with torch.no_grad():
+        net.get_submodule("layers.0.self_attn.q_proj").weight.mul_(4e5)
+    inv = ascend_tui.investigate(net, inputs(), checks=("overflow",), device="cpu", dtype="float16")
+    report = build_report(inv)
+    assert report["run"]["capture"]["window"]["suspect"] == "layers.0.self_attn.q_proj"
+    marked = [f for f in report["findings"] if f.get("detail") == "module"]
+    assert marked and all(is_module_level(inv, f["node"]) for f in marked)
+    assert not any(f.get("detail") for f in report["findings"] if f["severity"] == "error")
+    node = marked[0]["node"]
+    assert "module-level evidence" in describe(inv, node, lambda _: Style()).plain
+    op = next(f["node"] for f in report["findings"] if f["severity"] == "error")
+    assert "module-level evidence" not in describe(inv, op, lambda _: Style()).plain
+
+
+def test_first_bad_event_takes_nan_inf_saturation_and_the_flag() -> None:
+    import numpy as np
+
+    from ascend_tui.checks.suspects import first_bad_event
+
+    ev = np.array([0, 1, 2, 2, 3])
+    mn, mx = np.array([0.0, -1, -2, -3, -4]), np.array([1.0, 65504, 2, np.inf, 4])
+    zero = np.zeros(5)
+    assert first_bad_event(ev, mn, mx, zero, zero) == 2  # the Inf
+    assert first_bad_event(ev, mn, mx, zero, zero, saturation_limit=65504.0) == 1  # clamped at the max
+    assert first_bad_event(ev, mn, np.array([1.0, 2, 2, 3, 4]), np.array([0, 0, 0, 0, 1]), zero) == 3  # a NaN count
+    assert first_bad_event(ev, mn, np.ones(5), zero, zero) is None
+    assert first_bad_event(ev[:0], mn[:0], mx[:0], zero[:0], zero[:0], flagged=np.array([False, True])) == 1
+
+
+def test_cancel_stops_the_module_pass() -> None:
+    import threading
+
+    from ascend_tui.errors import Cancelled
+
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Cancelled):
+        coarse_capture(model("gpt2"), inputs(), select("cpu"), cancel=stop)
