@@ -80,10 +80,12 @@ def test_bf16_drift_needing_two_modules_is_found_by_the_search_in_few_runs(tmp_p
     code, section, text, _ = fix(tmp_path, DATA / "two_drifts.py", "--dtype", "bfloat16", "--checks", "precision")
     assert code == 0, text
     assert sorted(descriptions(section["chosen"])) == [("float32", "norm_a"), ("float32", "norm_b")]
-    assert section["search"]["runs"] <= 4
+    # the precision check may blame norm_a only (norm_b's loss then reads as carried); the search still finds both
+    assert section["search"]["runs"] <= 5
     singles = {descriptions(o["remedies"])[0][1]: o["cosine"] for o in section["tried"]
                if descriptions(o["remedies"])[0][0] == "float32"}
-    assert singles["norm_a"] < 0.999 and singles["norm_b"] < 0.999  # neither alone is enough
+    assert singles["norm_a"] < 0.999 and singles.get("norm_b", 0.0) < 0.999  # neither alone is enough
+    assert any(step.startswith("`norm_b` in float32: cosine") and "< 0.999" in step for step in section["search"]["steps"])
     assert section["chosen_outcome"]["cosine"] >= 0.999 and section["baseline"]["cosine"] < 0.99
     assert f"search result after {section['search']['runs']} re-runs" in text
 
@@ -102,11 +104,13 @@ def test_a_loose_tolerance_picks_less_and_the_remaining_finding_says_not_verifie
                                  "--tolerance", "0.8")
     assert section["tolerance"] == 0.8
     assert descriptions(section["chosen"]) == [("float32", "norm_a")]  # cosine 0.82 is enough at 0.8
-    # ...but the second investigation still finds norm_b's precision loss: not verified, exit 1
+    # ...but the second investigation finds norm_b's precision loss (as still there, or as new once norm_a's is
+    # gone): not verified, exit 1
     assert code == 1 and section["verified"] is False
-    assert {f["node"].split("/")[0] for f in section["findings"] if not f["gone"]} == {"norm_b"}
-    assert section["reason"].startswith("2 of 4 finding(s) remain") and "fix verified" not in text
-    assert "not verified: 2 of 4 finding(s) remain with the fix applied" in text
+    left = {f["node"].split("/")[0] for f in section["findings"] if not f["gone"]}
+    left |= {f["node"].split("/")[0] for f in section["new_findings"]}
+    assert left == {"norm_b"}
+    assert "fix verified" not in text and "not verified: " in text
 
 
 def test_out_of_range_index_is_clamped_and_the_finding_gone(tmp_path: Path) -> None:

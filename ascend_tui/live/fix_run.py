@@ -65,11 +65,16 @@ def run_fix(spec: str, options: RunOptions, *, tolerance: float = DEFAULT_TOLERA
     section = result.to_json()
     gone = findings_gone(before, after)
     remaining = [g for g in gone if not g["gone"]]
+    fresh = new_errors(before, after)
     section["findings"] = gone
-    section["verified"] = result.chosen is not None and not remaining
+    section["new_findings"] = fresh
+    section["verified"] = result.chosen is not None and not remaining and not fresh
     if result.chosen is not None and remaining:
         section["reason"] = (f"{len(remaining)} of {len(gone)} finding(s) remain with the fix applied "
                              f"({remaining[0]['message']})")
+    elif result.chosen is not None and fresh:
+        section["reason"] = (f"the outputs are within tolerance, but the run with the fix applied has "
+                             f"{len(fresh)} error finding(s) the first did not ({fresh[0]['message']})")
     patch = build_patch(target.path, target.factory, result.chosen, before.graph) if result.chosen else None
     section["patch"] = patch.to_json() if patch is not None else None
     section["cost"] = {**cost(result), **parameter_bytes(target.model, dtype, result.chosen or ())}
@@ -85,6 +90,15 @@ def findings_gone(before: Investigation, after: Investigation | None) -> list[di
     return [{"check": f.check, "kind": f.kind, "node": f.node, "module": f.module, "message": f.message,
              "gone": after is not None and (f.check, f.kind, f.node) not in keys}
             for f in before.findings if f.severity == "error" and f.attribution == "introduced"]
+
+
+def new_errors(before: Investigation, after: Investigation | None) -> list[dict[str, Any]]:
+    """Errors the run with the fix has that the run without it did not (a problem the first hid or made look carried)."""
+    if after is None:
+        return []
+    had = {(f.check, f.kind, f.node) for f in before.findings if f.severity == "error"}
+    return [{"check": f.check, "kind": f.kind, "node": f.node, "module": f.module, "message": f.message}
+            for f in after.findings if f.severity == "error" and (f.check, f.kind, f.node) not in had]
 
 
 def measured_before(result: FixResult) -> Any:
