@@ -24,10 +24,10 @@ from ascend_tui.evidence import (
 from ascend_tui.graph.movers import moves_values
 from ascend_tui.graph.opgraph import OpGraph, read_json, write_json_atomic
 from ascend_tui.progress import paused_gc
-from ascend_tui.graph.profile import Profile
 
 if TYPE_CHECKING:
     from ascend_tui.checks.profile import ProfileSummary
+    from ascend_tui.graph.profile import Profile
 
 INVESTIGATION_SCHEMA = "ascend-tui.investigation/1"
 CHECK_NAMES = ("overflow", "precision", "memory", "profile")
@@ -272,7 +272,7 @@ class Investigation:
                 memory_samples=[MemorySample(**s) for s in data.get("memory_samples", [])],
                 run=RunInfo.from_json(data.get("run") or {}),
                 histograms=HistogramTable.from_json(data.get("histograms") or {}),
-                profile=Profile.from_json(data["profile"]) if data.get("profile") else None,
+                profile=_profile(data["profile"]) if data.get("profile") else None,
                 reference_histograms=HistogramTable.from_json(data["reference_histograms"])
                 if data.get("reference_histograms") else None,
             )
@@ -311,3 +311,10 @@ def _event_from_json(d: Mapping[str, Any]) -> MemoryEvent:
     d = dict(d)
     d["frames"] = tuple(d.get("frames") or ())
     return MemoryEvent(**d)
+
+
+def _profile(data: Any) -> Profile:
+    """A saved profile's tables (imported here: a compare or overflow investigation has none)."""
+    from ascend_tui.graph.profile import Profile
+
+    return Profile.from_json(data)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
-from xml.sax.saxutils import escape, quoteattr
 
 from ascend_tui.checks.story import finding_ids, tell
 from ascend_tui.graph.opgraph import write_json_atomic
@@ -97,6 +96,8 @@ def write_junit(inv: Investigation, path: str | Path, failing: Iterable[Finding]
     `failing` is what the gate failed (`--fail-on`, less what `--baseline` knew); every error finding
     when not given.
     """
+    from xml.sax.saxutils import escape, quoteattr  # pulls in urllib, http and ssl: only for --junit
+
     checks = list(inv.run.checks) or ["graph"]
     failed = list(failing) if failing is not None else [f for f in inv.findings if f.severity == "error"]
     suites = []

@@ -10,7 +10,7 @@ first one's graph. The report's `story` then folds the findings into their cause
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ascend_tui.checks.story import Cause, tell
 from ascend_tui.errors import InputError
@@ -57,13 +57,15 @@ def triage_artifacts(paths: Sequence[str], progress: Progress | None = None) -> 
     return inv
 
 
-def format_story(causes: Sequence[Cause], limit: int = 8) -> list[str]:
-    """The causes as a person reads them in a terminal: a numbered title, the evidence under it."""
+def format_story(causes: Sequence[Cause], limit: int = 8, verdicts: Mapping[str, str] | None = None) -> list[str]:
+    """The causes as a person reads them in a terminal: a numbered title, the fix verdict and evidence under it."""
     if not causes:
         return ["story: no cause found (no errors or warnings)"]
     lines = [f"story: {len(causes)} cause{'s' if len(causes) != 1 else ''}, most effect first"]
     for k, c in enumerate(causes[:limit], 1):
         lines.append(f"{k}. {c.severity.upper()} {c.title} [{', '.join(c.checks)}]")
+        if verdicts and c.id in verdicts:
+            lines.append(f"     {verdicts[c.id]}")
         for ev in c.evidence[:4]:
             lines.append(f"     - {ev}")
         more = len(c.explains) - min(len(c.evidence), 4)

@@ -8,12 +8,16 @@ the dumps. Run: `python benchmarks/compare_vs_msprobe.py [--batch 88] [--keep DI
 `--case llm`: a random-weight Llama training step (forward and backward), `task: statistics`, in bfloat16
 against float32, dumped by tests/data/llm_dumps/make_dumps.py (`--layers` sets the depth). There both
 CSVs must agree on the statistics columns and on msprobe's `Result` and `Err_message` in every row, and
-the times are also given with each tool's start-up (its `--help`) subtracted.
+the times are also given with each tool's start-up (its `--help`) subtracted. Ours is timed twice: as run
+from this checkout (where PYTHONDONTWRITEBYTECODE, if set, makes Python compile every module on every run) and
+as `pip install` leaves it, its modules byte-compiled (msprobe's are, in its site-packages); the .pyc files
+made for that are deleted afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import csv
 import glob
 import os
@@ -137,6 +141,19 @@ def _same(a: str, b: str) -> bool:
     return abs(x - y) <= 1e-6 * max(1.0, abs(x))
 
 
+def run_compiled(cmd: list[str], **kw: object) -> tuple[float, float]:
+    """`run(cmd)` with our package byte-compiled first, as an installed package is; the .pyc made here are removed."""
+    pkg = ROOT / "ascend_tui"
+    made = [d / "__pycache__" for d in [pkg, *pkg.rglob("*")] if d.is_dir() and d.name != "__pycache__"
+            and any(d.glob("*.py")) and not (d / "__pycache__").exists()]
+    compileall.compile_dir(pkg, quiet=1)  # writes even under PYTHONDONTWRITEBYTECODE, which only stops imports
+    try:
+        return run(cmd, **kw)
+    finally:
+        for d in made:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def llm_case(args: argparse.Namespace, work: Path, msprobe: str, env: dict[str, str]) -> None:
     """bf16 vs fp32 statistics dumps of a Llama training step: msprobe compare against ours, rules and times."""
     make = ROOT / "tests" / "data" / "llm_dumps" / "make_dumps.py"
@@ -158,6 +175,8 @@ def llm_case(args: argparse.Namespace, work: Path, msprobe: str, env: dict[str, 
     ours_csv = work / "ours.csv"
     t_ours, cpu_ours = run([sys.executable, "-m", "ascend_tui", "compare", str(t_rank), str(g_rank), "--csv",
                             str(ours_csv), "-q"], cwd=work, env=env)
+    t_inst, cpu_inst = run_compiled([sys.executable, "-m", "ascend_tui", "compare", str(t_rank), str(g_rank),
+                                     "--csv", str(ours_csv), "-q"], cwd=work, env=env)
     theirs_csv = sorted(out.glob("compare_result*.csv"))
     if not theirs_csv:
         sys.exit(f"msprobe wrote no CSV in {out}: {sorted(p.name for p in out.iterdir())}")
@@ -181,6 +200,9 @@ def llm_case(args: argparse.Namespace, work: Path, msprobe: str, env: dict[str, 
           f"subtracted x{(t_ms - start_ms) / max(t_ours - start_ours, 1e-3):.1f} wall, "
           f"x{(cpu_ms - scpu_ms) / max(cpu_ours - scpu_ours, 1e-3):.1f} CPU; {cells} cells agree "
           f"(statistics, Result, Err_message) over {len(theirs)} rows")
+    print(f"ascend-tui compare, byte-compiled as installed: {t_inst:7.2f} s wall, {cpu_inst:7.2f} s CPU; ratio "
+          f"x{t_ms / t_inst:.1f} by wall time, x{cpu_ms / cpu_inst:.1f} by CPU time end to end "
+          f"(PYTHONDONTWRITEBYTECODE {'set' if env.get('PYTHONDONTWRITEBYTECODE') else 'not set'} here)")
     print(f"msprobe's Result: {errors} rows error (dtype inconsistent); our Verdict: {verdict_errors} rows error")
 
 

@@ -24,7 +24,7 @@ how many findings, they explain; then by how early they happen. Pure: graph and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ascend_tui.evidence import SEVERITY_RANK, Finding
 from ascend_tui.graph.opgraph import OpGraph
@@ -283,3 +283,22 @@ def _title(d: _Draft, checks: tuple[str, ...]) -> str:
     }.get(f.check, f"{f.check}: {f.kind} at {where}")
     others = [c for c in checks if c != f.check]
     return text + (f" (also explains the {', '.join(others)} findings)" if others else "")
+
+
+def fix_verdicts(causes: Sequence[Cause], fix: Mapping[str, Any]) -> dict[str, str]:
+    """Cause id -> what a fix run (the report's `fix` section) says of it: `fix verified: ...` or `not verified: why`.
+
+    Only the causes whose origin is an error the fix run was for get a verdict; the others were not tried.
+    """
+    targeted = {f.get("node"): f for f in fix.get("findings") or ()}
+    summary = str(fix.get("summary") or "not verified")
+    out: dict[str, str] = {}
+    for c in causes:
+        f = targeted.get(c.node)
+        if f is None:
+            continue
+        if fix.get("verified") or (fix.get("chosen") and f.get("gone")):
+            out[c.id] = summary if f.get("gone") else "not verified: the fix leaves this finding in place"
+        else:
+            out[c.id] = summary if summary.startswith("not verified") else f"not verified: {summary}"
+    return out

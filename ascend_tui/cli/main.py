@@ -1,4 +1,4 @@
-"""Command line: `ascend-tui check|triage|compare|open|graph|demo|serve|sanitize|devices|profile`; exit 0 clean,
+"""Command line: `ascend-tui check|triage|compare|open|graph|demo|serve|sanitize|devices|profile|fix`; exit 0 clean,
 1 findings at --fail-on, 2 bad input.
 
 One module per subcommand (`ascend_tui.cli.<name>`), each with `add_parser(subparsers)` and
@@ -35,6 +35,8 @@ SUBCOMMANDS: dict[str, str] = {
     "compare": "compare two msprobe dumps (target vs golden) as `msprobe compare` does, and say which operator "
                "introduces the error",
     "profile": "where the time goes: a profiler folder, trace or kernel CSV offline, or a model file profiled live",
+    "fix": "try the remedies a model file's findings name (float32, normalise, clamp), find the smallest float32 "
+           "set, verify and print a patch",
 }
 
 

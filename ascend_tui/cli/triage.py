@@ -10,6 +10,7 @@ from ascend_tui.cli.finish import check_outputs, finish
 from ascend_tui.cli.parser import add_gate_options, add_outputs, add_quiet
 from ascend_tui.cli.progress import ProgressLine
 from ascend_tui.cli.settings import add_run_settings, run_options
+from ascend_tui.errors import InputError
 
 
 def add_parser(sub: Any) -> None:
@@ -21,6 +22,11 @@ def add_parser(sub: Any) -> None:
                 markdown="write the Markdown report", save="save the investigation for `ascend-tui open`")
     add_quiet(tri)
     add_gate_options(tri)
+    tri.add_argument("--fix", action="store_true", help="for a model file: try the causes' remedies and mark each "
+                     "cause fix verified or not (as `ascend-tui fix` does)")
+    from ascend_tui.cli.fix import add_fix_options
+
+    add_fix_options(tri)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,9 +37,26 @@ def run(args: argparse.Namespace) -> int:
     first = args.targets[0]
     model = split_spec(first)[0].suffix == ".py" and len(args.targets) == 1
     check_outputs(args, [str(split_spec(first)[0]) if model else p for p in args.targets])
+    if args.fix:
+        from ascend_tui.cli.fix import check_fix_options
+
+        if not model:
+            raise InputError("--fix", "needs one model file (path/to/model.py[:factory]): artifacts cannot be re-run")
+        check_fix_options(args, [first, str(split_spec(first)[0])])
     progress = ProgressLine(sys.stderr, args.quiet)
+    verdicts = None
     try:
         inv = triage_model(first, options, progress) if model else triage_artifacts(args.targets, progress)
+        if args.fix:
+            from ascend_tui.checks.story import fix_verdicts
+            from ascend_tui.cli.fix import write_patch
+            from ascend_tui.live.fix_run import run_fix
+
+            fixed = run_fix(first, options, tolerance=args.tolerance, search=not args.no_search, before=inv,
+                            progress=progress)
+            verdicts = fix_verdicts(story_of(inv), fixed.section)
+            inv.sections["fix"] = {**fixed.section, "story": [{"cause": k, "verdict": v} for k, v in verdicts.items()]}
+            write_patch(args, fixed)
     finally:
         progress.done()
-    return finish(inv, args, before=format_story(story_of(inv)))
+    return finish(inv, args, before=format_story(story_of(inv), verdicts=verdicts))

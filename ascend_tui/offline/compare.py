@@ -8,11 +8,12 @@ side's statistics become the reference, and a cross-rank summary names the first
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -24,14 +25,13 @@ from ascend_tui.offline.compare_band import assign_bands, band_verdicts, depth_p
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding, StatsTable
 from ascend_tui.readers.msprobe import dump
-from ascend_tui.offline import compare_rows, compare_tensors
+from ascend_tui.offline import compare_rows
 from ascend_tui.offline.compare_rows import Item, Row, Unmatched
 from ascend_tui.readers.msprobe.mapping import MappingOptions, renamer
-from ascend_tui.readers.msprobe.tensors import torch_available
 from ascend_tui.readers.msprobe.graph import PARAM_GRAD, Builder, stats_rows
 from ascend_tui.graph.opgraph import read_json
 from ascend_tui.investigation import Investigation, RunInfo
-from ascend_tui.progress import Progress
+from ascend_tui.progress import Progress, paused_gc
 
 VIEW_COLUMNS = ("name", "node", "slot", "cosine", "max_abs", "max_rel", "rmse", "one_thousandth", "result",
                 "attribution")
@@ -94,23 +94,28 @@ def _mode(header: Mapping[str, Any], items: Sequence[Item]) -> str:
     return "statistics"
 
 
-def _side(rank_dir: Path) -> tuple[dict[str, Any], dict[str, Any], list[Item]]:
+def _side(rank_dir: Path, cache: dump.LeafCache | None = None) -> tuple[dict[str, Any], dict[str, Any], list[Item]]:
     header, data = dump.read_dump(rank_dir / "dump.json")
-    return header, data, compare_rows.items_of(data, rank_dir / "dump.json")
+    return header, data, compare_rows.items_of(data, rank_dir / "dump.json", cache)
 
 
-def _stack_text(rank_dir: Path) -> dict[str, str]:
-    """Entry name -> its stack as msprobe's CSV writes it (the raw lines of stack.json, old or 26.x format)."""
-    dump.read_stacks(rank_dir / "stack.json")  # validates; raises InputError on a malformed file
+def _stacks(rank_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """stack.json read once: (entry name -> source location, entry name -> its stack as msprobe's CSV writes it)."""
     path = rank_dir / "stack.json"
     if not path.exists():
-        return {}
+        return {}, {}
     raw = read_json(path)
+    return dump.parse_stacks(raw, path), _stack_text(raw)  # parse_stacks validates: InputError on a malformed file
+
+
+def _stack_text(raw: Any) -> dict[str, str]:
+    """Entry name -> its stack as msprobe's CSV writes it (the raw lines of stack.json, old or 26.x format)."""
     out: dict[str, str] = {}
     for key, value in raw.items():
         if "0" in raw:
+            text = str(value[1])
             for name in value[0]:
-                out[str(name)] = str(value[1])
+                out[str(name)] = text
         else:
             out[str(key)] = str(value)
     return out
@@ -147,6 +152,16 @@ def compare_steps(target: Path, golden: Path, **kw: Any) -> CompareResult:
     return chosen
 
 
+def _gc_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run `fn` with the cyclic collector paused: a compare builds ~20 objects a tensor and frees none of them."""
+    @functools.wraps(fn)
+    def run(*args: Any, **kw: Any) -> Any:
+        with paused_gc():
+            return fn(*args, **kw)
+    return run
+
+
+@_gc_paused
 def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thresholds | None = None,
             workers: int | None = None, scheduler: str | None = None, replay: bool = True,
             progress: Progress | None = None, cancel: threading.Event | None = None,
@@ -167,24 +182,26 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
         raise InputError(golden, f"{len(g_ranks)} rank folders here but {len(t_ranks)} in {target}; "
                                  "msprobe pairs ranks by position, so the counts must match")
     prepared = []
+    caches: list[dump.LeafCache] = []  # the target's leaves, parsed once for the rows and the graph
     for i, (td, gd) in enumerate(zip(t_ranks, g_ranks)):
         if progress is not None:
             progress("reading dump.json", i, len(t_ranks))
-        th, tdata, titems = _side(td)
+        caches.append({})
+        th, tdata, titems = _side(td, caches[-1])
         gh, gdata, gitems = _side(gd)
         mode = _mode(th, titems) if _mode(th, titems) == _mode(gh, gitems) else "statistics"
         rows = _pair(td, gd, th, gh, titems, gitems, fuzzy, opts)
         lefts.append((compare_rows.unmatched(rows, gitems), gitems))
         prepared.append((td, gd, th, tdata, mode, rows, gdata))
     notes: list[str] = []
-    if replay and any(p[4] == "tensor" for p in prepared) and not torch_available():
+    if replay and any(p[4] == "tensor" for p in prepared) and not _torch_available():
         notes.append("isolated replay needs PyTorch (pip install torch): attribution uses the amplification rule")
     _tensor_metrics(prepared, workers, scheduler, progress, cancel)
     ranks = []
-    for td, gd, th, tdata, mode, rows, gdata in prepared:
+    for (td, gd, th, tdata, mode, rows, gdata), cache in zip(prepared, caches):
         for row in rows:
             _judge(row, mode, t)
-        ranks.append(_rank_compare(td, gd, th, tdata, gdata, mode, rows, t, replay))
+        ranks.append(_rank_compare(td, gd, th, tdata, gdata, mode, rows, t, replay, cache))
     summary = summarize(ranks)
     summary["notes"] = notes
     _account_unmatched(ranks, lefts, summary, opts)
@@ -196,6 +213,10 @@ def compare(target: Path, golden: Path, *, fuzzy: bool = False, thresholds: Thre
 def _tensor_metrics(prepared: list[Any], workers: int | None, scheduler: str | None, progress: Progress | None,
                     cancel: threading.Event | None) -> None:
     """Fill tensor-mode metrics of every rank in one batch of work (each file pair once)."""
+    if not any(p[4] == "tensor" for p in prepared):
+        return
+    from ascend_tui.offline import compare_tensors  # processes and the .pt reader: tensor dumps only
+
     index: dict[tuple[str, str], int] = {}
     pairs: list[compare_tensors.Pair] = []
     todo: list[tuple[Row, int]] = []
@@ -217,6 +238,12 @@ def _tensor_metrics(prepared: list[Any], workers: int | None, scheduler: str | N
                                         cancel=cancel)
     for row, i in todo:
         row.metrics = results[i]
+
+
+def _torch_available() -> bool:
+    from ascend_tui.readers.msprobe.tensors import torch_available
+
+    return torch_available()
 
 
 def _scale(item: Item | None) -> float:
@@ -241,7 +268,8 @@ def _judge(row: Row, mode: str, t: Thresholds) -> None:
         return
     if tgt.leaf is None or gold.leaf is None:
         return
-    if tuple(d for d in tgt.leaf.meta.shape if d != 1) != tuple(d for d in gold.leaf.meta.shape if d != 1):
+    ts, gs = tgt.leaf.meta.shape, gold.leaf.meta.shape
+    if ts != gs and tuple(d for d in ts if d != 1) != tuple(d for d in gs if d != 1):
         row.result = "error"
         row.messages.append("error: the shape of target and golden differ")
         return
@@ -283,12 +311,12 @@ def _as_tensor_metrics(m: TensorMetrics | StatsMetrics | None) -> TensorMetrics 
 
 def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[str, Any],
                   golden: Mapping[str, Any], mode: str,
-                  rows: list[Row], t: Thresholds, replay: bool) -> RankCompare:
+                  rows: list[Row], t: Thresholds, replay: bool, cache: dump.LeafCache | None = None) -> RankCompare:
     """Build the target graph, put metrics on its nodes, attribute, and make the investigation."""
     dump_file = td / "dump.json"
     construct = dump.read_construct(td / "construct.json")
-    stacks = dump.read_stacks(td / "stack.json")
-    entries = [e for name, rec in data.items() if (e := dump.parse_entry(str(name), rec, dump_file)) is not None]
+    stacks, stack_text = _stacks(td)
+    entries = [e for name, rec in data.items() if (e := dump.parse_entry(str(name), rec, dump_file, cache)) is not None]
     builder = Builder(entries, construct, stacks)
     builder.build(None, None)
     built = builder.finish(sum(1 for n in data if not PARAM_GRAD.match(str(n))) - len(entries))
@@ -328,7 +356,7 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
             row.node, row.slot = k
     growth: dict[str, Any] = {}
     replay_op = None
-    if replay and mode == "tensor" and torch_available():
+    if replay and mode == "tensor" and _torch_available():
         from ascend_tui.offline.replay import replayer
 
         replay_op = replayer(gd, data, golden, builder.ids)
@@ -357,7 +385,7 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
     inv = Investigation(graph, stats=built.stats, reference=reference, run=run,
                         findings=[*_shape_findings(graph, rows), *found,
                                   *(_md5_first(graph, builder.ids, by_entry) if mode == "md5" else ())])
-    return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, {k: v for k, v in _stack_text(td).items()},
+    return RankCompare(td.name, td, gd, mode, rows, inv, verdicts, stack_text,
                        growth=growth)
 
 

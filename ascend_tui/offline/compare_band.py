@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 from ascend_tui.checks.precision import N_A, TensorMetrics, Thresholds
 from ascend_tui.checks.precision_band import (
-    OP_BAND, RowBand, band as dtype_band, stats_error, tensor_error, unit_roundoff,
+    OP_BAND, Band, RowBand, band as dtype_band, stats_error, tensor_error, unit_roundoff,
 )
 from ascend_tui.checks.precision_growth import (
     GrowthVerdict, NodeError, ParamBand, attribute_growth, carried, growth_findings,
@@ -39,10 +40,10 @@ def row_band(row: Row, mode: str, floor_norm: float = math.nan) -> RowBand | Non
     t, g = row.target.leaf, row.golden.leaf if row.golden is not None else None
     if t is None or g is None:
         return None
-    if tuple(d for d in t.meta.shape if d != 1) != tuple(d for d in g.meta.shape if d != 1):
+    if t.meta.shape != g.meta.shape and _squeezed(t.meta.shape) != _squeezed(g.meta.shape):
         return None  # another shape is another tensor: the shape finding says so, no band applies
-    b = dtype_band(t.meta.dtype, g.meta.dtype, t.numel)
-    if math.isnan(b.u) or math.isnan(unit_roundoff(t.meta.dtype)) or math.isnan(unit_roundoff(g.meta.dtype)):
+    b = _band(t.meta.dtype, g.meta.dtype, t.numel)
+    if b is None:
         return None
     differ = t.meta.dtype != g.meta.dtype
     gnorm = _norm(row)
@@ -64,6 +65,19 @@ def row_band(row: Row, mode: str, floor_norm: float = math.nan) -> RowBand | Non
     else:
         err = math.nan
     return RowBand(b, err, differ)
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple([d for d in shape if d != 1])
+
+
+@lru_cache(maxsize=4096)
+def _band(target: str, golden: str, numel: int) -> Band | None:
+    """The (frozen, shared) band of two dtypes and a size; None unless both dtypes are floating."""
+    b = dtype_band(target, golden, numel)
+    if math.isnan(b.u) or math.isnan(unit_roundoff(target)) or math.isnan(unit_roundoff(golden)):
+        return None
+    return b
 
 
 def _nonfinite(stats: Any) -> bool:

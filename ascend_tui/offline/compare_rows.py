@@ -4,7 +4,7 @@ Rows come in dump.json order (inputs, parameters, outputs of each record, then p
 gradients), one per per-tensor name, with the same names msprobe's CSV uses; `match` pairs them
 exactly, with `fuzzy` by name without call index in call order, or through a mapping's `rename`
 (`readers/msprobe/mapping.py`); `unmatched` counts what found no counterpart on each side. Tensor
-leaves are parsed by `msprobe.parse_leaves`; this module only orders them and pairs them.
+leaves are parsed by `dump.tensor_leaf`; this module only orders them and pairs them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ascend_tui.checks.precision import N_A, UNSUPPORTED, StatsMetrics, TensorMetrics
 from ascend_tui.errors import InputError
-from ascend_tui.readers.msprobe.dump import parse_leaves
+from ascend_tui.readers.msprobe.dump import LeafCache, tensor_leaf
 from ascend_tui.readers.msprobe.graph import API_NAME, MODULE_NAME, PARAM_GRAD, Leaf
 from ascend_tui.readers.msprobe.mapping import Rename, canonical_dtype, compatible_dtypes
 
@@ -93,33 +93,35 @@ class Row:
 # -- rows of one dump ------------------------------------------------------------------------------
 
 
-def _walk(value: Any, name: str, entry: str, section: str, path: Path, out: list[Item]) -> None:
+def _walk(value: Any, name: str, entry: str, section: str, path: Path, out: list[Item],
+          cache: LeafCache | None) -> None:
     """Items of one record section in the order msprobe lists them."""
     if value is None:
         out.append(Item(name, entry, section))
         return
     if isinstance(value, list):
         for i, v in enumerate(value):
-            _walk(v, f"{name}.{i}", entry, section, path, out)
+            _walk(v, f"{name}.{i}", entry, section, path, out, cache)
         return
     if not isinstance(value, dict):
         raise InputError(path, f"{name}: {value!r} is not an msprobe tensor or value record")
     if "dtype" in value and "shape" in value:
-        leaves: list[Leaf] = []
-        parse_leaves(value, name, path, leaves, {})
-        out.append(Item(name, entry, section, leaves[0], requires_grad=value.get("requires_grad"),
-                        raw_stats=tuple(value.get(k) for k in ("Max", "Min", "Mean", "Norm")),
-                        raw_dtype=str(value["dtype"])))
+        get = value.get
+        leaf = tensor_leaf(value, name, path)
+        if cache is not None:
+            cache[id(value)] = (value, leaf)
+        out.append(Item(name, entry, section, leaf, requires_grad=get("requires_grad"),
+                        raw_stats=(get("Max"), get("Min"), get("Mean"), get("Norm")), raw_dtype=str(value["dtype"])))
     elif "type" in value or "class_type" in value:
         out.append(Item(name, entry, section, value=value.get("value"), is_scalar=True,
                         type_name=str(value.get("type", value.get("class_type", ""))).removeprefix("<class '")))
     else:
         for k, v in value.items():
-            _walk(v, f"{name}.{k}", entry, section, path, out)
+            _walk(v, f"{name}.{k}", entry, section, path, out, cache)
 
 
-def items_of(data: Mapping[str, Any], path: Path) -> list[Item]:
-    """Every row item of a dump.json `data`, in msprobe's row order."""
+def items_of(data: Mapping[str, Any], path: Path, cache: LeafCache | None = None) -> list[Item]:
+    """Every row item of a dump.json `data`, in msprobe's row order; `cache` collects the leaves for `parse_entry`."""
     out: list[Item] = []
     for name, record in data.items():
         name = str(name)
@@ -128,24 +130,24 @@ def items_of(data: Mapping[str, Any], path: Path) -> list[Item]:
         if PARAM_GRAD.match(name):
             for pname, v in record.items():
                 _walk(v[0] if isinstance(v, list) and len(v) == 1 else v, f"{name}.{pname}", name, "param_grad",
-                      path, out)
+                      path, out, cache)
             continue
         if not (MODULE_NAME.match(name) or API_NAME.match(name)):
             continue
         if name.endswith("forward") or ".forward." in name:
             args = record.get("input_args") if "input_args" in record else record.get("input")  # older dumps: "input"
             for i, v in enumerate(args or ()):
-                _walk(v, f"{name}.input.{i}", name, "input", path, out)
+                _walk(v, f"{name}.input.{i}", name, "input", path, out, cache)
             for k, v in (record.get("input_kwargs") or {}).items():
-                _walk(v, f"{name}.input.{k}", name, "input", path, out)
+                _walk(v, f"{name}.input.{k}", name, "input", path, out, cache)
             for k, v in (record.get("parameters") or {}).items():
-                _walk(v, f"{name}.parameters.{k}", name, "parameters", path, out)
+                _walk(v, f"{name}.parameters.{k}", name, "parameters", path, out, cache)
         else:
             for i, v in enumerate(record.get("input") or ()):
-                _walk(v, f"{name}.input.{i}", name, "input", path, out)
+                _walk(v, f"{name}.input.{i}", name, "input", path, out, cache)
         out_v = record.get("output")
         for i, v in enumerate(out_v if isinstance(out_v, list) else [out_v] if out_v is not None else []):
-            _walk(v, f"{name}.output.{i}", name, "output", path, out)
+            _walk(v, f"{name}.output.{i}", name, "output", path, out, cache)
     return out
 
 
@@ -282,7 +284,12 @@ def _fuzzy_pairs(t_entries: list[str], g_entries: list[str]) -> dict[str, str]:
 # -- CSV -------------------------------------------------------------------------------------------
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(x, ensure_ascii=False) without a new encoder
+
+
 def _num(x: Any) -> str:
+    if type(x) is float and x - x == 0.0:  # finite: the common case first
+        return repr(x)
     if isinstance(x, str):
         return x
     if x is None:
@@ -300,7 +307,14 @@ def _stats(item: Item | None) -> list[str]:
         return [N_A] * 4
     if item.leaf is None:
         return [str(item.value)] * 4
-    return ["None" if v is None else str(v) if isinstance(v, int) else _num(v) for v in item.raw_stats or (None,) * 4]
+    return [_raw(v) for v in item.raw_stats] if item.raw_stats else ["None"] * 4
+
+
+def _raw(v: Any) -> str:
+    """A Max/Min/Mean/Norm cell as dump.json spelled it (ints stay ints, None stays None)."""
+    if type(v) is float and v - v == 0.0:
+        return repr(v)
+    return "None" if v is None else str(v) if isinstance(v, int) else _num(v)
 
 
 def _rg(v: Any) -> str:
@@ -313,7 +327,7 @@ def csv_row(row: Row, mode: str, stack: str = N_A) -> list[str]:
     basic = [t.name, g.name if g else N_A, t.dtype, g.dtype if g else N_A, t.shape, g.shape if g else N_A,
              _rg(t.requires_grad), _rg(g.requires_grad) if g else N_A]
     consistent = N_A if g is None else str(t.requires_grad == g.requires_grad)
-    messages = json.dumps(row.messages, ensure_ascii=False) if g is not None else "No bench data matched."
+    messages = (_ENCODE(row.messages) if row.messages else "[]") if g is not None else "No bench data matched."
     extract = [consistent, row.result if g is not None else N_A, messages]
     if mode == "md5":
         return basic + [t.leaf.md5 if t.leaf and t.leaf.md5 else N_A,

@@ -10,19 +10,21 @@ our own columns (`write_csv`). Works on the CSV cells as strings, as msprobe's d
 
 from __future__ import annotations
 
-import csv
 import json
 import math
+import re
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ascend_tui.offline.compare_rows import Row, csv_row, header
+from ascend_tui.progress import paused_gc
 
 OURS = ["Verdict", "Verdict_message", "Band_units", "Attribution"]
 _ALL_IGNORE = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format", "new_empty_strided",
                "new_empty", "empty_strided"}
 _INPUT_IGNORE = {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
 _LEVEL = {"pass": 0, "warning": 1, "error": 2}
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(x, ensure_ascii=False) without a new encoder
 
 
 def _num(cell: str) -> float | None:
@@ -76,18 +78,22 @@ def _matched(api: _Api, i: int) -> bool:
 
 
 def _common(api: _Api, rows: Sequence[int]) -> None:
+    c = api.cols
+    name, nmax, nmin, bmax, bmin = c["Bench Name"], c["NPU max"], c["NPU min"], c["Bench max"], c["Bench min"]
+    nrg, brg, nd, bd, ns, bs = (c["NPU Requires_grad"], c["Bench Requires_grad"], c["NPU Dtype"], c["Bench Dtype"],
+                                c["NPU Tensor Shape"], c["Bench Tensor Shape"])
     for i in rows:
-        if not _matched(api, i):
+        line = api.lines[i]
+        bench = line[name]
+        if not bench or bench == "N/A":  # _matched
             continue
-        if not (_inf_nan(api.get(i, "Bench max")) or _inf_nan(api.get(i, "Bench min"))) and \
-                (_inf_nan(api.get(i, "NPU max")) or _inf_nan(api.get(i, "NPU min"))):
+        if not (_inf_nan(line[bmax]) or _inf_nan(line[bmin])) and (_inf_nan(line[nmax]) or _inf_nan(line[nmin])):
             api.mark(i, "error", "There is nan/inf/-inf in the maximum or minimum value of NPU.")
-        if api.get(i, "NPU Requires_grad") != api.get(i, "Bench Requires_grad"):
+        if line[nrg] != line[brg]:
             api.mark(i, "error", "The Required_Grad of NPU and Bench are inconsistent")
-        if api.get(i, "NPU Dtype") != api.get(i, "Bench Dtype") and \
-                "qkv" not in api.get(i, "Bench Name") and "gate_up" not in api.get(i, "Bench Name"):
+        if line[nd] != line[bd] and "qkv" not in bench and "gate_up" not in bench:
             api.mark(i, "error", "The dtype of NPU and Bench are inconsistent.")
-        if api.get(i, "NPU Tensor Shape") != api.get(i, "Bench Tensor Shape"):
+        if line[ns] != line[bs]:
             api.mark(i, "error", "The shape of NPU and Bench are inconsistent.")
 
 
@@ -161,7 +167,7 @@ def msprobe_results(mode: str, groups: Sequence[Sequence[list[str]]]) -> list[li
             if ignore == "none":
                 _scalars(api)
             (_statistics if mode == "statistics" else _tensor)(api, ignore)
-        out.append([(api.result[i], json.dumps(api.msgs[i], ensure_ascii=False)) for i in range(len(lines))])
+        out.append([(res, _ENCODE(msgs) if msgs else "[]") for res, msgs in zip(api.result, api.msgs)])
     return out
 
 
@@ -174,6 +180,11 @@ def _units(row: Row) -> str:
 
 def write_csv(path: Path, rows: Sequence[Row], mode: str, stacks: Mapping[str, str]) -> None:
     """msprobe's columns with msprobe's Result and Err_message, then ours: Verdict, reasons, band units, Attribution."""
+    with paused_gc():  # a list of cells a row, none cyclic: collections would only rescan them
+        _write_csv(path, rows, mode, stacks)
+
+
+def _write_csv(path: Path, rows: Sequence[Row], mode: str, stacks: Mapping[str, str]) -> None:
     base = header(mode)[:-1]  # rows.header ends with our Attribution, which goes among our columns here
     cols = {c: i for i, c in enumerate(base)}
     seen: set[str] = set()
@@ -194,12 +205,39 @@ def write_csv(path: Path, rows: Sequence[Row], mode: str, stacks: Mapping[str, s
             if rows[k].golden is not None:
                 lines[k][cols["Result"]] = result
                 lines[k][cols["Err_message"]] = msg
+    # cells repeat (dtypes, shapes, N/A, and a stack is one string shared by the records of its call site): each
+    # distinct cell is quoted once
+    quoted = _Quoted()
+    out = [_csv_line(base + OURS)]
+    for row, line in zip(rows, lines):
+        line += (row.result if row.golden is not None else "N/A", "; ".join(row.messages), _units(row),
+                 row.attribution)
+        out.append(",".join([quoted[c] for c in line]))
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(base + OURS)
-        for row, line in zip(rows, lines):
-            ours = [row.result if row.golden is not None else "N/A", "; ".join(row.messages), _units(row),
-                    row.attribution]
-            w.writerow(line + ours)
+        fh.write("\r\n".join(out))
+        fh.write("\r\n")
     tmp.replace(path)
+
+
+_NEEDS_QUOTES = re.compile(r'[,"\r\n]')
+
+
+def _csv_field(cell: Any) -> str:
+    """One cell as `csv.writer` (excel dialect, QUOTE_MINIMAL) writes it: quoted when it holds , " CR or LF."""
+    text = cell if type(cell) is str else "" if cell is None else str(cell)
+    if _NEEDS_QUOTES.search(text) is None:
+        return text
+    return '"' + text.replace('"', '""') + '"'
+
+
+class _Quoted(dict[Any, str]):
+    """cell -> `_csv_field(cell)`, computed on first use."""
+
+    def __missing__(self, cell: Any) -> str:
+        self[cell] = text = _csv_field(cell)
+        return text
+
+
+def _csv_line(cells: Sequence[Any]) -> str:
+    return ",".join([_csv_field(c) for c in cells])

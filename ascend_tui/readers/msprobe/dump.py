@@ -11,6 +11,7 @@ import itertools
 import re
 import threading
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -134,7 +135,11 @@ def read_stacks(path: Path) -> dict[str, SourceLocation]:
     """stack.json in the old ({name: [lines]}) or 26.x ({"0": [[names], [lines]]}) format -> name -> source."""
     if not path.exists():
         return {}
-    raw = read_json(path)
+    return parse_stacks(read_json(path), path)
+
+
+def parse_stacks(raw: Any, path: Path) -> dict[str, SourceLocation]:
+    """`read_stacks` of stack.json's parsed JSON `raw` (for a caller that needs the raw lines too)."""
     bad = InputError(path, "not an msprobe stack.json (expected {name: [frames]} or {\"0\": [[names], [frames]]})")
     if not isinstance(raw, dict):
         raise bad
@@ -177,6 +182,8 @@ def source_from_lines(lines: list[Any]) -> SourceLocation | None:
 def _number(value: Any, where: str, path: Path) -> float | None:
     if value is None:
         return None
+    if type(value) is float:
+        return value
     if isinstance(value, (bool, int, float)):
         return float(value)
     try:
@@ -185,38 +192,72 @@ def _number(value: Any, where: str, path: Path) -> float | None:
         raise InputError(path, f"{where}: statistic {value!r} is not a number") from None
 
 
-def parse_leaves(value: Any, name: str, path: Path, tensors: list[Leaf], scalars: dict[str, Any]) -> None:
-    """Flatten nested lists/dicts of msprobe leaves into tensor `Leaf`s (in order) and scalar values."""
+_INT_TYPES = frozenset({int, bool})  # what isinstance(d, int) accepts among JSON's types
+
+
+@lru_cache(maxsize=8192)
+def _meta(shape: tuple[int, ...], dtype: str) -> TensorMeta:
+    """One shared (frozen) `TensorMeta` per shape and dtype spelling: most tensors of a model share a few."""
+    return TensorMeta(shape, canonical_dtype(dtype))
+
+
+def tensor_leaf(value: dict[str, Any], name: str, path: Path) -> Leaf:
+    """The `Leaf` of one msprobe tensor record (an object with "dtype" and "shape")."""
+    shape, dtype = value["shape"], value["dtype"]
+    if not (isinstance(shape, list) and isinstance(dtype, str)) or not _INT_TYPES.issuperset(map(type, shape)):
+        raise InputError(path, f"{name}: a tensor record needs an integer list \"shape\" and a \"dtype\"")
+    get = value.get
+    mx, mn, mean, norm = get("Max"), get("Min"), get("Mean"), get("Norm")
+    if mx is None and mn is None and mean is None and norm is None:
+        stats = None
+    else:
+        stats = (_number(mx, name, path), _number(mn, name, path), _number(mean, name, path),
+                 _number(norm, name, path))
+    md5 = get("md5")
+    return Leaf.make(name, _meta(tuple(shape), dtype), stats, str(md5) if md5 is not None else None,
+                     get("data_name"))
+
+
+LeafCache = dict[int, tuple[dict[str, Any], Leaf]]  # id(tensor record) -> (the record, its leaf)
+
+
+def parse_leaves(value: Any, name: str, path: Path, tensors: list[Leaf], scalars: dict[str, Any],
+                 cache: LeafCache | None = None) -> None:
+    """Flatten nested lists/dicts of msprobe leaves into tensor `Leaf`s (in order) and scalar values.
+
+    `cache` holds leaves already parsed from these very records (by `compare_rows.items_of`): reused
+    when the name agrees, so a compare parses each tensor record once.
+    """
     if value is None:
         return
     if isinstance(value, list):
         for i, item in enumerate(value):
-            parse_leaves(item, f"{name}.{i}", path, tensors, scalars)
+            parse_leaves(item, f"{name}.{i}", path, tensors, scalars, cache)
         return
     if not isinstance(value, dict):
         raise InputError(path, f"{name}: {value!r} is not an msprobe tensor or value record")
     if "dtype" in value and "shape" in value:
-        shape, dtype = value["shape"], value["dtype"]
-        if not (isinstance(shape, list) and all(isinstance(d, int) for d in shape) and isinstance(dtype, str)):
-            raise InputError(path, f"{name}: a tensor record needs an integer list \"shape\" and a \"dtype\"")
-        raw = [value.get(k) for k in ("Max", "Min", "Mean", "Norm")]
-        stats = None if all(v is None for v in raw) else tuple(_number(v, name, path) for v in raw)
-        md5 = value.get("md5")
-        tensors.append(Leaf.make(name, TensorMeta(tuple(shape), canonical_dtype(dtype)), stats,
-                                 str(md5) if md5 is not None else None, value.get("data_name")))
+        hit = cache.get(id(value)) if cache else None
+        if hit is not None and hit[0] is value and hit[1].name == name:
+            tensors.append(hit[1])
+        else:
+            tensors.append(tensor_leaf(value, name, path))
     elif "type" in value or "class_type" in value:
         if "value" in value and not isinstance(value["value"], (dict, list)):
             scalars[name] = value["value"]
         for k, v in value.items():
             if isinstance(v, dict) and "dtype" in v:
-                parse_leaves(v, f"{name}.{k}", path, tensors, scalars)
+                parse_leaves(v, f"{name}.{k}", path, tensors, scalars, cache)
     else:
         for k, v in value.items():
-            parse_leaves(v, f"{name}.{k}", path, tensors, scalars)
+            parse_leaves(v, f"{name}.{k}", path, tensors, scalars, cache)
 
 
-def parse_entry(name: str, record: Any, path: Path) -> Entry | None:
-    """Classify one dump.json record; None for records that are not ops (parameter gradients)."""
+def parse_entry(name: str, record: Any, path: Path, cache: LeafCache | None = None) -> Entry | None:
+    """Classify one dump.json record; None for records that are not ops (parameter gradients).
+
+    `cache`: leaves parsed before from these records (see `parse_leaves`).
+    """
     if PARAM_GRAD.match(name):
         return None
     if not isinstance(record, dict):
@@ -233,13 +274,13 @@ def parse_entry(name: str, record: Any, path: Path) -> Entry | None:
     if entry.direction == "forward" and "input_args" not in record and "input" in record:
         ins = ("input", "input_kwargs")  # older dumps (and MindSpore cells) write a forward's inputs as "input"
     for key in ins:
-        parse_leaves(record.get(key), f"{name}.input", path, entry.inputs, entry.scalars)
-    parse_leaves(record.get("output"), f"{name}.output", path, entry.outputs, entry.scalars)
+        parse_leaves(record.get(key), f"{name}.input", path, entry.inputs, entry.scalars, cache)
+    parse_leaves(record.get("output"), f"{name}.output", path, entry.outputs, entry.scalars, cache)
     params = record.get("parameters")
     if isinstance(params, dict):
         for pname, leaf in params.items():
             found: list[Leaf] = []
-            parse_leaves(leaf, f"{name}.parameters.{pname}", path, found, {})
+            parse_leaves(leaf, f"{name}.parameters.{pname}", path, found, {}, cache)
             if found:
                 entry.params[str(pname)] = found[0]
     entry.recompute = bool(record.get("is_recompute", False))

@@ -48,7 +48,7 @@ class Leaf:
         """A leaf with its match keys: what two records of the same tensor share (the view key drops the shape)."""
         if stats is None and md5 is None:
             return cls(name, meta, stats, md5, data_name)  # type: ignore[arg-type]
-        values = tuple("nan" if v is not None and math.isnan(v) else v for v in (stats or ()))
+        values = tuple([v if v == v else "nan" for v in stats]) if stats else ()  # NaN != NaN; None == None
         return cls(name, meta, stats, md5, data_name, (meta.dtype, meta.shape, values, md5),  # type: ignore[arg-type]
                    (meta.dtype, math.prod(meta.shape), values, md5))
 

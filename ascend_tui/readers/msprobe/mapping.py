@@ -21,7 +21,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ascend_tui.errors import InputError
 from ascend_tui.graph.opgraph import read_json
-from ascend_tui.readers.msprobe.yaml_subset import read_yaml
+
+
+def read_yaml(path: Path) -> Any:
+    """msprobe's YAML subset (imported here: a compare without mapping files reads none)."""
+    from ascend_tui.readers.msprobe.yaml_subset import read_yaml as read
+
+    return read(path)
 
 # -- dtype spellings -------------------------------------------------------------------------------
 

@@ -1,0 +1,235 @@
+"""The chosen remedies as a change the user can paste: a unified diff against the model file, or a snippet.
+
+The diff adds small hook helpers after the file's imports (hooks keep module names and the
+state_dict as they are) and calls them on the model its factory returns, naming each module
+by its dotted path; the capture's source locations say where each module is called, quoted in
+the comments. When the factory's `return (model, inputs)` cannot be found, the same code comes
+as a snippet to add after the model is built.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ascend_tui.live.remedies import Remedy
+
+MARK = "ascend-tui fix"
+
+_FLOAT32 = '''
+
+# --- {mark}: hooks that keep a module in float32 (outside autocast) or clamp an index; names and state_dict unchanged
+def _ascend_float32_pre(module, args, kwargs):
+    floats = [t for t in (*args, *kwargs.values()) if torch.is_tensor(t) and t.is_floating_point()]
+    device = floats[0].device.type if floats else "cpu"
+    ctx = torch.autocast(device_type=device, enabled=False)
+    ctx.__enter__()
+    module.__dict__.setdefault("_ascend_stack", []).append((floats[0].dtype if floats else None, ctx))
+    module.float()
+    up = lambda t: t.float() if torch.is_tensor(t) and t.is_floating_point() else t  # noqa: E731
+    return tuple(up(a) for a in args), {{k: up(v) for k, v in kwargs.items()}}
+
+
+def _ascend_float32_post(module, args, kwargs, output):
+    dtype, ctx = module.__dict__["_ascend_stack"].pop()
+    ctx.__exit__(None, None, None)
+
+    def back(t):  # back to the caller's dtype unless the values do not fit there
+        if not (torch.is_tensor(t) and t.is_floating_point()) or dtype is None or t.dtype == dtype:
+            return t
+        finite = t[torch.isfinite(t)]
+        return t if finite.numel() and float(finite.abs().max()) > torch.finfo(dtype).max else t.to(dtype)
+
+    return torch.utils._pytree.tree_map(back, output)
+
+
+def keep_float32(module):
+    """Run `module` in float32, outside autocast; its outputs go back to the input dtype when they fit."""
+    module.register_forward_pre_hook(_ascend_float32_pre, with_kwargs=True)
+    module.register_forward_hook(_ascend_float32_post, with_kwargs=True, always_call=True)
+    return module
+'''
+
+_CLAMP = '''
+
+def _ascend_clamp_pre(low, high, module, args):
+    i = next((i for i, a in enumerate(args) if torch.is_tensor(a) and not a.is_floating_point()), None)
+    return None if i is None else (*args[:i], args[i].clamp(low, high - 1), *args[i + 1:])
+
+
+def clamp_index(module, low, high):
+    """Clamp the first integer input of `module` into [low, high) (the ids past the table's end are a bug to fix)."""
+    module.register_forward_pre_hook(functools.partial(_ascend_clamp_pre, low, high))
+    return module
+'''
+
+_NORMALIZE = '''
+
+def _ascend_normalize_pre(argument, mean, std, module, args):
+    x = args[argument]
+    y = (x.float() - torch.tensor(mean, device=x.device)) / torch.tensor(std, device=x.device)
+    return (*args[:argument], y.to(x.dtype), *args[argument + 1:])
+
+
+def normalize_input(model, argument, mean, std):
+    """Normalise positional input `argument` with the measured per-feature statistics (better: in the data pipeline)."""
+    model.register_forward_pre_hook(functools.partial(_ascend_normalize_pre, argument, mean, std), prepend=True)
+    return model
+'''
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """The change: `diff` (unified, for `patch -p1` from `root`) when it could be placed, else `snippet`."""
+
+    diff: str
+    snippet: str
+    file: str
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"diff": self.diff or None, "snippet": self.snippet, "file": self.file, "notes": list(self.notes)}
+
+
+def _fmt(values: Sequence[float]) -> str:
+    return "(" + ", ".join(f"{v:.6g}" for v in values) + ("," if len(values) == 1 else "") + ")"
+
+
+def _calls(remedies: Sequence[Remedy], var: str, where: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(lines that apply the remedies to `var`, notes on the ones the patch cannot express)."""
+    lines, notes = [], []
+    for r in remedies:
+        target = f'{var}.get_submodule("{r.module}")' if r.module else var
+        called = f"  # called at {where[r.module]}" if r.module in where else ""
+        if r.kind == "float32":
+            lines.append(f"keep_float32({target}){called}")
+        elif r.kind == "clamp":
+            lines.append(f"clamp_index({target}, {r.low}, {r.high}){called}")
+            notes.append(f"clamping hides the bug that made the index: the real fix is to grow `{r.module}` or "
+                         f"stop producing indices past {r.high - 1}" + (f" ({r.reason})" if r.reason else ""))
+        elif r.kind == "normalize":
+            lines.append(f"normalize_input({var}, {r.argument}, mean={_fmt(r.mean)}, std={_fmt(r.std)})")
+            notes.append(f"input {r.argument} is normalised inside the model: better done once in the data "
+                         f"pipeline with the same statistics")
+        else:
+            notes.append(f"{r.describe()}: call .float() on the input of the softmax / norm / sum in "
+                         f"`{r.module or 'the model'}` and cast the result back")
+    return lines, notes
+
+
+def _helpers(remedies: Sequence[Remedy]) -> str:
+    kinds = {r.kind for r in remedies}
+    text = _FLOAT32.format(mark=MARK) if "float32" in kinds else f"\n\n# --- {MARK}"
+    if "clamp" in kinds:
+        text += _CLAMP
+    if "normalize" in kinds:
+        text += _NORMALIZE
+    return text
+
+
+def _call_sites(graph: Any, path: Path, remedies: Sequence[Remedy]) -> dict[str, str]:
+    """Module -> `file.py:line` where the capture saw it called from the model file."""
+    want = os.path.realpath(path)
+    out: dict[str, str] = {}
+    mods = {r.module for r in remedies if r.module}
+    if graph is None or not mods:
+        return out
+    for node in graph:
+        src = node.source
+        if node.module in mods and node.module not in out and src is not None \
+                and os.path.realpath(src.file) == want:
+            out[node.module] = src.short()
+    return out
+
+
+def build_patch(path: Path, factory: str, remedies: Sequence[Remedy], graph: Any = None,
+                root: Path | None = None) -> Patch:
+    """The diff (or snippet) that applies `remedies` to the model `factory` in `path` returns."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    where = _call_sites(graph, path, remedies)
+    helpers = _helpers(remedies)
+    calls, notes = _calls(remedies, "model", where)
+    snippet = (helpers.strip("\n") + "\n\n# after the model is built:\n" + "\n".join(calls) + "\n")
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return Patch("", snippet, str(path), (*notes, "the model file does not parse: add the snippet by hand"))
+    new = _patched(text, tree, factory, remedies, helpers, where)
+    if new is None:
+        return Patch("", snippet, str(path), (*notes, f"no `return model, inputs` in {factory}(): add the snippet "
+                                                      f"after the model is built"))
+    rel = _relative(path, root or Path.cwd())
+    diff = "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
+    return Patch(diff, snippet, str(path), tuple(notes))
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return Path(os.path.relpath(path.resolve(), root.resolve())).as_posix()
+    except ValueError:
+        return path.name
+
+
+def _patched(text: str, tree: ast.Module, factory: str, remedies: Sequence[Remedy], helpers: str,
+             where: dict[str, str]) -> str | None:
+    """The file with the helpers after its imports and the remedies applied before the factory's returns."""
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == factory), None)
+    if fn is None:
+        return None
+    returns = [n for n in _own_nodes(fn) if isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple)
+               and len(n.value.elts) >= 2]
+    if not returns:
+        return None
+    lines = text.splitlines(True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    # edit from the bottom up so earlier line numbers stay right
+    for ret in sorted(returns, key=lambda n: n.lineno, reverse=True):
+        first = ret.value.elts[0]
+        indent = lines[ret.lineno - 1][:ret.col_offset]
+        if isinstance(first, ast.Name):
+            var, pre = first.id, []
+        else:
+            var = "fixed_model"
+            segment = ast.get_source_segment(text, first) or ""
+            if first.lineno != first.end_lineno:
+                return None
+            row = lines[first.lineno - 1]
+            lines[first.lineno - 1] = row[:first.col_offset] + var + row[first.end_col_offset:]
+            pre = [f"{var} = {segment}"]
+        calls, _ = _calls(remedies, var, where)
+        block = [f"{indent}{line}  # {MARK}\n" if "#" not in line else f"{indent}{line}; {MARK}\n"
+                 for line in (*pre, *calls)]
+        lines[ret.lineno - 1:ret.lineno - 1] = block
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    after = max((n.end_lineno or n.lineno for n in imports), default=0)
+    kinds = {r.kind for r in remedies}
+    needs = ["torch", *(["functools"] if kinds & {"clamp", "normalize"} else [])]
+    extra = "".join(f"import {m}  # {MARK}\n" for m in needs if not _imports(tree, m))
+    lines[after:after] = ["\n" + (extra + "\n" if extra else "") + helpers.lstrip("\n").rstrip("\n") + "\n\n"]
+    return "".join(lines)
+
+
+def _own_nodes(fn: ast.FunctionDef) -> list[ast.AST]:
+    """The nodes of `fn` outside nested functions and classes."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _imports(tree: ast.Module, name: str) -> bool:
+    """Whether the file imports `name` at top level as itself (`import torch`)."""
+    for n in tree.body:
+        if isinstance(n, ast.Import) and any(a.name == name and a.asname in (None, name) for a in n.names):
+            return True
+    return False

@@ -1,0 +1,178 @@
+"""One fix run for a model file: investigate (or take an investigation), find the fix, verify it, build the patch.
+
+`run_fix` is what `ascend-tui fix` and `ascend-tui triage --fix` share; it returns the before and
+after investigations and the report's `fix` section (plain JSON data, which the story reads).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ascend_tui.live.fix_patch import Patch, build_patch
+from ascend_tui.live.remedy_search import DEFAULT_TOLERANCE, FixResult, find_fix
+
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+    from ascend_tui.live.options import RunOptions
+    from ascend_tui.progress import Progress
+
+
+@dataclass
+class FixRun:
+    """The investigation before, the one with the fix applied (None when none was chosen), the section, the patch."""
+
+    before: Investigation
+    after: Investigation | None
+    result: FixResult
+    section: dict[str, Any]
+    patch: Patch | None
+
+
+def run_fix(spec: str, options: RunOptions, *, tolerance: float = DEFAULT_TOLERANCE, search: bool = True,
+            before: Investigation | None = None, progress: Progress | None = None) -> FixRun:
+    """Investigate `spec` (unless `before` is given), try remedies, verify the chosen one by a second investigation."""
+    import torch
+
+    from ascend_tui.live.context import model_dtype, torch_dtype
+    from ascend_tui.live.device import select
+    from ascend_tui.live.remedies import Trial, applied
+    from ascend_tui.live.runner import run_live
+    from ascend_tui.live.targets import load_target
+
+    def say(text: str) -> None:
+        if progress is not None:
+            progress(text, 0, None)
+
+    say(f"loading {spec}")
+    target = load_target(spec)
+    options = options.but(loss=target.loss, target=spec)
+    if before is None:
+        before = run_live(target.model, target.inputs, options, progress=progress)
+    dtype = torch_dtype(options.dtype) or model_dtype(target.model, target.inputs) or torch.float32
+    say("trying remedies")
+    trial = Trial(target.model, target.inputs, select(options.device), dtype)
+    result = find_fix(trial, target.model, before.findings, target.inputs, tolerance, search=search)
+    after = None
+    if result.chosen is not None:
+        say("verifying the fix")
+        fixed = copy.deepcopy(target.model)
+        with applied(fixed, result.chosen):
+            after = run_live(fixed, target.inputs, options.but(checks=before.run.checks or options.checks),
+                             progress=progress)
+    section = result.to_json()
+    gone = findings_gone(before, after)
+    remaining = [g for g in gone if not g["gone"]]
+    fresh = new_errors(before, after)
+    section["findings"] = gone
+    section["new_findings"] = fresh
+    section["verified"] = result.chosen is not None and not remaining and not fresh
+    if result.chosen is not None and remaining:
+        section["reason"] = (f"{len(remaining)} of {len(gone)} finding(s) remain with the fix applied "
+                             f"({remaining[0]['message']})")
+    elif result.chosen is not None and fresh:
+        section["reason"] = (f"the outputs are within tolerance, but the run with the fix applied has "
+                             f"{len(fresh)} error finding(s) the first did not ({fresh[0]['message']})")
+    patch = build_patch(target.path, target.factory, result.chosen, before.graph) if result.chosen else None
+    section["patch"] = patch.to_json() if patch is not None else None
+    section["cost"] = {**cost(result), **parameter_bytes(target.model, dtype, result.chosen or ())}
+    section["summary"] = summary(result, section)
+    return FixRun(before, after, result, section, patch)
+
+
+def findings_gone(before: Investigation, after: Investigation | None) -> list[dict[str, Any]]:
+    """Each error the fix was for (introduced, before) and whether the run with the fix still has it."""
+    keys = set()
+    if after is not None:
+        keys = {(f.check, f.kind, f.node) for f in after.findings if f.severity == "error"}
+    return [{"check": f.check, "kind": f.kind, "node": f.node, "module": f.module, "message": f.message,
+             "gone": after is not None and (f.check, f.kind, f.node) not in keys}
+            for f in before.findings if f.severity == "error" and f.attribution == "introduced"]
+
+
+def new_errors(before: Investigation, after: Investigation | None) -> list[dict[str, Any]]:
+    """Errors the run with the fix has that the run without it did not (a problem the first hid or made look carried)."""
+    if after is None:
+        return []
+    had = {(f.check, f.kind, f.node) for f in before.findings if f.severity == "error"}
+    return [{"check": f.check, "kind": f.kind, "node": f.node, "module": f.module, "message": f.message}
+            for f in after.findings if f.severity == "error" and (f.check, f.kind, f.node) not in had]
+
+
+def measured_before(result: FixResult) -> Any:
+    """The run the fix is measured against: without remedies, or with only the base ones (clamps) when that failed."""
+    if not result.baseline.error:
+        return result.baseline
+    return next((o for o in result.tried if not o.error and set(o.remedies) <= set(result.base)), result.baseline)
+
+
+def cost(result: FixResult) -> dict[str, Any]:
+    """Time per step and peak memory of the fix against the run without it (or with only the base remedies)."""
+    ref, o = measured_before(result), result.chosen_outcome
+    if o is None:
+        return {}
+    out: dict[str, Any] = {"step_seconds_before": _num(ref.step_s), "step_seconds_after": _num(o.step_s)}
+    if math.isfinite(ref.step_s) and ref.step_s > 0 and math.isfinite(o.step_s):
+        out["step_time_change"] = o.step_s / ref.step_s - 1.0
+    out["peak_bytes_before"], out["peak_bytes_after"] = ref.peak_bytes, o.peak_bytes
+    return out
+
+
+def parameter_bytes(model: Any, dtype: Any, remedies: Any) -> dict[str, int]:
+    """Parameter memory in the run dtype, before and with the float32 remedies (a cost every device can state)."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    size = torch.empty((), dtype=dtype).element_size()
+    kept: set[int] = set()
+    for r in remedies:
+        if r.kind == "float32":
+            try:
+                kept |= {id(p) for p in model.get_submodule(r.module).parameters()} if r.module else \
+                    {id(p) for p in model.parameters()}
+            except AttributeError:
+                continue
+    params = [p for p in model.parameters() if p.is_floating_point()]
+    before = sum(p.numel() * size for p in params)
+    after = sum(p.numel() * (4 if id(p) in kept else size) for p in params)
+    return {"parameter_bytes_before": before, "parameter_bytes_after": after}
+
+
+def _num(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def state(o: Any, tolerance: float) -> str:
+    """One outcome in words: the failure, the Inf/NaN, or the cosine and relative error."""
+    if o.error:
+        return f"run failed: {o.error}"
+    if o.reference_bad:
+        return f"the float32 reference has {o.reference_bad} Inf/NaN itself"
+    if o.inf_count or o.nan_count:
+        return f"{o.inf_count} Inf, {o.nan_count} NaN in the outputs"
+    mark = "within" if o.within(tolerance) else "outside"
+    return f"cosine {o.cosine:.6f}, relative error {o.rel_error:.3g} ({mark} tolerance)"
+
+
+def names(remedies: Any) -> str:
+    return " + ".join(r.describe() for r in remedies) or "nothing changed"
+
+
+def summary(result: FixResult, section: dict[str, Any]) -> str:
+    """`fix verified: cosine 0.37 → 0.9995 with `layer2.0` in float32, +12% step time` or `not verified: why`."""
+    if not section["verified"]:
+        reason = section.get("reason") or "no remedy worked"
+        return reason if reason.startswith("nothing to fix") else f"not verified: {reason}"
+    o, ref = result.chosen_outcome, measured_before(result)
+    assert o is not None
+    change = section["cost"].get("step_time_change")
+    timing = f", {change:+.0%} step time" if change is not None else ""
+    cost = section["cost"]
+    grown = cost.get("parameter_bytes_after", 0) - cost.get("parameter_bytes_before", 0)
+    memory = f", +{grown:,} parameter bytes" if grown > 0 else ""
+    memory += "" if o.peak_bytes is not None else " (peak memory: no counters on this device)"
+    was = f"cosine {ref.cosine:.6f}" if math.isfinite(ref.cosine) else state(ref, result.tolerance)
+    return f"fix verified: {was} → cosine {o.cosine:.6f} with {names(result.chosen or ())}{timing}{memory}"
