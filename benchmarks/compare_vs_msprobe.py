@@ -154,6 +154,23 @@ def run_compiled(cmd: list[str], **kw: object) -> tuple[float, float]:
             shutil.rmtree(d, ignore_errors=True)
 
 
+def both_compares(msprobe: str, t_rank: Path, g_rank: Path, work: Path, env: dict[str, str]
+                  ) -> tuple[float, float, float, float, Path, Path]:
+    """`msprobe compare` and `ascend-tui compare --csv` of one dump pair: their wall and CPU times and both CSVs."""
+    out = work / "msprobe_out"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    t_ms, cpu_ms = run([msprobe, "compare", "-tp", str(t_rank / "dump.json"), "-gp", str(g_rank / "dump.json"),
+                        "-o", str(out)], cwd=work)
+    ours_csv = work / "ours.csv"
+    t_ours, cpu_ours = run([sys.executable, "-m", "ascend_tui", "compare", str(t_rank), str(g_rank), "--csv",
+                            str(ours_csv), "-q"], cwd=work, env=env)
+    theirs_csv = sorted(out.glob("compare_result*.csv"))
+    if not theirs_csv:
+        sys.exit(f"msprobe wrote no CSV in {out}: {sorted(p.name for p in out.iterdir())}")
+    return t_ms, cpu_ms, t_ours, cpu_ours, theirs_csv[-1], ours_csv
+
+
 def llm_case(args: argparse.Namespace, work: Path, msprobe: str, env: dict[str, str]) -> None:
     """bf16 vs fp32 statistics dumps of a Llama training step: msprobe compare against ours, rules and times."""
     make = ROOT / "tests" / "data" / "llm_dumps" / "make_dumps.py"
@@ -167,20 +184,10 @@ def llm_case(args: argparse.Namespace, work: Path, msprobe: str, env: dict[str, 
     load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
     start_ms, scpu_ms = run([msprobe, "-h"], cwd=work)
     start_ours, scpu_ours = run([sys.executable, "-m", "ascend_tui", "compare", "-h"], cwd=work, env=env)
-    out = work / "msprobe_out"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir()
-    t_ms, cpu_ms = run([msprobe, "compare", "-tp", str(t_rank / "dump.json"), "-gp", str(g_rank / "dump.json"),
-                        "-o", str(out)], cwd=work)
-    ours_csv = work / "ours.csv"
-    t_ours, cpu_ours = run([sys.executable, "-m", "ascend_tui", "compare", str(t_rank), str(g_rank), "--csv",
-                            str(ours_csv), "-q"], cwd=work, env=env)
+    t_ms, cpu_ms, t_ours, cpu_ours, theirs_csv, ours_csv = both_compares(msprobe, t_rank, g_rank, work, env)
     t_inst, cpu_inst = run_compiled([sys.executable, "-m", "ascend_tui", "compare", str(t_rank), str(g_rank),
                                      "--csv", str(ours_csv), "-q"], cwd=work, env=env)
-    theirs_csv = sorted(out.glob("compare_result*.csv"))
-    if not theirs_csv:
-        sys.exit(f"msprobe wrote no CSV in {out}: {sorted(p.name for p in out.iterdir())}")
-    theirs, ours = rows(theirs_csv[-1]), rows(ours_csv)
+    theirs, ours = rows(theirs_csv), rows(ours_csv)
     if list(theirs) != list(ours):
         sys.exit(f"the two CSVs list different rows ({len(theirs)} vs {len(ours)})")
     cells = 0
@@ -235,18 +242,8 @@ def main() -> None:
         size = dump_size(t_rank) + dump_size(g_rank)
         print(f"dumps: {size / 2**30:.2f} GiB in all ({dump_size(t_rank) / 2**30:.2f} GiB target)")
         load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
-        out = work / "msprobe_out"
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir()
-        t_ms, cpu_ms = run([msprobe, "compare", "-tp", str(t_rank / "dump.json"), "-gp", str(g_rank / "dump.json"),
-                    "-o", str(out)], cwd=work)
-        ours_csv = work / "ours.csv"
-        t_ours, cpu_ours = run([sys.executable, "-m", "ascend_tui", "compare", str(t_rank), str(g_rank), "--csv",
-                      str(ours_csv), "-q"], cwd=work, env=env)
-        theirs_csv = sorted(out.glob("compare_result*.csv"))
-        if not theirs_csv:
-            sys.exit(f"msprobe wrote no CSV in {out}: {sorted(p.name for p in out.iterdir())}")
-        n, worst = agree(rows(theirs_csv[-1]), rows(ours_csv))
+        t_ms, cpu_ms, t_ours, cpu_ours, theirs_csv, ours_csv = both_compares(msprobe, t_rank, g_rank, work, env)
+        n, worst = agree(rows(theirs_csv), rows(ours_csv))
         print(f"load average before: {load0}")
         print(f"msprobe compare:    {t_ms:7.2f} s wall, {cpu_ms:7.2f} s CPU  ({size / 2**30 / t_ms:.2f} GiB/s)")
         print(f"ascend-tui compare: {t_ours:7.2f} s wall, {cpu_ours:7.2f} s CPU  ({size / 2**30 / t_ours:.2f} GiB/s)")
