@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Sequence
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -56,9 +57,9 @@ class ColumnChooser(ModalScreen[list[str] | None]):
         self.query_one(OptionList).focus()
         self._count()
 
-    def _prompt(self, key: str, description: str) -> str:
+    def _prompt(self, key: str, description: str) -> Text:
         mark = "[=]" if key in self.fixed else "[x]" if key in self.shown else "[ ]"
-        return f"{mark} {description}"
+        return Text(f"{mark} {description}")  # Text, not markup: `[x]` would be read as a tag
 
     def _redraw(self) -> None:
         box = self.query_one(OptionList)

@@ -79,6 +79,14 @@ def unmatched_summary(inv: Investigation) -> str:
             f"{fmt.count(g.get('unmatched', 0))} of {fmt.count(g.get('rows', 0))} golden (u lists them)")
 
 
+class _PrecisionTable(RowTable):
+    """The precision rows: Enter opens the tensor pair here (the shared table's Enter says "focus op")."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "choose", "tensors", id="precision.tensors"),
+    ]
+
+
 class PrecisionScreen(CheckView):
     """The precision view: compared tensors with every msprobe column, sortable, filterable, drilled into."""
 
@@ -156,7 +164,7 @@ class PrecisionScreen(CheckView):
                             x_first=f"#{points[0].get('index')}", x_last=f"#{points[-1].get('index')}",
                             id="precision-growth")
         self.shown_idx = self._select()
-        yield RowTable(self._columns(), self._rows(), empty="no compared tensors", id="precision-table")
+        yield _PrecisionTable(self._columns(), self._rows(), empty="no compared tensors", id="precision-table")
         yield Input(placeholder="name contains (enter keeps it, esc clears)", id="precision-filter")
         yield Static("", id="precision-status", markup=False)
         yield KeyFooter(compact=True)

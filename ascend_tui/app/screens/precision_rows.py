@@ -74,9 +74,22 @@ class PrecisionRows:
                  mode: str | None) -> None:
         self.columns = list(columns)
         self.col = {k: i for i, k in enumerate(self.columns)}
-        self.raw: list[Sequence[Any]] = [r for r in rows if isinstance(r, (list, tuple)) and len(r) == len(columns)]
+        kept = [r for r in rows if isinstance(r, (list, tuple)) and len(r) == len(columns)]
+        # a compare result lists its unmatched target rows among the others (Bench Name N/A): they join the
+        # unmatched rows, once
+        b, res = self.col.get("bench_name"), self.col.get("result")
+        alone = [r for r in kept if b is not None and str(r[b]) in ("", N_A)]
+        self.raw: list[Sequence[Any]] = [r for r in kept if b is None or str(r[b]) not in ("", N_A)] \
+            if alone else kept
         self.compared = len(self.raw)
-        self.raw.extend(self._unmatched_row(u) for u in unmatched)
+        for r in alone:
+            row = list(r)
+            if res is not None:
+                row[res] = "unmatched"
+            self.raw.append(row)
+        named = {str(r[self.col["name"]]) for r in alone} if alone and "name" in self.col else set()
+        self.raw.extend(self._unmatched_row(u) for u in unmatched
+                        if u.get("side") == "golden" or str(u.get("name")) not in named)
         self.mode = mode if mode in DEFAULTS else None
         self._numbers: dict[str, np.ndarray] = {}
         self._texts: dict[str, list[str]] = {}
@@ -160,7 +173,7 @@ class PrecisionRows:
         """Each row's target and golden names, lower-cased, for the name filter."""
         if self._names is None:
             a, b = self.col.get("name"), self.col.get("bench_name")
-            self._names = [(str(r[a]) if a is not None else "") + "\n" + (str(r[b]) if b is not None else "")
+            self._names = [((str(r[a]) if a is not None else "") + "\n" + (str(r[b]) if b is not None else "")).lower()
                            for r in self.raw]
         return self._names
 

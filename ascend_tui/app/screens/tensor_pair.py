@@ -198,6 +198,10 @@ class TensorPairScreen(Screen[str | None]):
         if tables:
             tables.first().focus()
 
+    @on(RowTable.Chosen)
+    def _chosen(self, event: RowTable.Chosen) -> None:
+        self.action_focus_op()
+
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
 

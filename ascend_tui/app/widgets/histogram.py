@@ -73,7 +73,7 @@ class HistogramChart(Static):
             edges = list(h.edges)
         rows = max(3, self.content_size.height - 4)
         for r in range(rows):
-            label = fmt.count(top) if r == 0 else "0" if r == rows - 1 else ""
+            label = fmt.count(top) if r == 0 else ""
             out.append(f"{label:>{label_w}} ┤" if label else f"{'':>{label_w}} │", axis)
             for c in counts:
                 level = c / top * rows if c else 0.0
@@ -82,20 +82,21 @@ class HistogramChart(Static):
                 fill = min(1.0, max(0.0, level - (rows - 1 - r)))
                 out.append(_EIGHTHS[round(fill * 8)] * per, bar)
             out.append("\n")
-        out.append(f"{'':>{label_w}} └" + "─" * (per * len(counts)) + "\n", axis)
+        out.append(f"{'0':>{label_w}} └" + "─" * (per * len(counts)) + "\n", axis)
         out.append(self._x_axis(edges, per, label_w + 2), axis)
         return out
 
     def _x_axis(self, edges: list[float], per: int, indent: int) -> str:
-        """Edge labels under the bars, left to right, each where its edge falls when there is room."""
+        """Decade labels under the bars where their edge falls (half decades too when there is room)."""
         cells = [" "] * (indent + per * (len(edges) - 1) + 8)
-        taken = -1
-        for i, edge in enumerate(edges):
-            label = decade_label(edge) if i < len(edges) - 1 or math.isfinite(edge) else "inf"
+        taken: list[tuple[int, int]] = []
+        decades = [i for i, e in enumerate(edges) if e > 0 and abs(math.log10(e) - round(math.log10(e))) < 1e-6]
+        others = [i for i in range(len(edges)) if i not in decades]
+        for i in [*decades, *others]:
+            label = decade_label(edges[i])
             at = indent + i * per
-            if i == len(edges) - 1:
-                at = max(at - len(label) + 1, taken + 2)
-            if at > taken + 1 and at + len(label) <= len(cells):
-                cells[at:at + len(label)] = label
-                taken = at + len(label)
+            if at + len(label) > len(cells) or any(at <= b + 1 and a <= at + len(label) for a, b in taken):
+                continue
+            cells[at:at + len(label)] = label
+            taken.append((at, at + len(label) - 1))
         return "".join(cells).rstrip()
