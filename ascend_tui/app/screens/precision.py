@@ -126,7 +126,6 @@ class PrecisionScreen(CheckView):
         mode = (inv.run.extra or {}).get("mode")
         self.data = PrecisionRows(cols, body, unmatched_table(inv) if cols else [], mode if isinstance(mode, str)
                                   else None)
-        self.records = table(inv)  # kept for callers that read the rows as dicts
         self.unmatched = unmatched_table(inv)
         self.shown_keys = self._saved_columns()
         self.sort_key: str | None = None
@@ -137,6 +136,11 @@ class PrecisionScreen(CheckView):
         self.show_unmatched = False
         self.shown_idx = np.arange(0)
         self._fitted: list[str] = list(self.shown_keys)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The table's rows as dicts (built on each call: for tests and callers, not the view)."""
+        return table(self.inv)
 
     @property
     def mode_key(self) -> str:
@@ -181,14 +185,15 @@ class PrecisionScreen(CheckView):
         found = [f for f in self.inv.findings if f.check == CHECK]
         introduced = [f for f in found if f.attribution == "introduced" and f.severity != "info"]
         inherited = sum(1 for f in found if f.attribution == "inherited")
-        bad = sum(1 for r in self.records if r.get("result") == "error")
+        rows = self.data.table_rows  # every row of the table as it came (a compare result's unmatched ones too)
+        bad = int(np.count_nonzero(self.data.results() == "error"))
         first = f" · first introduced: {introduced[0].node}" if introduced else ""
         golden = self.inv.run.reference or "reference"
         raw = (self.inv.run.extra or {}).get(CHECK) or {}
         total = raw.get("rows_total") if isinstance(raw, dict) else None
         of = f" (of {fmt.count(total)} rows; the rest are scalars, None or unmatched)" \
-            if isinstance(total, int) and total > len(self.records) else ""
-        return (f"target {self.inv.run.dtype} vs {golden} · {fmt.plural(len(self.records), 'tensor')} compared{of}, "
+            if isinstance(total, int) and total > rows else ""
+        return (f"target {self.inv.run.dtype} vs {golden} · {fmt.plural(rows, 'tensor')} compared{of}, "
                 f"{fmt.count(bad)} in error · {fmt.count(len(introduced))} introduced, "
                 f"{fmt.count(inherited)} inherited{first}{unmatched_summary(self.inv)}")
 
@@ -374,6 +379,7 @@ class PrecisionScreen(CheckView):
         self._refresh()
 
     def action_name_filter(self) -> None:
+        self.data.names()  # built once now, so each key typed only scans them
         box = self.query_one("#precision-filter", Input)
         box.add_class("shown")
         box.value = self.needle

@@ -74,13 +74,14 @@ class PrecisionRows:
                  mode: str | None) -> None:
         self.columns = list(columns)
         self.col = {k: i for i, k in enumerate(self.columns)}
-        kept = [r for r in rows if isinstance(r, (list, tuple)) and len(r) == len(columns)]
+        width = len(columns)
+        kept = [r for r in rows if isinstance(r, (list, tuple)) and len(r) == width]
+        self.table_rows = len(kept)
         # a compare result lists its unmatched target rows among the others (Bench Name N/A): they join the
         # unmatched rows, once
         b, res = self.col.get("bench_name"), self.col.get("result")
-        alone = [r for r in kept if b is not None and str(r[b]) in ("", N_A)]
-        self.raw: list[Sequence[Any]] = [r for r in kept if b is None or str(r[b]) not in ("", N_A)] \
-            if alone else kept
+        alone = [r for r in kept if r[b] == N_A or r[b] == ""] if b is not None else []
+        self.raw: list[Sequence[Any]] = [r for r in kept if r[b] != N_A and r[b] != ""] if alone else kept
         self.compared = len(self.raw)
         for r in alone:
             row = list(r)
@@ -92,7 +93,8 @@ class PrecisionRows:
                         if u.get("side") == "golden" or str(u.get("name")) not in named)
         self.mode = mode if mode in DEFAULTS else None
         self._numbers: dict[str, np.ndarray] = {}
-        self._texts: dict[str, list[str]] = {}
+        self._ranks: dict[str, np.ndarray] = {}
+        self._last: tuple[tuple[str, bool, str], np.ndarray] | None = None  # the last name filter, to narrow it
         self._names: list[str] | None = None
         self._results: np.ndarray | None = None
 
@@ -154,6 +156,13 @@ class PrecisionRows:
 
     def select(self, result: str = "all", introduced: bool = False, needle: str = "") -> np.ndarray:
         """Indices of the rows the filters keep, in table order: result in RESULTS, name substring (either side)."""
+        needle = needle.strip().lower()
+        last = self._last
+        if needle and last is not None and last[0][:2] == (result, introduced) and needle.startswith(last[0][2]):
+            names = self.names()  # a longer needle keeps a subset of the last one's rows: narrow those
+            idx = np.array([i for i in last[1].tolist() if needle in names[i]], dtype=np.int64)
+            self._last = ((result, introduced, needle), idx)
+            return idx
         if result == "unmatched":
             idx = np.arange(self.compared, len(self.raw))
         else:
@@ -162,11 +171,12 @@ class PrecisionRows:
                 idx = idx[self.results()[: self.compared] == result]
         if introduced:
             j = self.col.get("attribution")
-            idx = np.array([i for i in idx if j is not None and self.raw[i][j] == "introduced"], dtype=np.int64)
-        needle = needle.strip().lower()
+            idx = np.array([i for i in idx.tolist() if j is not None and self.raw[i][j] == "introduced"],
+                           dtype=np.int64)
         if needle:
             names = self.names()
             idx = np.array([i for i in idx.tolist() if needle in names[i]], dtype=np.int64)
+            self._last = ((result, introduced, needle), idx)
         return idx.astype(np.int64, copy=False)
 
     def names(self) -> list[str]:
@@ -177,17 +187,31 @@ class PrecisionRows:
                            for r in self.raw]
         return self._names
 
+    def column(self, key: str) -> list[Any]:
+        """Every row's cell under `key` (data_name: the two names joined)."""
+        j = self.col.get(key)
+        if key == "data_name" or j is None:
+            return [self.value(i, key) for i in range(len(self.raw))]
+        return [r[j] for r in self.raw]
+
     def numbers(self, key: str) -> np.ndarray:
         """The column as float64 (NaN for markers), built once."""
         if key not in self._numbers:
-            self._numbers[key] = np.fromiter((number(self.value(i, key)) for i in range(len(self.raw))),
+            self._numbers[key] = np.fromiter((v if type(v) is float else number(v) for v in self.column(key)),
                                              dtype=np.float64, count=len(self.raw))
         return self._numbers[key]
 
-    def texts(self, key: str) -> list[str]:
-        if key not in self._texts:
-            self._texts[key] = ["" if (v := self.value(i, key)) is None else str(v) for i in range(len(self.raw))]
-        return self._texts[key]
+    def ranks(self, key: str) -> np.ndarray:
+        """Each row's place in the column's a-to-z order (missing cells share the last place), built once."""
+        if key not in self._ranks:
+            texts = ["" if v is None else str(v) for v in self.column(key)]
+            order = sorted(range(len(texts)), key=texts.__getitem__)
+            rank = np.empty(len(texts), np.int64)
+            rank[np.array(order, dtype=np.int64)] = np.arange(len(texts))
+            missing = np.fromiter((t in _MISSING for t in texts), dtype=bool, count=len(texts))
+            rank[missing] = len(texts)
+            self._ranks[key] = rank
+        return self._ranks[key]
 
     def sort(self, idx: np.ndarray, key: str, descending: bool) -> np.ndarray:
         """`idx` ordered by column `key` (numbers numerically); NaN, N/A and empty cells last either way."""
@@ -196,11 +220,11 @@ class PrecisionRows:
             vals = self.numbers(key)[idx]
             order = np.argsort(-vals if descending else vals, kind="stable")  # NaN sorts last in both
             return idx[order]
-        texts = self.texts(key)
-        present = [i for i in idx.tolist() if texts[i] not in _MISSING]
-        missing = [i for i in idx.tolist() if texts[i] in _MISSING]
-        present.sort(key=texts.__getitem__, reverse=descending)
-        return np.array(present + missing, dtype=np.int64)
+        rank = self.ranks(key)[idx]
+        last = len(self.raw)
+        keyed = np.where(rank == last, np.int64(-1), rank) if descending else rank
+        order = np.argsort(-keyed if descending else keyed, kind="stable")  # missing (last / -1) at the end
+        return idx[order]
 
 
 def worst_first(key: str) -> bool:
