@@ -105,6 +105,8 @@ class PrecisionScreen(CheckView):
         Binding("slash", "name_filter", "name filter", id="precision.name-filter"),
         Binding("c", "choose_columns", "columns", id="precision.columns"),
         Binding("w", "focus_op", "op on graph", id="precision.focus-op"),
+        Binding("right,l", "scroll_columns(1)", "columns right", id="precision.columns-right", show=False),
+        Binding("left,h", "scroll_columns(-1)", "columns left", id="precision.columns-left", show=False),
         Binding("i", "toggle_introduced", "introduced only", id="precision.introduced", show=False),
         Binding("u", "toggle_unmatched", "unmatched rows", id="precision.unmatched", show=False),
         *[Binding(str(i + 1), f"sort({i})", f"sort by column {i + 1}", id=f"precision.sort-{i + 1}", show=False)
@@ -136,6 +138,7 @@ class PrecisionScreen(CheckView):
         self.show_unmatched = False
         self.shown_idx = np.arange(0)
         self._fitted: list[str] = list(self.shown_keys)
+        self.col_offset = 0  # the first of the columns after the name shown, when not all fit
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -206,21 +209,31 @@ class PrecisionScreen(CheckView):
 
     def _fitting(self) -> list[str]:
         """The shown columns that fit the screen's width: the name (at least NAME_MIN wide) and result always, then
-        the others left to right while they fit; the rest are dropped (the status line says how many)."""
+        the others from the column offset (`←`/`→`) on while they fit; the status line says how many are off."""
         width = (self.size.width or self.app.size.width or 160) - 3  # the leading space and the scrollbar gutter
         keys = self.shown_keys
         always = [k for k in keys if k in ("name", "result")]
-        used = sum(min(NAME_MIN, width_of(BY_KEY[k])) if k == "name" else width_of(BY_KEY[k]) + 2 for k in always)
+        others = [k for k in keys if k not in always]
+        self.col_offset = max(0, min(self.col_offset, len(others) - 1))
+        used = sum(NAME_MIN if k == "name" else width_of(BY_KEY[k]) + 2 for k in always)
         fit = set(always)
-        for k in keys:
-            if k in fit:
-                continue
+        for k in others[self.col_offset:]:
             w = width_of(BY_KEY[k]) + 2  # a gap, and room for a sort mark
             if used + w > width:
                 break
             used += w
             fit.add(k)
         return [k for k in keys if k in fit]
+
+    def action_scroll_columns(self, delta: int) -> None:
+        """Show the columns further right (or back left) when not all fit."""
+        others = [k for k in self.shown_keys if k not in ("name", "result")]
+        at = max(0, min(self.col_offset + delta, len(others) - 1))
+        if delta > 0 and all(k in self._fitted for k in others[self.col_offset:]):
+            return  # the last columns are already on screen
+        if at != self.col_offset:
+            self.col_offset = at
+            self._refresh(keep=True)
 
     def on_resize(self) -> None:
         if self.is_mounted and self._fitted != self._fitting():
@@ -233,7 +246,8 @@ class PrecisionScreen(CheckView):
         for key in self._fitted:
             c = BY_KEY[key]
             mark = ("▼" if self.descending else "▲") if self.sort_key == key else ""
-            cols.append(Column(c.label + mark, width_of(c) + (1 if mark else 0),
+            width = NAME_MIN if key == "name" else width_of(c)  # the name grows into what the others leave
+            cols.append(Column(c.label + mark, width + (1 if mark else 0),
                                align="right" if c.numeric else "left", grow=key == "name",
                                cut="start" if key in ("name", "bench_name", "data_name", "node") else "end"))
         return cols
@@ -261,11 +275,12 @@ class PrecisionScreen(CheckView):
 
     def _refresh(self, keep: bool = False) -> None:
         table_ = self.query_one(RowTable)
-        current = table_.current
+        current, cursor, before = table_.current, table_.cursor, self.shown_idx
         self.shown_idx = self._select()
         table_.set_rows(self._rows(), self._columns())
         if keep and current is not None and isinstance(current.data, dict) and not self.show_unmatched:
-            at = self._position_of(current.data)
+            same = before.shape == self.shown_idx.shape and np.array_equal(before, self.shown_idx)
+            at = cursor if same else self._position_of(current.data)  # columns changed, not rows: same place
             if at is not None:
                 table_.move_to(at)
         self._update_status(table_)
@@ -305,7 +320,7 @@ class PrecisionScreen(CheckView):
             more = f" · {fmt.count(self.data.unmatched)} unmatched (f)" if self.data.unmatched and \
                 self.result_filter != "unmatched" else ""
             hidden = len(self.shown_keys) - len(self._fitted)
-            narrow = f" · {hidden} column{'s' if hidden > 1 else ''} hidden at this width" if hidden else ""
+            narrow = f" · {hidden} column{'s' if hidden > 1 else ''} off screen (←/→)" if hidden else ""
             text = (f"{shown}row {fmt.count(position)} of {fmt.count(total)}{sort}{more}{narrow} · enter tensors · "
                     "w op on graph · c columns")
         self.query_one("#precision-status", Static).update(text)
