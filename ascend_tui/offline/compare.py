@@ -384,7 +384,8 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                                        "rows": _view_rows(rows, mode, stack_text),
                                        "rows_total": len(rows), "growth": growth,
                                        "tensor_dirs": [str(td / "dump_tensor_data"), str(gd / "dump_tensor_data")]
-                                       if mode == "tensor" else None}})
+                                       if mode == "tensor" else None,
+                                       "stacks": stack_text}})
     graph.name = f"msprobe compare {td.parent.name}/{td.name}"
     inv = Investigation(graph, stats=built.stats, reference=reference, run=run,
                         findings=[*_shape_findings(graph, rows), *found,
@@ -487,12 +488,15 @@ def _view_rows(rows: Sequence[Row], mode: str = "tensor", stacks: Mapping[str, s
         elif isinstance(m, StatsMetrics):
             vals = [N_A, m.max_diff, m.norm_rel, N_A, N_A]
         out.append([r.target.name, r.node, r.slot, *(_cell(v) for v in vals), r.result, r.attribution,
-                    *_view_extra(r, mode, stacks.get(r.target.entry, N_A))])
+                    *_view_extra(r, mode, r.target.entry if r.target.entry in stacks else N_A)])
     return out
 
 
 def _view_extra(r: Row, mode: str, stack: str) -> list[Any]:
-    """The row's cells under `EXTRA_KEYS`: msprobe's columns the first ten leave out (N/A where a mode has none)."""
+    """The row's cells under `EXTRA_KEYS`: msprobe's columns the first ten leave out (N/A where a mode has none).
+
+    The stack cell names the record (a key of the table's `stacks`), so a saved investigation holds each stack once.
+    """
     t, g = r.target, r.golden
     assert g is not None
     m = r.metrics

@@ -126,8 +126,9 @@ class PrecisionScreen(CheckView):
         cols = list(raw.get("columns") or []) if isinstance(raw, dict) else []
         body = raw.get("rows") if isinstance(raw, dict) and isinstance(raw.get("rows"), list) else []
         mode = (inv.run.extra or {}).get("mode")
-        self.data = PrecisionRows(cols, body, unmatched_table(inv) if cols else [], mode if isinstance(mode, str)
-                                  else None)
+        self.data = PrecisionRows(cols, body, unmatched_table(inv) if cols else [],
+                                  mode if isinstance(mode, str) else None,
+                                  raw.get("stacks") if isinstance(raw, dict) else None)
         self.unmatched = unmatched_table(inv)
         self.shown_keys = self._saved_columns()
         self.sort_key: str | None = None

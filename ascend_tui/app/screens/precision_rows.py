@@ -71,8 +71,9 @@ class PrecisionRows:
     """The rows of one precision table (compared, then unmatched) with filters and sorts answered as index arrays."""
 
     def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[Any]], unmatched: Sequence[dict[str, Any]],
-                 mode: str | None) -> None:
+                 mode: str | None, stacks: dict[str, str] | None = None) -> None:
         self.columns = list(columns)
+        self.stacks = stacks if isinstance(stacks, dict) else {}
         self.col = {k: i for i, k in enumerate(self.columns)}
         width = len(columns)
         kept = [r for r in rows if isinstance(r, (list, tuple)) and len(r) == width]
@@ -140,11 +141,16 @@ class PrecisionRows:
             names = [r[self.col[k]] for k in ("npu_data_name", "bench_data_name") if k in self.col]
             return ", ".join(str(n) for n in names) if any(str(n) not in _MISSING for n in names) else N_A
         j = self.col.get(key)
+        if key == "stack" and j is not None:
+            return self.stacks.get(r[j], r[j]) if isinstance(r[j], str) else r[j]  # the cell names its record
         return r[j] if j is not None else None
 
     def record(self, i: int) -> dict[str, Any]:
-        """Row `i` as a dict under the table's columns."""
-        return dict(zip(self.columns, self.raw[i]))
+        """Row `i` as a dict under the table's columns (the stack resolved to its text)."""
+        out = dict(zip(self.columns, self.raw[i]))
+        if "stack" in out:
+            out["stack"] = self.value(i, "stack")
+        return out
 
     # -- filtering and sorting ---------------------------------------------------------------
 
@@ -190,7 +196,7 @@ class PrecisionRows:
     def column(self, key: str) -> list[Any]:
         """Every row's cell under `key` (data_name: the two names joined)."""
         j = self.col.get(key)
-        if key == "data_name" or j is None:
+        if key in ("data_name", "stack") or j is None:
             return [self.value(i, key) for i in range(len(self.raw))]
         return [r[j] for r in self.raw]
 

@@ -10,6 +10,7 @@ them, and still shows the statistics the compare recorded. Enter or `w` focuses 
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -83,6 +84,7 @@ class TensorPairScreen(Screen[str | None]):
         self.files = tensor_files(inv, record)
         self.detail: PairDetail | None = None
         self.error: str | None = None
+        self._cancel = threading.Event()  # set when the screen goes: a big pair stops being read
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -163,17 +165,26 @@ class TensorPairScreen(Screen[str | None]):
         from ascend_tui.offline.tensor_detail import pair_detail_of_files
 
         try:
-            detail = pair_detail_of_files(target, golden)
+            detail = pair_detail_of_files(target, golden, cancel=self._cancel)
         except InputError as exc:
-            self.app.call_from_thread(self._show_error, str(exc))
+            if not self._cancel.is_set():
+                self.app.call_from_thread(self._show_error, str(exc))
             return
-        self.app.call_from_thread(self._show, detail)
+        if not self._cancel.is_set():
+            self.app.call_from_thread(self._show, detail)
+
+    def on_unmount(self) -> None:
+        self._cancel.set()
 
     def _show_error(self, text: str) -> None:
+        if not self.is_mounted:
+            return
         self.error = text
         self.query_one("#pair-note", Static).update(f"the tensors could not be read: {text}")
 
     def _show(self, d: PairDetail) -> None:
+        if not self.is_mounted:
+            return
         self.detail = d
         shape = "×".join(str(x) for x in d.shape) or "scalar"
         mismatch = (f" · {fmt.count(d.nonfinite_mismatch)} NaN/Inf on one side only, first at "

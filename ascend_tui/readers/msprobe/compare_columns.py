@@ -5,6 +5,8 @@ columns (`name, node, slot, cosine, max_abs, max_rel, rmse, one_thousandth, resu
 and, when its source knows them, goes on with `EXTRA_KEYS` in this order: the offline compare and
 the compare-result reader both write them; the live check does not. A cell msprobe would leave
 empty holds "N/A"; numbers stay numbers (statistics mode's relative errors stay msprobe's `12.5%`).
+The stack cell holds the row's record name, a key of the table's `stacks` (record -> msprobe's
+NPU_Stack_Info text), so a saved investigation keeps each stack once.
 """
 
 from __future__ import annotations

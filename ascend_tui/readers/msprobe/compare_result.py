@@ -295,6 +295,22 @@ def _extra_cells(header: list[str], mode: str) -> Any:
     return cells
 
 
+def _stack_cells(table: list[list[Any]], entry_of: dict[str, str]) -> dict[str, str]:
+    """Record -> its NPU_Stack_Info (msprobe writes it on the record's first row); each row's stack cell then
+    names its record, so every row of a record shows the stack and the text is kept once."""
+    at = len(VIEW_COLUMNS) + EXTRA_KEYS.index("stack")
+    stacks: dict[str, str] = {}
+    for row in table:
+        entry = entry_of.get(str(row[0]), str(row[0]))
+        text = row[at]
+        if isinstance(text, str) and text not in ("", NA):
+            stacks.setdefault(entry, text)
+    for row in table:
+        entry = entry_of.get(str(row[0]), str(row[0]))
+        row[at] = entry if entry in stacks else NA
+    return stacks
+
+
 def _cell_number(text: str) -> Any:
     """A number cell as a float where it is a plain finite number; as written otherwise (`12.5%`, `N/A`, `inf`)."""
     try:
@@ -357,6 +373,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
         if result in ("error", "warning") and node in graph and (node not in worst or
                                                                   (worst[node][0] == "warning" and result == "error")):
             worst[node] = (result, row)
+    stacks = _stack_cells(table, entry_of)
     findings = [_finding(graph.node(nid), sev, row, mode) for nid, (sev, row) in worst.items()]
     notes = ["construct.json is not part of a compare result: operators have no module paths"]
     if skipped:
@@ -382,7 +399,8 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                   dtype=dominant_dtype(graph), reference="msprobe's bench side",
                   device={"backend": "offline", "name": "msprobe compare result", "inf_nan_mode": None},
                   extra={"mode": mode, "notes": notes, "skipped_rows": skipped, "first_skipped_row": first_bad,
-                         "precision": {"columns": [*VIEW_COLUMNS, *EXTRA_KEYS], "rows": table, "tensor_dirs": None},
+                         "precision": {"columns": [*VIEW_COLUMNS, *EXTRA_KEYS], "rows": table, "tensor_dirs": None,
+                                       "stacks": stacks},
                          "unmatched": {"target": {"rows": len(rows), "unmatched": len(unmatched),
                                                   "first_unmatched": entries_left[:5]},
                                        "golden": {"rows": len(rows) - len(unmatched), "unmatched": 0}},
