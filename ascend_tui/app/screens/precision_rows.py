@@ -127,6 +127,9 @@ class PrecisionRows:
         out = []
         for c in COLUMNS:
             present = ("npu_data_name" in self.col) if c.key == "data_name" else c.key in self.col
+            if c.key == "accuracy" and present:  # only older msprobe CSVs have it: offered when one row does
+                j = self.col["accuracy"]
+                present = any(r[j] not in ("", N_A) for r in self.raw)
             if present and (not letter or letter in c.modes):
                 out.append(c)
         return out
