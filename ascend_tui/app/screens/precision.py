@@ -418,7 +418,7 @@ class PrecisionScreen(CheckView):
     def action_choose_columns(self) -> None:
         if self.show_unmatched:
             return
-        choices = [(c.key, f"{c.header}" + (f"  ({c.label})" if c.label.lower() != c.header.lower() else ""))
+        choices = [(c.key, f"{c.header}" + (f"  ({c.label})" if c.label.lower() not in c.header.lower() else ""))
                    for c in self.data.available()]
 
         def chosen(keys: list[str] | None) -> None:
