@@ -257,3 +257,21 @@ def test_snapshot(snap_compare: Any, cnn: Investigation, shot: str, size: tuple[
         await pilot.pause()
 
     assert snap_compare(Host(lambda: PrecisionScreen(cnn)), terminal_size=size, run_before=keys)
+
+
+async def test_a_tensor_file_that_is_gone_is_named_on_the_pair_screen(cnn: Investigation, tmp_path: Path) -> None:
+    import copy
+
+    moved = copy.copy(cnn)
+    moved.run = copy.copy(cnn.run)
+    moved.run.extra = {**cnn.run.extra, "precision": {**cnn.run.extra["precision"],
+                                                      "tensor_dirs": [str(tmp_path), str(tmp_path)]}}
+    app = Host(lambda: PrecisionScreen(moved))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        note = str(app.screen.query_one("#pair-note").render())
+        assert "could not be read" in note and str(tmp_path) in note and "missing" in note

@@ -115,3 +115,24 @@ def test_edge_cases() -> None:
     assert log_edges(-1, 1, 1).tolist() == [0.1, 1.0, 10.0]
     huge = pair_detail(np.array([1e20]), np.array([0.0]))
     assert huge.abs_hist.counts[-1] == 1  # past the last edge: the last bin
+
+
+def test_the_detail_of_two_files_reads_npy_and_pt_and_refuses_different_shapes(tmp_path) -> None:
+    import torch
+
+    from ascend_tui.errors import InputError
+    from ascend_tui.offline.tensor_detail import pair_detail_of_files
+
+    g = np.linspace(-1, 1, 24, dtype=np.float32).reshape(2, 3, 4)
+    t = g.copy()
+    t[1, 2, 3] += 0.25
+    np.save(tmp_path / "t.npy", t)  # a MindSpore dump's tensor
+    torch.save(torch.from_numpy(g).to(torch.bfloat16), tmp_path / "g.pt")  # a PyTorch dump's, in bfloat16
+    d = pair_detail_of_files(str(tmp_path / "t.npy"), str(tmp_path / "g.pt"), chunk=5)
+    assert d.shape == (2, 3, 4) and d.worst[0].index == (1, 2, 3)
+    assert d.worst[0].golden == float(torch.tensor(1.0).to(torch.bfloat16))
+    np.save(tmp_path / "other.npy", np.zeros((4, 6), np.float32))
+    with pytest.raises(InputError, match="differs from the target's"):
+        pair_detail_of_files(str(tmp_path / "t.npy"), str(tmp_path / "other.npy"))
+    with pytest.raises(InputError, match="missing"):
+        pair_detail_of_files(str(tmp_path / "t.npy"), str(tmp_path / "gone.pt"))
