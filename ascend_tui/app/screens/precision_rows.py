@@ -54,8 +54,13 @@ def cell_text(key: str, v: Any, numeric: bool) -> str:
     """A cell as text: cosine and ratios with 6 decimals (as msprobe rounds), other numbers as magnitudes."""
     if not numeric:
         return "" if v is None else str(v)  # the table cuts long names at their start (Column.cut)
+    if isinstance(v, str) and v.endswith("%"):
+        try:  # statistics mode's relative errors, as msprobe writes them (`34.017930221557%`)
+            return fmt.magnitude(float(v[:-1])) + "%"
+        except ValueError:
+            return v
     if isinstance(v, str) or v is None or isinstance(v, bool):
-        return "—" if v is None else str(v)  # msprobe's own spelling: N/A, unsupported, inf, 12.5%
+        return "—" if v is None else str(v)  # msprobe's own spelling: N/A, unsupported, inf
     x = float(v)
     if math.isnan(x):
         return "nan"

@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from ascend_tui import fmt
+from ascend_tui.app.screens.precision_rows import cell_text
 from ascend_tui.app.screens.row_table import Column, Row, RowTable
 from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.app.widgets.histogram import HistogramChart
@@ -119,7 +120,7 @@ class TensorPairScreen(Screen[str | None]):
             v = r.get(key)
             if v is not None and v != N_A:
                 metrics.append(f"{label} {v:.6f}" if key in ("cosine", "one_thousandth") and isinstance(v, float)
-                               else f"{label} {fmt.magnitude(v) if isinstance(v, (int, float)) else v}")
+                               else f"{label} {cell_text(key, v, key != 'result')}")
         message = r.get("err_message")
         tail = f"\n{message}" if isinstance(message, str) and message not in (N_A, "") else ""
         return f"{name}{other}\n{' · '.join(sides)} · {' · '.join(metrics)}{tail}"
