@@ -275,3 +275,38 @@ async def test_a_tensor_file_that_is_gone_is_named_on_the_pair_screen(cnn: Inves
         await pilot.pause()
         note = str(app.screen.query_one("#pair-note").render())
         assert "could not be read" in note and str(tmp_path) in note and "missing" in note
+
+
+async def test_a_real_dump_with_nan_on_one_side_shows_the_mismatches_first() -> None:
+    # made by tests/data/msprobe_nan_tensor/make_dump.py with msprobe 26.2.0: the target's sqrt meets negatives
+    data = Path(__file__).parent / "data" / "msprobe_nan_tensor"
+    inv = compare(data / "target", data / "golden", workers=1).investigation
+    app = Host(lambda: PrecisionScreen(inv))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"sqrt.0.forward.output", "enter")
+        await pilot.pause()
+        assert _column(app, "name") == ["Torch.sqrt.0.forward.output.0"]
+        await pilot.press("enter")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        d = app.screen.detail
+        import torch
+
+        t_path, g_path = tensor_files(inv, _table_record(app))
+        t = torch.load(t_path, weights_only=True).float().numpy()
+        g = torch.load(g_path, weights_only=True).float().numpy()
+        one_sided = int((np.isnan(t) & ~np.isnan(g)).sum())
+        assert one_sided > 0 and d.nonfinite_mismatch == one_sided and d.target.nan == one_sided
+        assert math.isnan(d.worst[0].target) and np.isnan(t[d.worst[0].index]) and not np.isnan(g[d.worst[0].index])
+        assert "NaN/Inf on one side only, first at" in str(app.screen.query_one("#pair-note").render())
+        assert f"{one_sided} NaN/Inf on one side only" in str(app.screen.query_one("#pair-abs").render())
+        await pilot.press("3")
+        stats = lines(app.screen.query_one("#pair-stats", RowTable))
+        nan_row = next(line for line in stats if line.split()[:1] == ["NaN"])
+        assert nan_row.split()[1:3] == [str(one_sided), "0"]
+
+
+def _table_record(app: Any) -> dict[str, Any]:
+    return app.screen.record
