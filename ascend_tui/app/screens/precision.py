@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 CHECK = "precision"
 NAME_MIN = 24  # the name column gives way down to this before other columns are dropped
-NAME_MIN = 24  # the name column gives way down to this before other columns are dropped
 _TONE: dict[str, Tone] = {"error": "error", "warning": "warning", "unmatched": "muted"}
 # The rows that found no counterpart (`run.extra["precision_unmatched"]`, written by the offline compare).
 UNMATCHED = "precision_unmatched"
@@ -51,6 +50,12 @@ def table(inv: Investigation) -> list[dict[str, Any]]:
         return []
     cols = list(raw.get("columns") or [])
     return [dict(zip(cols, r)) for r in raw["rows"] if isinstance(r, list) and len(r) == len(cols)]
+
+
+def _has_rows(inv: Investigation, key: str) -> bool:
+    """Whether the run's table `key` has a row (without turning 100,000 rows into dicts to find out)."""
+    raw = (inv.run.extra or {}).get(key)
+    return isinstance(raw, dict) and isinstance(raw.get("rows"), list) and bool(raw["rows"])
 
 
 def growth(inv: Investigation) -> dict[str, Any]:
@@ -159,7 +164,7 @@ class PrecisionScreen(CheckView):
 
     @classmethod
     def available(cls, inv: Investigation | None) -> bool:
-        return inv is not None and (bool(table(inv)) or bool(unmatched_table(inv)) or super().available(inv))
+        return inv is not None and (_has_rows(inv, CHECK) or _has_rows(inv, UNMATCHED) or super().available(inv))
 
     def compose(self) -> ComposeResult:
         yield Header()
