@@ -310,3 +310,18 @@ async def test_a_real_dump_with_nan_on_one_side_shows_the_mismatches_first() -> 
 
 def _table_record(app: Any) -> dict[str, Any]:
     return app.screen.record
+
+
+def test_view_choices_round_trip_keep_other_entries_and_replace_a_broken_file(tmp_path: Path) -> None:
+    path = tmp_path / "views.toml"
+    assert config.load_view_choice("precision", "tensor", path=path) is None
+    config.save_view_choice("precision", "tensor", ["name", "cosine"], path=path)
+    config.save_view_choice("precision", "statistics", ["name", 'odd "key"'], path=path)
+    config.save_view_choice("other view", "x", ["1"], path=path)
+    assert config.load_view_choice("precision", "tensor", path=path) == ["name", "cosine"]
+    assert config.load_view_choice("precision", "statistics", path=path) == ["name", 'odd "key"']
+    assert config.load_view_choice("other view", "x", path=path) == ["1"]
+    path.write_text("[precision\ntensor = ")
+    assert config.load_view_choice("precision", "tensor", path=path) is None  # warned, not raised
+    config.save_view_choice("precision", "tensor", ["name"], path=path)
+    assert config.load_view_choice("precision", "tensor", path=path) == ["name"]
