@@ -1,8 +1,9 @@
 """How the precision view copes with a 100,000-row compare: open, sort by a column, filter by result and by name.
 
 Every key is timed on the big table and on a 1,000-row one in the same run and the ratio printed: rows
-are built only when drawn, so a key should cost about the same whatever the size (goal: each under
-100 ms at 100k). The table is synthetic but has every msprobe column (`compare_columns`), tensor-mode
+are built only when drawn, so a key should cost about the same whatever the size (goal: ratios near 1;
+the Pilot round trip and the redraw are most of each number, at any size). The filters and sorts alone
+are timed too (goal: under 50 ms at 100k once a column's array is built; the first use builds it). The table is synthetic but has every msprobe column (`compare_columns`), tensor-mode
 cells like the offline compare writes, results 90% pass / 8% warning / 2% error and 1% unmatched.
 The eager cost the view avoids (building every Row for each key, as it did before) is printed beside.
 Run: `python benchmarks/precision_view.py [--rows 100000] [--baseline 1000]`.
@@ -147,7 +148,9 @@ def main() -> None:
         ratio = model[label] / model_base[label] if model_base[label] else float("nan")
         print(f"  {label:<24}{model[label] * 1000:>9.1f} ms{model_base[label] * 1000:>11.2f} ms{ratio:>8.0f}")
     keys = [v for k, v in measured.items() if k != "open"]
-    print(f"slowest key at {args.rows:,} rows: {max(keys) * 1000:.1f} ms (goal: under 100 ms)")
+    ratios = [measured[k] / base[k] for k in measured if k != "open" and base[k]]
+    print(f"slowest key at {args.rows:,} rows: {max(keys) * 1000:.1f} ms; key ratios {min(ratios):.1f}-"
+          f"{max(ratios):.1f} (goal: near 1)")
     print(f"building every row eagerly (the cost each key avoids): {_eager(big) * 1000:.0f} ms at {args.rows:,} rows")
 
 

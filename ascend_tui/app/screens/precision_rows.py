@@ -100,6 +100,7 @@ class PrecisionRows:
         self.mode = mode if mode in DEFAULTS else None
         self._numbers: dict[str, np.ndarray] = {}
         self._ranks: dict[str, np.ndarray] = {}
+        self._available: list[CompareColumn] | None = None
         self._last: tuple[tuple[str, bool, str], np.ndarray] | None = None  # the last name filter, to narrow it
         self._names: list[str] | None = None
         self._results: np.ndarray | None = None
@@ -127,7 +128,12 @@ class PrecisionRows:
         return len(self.raw) - self.compared
 
     def available(self) -> list[CompareColumn]:
-        """The msprobe (and our) columns this table holds for its mode, in msprobe's order."""
+        """The msprobe (and our) columns this table holds for its mode, in msprobe's order (found once)."""
+        if self._available is None:
+            self._available = self._find_available()
+        return list(self._available)
+
+    def _find_available(self) -> list[CompareColumn]:
         letter = {"tensor": "t", "statistics": "s", "md5": "m"}.get(self.mode or "", "")
         out = []
         for c in COLUMNS:
