@@ -90,6 +90,34 @@ def test_boundness_from_pmu_and_roofline() -> None:
     assert (est.at(0), est.at(1)) == ("~compute", "~memory")
 
 
+def test_fusion_matches_equal_a_regex_over_every_row() -> None:
+    """The fusion rule searches only the rows whose type holds a pattern word; it finds what a search over the
+    ';'-joined types of every row finds (types that hold a word mid-name, empty types, `;` in a type)."""
+    import random
+    import re
+
+    from ascend_tui.checks.profile_advice import FUSIONS, _matches
+
+    vocab = ["MatMulV2", "BatchMatMulV2", "aclnnMatMul", "Add", "AddV2", "BiasAdd", "Relu", "ReluGrad", "Gelu",
+             "FastGeluV2", "Cast", "TransData", "", "Mul", "Muls", "Softmax", "SoftmaxV2", "Dropout", "DropOutDoMask",
+             "Pow", "Square", "ReduceMeanD", "Sub", "Rsqrt", "Sqrt", "RealDiv", "Conv2D", "Relu6", "x-y", "Add;Add",
+             "Adds", "Div"]
+    rng = random.Random(5)
+    found = 0
+    for _ in range(150):
+        values = rng.sample(vocab, rng.randint(1, len(vocab)))
+        codes = np.array([rng.randrange(len(values)) for _ in range(rng.randint(1, 300))])
+        starts = np.concatenate([[0], np.cumsum([len(values[c]) + 1 for c in codes])])
+        text = ";".join(values[c] for c in codes)
+        for _, pattern, _ in FUSIONS:
+            spans = np.array([m.span() for m in re.finditer(pattern, text)], np.int64).reshape(-1, 2)
+            first, stop = _matches(pattern, values, codes)
+            assert first.tolist() == (np.searchsorted(starts, spans[:, 0], side="right") - 1).tolist()
+            assert stop.tolist() == np.searchsorted(starts, spans[:, 1], side="left").tolist()
+            found += len(first)
+    assert found > 200  # the patterns did match
+
+
 def test_advice_on_the_seed_workflow() -> None:
     t = seed_profile()
     findings = advise(Profile("test", t))

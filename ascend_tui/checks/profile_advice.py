@@ -19,7 +19,7 @@ from typing import Mapping
 import numpy as np
 
 from ascend_tui import fmt
-from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, summarize
+from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, stream_order, summarize
 from ascend_tui.checks.affinity_api import affinity
 from ascend_tui.evidence import Finding
 from ascend_tui.graph.profile import Codes, KernelTable, Profile
@@ -30,11 +30,12 @@ LAYOUT_SHARE = 0.05
 IDLE_SHARE = 0.10
 SYNC_PER_STEP = 10
 FUSIONS: tuple[tuple[str, str, str], ...] = (
-    # (name, regex over the ';'-joined op types, hint)
-    ("MatMul + bias + activation", r"(?:Batch)?MatMul\w*;(?:BiasAdd|Add|AddV2);(?:Relu|Gelu|FastGelu\w*|Swish|Silu|"
+    # (name, regex over the ';'-joined op types, hint). Every kernel type a match touches must hold one of its
+    # pattern's words (the letter-and-digit runs outside escapes) or be empty: `_matches` skips the others.
+    ("MatMul + bias + activation", r"(?:BatchMatMul|MatMul)\w*;(?:BiasAdd|Add|AddV2);(?:Relu|Gelu|FastGelu\w*|Swish|Silu|"
      r"Sigmoid|Tanh|GeluV2)", "use a fused linear (torch_npu.npu_linear / aclnnMatmulAddRelu style) or let the "
      "graph compiler fuse it (torch.compile / torchair)"),
-    ("MatMul + bias", r"(?:Batch)?MatMul\w*;(?:BiasAdd|Add|AddV2)(?=;|$)", "pass the bias to the matmul "
+    ("MatMul + bias", r"(?:BatchMatMul|MatMul)\w*;(?:BiasAdd|Add|AddV2)(?=;|$)", "pass the bias to the matmul "
      "(F.linear with bias, torch.addmm) instead of adding it afterwards"),
     ("Conv + bias + activation", r"Conv2D\w*;(?:BiasAdd|Add|AddV2);(?:Relu|Relu6|LeakyRelu|Swish|Silu)",
      "fold the bias and activation into the convolution (conv with bias=True, graph-mode fusion)"),
@@ -157,7 +158,7 @@ def _causes(t: KernelTable, rows: np.ndarray) -> list[tuple[str, float]]:
     if any(modules.values[modules.codes[r]] for r in rows[:1000]):
         return _summed(modules, rows, t.dur_us[rows], "(no module)").most_common()
     stream = t.ints["stream"]
-    order = np.lexsort((t.start_ns, stream))
+    order = stream_order(t)
     pos = np.empty(t.n, np.int64)
     pos[order] = np.arange(t.n)
     cats = categories(t)
@@ -269,22 +270,16 @@ def _block_dim(t: KernelTable, nodes: Mapping[str, str], cores: Cores, total: fl
 
 
 def _fusion(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Finding]:
-    order = np.lexsort((t.start_ns, t.ints["stream"]))
+    order = stream_order(t)
     typ = t.text["type"]
     codes = typ.codes[order]
-    types = np.array(typ.values, dtype=object)[codes] if len(typ.values) else np.zeros(0, object)
-    lengths = np.fromiter((len(v) + 1 for v in typ.values), np.int64, len(typ.values))
-    starts = np.concatenate([[0], np.cumsum(lengths[codes])])  # where each row's type starts in `text`
-    text = ";".join(types.tolist())
     out = []
-    taken = np.zeros(len(types), bool)
+    taken = np.zeros(len(codes), bool)
     dur = None
     for name, pattern, hint in FUSIONS:
-        spans = np.array([m.span() for m in re.finditer(pattern, text)], np.int64).reshape(-1, 2)
-        if not len(spans):
+        first, stop = _matches(pattern, typ.values, codes)
+        if not len(first):
             continue
-        first = np.searchsorted(starts, spans[:, 0], side="right") - 1
-        stop = np.searchsorted(starts, spans[:, 1], side="left")
         before = np.concatenate([[0], np.cumsum(taken)])
         earlier = (before[np.maximum(stop, first)] - before[first] > 0).tolist()  # rows an earlier rule took
         kept: list[tuple[int, int]] = []
@@ -309,6 +304,41 @@ def _fusion(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Find
                             f"(up to {fmt.duration_us(saved)}, {fmt.percent(saved / total)} of kernel time)",
                             hint, count=len(hits), saved_us=saved))
     return out
+
+
+def _matches(pattern: str, values: list[str], codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first row, row after the last) of each `re.finditer` match of `pattern` over the ';'-joined `values[codes]`.
+
+    A row whose type holds none of the pattern's words takes no part in a match, so each run of
+    such rows is searched as one `#` (no word, no `;`): the text shrinks to the rows that matter,
+    decided once per distinct type. A match that touches a `#` anyway is searched again in full.
+    """
+    words = set(re.findall(r"\w+", re.sub(r"\\.|\(\?[:=!<]*", " ", pattern)))
+    relevant = np.fromiter((not v or any(w in v for w in words) for v in values), bool, len(values))
+    keep = relevant[codes] if len(codes) else np.zeros(0, bool)
+    if not keep.any():
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    after_skipped = np.concatenate([[False], ~keep[:-1]])
+    tokens = np.flatnonzero(keep | ~after_skipped)  # the kept rows, and the first row of each skipped run (its `#`)
+    label = np.where(keep[tokens], codes[tokens], len(values))
+    spans, starts = _spans(pattern, [*values, "#"], label)
+    if not len(spans):
+        return spans[:, 0], spans[:, 1]
+    first = np.searchsorted(starts, spans[:, 0], side="right") - 1
+    stop = np.searchsorted(starts, spans[:, 1], side="left")
+    skipped = np.concatenate([[0], np.cumsum(label == len(values))])
+    if (skipped[stop] - skipped[first]).any():  # a match through a skipped run: the pattern breaks the rule above
+        spans, starts = _spans(pattern, values, codes)
+        return np.searchsorted(starts, spans[:, 0], side="right") - 1, np.searchsorted(starts, spans[:, 1], "left")
+    return tokens[first], tokens[stop - 1] + 1
+
+
+def _spans(pattern: str, values: list[str], codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The match spans of `pattern` over the ';'-joined `values[codes]`, and where each row starts in that text."""
+    lengths = np.fromiter((len(v) + 1 for v in values), np.int64, len(values))
+    starts = np.concatenate([[0], np.cumsum(lengths[codes])])
+    text = ";".join(np.array(values, dtype=object)[codes].tolist())
+    return np.array([m.span() for m in re.finditer(pattern, text)], np.int64).reshape(-1, 2), starts
 
 
 def _memcpy(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> list[Finding]:
