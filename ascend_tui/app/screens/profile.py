@@ -116,6 +116,7 @@ class ProfileScreen(CheckView):
         self.diff_by = "type"
         self.segments = segments_of(self.profile)
         self.pending = False  # the advice is still being computed by the job that opened this profile
+        self._grouped: dict[tuple[str, tuple[tuple[str, str, str], ...]], list[Row]] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -198,11 +199,21 @@ class ProfileScreen(CheckView):
         return mask
 
     def _ops(self) -> tuple[list[Column], list[Row]]:
-        mask = self._rows_mask()
-        groups = summarize(self.profile.kernels, self.group, np.flatnonzero(mask) if mask is not None else None)
         labels = [GROUP_LABEL[self.group], "calls", "total", "share", "mean", "max", "category", "bound"]
-        rows = [self._group_row(g) for g in groups]
-        return self._sorted("ops-table", labels, rows, grow=0)
+        return self._sorted("ops-table", labels, self._group_rows(), grow=0)
+
+    def _group_rows(self) -> list[Row]:
+        """The rows of the current grouping and drill-down, summarised once (a sort or a way back reuses them)."""
+        key = (self.group, tuple(self.filters))
+        rows = self._grouped.pop(key, None)
+        if rows is None:
+            mask = self._rows_mask()
+            groups = summarize(self.profile.kernels, self.group, np.flatnonzero(mask) if mask is not None else None)
+            rows = [self._group_row(g) for g in groups]
+        self._grouped[key] = rows  # the most recent last; a few kept (thousands of rows each on a big profile)
+        while len(self._grouped) > 8:
+            self._grouped.pop(next(iter(self._grouped)))
+        return rows
 
     def _group_row(self, g: Group) -> Row:
         key = g.key if self.group == "name" and g.key in self.inv.graph else None
