@@ -22,7 +22,7 @@ from ascend_tui import fmt
 from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, stream_order, summarize
 from ascend_tui.checks.affinity_api import affinity
 from ascend_tui.evidence import Finding
-from ascend_tui.graph.profile import Codes, KernelTable, Profile
+from ascend_tui.graph.profile import NO_INT, Codes, KernelTable, Profile
 
 MIN_TASK_US = 20.0  # msprof-analyze's _MIN_TASK_DURATION for the bound and AI CPU checkers
 HOTSPOT_SHARE = 0.05
@@ -124,7 +124,7 @@ def _layout(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> lis
     code = cats.code("layout")
     rows = np.flatnonzero(cats.codes == code) if code >= 0 else np.zeros(0, np.int64)
     time = float(t.dur_us[rows].sum())
-    if _step_median(t, rows, time / total) < LAYOUT_SHARE:  # one noisy step does not decide it
+    if not len(rows) or _step_median(t, rows, time / total) < LAYOUT_SHARE:  # one noisy step does not decide it
         return []
     types = _summed(t.text["type"], rows, t.dur_us[rows])
     causes = _causes(t, rows)
@@ -243,16 +243,20 @@ def _aicpu(t: KernelTable, nodes: Mapping[str, str]) -> list[Finding]:
 
 def _block_dim(t: KernelTable, nodes: Mapping[str, str], cores: Cores, total: float) -> list[Finding]:
     core = t.text["core"]
-    bd = t.ints["block_dim"]
-    mix = t.ints["mix_block_dim"]
     n_of = {"AI_CORE": cores.aic, "MIX_AIC": cores.aic, "AI_VECTOR_CORE": cores.aiv}
+    bd = np.full(t.n, NO_INT, np.int64)
+    on = np.flatnonzero(np.isin(core.codes, [core.code(name) for name in n_of]))
+    if len(on):  # block dims of the AI-core rows only (the other rows' are never read)
+        bd[on] = t.ints["block_dim"] if len(on) == t.n else t.ints.rows("block_dim", on)
     bad = np.zeros(t.n, bool)
     for name, n in n_of.items():
         c = core.code(name)
         if c >= 0:
             sel = (core.codes == c) & (bd > 0) & (bd % n != 0)
-            if name == "MIX_AIC":
-                sel &= ~((mix > 0) & (mix % cores.aiv == 0))
+            if name == "MIX_AIC" and sel.any():  # a mix kernel whose vector blocks divide evenly is fine
+                rows = np.flatnonzero(sel)
+                mix = t.ints.rows("mix_block_dim", rows)
+                sel[rows[(mix > 0) & (mix % cores.aiv == 0)]] = False
             bad |= sel
     out = []
     for typ, rs in _per_type(t, np.flatnonzero(bad))[:5]:
