@@ -120,16 +120,17 @@ async def _app_timings(source: Path | Investigation, repeat: int) -> dict[str, f
                 if isinstance(source, Path):
                     out.setdefault("advice filled in beyond the read", []).append(time.perf_counter() - read_end[-1])
                     continue
-                if source.profile is not None:
-                    await _profile_keys(app, pilot, out)
-            for name, key in (("unbound key (floor)", "w"), *((f"key: {n}", k) for n, k in KEYS)):
+                for name, key in (("unbound key (floor)", "w"), *((f"key: {n}", k) for n, k in KEYS)):
+                    c0 = time.process_time()
+                    await pilot.press(key)
+                    out[name].append(time.process_time() - c0)
+                await pilot.press("slash")
                 c0 = time.process_time()
-                await pilot.press(key)
-                out[name].append(time.process_time() - c0)
-            await pilot.press("slash")
-            c0 = time.process_time()
-            await pilot.press(*"mlp.act")
-            out["search 'mlp.act'"].append((time.process_time() - c0) / len("mlp.act"))
+                await pilot.press(*"mlp.act")
+                out["search 'mlp.act'"].append((time.process_time() - c0) / len("mlp.act"))
+                if source.profile is not None:
+                    await pilot.press("escape")  # the search closed
+                    await _profile_keys(app, pilot, out)
         finally:
             readers.read_with = plain_read  # type: ignore[assignment]
     return {k: _best(v) for k, v in out.items() if v}

@@ -116,6 +116,7 @@ class ProfileScreen(CheckView):
         self.diff_by = "type"
         self.segments = segments_of(self.profile)
         self.pending = False  # the advice is still being computed by the job that opened this profile
+        self._modules_filled = False
         self._grouped: dict[tuple[str, tuple[tuple[str, str, str], ...]], list[Row]] = {}
 
     def compose(self) -> ComposeResult:
@@ -125,7 +126,8 @@ class ProfileScreen(CheckView):
             with TabPane("1 Ops", id="ops"):
                 yield RowTable(*self._ops(), empty="no kernel rows", id="ops-table")
             with TabPane("2 Modules", id="modules"):
-                yield RowTable(*self._modules(), empty="no module attribution in this profile "
+                # filled when first shown: the module tree summarises every kernel row again
+                yield RowTable(empty="no module attribution in this profile "
                                "(profile with with_modules=True, or run it live)", id="modules-table")
             with TabPane("3 Timeline", id="timeline"):
                 yield TimelineStrip(self.segments, id="timeline-strip")
@@ -404,6 +406,9 @@ class ProfileScreen(CheckView):
 
     @on(TabbedContent.TabActivated)
     def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "modules" and not self._modules_filled:
+            self._modules_filled = True
+            self._refresh("modules-table")
         if event.pane.id == "timeline":
             self.query_one(TimelineStrip).focus()
             return
