@@ -299,10 +299,19 @@ def _fusion(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Find
         if not hits:
             continue
         rows = np.concatenate(hits)
-        # what fusing saves: the kernels after the first of each sequence
+        # what fusing saves: the kernels after the first of each sequence, summed in order as plain floats
+        # (only those rows become Python floats: a list of every row would hold 32 MB a million rows)
         if dur is None:
-            dur = t.dur_us[order].tolist()
-        saved = float(sum(sum(dur[a + 1:b]) for a, b in kept))
+            dur = t.dur_us[order]
+        after = np.array([b - a - 1 for a, b in kept], np.int64)
+        firsts = np.array([a + 1 for a, _ in kept], np.int64)
+        at = np.repeat(firsts - np.cumsum(after) + after, after) + np.arange(int(after.sum()))
+        picked = dur[at].tolist()
+        saved, k = 0, 0
+        for m in after.tolist():
+            saved += sum(picked[k:k + m])
+            k += m
+        saved = float(saved)
         out.append(_finding("fusion", "warning" if saved / total >= 0.02 else "info", t, rows, nodes,
                             f"{name}: {fmt.plural(len(hits), 'sequence')} of {len(hits[0])} kernels could be one "
                             f"(up to {fmt.duration_us(saved)}, {fmt.percent(saved / total)} of kernel time)",
