@@ -412,16 +412,16 @@ def _host_bound(profile: Profile, nodes: Mapping[str, str]) -> list[Finding]:
     # a million rows: sorted only when they are not yet, ends summed and maxed in place (no extra copies)
     every = bool(ok.all())
     s = t.start_ns if every else t.start_ns[ok]
-    e = (t.dur_us if every else t.dur_us[ok]) * 1000
-    e = e.astype(np.int64, copy=False)
+    e = np.empty(len(s), np.int64)
+    np.multiply(t.dur_us if every else t.dur_us[ok], 1000, out=e, casting="unsafe")  # as .astype(np.int64)
     if not bool((s[1:] >= s[:-1]).all()):
         order = np.argsort(s)
         s, e = s[order], e[order]
     np.add(e, s, out=e)
     np.maximum.accumulate(e, out=e)
-    gaps = s[1:] - e[:-1]
-    np.maximum(gaps, 0, out=gaps)
     wall = float(e[-1] - s[0]) or 1.0
+    gaps = np.subtract(s[1:], e[:-1], out=e[:-1])  # each gap where its end was (element by element)
+    np.maximum(gaps, 0, out=gaps)
     idle = float(gaps.sum())
     if idle / wall < IDLE_SHARE * 2:
         return []
