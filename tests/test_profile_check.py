@@ -169,3 +169,26 @@ def test_attribution_by_name() -> None:
                     {"fc/addmm.0": "aten.addmm", "softmax.0": "aten._softmax"})
     assert got == {"aten::addmm": "fc/addmm.0", "fc/addmm.0": "fc/addmm.0", "Softmax_3": "softmax.0"}
     assert normalize("aten.addmm.default") == normalize("aten::addmm") == "addmm"
+
+
+def test_idle_time_in_chunks_equals_the_whole_sweep() -> None:
+    """The host-bound rule's idle time, summed a chunk of rows at a time, equals one sweep over every row."""
+    from ascend_tui.checks.profile_advice import _idle_ns
+
+    rng = np.random.default_rng(4)
+    start = np.sort(rng.integers(0, 10**12, 200_001))
+    dur = rng.random(len(start)) * rng.choice([1.0, 1e3, 1e6], len(start))
+    end = np.maximum.accumulate(start + (dur * 1000).astype(np.int64))
+    whole = int(np.maximum(start[1:] - end[:-1], 0).sum())
+    assert _idle_ns(start, dur, chunk=1000) == _idle_ns(start, dur) == (whole, int(end[-1]))
+
+
+def test_block_dim_spares_mix_kernels_whose_vector_blocks_divide() -> None:
+    rows = [k("mix_ok", "FlashAttention", 100, "MIX_AIC", block=20),
+            k("mix_bad", "FlashAttentionGrad", 100, "MIX_AIC", block=20, mix=30),
+            k("cpu", "Cast", 100, "AI_CPU", block=7)]
+    t = table(rows)
+    t = KernelTable(t.n, t.text, {**{c: t.ints[c] for c in t.ints}, "mix_block_dim": np.array([48, 30, -1])},
+                    t.floats)
+    found = [f for f in advise(Profile("test", t)) if f.kind == "block_dim"]
+    assert [f.op_type for f in found] == ["FlashAttentionGrad"]
