@@ -1,0 +1,207 @@
+"""Statistics of many tensors with the least work per tensor: the module-level pass's reductions.
+
+`BatchStats.add(t)` measures a floating tensor when it is handed over (never later: a caller may
+change it in place afterwards) and returns its row; `finish()` gives every row at once. On the
+CPU a tensor costs a handful of numpy reductions over a raw view of its memory (no torch call, and
+no copy for float32), and its histogram sample is copied into one array that a single `bincount`
+bins for the whole run. On an accelerator the reductions stay queued on the device
+(`statistics.tensor_stats_row` / `histogram_row`), and `finish()` brings them to the host in one
+transfer per device. A histogram bins a sample of `HIST_SAMPLE` values as every other route does, or
+fewer (`sample`): binning costs about 4 ns a value, more than the statistics of a mid-sized output.
+Rows are (min, max, sum, norm, nan, inf, zeros), as `stat_rows.finish_rows` takes them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Any
+
+import numpy as np
+
+from ascend_tui.evidence import HIST_BINS, HIST_EDGES_LOG2, HIST_SAMPLE
+from ascend_tui.live.statistics import histogram_row, raw_view, sample_of, tensor_stats_row
+
+_RUN = 64  # consecutive values per run of a histogram sample (a cache line or four)
+
+_COLUMNS = 1024  # a sum of squares as per-row dot products of this length: vectorised, and never BLAS's threads
+# Below this magnitude neither a float32 sum nor a row's sum of squares (`_COLUMNS` values) can overflow:
+# 1024 * (5e17)**2 = 2.6e38 < 3.4e38.
+_NO_OVERFLOW = 5e17
+_SKIP = 15  # histogram code of zeros and NaN: counted by the statistics, left out of the bins
+_STEP = HIST_EDGES_LOG2[1] - HIST_EDGES_LOG2[0]
+_CODE = np.clip((np.arange(256) - 127 - HIST_EDGES_LOG2[0]) // _STEP + 1, 0, HIST_BINS - 1).astype(np.uint8)
+
+
+class BatchStats:
+    """Rows of statistics (and sampled log2 histograms) of floating tensors, in the order they were added."""
+
+    def __init__(self, torch: Any, *, histograms: bool = True, sample: int = HIST_SAMPLE) -> None:
+        self._torch = torch
+        self.sample = sample  # values per histogram: `HIST_SAMPLE` as every other route, or fewer (module-level)
+        self._runs = max(1, sample // _RUN)
+        self._float32 = torch.float32
+        self._float64 = torch.float64
+        self.histograms = histograms
+        self.numel: list[int] = []
+        self._host = np.empty((256, 7), dtype=np.float64)
+        self._device: list[tuple[int, Any, Any]] = []  # (row, values, counts) queued on an accelerator
+        self._device_hist: list[tuple[int, Any]] = []
+        self._samples = np.empty(HIST_SAMPLE * 64, dtype=np.float32)
+        self._sample_rows: list[int] = []
+        self._sample_lens: list[int] = []
+        self._used = 0
+        self._flags = np.empty(1 << 16, dtype=bool)
+
+    def __len__(self) -> int:
+        return len(self.numel)
+
+    def add(self, t: Any) -> int | None:
+        """Measure a floating tensor now; its row, or None when it holds nothing to measure (empty, complex, meta)."""
+        n = t.numel()
+        if n == 0 or not t.is_floating_point():
+            return None
+        row = len(self.numel)
+        if t.is_cpu and t.layout == self._torch.strided:
+            a, keep = self._host_view(t)
+            if a is not None:
+                if row >= self._host.shape[0]:
+                    self._host = np.concatenate([self._host, np.empty_like(self._host)])
+                self._host[row] = self._cpu_row(a)
+                if self.histograms:
+                    self._sample(row, a)
+                del keep
+                self.numel.append(n)
+                return row
+        found = tensor_stats_row(self._torch, t)
+        if found is None:
+            return None
+        self._device.append((row, found[0], found[1]))
+        if self.histograms:
+            hist = histogram_row(self._torch, t)
+            if hist is not None:
+                self._device_hist.append((row, hist))
+        self.numel.append(n)
+        return row
+
+    def _host_view(self, t: Any) -> tuple[np.ndarray | None, Any]:
+        """A float32 numpy view of `t`'s values (its own memory when it is contiguous float32, else a copy of
+        ours) and the tensor that owns that memory (kept alive while it is read); None without plain storage."""
+        x = t.detach()
+        if x.dtype == self._float64:  # its own range: float32 would turn 1e300 into Inf
+            x = x.to(memory_format=self._torch.contiguous_format, copy=True).resolve_neg()
+            return x.numpy(), x  # our copy: numpy may share its storage
+        if x.dtype != self._float32 or x.is_neg() or not x.is_contiguous():
+            x = x.to(self._float32, memory_format=self._torch.contiguous_format, copy=True).resolve_neg()
+        a = raw_view(x)
+        return (a, x) if a is not None else (None, None)
+
+    def _cpu_row(self, a: np.ndarray) -> tuple[float, ...]:
+        """(min, max, sum, norm, nan, inf, zeros) of a float32 (or float64) array: min and max first; the counts only where
+        they can be non-zero (NaN/Inf when the range is not finite, zeros when it holds 0)."""
+        lo, hi = float(np.minimum.reduce(a)), float(np.maximum.reduce(a))
+        nan = inf = zeros = 0
+        if -_NO_OVERFLOW < lo and hi < _NO_OVERFLOW:  # the common case (False for NaN too): float32 partials
+            s, sq = float(np.add.reduce(a)), _squares(a)
+        else:  # NaN, Inf or huge values, in float64 with numpy's overflow warnings silenced
+            with np.errstate(over="ignore", invalid="ignore"):
+                wide = a.astype(np.float64)
+                s = float(wide.sum())
+                sq = math.nan if lo != lo or hi != hi else float(np.dot(wide, wide))
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                nan = int(np.count_nonzero(np.isnan(a, out=self._mask(a.size))))
+                inf = int(np.count_nonzero(np.isinf(a, out=self._mask(a.size))))
+        if not lo > 0 and not hi < 0:  # 0 lies in [lo, hi] (or NaN hides the range): count the zeros
+            zeros = int(np.count_nonzero(np.equal(a, 0, out=self._mask(a.size))))
+        return lo, hi, s, math.sqrt(sq), nan, inf, zeros
+
+    def _mask(self, n: int) -> np.ndarray:
+        if n > self._flags.size:
+            self._flags = np.empty(max(n, 2 * self._flags.size), dtype=bool)
+        return self._flags[:n]
+
+    def _sample(self, row: int, a: np.ndarray) -> None:
+        """Copy `a`'s histogram sample (the runs `statistics.sample_of` names) into the run's sample array."""
+        sample = sample_of(a) if self.sample == HIST_SAMPLE else _strided_sample(a, self._runs)
+        if sample.dtype != np.float32:  # float64: what a float32 cast makes of it, as `histogram_row` bins
+            with np.errstate(over="ignore"):
+                sample = sample.astype(np.float32)
+        k = sample.size
+        if self._used + k > self._samples.size:
+            bigger = np.empty(max(2 * self._samples.size, self._used + k), dtype=np.float32)
+            bigger[: self._used] = self._samples[: self._used]
+            self._samples = bigger
+        if sample.ndim == 1:
+            ctypes.memmove(self._samples.ctypes.data + 4 * self._used, sample.ctypes.data, 4 * k)
+        else:
+            self._samples[self._used: self._used + k].reshape(sample.shape)[...] = sample
+        self._used += k
+        self._sample_rows.append(row)
+        self._sample_lens.append(k)
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(rows [n, 7], numels [n], histogram rows' indices [h], histograms [h, HIST_BINS + 1]): one transfer per
+        device for what was queued there, one `bincount` for every CPU sample."""
+        n = len(self.numel)
+        raw = self._host[:n].copy()
+        by_device: dict[Any, list[tuple[int, Any, Any]]] = {}
+        for entry in self._device:
+            by_device.setdefault(entry[1].device, []).append(entry)
+        for entries in by_device.values():
+            rows = [e[0] for e in entries]
+            raw[rows, :4] = self._torch.stack([e[1] for e in entries]).cpu().double().numpy()
+            raw[rows, 4:] = self._torch.stack([e[2] for e in entries]).cpu().numpy()
+        hist_rows, hists = self._host_histograms()
+        if self._device_hist:
+            extra_rows = [r for r, _ in self._device_hist]
+            extra = np.zeros((len(extra_rows), HIST_BINS + 1), dtype=np.int64)
+            on_device: dict[Any, list[int]] = {}
+            for i, (_, h) in enumerate(self._device_hist):
+                if isinstance(h, np.ndarray):
+                    extra[i] = h
+                else:
+                    on_device.setdefault(h.device, []).append(i)
+            for idx in on_device.values():
+                extra[idx] = self._torch.stack([self._device_hist[i][1] for i in idx]).cpu().numpy()
+            hist_rows = np.concatenate([hist_rows, np.asarray(extra_rows, dtype=np.int64)])
+            hists = np.concatenate([hists, extra])
+        return raw, np.asarray(self.numel, dtype=np.float64), hist_rows, hists
+
+    def _host_histograms(self) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.asarray(self._sample_rows, dtype=np.int64)
+        out = np.zeros((len(rows), HIST_BINS + 1), dtype=np.int64)
+        if not len(rows):
+            return rows, out
+        bits = self._samples[: self._used].view(np.uint32) & np.uint32(0x7FFFFFFF)  # |x|
+        codes = _CODE[bits >> 23]
+        codes[(bits == 0) | (bits > 0x7F800000)] = _SKIP
+        key = np.repeat(np.arange(len(rows), dtype=np.int64) * 16, self._sample_lens)
+        key += codes
+        counts = np.bincount(key, minlength=16 * len(rows)).reshape(len(rows), 16)
+        out[:, :HIST_BINS] = counts[:, :HIST_BINS]
+        out[:, HIST_BINS] = out[:, :HIST_BINS].sum(axis=1)
+        return rows, out
+
+
+def _strided_sample(a: np.ndarray, runs: int) -> np.ndarray:
+    """`runs` evenly spaced runs of `_RUN` consecutive values of flat `a` (a strided view, no copy); all of `a`
+    when it is no longer than that."""
+    n = a.size
+    if n <= runs * _RUN:
+        return a
+    step = (n - _RUN) // (runs - 1) if runs > 1 else 0
+    return np.ndarray((runs, _RUN), a.dtype, a, 0, (step * a.itemsize, a.itemsize))
+
+
+def _squares(a: np.ndarray) -> float:
+    """The sum of squares of a float32 array: a dot product per `_COLUMNS`-value row, added in float64."""
+    k = a.size
+    whole = k - k % _COLUMNS
+    sq = 0.0
+    if whole:
+        rows = a[:whole].reshape(-1, _COLUMNS)
+        sq = float(np.vecdot(rows, rows).sum(dtype=np.float64))
+    if whole < k:
+        tail = a[whole:]
+        sq += float(np.vecdot(tail, tail))
+    return sq
