@@ -26,6 +26,7 @@ import numpy as np
 from ascend_tui.checks.suspects import first_bad_event, first_zeroed_event
 from ascend_tui.errors import Cancelled
 from ascend_tui.graph.opgraph import derive, op_node
+from ascend_tui.live.batch_stats import BatchStats
 from ascend_tui.live.capture import ABSENT, CaptureResult, Recorder, SlotRef, Unshadow, call_model, tensor_leaves, \
     tensor_meta
 from ascend_tui.progress import frozen_gc
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from ascend_tui.live.device import Device
 
 MODULE = "module"  # the value of `attrs["detail"]` on nodes that stand for a whole module call
+MODULE_SAMPLE = 512  # values per module-level histogram (an operator's: `HIST_SAMPLE`); binning is ~4 ns a value
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,14 @@ class StepRecorder(Recorder):
         self._frame_ops: list[SlotRef | None] = [None]  # per module call: the last operator node recorded in it
         self._hooked: dict[int, Any] = {}
         self._last: SlotRef | None = None
+        # Module-level measurements: taken when handed over, rows together at the end (`live.batch_stats`); a
+        # tensor measured already (a parent returning its child's output, one gradient reaching two outputs)
+        # unchanged since takes that row.
+        self.batch = BatchStats(self._torch, sample=MODULE_SAMPLE)
+        self._batch_keys: list[tuple[str, int]] = []
+        self._batch_copies: list[tuple[tuple[str, int], tuple[str, int]]] = []
+        self._measured: dict[int, tuple[Any, int, tuple[str, int]]] = {}
+        self._finished: tuple[Any, Any] | None = None
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -223,7 +233,7 @@ class StepRecorder(Recorder):
                 for tap in self.taps:  # observers' evidence (underflow in the reference) per module output too
                     tap(node_id, slot, t)
                 if self.want_stats and self.module_stats:
-                    self.stat_rows.take((node_id, slot), t)
+                    self.take((node_id, slot), t)
         self._last = SlotRef(node_id, 0, index, metas[0] if metas else None)
         return node_id
 
@@ -240,12 +250,71 @@ class StepRecorder(Recorder):
                 for tap in self.taps:
                     tap(node, 0, grad)
                 if self.want_stats and self.module_stats:
-                    self.stat_rows.take((node, 0), grad)
+                    self.take((node, 0), grad)
                 self._last = SlotRef(node, 0, i, meta)
             self.events.append(Event(index, name, cls, "backward", node, index))
             self.module_stack[:] = [name] if name else []  # what runs next is this module's backward
             self._advance(index)
         return hook
+
+    def take(self, key: tuple[str, int], t: Any) -> None:
+        """Measure a module-level tensor for `key` now (`BatchStats`), or point at the row of the same tensor."""
+        seen = self._measured.get(id(t))
+        if seen is not None and seen[0]() is t and seen[1] == t._version:
+            self._batch_copies.append((key, seen[2]))
+            return
+        if self.batch.add(t) is not None:
+            self._batch_keys.append(key)
+            self._measured[id(t)] = (weakref.ref(t), t._version, key)
+
+    def _module_tables(self) -> tuple[list[tuple[str, int]], np.ndarray, list[tuple[str, int]], np.ndarray]:
+        """(keys, `STAT_FIELDS` rows, histogram keys, histogram rows) of the module-level measurements, made once."""
+        if self._finished is None:
+            from ascend_tui.live.stat_rows import finish_rows
+
+            raw, numel, hist_rows, hists = self.batch.finish()
+            keys = list(self._batch_keys)
+            data = finish_rows(raw, numel)
+            position = {k: i for i, k in enumerate(keys)}
+            extra = []
+            for key, source in self._batch_copies:  # in measuring order: a copy of a copy finds its row
+                if source in position:
+                    position[key] = position[source]
+                    keys.append(key)
+                    extra.append(position[source])
+            if extra:
+                data = np.concatenate([data, data[extra]])
+            hist_of = {int(r): i for i, r in enumerate(hist_rows)}
+            hkeys, hidx = [], []
+            for key in keys:
+                i = hist_of.get(position[key])
+                if i is not None:
+                    hkeys.append(key)
+                    hidx.append(i)
+            self._finished = (keys, data, hkeys, hists[hidx])
+        return self._finished
+
+    def finish_stats(self) -> Any:
+        """The window's operator statistics and the module-level ones, in one table."""
+        table = super().finish_stats()
+        keys, data, _, _ = self._module_tables()
+        if keys:
+            table.add_many(keys, data)
+        return table
+
+    def finish_histograms(self) -> Any:
+        """The window's operator histograms and the module-level ones, in one table."""
+        from ascend_tui.evidence import HistogramTable
+
+        ops = super().finish_histograms()
+        _, _, keys, rows = self._module_tables()
+        if not keys:
+            return ops
+        if len(ops):
+            found = ops.to_json()
+            keys = [*zip(found["nodes"], found["slots"]), *keys]
+            rows = np.concatenate([np.asarray(found["rows"], dtype=np.int64).reshape(-1, rows.shape[1]), rows])
+        return HistogramTable(keys, rows)
 
     # -- operators inside the window ------------------------------------------------------------
 
@@ -277,7 +346,7 @@ class StepRecorder(Recorder):
             for tap in self.taps:
                 tap(node_id, 0, p.grad)
             if self.want_stats and self.module_stats:
-                self.stat_rows.take((node_id, 0), p.grad)
+                self.take((node_id, 0), p.grad)
 
 
 def _window_mode(base: type) -> type:
