@@ -28,20 +28,23 @@ _COLUMNS = 1024  # a sum of squares as per-row dot products of this length: vect
 # Below this magnitude neither a float32 sum nor a row's sum of squares (`_COLUMNS` values) can overflow:
 # 1024 * (5e17)**2 = 2.6e38 < 3.4e38.
 _NO_OVERFLOW = 5e17
-_SKIP = 15  # histogram code of zeros and NaN: counted by the statistics, left out of the bins
+_ONES = np.ones(_COLUMNS, dtype=np.float32)
 _STEP = HIST_EDGES_LOG2[1] - HIST_EDGES_LOG2[0]
-_CODE = np.clip((np.arange(256) - 127 - HIST_EDGES_LOG2[0]) // _STEP + 1, 0, HIST_BINS - 1).astype(np.uint8)
+_CODE = np.clip((np.arange(256) - 127 - HIST_EDGES_LOG2[0]) // _STEP + 1, 0, HIST_BINS - 1)  # bin of each exponent
+_FIRST_EXPONENT = np.searchsorted(_CODE, np.arange(HIST_BINS))  # bins are runs of exponents: where each starts
 
 
 class BatchStats:
     """Rows of statistics (and sampled log2 histograms) of floating tensors, in the order they were added."""
 
-    def __init__(self, torch: Any, *, histograms: bool = True, sample: int = HIST_SAMPLE) -> None:
+    def __init__(self, torch: Any, *, histograms: bool = True, sample: int = HIST_SAMPLE, host: bool = True) -> None:
         self._torch = torch
+        self.host = host  # False: CPU tensors too take the accelerator's route (queued torch reductions)
         self.sample = sample  # values per histogram: `HIST_SAMPLE` as every other route, or fewer (module-level)
         self._runs = max(1, sample // _RUN)
         self._float32 = torch.float32
         self._float64 = torch.float64
+        self._strided = torch.strided
         self.histograms = histograms
         self.numel: list[int] = []
         self._host = np.empty((256, 7), dtype=np.float64)
@@ -62,8 +65,16 @@ class BatchStats:
         if n == 0 or not t.is_floating_point():
             return None
         row = len(self.numel)
-        if t.is_cpu and t.layout == self._torch.strided:
-            a, keep = self._host_view(t)
+        if self.host and t.is_cpu and t.layout == self._strided:
+            keep = None
+            if t.dtype == self._float32 and t.is_contiguous() and not t.is_neg():  # most outputs: read in place
+                try:
+                    ptr = t.data_ptr()
+                except RuntimeError:  # a wrapper subclass without storage: the torch route measures it
+                    ptr = 0
+                a = np.asarray(_Memory(ptr, n)) if ptr else None
+            else:
+                a, keep = self._host_view(t)
             if a is not None:
                 if row >= self._host.shape[0]:
                     self._host = np.concatenate([self._host, np.empty_like(self._host)])
@@ -102,7 +113,13 @@ class BatchStats:
         lo, hi = float(np.minimum.reduce(a)), float(np.maximum.reduce(a))
         nan = inf = zeros = 0
         if -_NO_OVERFLOW < lo and hi < _NO_OVERFLOW:  # the common case (False for NaN too): float32 partials
-            s, sq = float(np.add.reduce(a)), _squares(a)
+            k = a.size
+            if k % _COLUMNS == 0 and a.dtype == np.float32:  # sum and squares as dot products of 1024-value rows
+                rows = a.reshape(-1, _COLUMNS)
+                s = float(np.vecdot(rows, _ONES).sum(dtype=np.float64))
+                sq = float(np.vecdot(rows, rows).sum(dtype=np.float64))
+            else:
+                s, sq = float(np.add.reduce(a)), _squares(a)
         else:  # NaN, Inf or huge values, in float64 with numpy's overflow warnings silenced
             with np.errstate(over="ignore", invalid="ignore"):
                 wide = a.astype(np.float64)
@@ -168,19 +185,38 @@ class BatchStats:
         return raw, np.asarray(self.numel, dtype=np.float64), hist_rows, hists
 
     def _host_histograms(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every CPU sample binned at once: one `bincount` of (row, biased exponent), then zeros and NaN (exponents
+        0 and 255 hold them among subnormals and Inf) taken out of the rows that have any."""
         rows = np.asarray(self._sample_rows, dtype=np.int64)
         out = np.zeros((len(rows), HIST_BINS + 1), dtype=np.int64)
         if not len(rows):
             return rows, out
         bits = self._samples[: self._used].view(np.uint32) & np.uint32(0x7FFFFFFF)  # |x|
-        codes = _CODE[bits >> 23]
-        codes[(bits == 0) | (bits > 0x7F800000)] = _SKIP
-        key = np.repeat(np.arange(len(rows), dtype=np.int64) * 16, self._sample_lens)
-        key += codes
-        counts = np.bincount(key, minlength=16 * len(rows)).reshape(len(rows), 16)
-        out[:, :HIST_BINS] = counts[:, :HIST_BINS]
-        out[:, HIST_BINS] = out[:, :HIST_BINS].sum(axis=1)
+        lens = np.asarray(self._sample_lens, dtype=np.int64)
+        key = bits >> np.uint32(23)
+        key += np.repeat(np.arange(len(rows), dtype=np.uint32) * np.uint32(256), lens)
+        exponents = np.bincount(key, minlength=256 * len(rows)).reshape(len(rows), 256)
+        out[:, :HIST_BINS] = np.add.reduceat(exponents, _FIRST_EXPONENT, axis=1)
+        kept = lens.copy()
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        for r in np.flatnonzero(exponents[:, 0] | exponents[:, 255]):
+            seg = bits[starts[r]: starts[r] + lens[r]]
+            zeros, nan = int(np.count_nonzero(seg == 0)), int(np.count_nonzero(seg > 0x7F800000))
+            out[r, _CODE[0]] -= zeros
+            out[r, _CODE[255]] -= nan
+            kept[r] -= zeros + nan
+        out[:, HIST_BINS] = kept
         return rows, out
+
+
+class _Memory:
+    """Raw float32 memory numpy can read through (`__array_interface__`), without numpy owning or pinning it: never
+    `.numpy()` on a caller's tensor, which would make its storage refuse `resize_`."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, ptr: int, n: int) -> None:
+        self.__array_interface__ = {"data": (ptr, True), "shape": (n,), "typestr": "<f4", "version": 3}
 
 
 def _strided_sample(a: np.ndarray, runs: int) -> np.ndarray:

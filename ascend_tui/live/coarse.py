@@ -100,6 +100,7 @@ class StepRecorder(Recorder):
         # tensor measured already (a parent returning its child's output, one gradient reaching two outputs)
         # unchanged since takes that row.
         self.batch = BatchStats(self._torch, sample=MODULE_SAMPLE)
+        self._grad_enabled = self._torch.is_grad_enabled
         self._batch_keys: list[tuple[str, int]] = []
         self._batch_copies: list[tuple[tuple[str, int], tuple[str, int]]] = []
         self._measured: dict[int, tuple[Any, int, tuple[str, int]]] = {}
@@ -168,18 +169,22 @@ class StepRecorder(Recorder):
         tensor = self._tensor
         outs = [out] if isinstance(out, tensor) else tensor_leaves([out], tensor)
         index = len(self.events)
-        node = "" if self._in_window(index) else self._module_node(name, cls, args, kwargs, outs, children)
+        w = self.window
+        inside = w is not None and w[0] < index <= w[1]
+        node = "" if inside else self._module_node(name, cls, args, kwargs, outs, children)
         self.events.append(Event(index, name, cls, self.phase, node, entered))
         if node:
             self._frames[-1].append(self._producers[id(outs[0])][1] if outs else SlotRef(node, 0, self.op_count - 1))
-        if self.grads and self.phase == "forward" and self._torch.is_grad_enabled():
+        if self.grads and self.phase == "forward" and self._grad_enabled():
+            hooked = self._hooked
             for t in outs:
                 if t.requires_grad and t.is_floating_point():
-                    seen = self._hooked.get(id(t))
+                    seen = hooked.get(id(t))
                     if seen is None or seen() is not t:  # a parent returning its child's output: the child's event
-                        self._hooked[id(t)] = weakref.ref(t)
+                        hooked[id(t)] = weakref.ref(t)
                         t.register_hook(self._grad_hook(name, cls, tensor_meta(t)))
-        self._advance(index)
+        if w is not None or self.flag_device is not None or self.cancel is not None or self.progress is not None:
+            self._advance(index)
 
     def _known(self, x: Any) -> SlotRef | None:
         ref = self._producer(x)
@@ -196,65 +201,82 @@ class StepRecorder(Recorder):
         """A node for one module call: fed by its inputs, its children and what made its outputs; outputs measured."""
         tensor = self._tensor
         refs: list[SlotRef] = []
+        pairs: set[tuple[str, int]] = set()
+        nodes: set[str] = set()
         unknown = False
-        for x in tensor_leaves(args, tensor) + (tensor_leaves(kwargs.values(), tensor) if kwargs else []):
-            ref = self._known(x)
+        producers = self._producers
+        leaves = [args[0]] if len(args) == 1 and isinstance(args[0], tensor) else tensor_leaves(args, tensor)
+        for x in (leaves + tensor_leaves(kwargs.values(), tensor)) if kwargs else leaves:
+            entry = producers.get(id(x))
+            ref = entry[1] if entry is not None and entry[0]() is x else self._known(x)
             if ref is None:
                 unknown = True
-            elif all(r.node != ref.node or r.slot != ref.slot for r in refs):
+            elif (ref.node, ref.slot) not in pairs:
+                pairs.add((ref.node, ref.slot))
+                nodes.add(ref.node)
                 refs.append(ref)
         for ref in children:
-            if all(r.node != ref.node for r in refs):
+            if ref.node not in nodes:
+                nodes.add(ref.node)
                 refs.append(ref)
         for t in outs:
-            ref = self._producer(t)
-            if ref is None:
+            entry = producers.get(id(t))
+            if entry is None or entry[0]() is not t:
                 unknown = True
-            elif all(r.node != ref.node for r in refs):
-                refs.append(ref)
+            elif entry[1].node not in nodes:
+                nodes.add(entry[1].node)
+                refs.append(entry[1])
         if unknown:  # made by code no node stands for (the caller's own): anything the caller made so far may feed it
             made = [*self._frames[-1], *([self._frame_ops[-1]] if self._frame_ops[-1] is not None else [])]
             if not made:
                 made = [self._last] if self._last is not None else self._input_refs()
             for ref in made:
-                if all(r.node != ref.node for r in refs):
+                if ref.node not in nodes:
+                    nodes.add(ref.node)
                     refs.append(ref)
-        node_id = self.next_id(name, MODULE)
+        node_id = self.ids.mint(name, MODULE, self.phase)
         metas = tuple(map(tensor_meta, outs))
         index = self.op_count
         self.op_count += 1
-        self.graph.add_node(op_node(node_id, f"module.{cls}", name, index, "op", tuple(r.meta for r in refs), metas,
-                                    None, self.phase, cls, {"detail": MODULE}))
+        graph = self.graph
+        graph.add_node(op_node(node_id, f"module.{cls}", name, index, "op", tuple(r.meta for r in refs), metas,
+                               None, self.phase, cls, {"detail": MODULE}))
         for slot, ref in enumerate(refs):
-            self.graph.add_edge(ref.node, node_id, ref.slot, slot)
+            graph.add_edge(ref.node, node_id, ref.slot, slot)
+        measure = self.want_stats and self.module_stats
+        taps = self.taps
         for slot, t in enumerate(outs):
-            self._set_producer(t, SlotRef(node_id, slot, index, metas[slot]))
+            producers[id(t)] = (weakref.ref(t), SlotRef(node_id, slot, index, metas[slot]))
             if t.is_floating_point():
-                for tap in self.taps:  # observers' evidence (underflow in the reference) per module output too
+                for tap in taps:  # observers' evidence (underflow in the reference) per module output too
                     tap(node_id, slot, t)
-                if self.want_stats and self.module_stats:
+                if measure:
                     self.take((node_id, slot), t)
         self._last = SlotRef(node_id, 0, index, metas[0] if metas else None)
         return node_id
 
     def _grad_hook(self, name: str, cls: str, meta: Any) -> Callable[[Any], None]:
+        events, attrs = self.events, {"detail": MODULE, "gradient_of": name}
+
         def hook(grad: Any) -> None:
-            index = len(self.events)
+            index = len(events)
             node = ""
-            if not self._in_window(index):
-                node = self.next_id(name, "module_grad")
+            w = self.window
+            if w is None or not w[0] < index <= w[1]:
+                node = self.ids.mint(name, "module_grad", "backward")
                 i = self.op_count
                 self.op_count += 1
                 self.graph.add_node(op_node(node, f"module_grad.{cls}", name, i, "op", (), (meta,), None, "backward",
-                                            cls, {"detail": MODULE, "gradient_of": name}))
+                                            cls, dict(attrs)))
                 for tap in self.taps:
                     tap(node, 0, grad)
                 if self.want_stats and self.module_stats:
                     self.take((node, 0), grad)
                 self._last = SlotRef(node, 0, i, meta)
-            self.events.append(Event(index, name, cls, "backward", node, index))
+            events.append(Event(index, name, cls, "backward", node, index))
             self.module_stack[:] = [name] if name else []  # what runs next is this module's backward
-            self._advance(index)
+            if w is not None or self.flag_device is not None or self.cancel is not None or self.progress is not None:
+                self._advance(index)
         return hook
 
     def take(self, key: tuple[str, int], t: Any) -> None:
