@@ -101,6 +101,8 @@ class StepRecorder(Recorder):
         # unchanged since takes that row.
         self.batch = BatchStats(self._torch, sample=MODULE_SAMPLE)
         self._grad_enabled = self._torch.is_grad_enabled
+        self.mode: Any = None  # a dispatch mode entered only while the window is open (a forward window's replay)
+        self._mode_entered = False
         self._batch_keys: list[tuple[str, int]] = []
         self._batch_copies: list[tuple[tuple[str, int], tuple[str, int]]] = []
         self._measured: dict[int, tuple[Any, int, tuple[str, int]]] = {}
@@ -147,6 +149,17 @@ class StepRecorder(Recorder):
 
         return _call_impl
 
+    def mode_on(self) -> None:
+        """Enter the dispatch mode (a replay that records operators only while its window is open)."""
+        if self.mode is not None and not self._mode_entered:
+            self.mode.__enter__()
+            self._mode_entered = True
+
+    def mode_off(self) -> None:
+        if self.mode is not None and self._mode_entered:
+            self._mode_entered = False
+            self.mode.__exit__(None, None, None)
+
     def _in_window(self, index: int) -> bool:
         return self.window is not None and self.window[0] < index <= self.window[1]
 
@@ -158,8 +171,10 @@ class StepRecorder(Recorder):
         if self.window is not None:
             if index == self.window[0]:
                 self.active = True
+                self.mode_on()
             if index == self.window[1]:
                 self.active = False
+                self.mode_off()
         if self.flag_device is not None:
             self.event_flags.append(bool(self.flag_device.read_overflow_flag()))
             self.flag_device.clear_overflow_flag()
@@ -395,9 +410,10 @@ def window_mode(base: type) -> type:
 def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backward: bool = False,
               loss: Callable[[Any], Any] | None = None, observers: Sequence[Any] = (), progress: Any = None,
               cancel: Any = None, flag_device: Device | None = None, phase_label: str = "capturing",
-              module_stats: bool = True) -> StepRecorder:
+              module_stats: bool = True, forward_only: bool = False) -> StepRecorder:
     """One run of the step (forward, and backward when asked) under a `StepRecorder`; a dispatch mode only when there
-    is a window to record operators in."""
+    is a window to record operators in. `forward_only`: a window in the forward, replayed without the backward (in the
+    same grad mode), the dispatch mode entered when the window opens and left when it closes."""
     import torch
 
     from ascend_tui.live.overflow import default_loss
@@ -406,9 +422,9 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
     rec = StepRecorder(model, inputs, window=window, grads=backward, flag_device=flag_device, progress=progress,
                        cancel=cancel, phase_label=phase_label, source=window is not None, module_stats=module_stats)
 
-    def body() -> None:
+    def body(run_backward: bool) -> None:
         rec.outputs = call_model(model, inputs)
-        if backward:
+        if backward and run_backward:
             value = (loss or default_loss)(rec.outputs)
             rec.phase = "backward"
             rec.module_stack.clear()
@@ -417,23 +433,53 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
 
     if flag_device is not None:
         flag_device.clear_overflow_flag()
-    if window is None:
-        from ascend_tui.live.recording import overrides
+    lazy = window is None or forward_only
+    if lazy:  # no dispatch mode but while the window is open (pass 1: never)
+        from ascend_tui.live.recording import _mode_class, overrides
 
         rec.taps = [o.output for o in observers if overrides(o, "output")]
         handles = rec.attribute_modules(model) if hasattr(model, "named_modules") else []
+        if window is not None:
+            rec.mode = window_mode(_mode_class())(rec, observers)
         try:
             with frozen_gc(), torch.set_grad_enabled(backward):
-                body()
+                if rec.active:
+                    rec.mode_on()
+                body(not forward_only)
         finally:
+            rec.mode_off()
             for h in handles:
                 h.remove()
     else:
         with recording(model, rec, observers, grad=backward, mode_class=window_mode):
-            body()
-    if backward and hasattr(model, "named_parameters"):
+            body(True)
+    if backward and not forward_only and hasattr(model, "named_parameters"):
         rec.param_grads(model)
     return rec
+
+
+def adopt_backward(replay: StepRecorder, first: StepRecorder) -> bool:
+    """Give a forward-only replay the module pass's backward: its gradient events and nodes (module-level, with no
+    edges) and the parameter gradients; False when the replay's forward did not make the same events."""
+    n = len(replay.events)
+    if n > len(first.events) or any(e.phase != "forward" for e in first.events[:n]) or \
+            any(e.phase == "forward" for e in first.events[n:]):
+        return False
+    graph = first.graph
+    for ev in first.events[n:]:
+        replay.events.append(ev)
+        if ev.node:
+            _copy_node(replay, graph.node(ev.node))
+    for node in graph.nodes:
+        if node.id.startswith("grad:") and node.id not in replay.graph:
+            _copy_node(replay, node)
+    return True
+
+
+def _copy_node(rec: StepRecorder, node: Any) -> None:
+    rec.graph.add_node(op_node(node.id, node.op_type, node.module, rec.op_count, node.kind, node.inputs, node.outputs,
+                               node.source, node.phase, node.module_class, node.attrs))
+    rec.op_count += 1
 
 
 @dataclass(slots=True)
@@ -471,20 +517,23 @@ def _is_module(node: Any) -> bool:
 
 def event_rows(rec: StepRecorder, stats: Any) -> tuple[np.ndarray, ...]:
     """(event index, min, max, NaN count, Inf count) per measured output of every event with a node."""
-    idx, keys = [], []
+    position = {k: i for i, k in enumerate(stats.keys())}  # a StatsTable's keys are in row order
+    idx, rows = [], []
+    graph = rec.graph
     for ev in rec.events:
         if not ev.node:
             continue
-        for slot in range(len(rec.graph.node(ev.node).outputs)):
-            if (ev.node, slot) in stats:
+        for slot in range(len(graph.node(ev.node).outputs)):
+            row = position.get((ev.node, slot))
+            if row is not None:
                 idx.append(ev.index)
-                keys.append((ev.node, slot))
-    if not keys:
+                rows.append(row)
+    if not rows:
         empty = np.zeros(0)
         return empty, empty, empty, empty, empty
-    rows = [stats.get(*k) for k in keys]
-    return (np.asarray(idx), np.array([r.min for r in rows]), np.array([r.max for r in rows]),
-            np.array([r.nan_count for r in rows]), np.array([r.inf_count for r in rows]))
+    at = np.asarray(rows)
+    return (np.asarray(idx), stats.column("min")[at], stats.column("max")[at], stats.column("nan_count")[at],
+            stats.column("inf_count")[at])
 
 
 def zeroed(target: tuple[StepRecorder, Any], reference: tuple[StepRecorder, Any]) -> int | None:
@@ -569,20 +618,27 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
     passes = 1
     flag_set = False
     notes: list[str] = []
+    first: list[tuple[StepRecorder, Any]] = []
 
     def run(i: int, window: tuple[int, int] | None, **kw: Any) -> tuple[StepRecorder, Any]:
-        states[i].restore(grads_cleared=True)
         side = sides[i]
-        rec = step_pass(side.model, side.inputs, window=window, backward=backward, loss=loss,
-                        observers=side.observers, progress=progress if i == 0 else None,
-                        cancel=cancel, **kw)
+        # A window in the forward is replayed without the backward (pass 1 measured it), recording only while open.
+        forward = window is not None and first[i][0].events[window[1]].phase == "forward"
+        for lazy in ((True, False) if forward else (False,)):
+            states[i].restore(grads_cleared=True)
+            rec = step_pass(side.model, side.inputs, window=window, backward=backward, loss=loss,
+                            observers=side.observers, progress=progress if i == 0 else None,
+                            cancel=cancel, forward_only=lazy, **kw)
+            if not (lazy and backward) or adopt_backward(rec, first[i][0]):
+                break
+            notes.append("the replay's forward made other module calls than the module pass's: replayed whole")
         return rec, rec.finish_stats()
 
     try:
         if device.read_overflow_flag() is not None:
             device.clear_overflow_flag()
         recs = [run(0, None, phase_label="module pass")]
-        first = list(recs)
+        first[:] = recs
         flag_set = bool(device.read_overflow_flag())
         if on_target is not None:
             on_target(_result(*recs[0]))
