@@ -131,3 +131,21 @@ def test_a_smaller_sample_bins_evenly_spaced_runs() -> None:
     low = 0  # (0, 2**-24): 2**-30
     high = next(i for i, e in enumerate(HIST_EDGES_LOG2) if 2.0 ** e > 1000.0)  # [2**8, 2**12)
     assert hists[0, low] == hists[0, high] == 256
+
+
+def test_later_measures_at_the_flush_and_skips_what_changed_in_place() -> None:
+    kept, changed = torch.full((1000,), 2.0), torch.ones(1000)
+    batch = BatchStats(torch)
+    assert batch.add(kept, later=True) == 0 and batch.add(changed, later=True) == 1
+    assert id(changed) in batch.pending_ids
+    changed.mul_(float("nan"))
+    raw, numel, rows, _ = batch.finish()
+    assert (raw[0, 0], raw[0, 1], raw[0, 4]) == (2.0, 2.0, 0) and list(numel) == [1000, 1000]
+    assert batch.changed == [1] and np.isnan(raw[1]).all() and list(rows) == [0]  # no values, no histogram
+
+
+def test_a_byte_budget_flushes() -> None:
+    batch = BatchStats(torch, budget=10_000)
+    for _ in range(5):
+        batch.add(torch.ones(1000), later=True)  # 4000 bytes each: flushed every third
+    assert len(batch._pending) == 2 and not batch.changed

@@ -262,3 +262,31 @@ def test_cancel_stops_the_module_pass() -> None:
     stop.set()
     with pytest.raises(Cancelled):
         coarse_capture(model("gpt2"), inputs(), select("cpu"), cancel=stop)
+
+
+class LogThenRelu(nn.Module):
+    """`log` of zeros is -Inf; the in-place ReLU after it turns the -Inf into 0 in the same tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.log = Log()
+        self.relu = nn.ReLU(inplace=True)
+        self.out = nn.Linear(8, 2)
+
+    def forward(self, x: Any) -> Any:
+        return self.out(self.relu(self.log(self.fc(x).relu())))
+
+
+class Log(nn.Module):
+    def forward(self, x: Any) -> Any:
+        return torch.log(x)
+
+
+def test_an_output_an_inplace_module_changes_is_measured_before_it_runs() -> None:
+    """Module outputs are measured in batches; one handed to an in-place module is measured first, so the -Inf the
+    ReLU overwrites is still seen, at the module that made it."""
+    torch.manual_seed(0)
+    cap = coarse_capture(LogThenRelu(), (torch.randn(16, 8),), select("cpu"), backward=True)
+    assert cap.window is not None and cap.recorder.events[cap.window[1]].module == "log"
+    assert not cap.notes

@@ -106,7 +106,8 @@ class StepRecorder(Recorder):
         self._batch_keys: list[tuple[str, int]] = []
         self._batch_copies: list[tuple[tuple[str, int], tuple[str, int]]] = []
         self._measured: dict[int, tuple[Any, int, tuple[str, int]]] = {}
-        self._finished: tuple[Any, Any] | None = None
+        self._finished: tuple[Any, Any, Any, Any] | None = None
+        self.unmeasured = 0  # module-level tensors changed in place before their batch was measured
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -126,11 +127,18 @@ class StepRecorder(Recorder):
 
     def _wrapped(self, call: Callable[..., Any], name: str, cls: str, thread: int) -> Callable[..., Any]:
         stack, frames, frame_ops, get_ident = self.module_stack, self._frames, self._frame_ops, threading.get_ident
+        batch = self.batch
+        pending = batch.pending_ids
 
         def _call_impl(*args: Any, **kwargs: Any) -> Any:
             if get_ident() != thread:
                 return call(*args, **kwargs)
             entered = len(self.events)
+            if pending:  # a module about to get a tensor not measured yet may change it in place (ReLU(inplace))
+                for a in args:
+                    if id(a) in pending:
+                        batch.flush()
+                        break
             stack.append(name)
             frames.append([])
             frame_ops.append(None)
@@ -300,7 +308,7 @@ class StepRecorder(Recorder):
         if seen is not None and seen[0]() is t and seen[1] == t._version:
             self._batch_copies.append((key, seen[2]))
             return
-        if self.batch.add(t) is not None:
+        if self.batch.add(t, later=True) is not None:
             self._batch_keys.append(key)
             self._measured[id(t)] = (weakref.ref(t), t._version, key)
 
@@ -312,6 +320,13 @@ class StepRecorder(Recorder):
             raw, numel, hist_rows, hists = self.batch.finish()
             keys = list(self._batch_keys)
             data = finish_rows(raw, numel)
+            if self.batch.changed:  # changed in place before they were measured: no statistics (counted)
+                self.unmeasured = len(self.batch.changed)
+                kept = np.ones(len(keys), dtype=bool)
+                kept[self.batch.changed] = False
+                keys = [k for k, keep in zip(keys, kept) if keep]
+                data, raw_rows = data[kept], np.flatnonzero(kept)
+                hist_rows = np.asarray([int(np.searchsorted(raw_rows, r)) for r in hist_rows], dtype=np.int64)
             position = {k: i for i, k in enumerate(keys)}
             extra = []
             for key, source in self._batch_copies:  # in measuring order: a copy of a copy finds its row
@@ -639,6 +654,9 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
             device.clear_overflow_flag()
         recs = [run(0, None, phase_label="module pass")]
         first[:] = recs
+        if recs[0][0].unmeasured:
+            notes.append(f"{recs[0][0].unmeasured} module outputs changed in place before they were measured: "
+                         "no statistics for them")
         flag_set = bool(device.read_overflow_flag())
         if on_target is not None:
             on_target(_result(*recs[0]))
@@ -683,35 +701,53 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
 def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) -> CaptureResult:
     """The replay's capture with its module nodes' statistics and histograms taken from the module pass (the same
     events of the same step: measuring them twice would double the cost of the replay)."""
-    from ascend_tui.evidence import HistogramTable, StatsTable
+    from ascend_tui.evidence import STAT_FIELDS, HistogramTable, StatsTable
 
     (r1, s1), (r2, s2) = first, replay
     h1, h2 = r1.finish_histograms(), r2.finish_histograms()
     same: dict[str, str] = {e2.node: e1.node for e1, e2 in zip(r1.events, r2.events) if e1.node and e2.node}
     same.update({n.id: n.id for n in r2.graph.nodes if n.id.startswith("grad:")})
     copy_of = dict(r2.stat_rows.copies)  # views of a module's output hold its values: the module pass's row
-    keys, rows, hkeys, hrows = [], [], [], []
+    pos1, pos2 = _positions(s1), _positions(s2)
+    keys, rows1, rows2, hkeys, hrows = [], [], [], [], []
     for node in r2.graph.nodes:
         for slot in range(max(1, len(node.outputs))):
             key, src = (node.id, slot), (same.get(node.id, ""), slot)
             hop, seen = key, 0
-            while hop not in s2 and hop in copy_of and seen < 64:  # a view of a view of a module's output
+            while hop not in pos2 and hop in copy_of and seen < 64:  # a view of a view of a module's output
                 hop, seen = copy_of[hop], seen + 1
-            if hop != key and hop not in s2 and hop[0] in same:
+            if hop != key and hop not in pos2 and hop[0] in same:
                 src = (same[hop[0]], hop[1])
-            row = s2.get(*key) if key in s2 else (s1.get(*src) if src in s1 else None)
-            if row is not None:
+            i = pos2.get(key)
+            j = pos1.get(src) if i is None else None
+            if i is not None or j is not None:
                 keys.append(key)
-                rows.append(row.to_row())
+                rows2.append(-1 if i is None else i)
+                rows1.append(-1 if j is None else j)
             hist = h2.get(*key) or (h1.get(*src) if src[0] else None)
             if hist is not None:
                 hkeys.append(key)
                 hrows.append(np.append(hist[0], hist[1]))
     stats = StatsTable()
     if keys:
-        stats.add_many(keys, np.array(rows, dtype=np.float64))
+        a, b = np.asarray(rows2), np.asarray(rows1)
+        data = np.empty((len(keys), len(STAT_FIELDS)), dtype=np.float64)
+        data[a >= 0] = _matrix(s2)[a[a >= 0]]
+        data[b >= 0] = _matrix(s1)[b[b >= 0]]
+        stats.add_many(keys, data)
     hists = HistogramTable(hkeys, np.array(hrows, dtype=np.int64)) if hkeys else HistogramTable()
     return CaptureResult(r2.graph, stats, r2.outputs, r2.op_count, recorder=r2, histograms=hists)
+
+
+def _positions(table: Any) -> dict[tuple[str, int], int]:
+    return {k: i for i, k in enumerate(table.keys())}  # a StatsTable's keys are in row order
+
+
+def _matrix(table: Any) -> np.ndarray:
+    from ascend_tui.evidence import STAT_FIELDS
+
+    return np.column_stack([table.column(f) for f in STAT_FIELDS]) if len(table) else \
+        np.zeros((0, len(STAT_FIELDS)))
 
 
 def _result(rec: StepRecorder, stats: Any) -> CaptureResult:
