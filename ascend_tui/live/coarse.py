@@ -38,6 +38,11 @@ MODULE = "module"  # the value of `attrs["detail"]` on nodes that stand for a wh
 MODULE_SAMPLE = 512  # values per module-level histogram (an operator's: `HIST_SAMPLE`); binning is ~4 ns a value
 
 
+class WindowClosed(BaseException):
+    """Raised at the end of a forward window when the replay stops there (not an `Exception`: a model's own
+    `except Exception` must not swallow it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One module-level measurement: a module call's outputs (forward) or the gradient reaching them (backward)."""
@@ -103,6 +108,9 @@ class StepRecorder(Recorder):
         self._grad_enabled = self._torch.is_grad_enabled
         self.mode: Any = None  # a dispatch mode entered only while the window is open (a forward window's replay)
         self._mode_entered = False
+        self.stopped = False
+        self.stop_after_window = False  # raise `WindowClosed` when the window closes (the rest comes from pass 1)
+        self.window_outputs: dict[int, list[SlotRef]] = {}  # event -> what made its outputs, for events in the window
         self._batch_keys: list[tuple[str, int]] = []
         self._batch_copies: list[tuple[tuple[str, int], tuple[str, int]]] = []
         self._measured: dict[int, tuple[Any, int, tuple[str, int]]] = {}
@@ -183,6 +191,8 @@ class StepRecorder(Recorder):
             if index == self.window[1]:
                 self.active = False
                 self.mode_off()
+                if self.stop_after_window:
+                    raise WindowClosed
         if self.flag_device is not None:
             self.event_flags.append(bool(self.flag_device.read_overflow_flag()))
             self.flag_device.clear_overflow_flag()
@@ -195,6 +205,8 @@ class StepRecorder(Recorder):
         w = self.window
         inside = w is not None and w[0] < index <= w[1]
         node = "" if inside else self._module_node(name, cls, args, kwargs, outs, children)
+        if inside and self.stop_after_window:
+            self.window_outputs[index] = [self.source_of(t) for t in outs]
         self.events.append(Event(index, name, cls, self.phase, node, entered))
         if node:
             self._frames[-1].append(self._producers[id(outs[0])][1] if outs else SlotRef(node, 0, self.op_count - 1))
@@ -308,7 +320,9 @@ class StepRecorder(Recorder):
         if seen is not None and seen[0]() is t and seen[1] == t._version:
             self._batch_copies.append((key, seen[2]))
             return
-        if self.batch.add(t, later=True) is not None:
+        # Gradients wait for the batch (nothing changes them in place: this reference keeps autograd from reusing
+        # them); forward outputs are measured now, as a caller may change one in place (`out += identity`).
+        if self.batch.add(t, later=self.phase == "backward") is not None:
             self._batch_keys.append(key)
             self._measured[id(t)] = (weakref.ref(t), t._version, key)
 
@@ -425,10 +439,12 @@ def window_mode(base: type) -> type:
 def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backward: bool = False,
               loss: Callable[[Any], Any] | None = None, observers: Sequence[Any] = (), progress: Any = None,
               cancel: Any = None, flag_device: Device | None = None, phase_label: str = "capturing",
-              module_stats: bool = True, forward_only: bool = False) -> StepRecorder:
+              module_stats: bool = True, forward_only: bool = False,
+              stop_after_window: bool = False) -> StepRecorder:
     """One run of the step (forward, and backward when asked) under a `StepRecorder`; a dispatch mode only when there
     is a window to record operators in. `forward_only`: a window in the forward, replayed without the backward (in the
-    same grad mode), the dispatch mode entered when the window opens and left when it closes."""
+    same grad mode), the dispatch mode entered when the window opens and left when it closes; `stop_after_window`: and
+    stopped there (`rec.stopped`; `adopt_rest` gives it the rest of the step from the module pass)."""
     import torch
 
     from ascend_tui.live.overflow import default_loss
@@ -456,11 +472,15 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
         handles = rec.attribute_modules(model) if hasattr(model, "named_modules") else []
         if window is not None:
             rec.mode = window_mode(_mode_class())(rec, observers)
+            rec.stop_after_window = forward_only and stop_after_window
         try:
             with frozen_gc(), torch.set_grad_enabled(backward):
                 if rec.active:
                     rec.mode_on()
-                body(not forward_only)
+                try:
+                    body(not forward_only)
+                except WindowClosed:
+                    rec.stopped = True
         finally:
             rec.mode_off()
             for h in handles:
@@ -473,28 +493,48 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
     return rec
 
 
-def adopt_backward(replay: StepRecorder, first: StepRecorder) -> bool:
-    """Give a forward-only replay the module pass's backward: its gradient events and nodes (module-level, with no
-    edges) and the parameter gradients; False when the replay's forward did not make the same events."""
+def adopt_rest(replay: StepRecorder, first: StepRecorder) -> bool:
+    """Give a replay that ran only part of the step (forward only, or stopped where its window closed) the rest from
+    the module pass: its later events, their module-level nodes (an edge from a module the replay recorded operator
+    by operator now comes from the operator that made that output) and the parameter gradients. False when the
+    replay's events are not the module pass's first ones (the step does something else when run again)."""
     n = len(replay.events)
-    if n > len(first.events) or any(e.phase != "forward" for e in first.events[:n]) or \
-            any(e.phase == "forward" for e in first.events[n:]):
+    fe = first.events
+    if n > len(fe) or any(a.module != b.module or a.phase != b.phase for a, b in zip(replay.events, fe)):
         return False
-    graph = first.graph
-    for ev in first.events[n:]:
+    remap: dict[str, list[SlotRef]] = {fe[i].node: refs for i, refs in replay.window_outputs.items() if fe[i].node}
+    graph, target = first.graph, replay.graph
+    for ev in fe[n:]:
         replay.events.append(ev)
-        if ev.node:
-            _copy_node(replay, graph.node(ev.node))
+        if not ev.node:
+            continue
+        _copy_node(replay, graph.node(ev.node))
+        for edge in graph.producers(ev.node):
+            refs = remap.get(edge.src)
+            if refs is not None:
+                if edge.out_slot < len(refs):
+                    target.add_edge(refs[edge.out_slot].node, ev.node, refs[edge.out_slot].slot, edge.in_slot)
+                continue
+            if edge.src not in target:
+                source = graph.node(edge.src)
+                if not source.is_placeholder:
+                    continue
+                _copy_node(replay, source)
+            target.add_edge(edge.src, ev.node, edge.out_slot, edge.in_slot)
     for node in graph.nodes:
-        if node.id.startswith("grad:") and node.id not in replay.graph:
+        if node.id.startswith("grad:") and node.id not in target:
             _copy_node(replay, node)
+    if replay.stopped:
+        replay.outputs = first.outputs  # the same step's outputs: the replay stopped before making them
     return True
 
 
 def _copy_node(rec: StepRecorder, node: Any) -> None:
-    rec.graph.add_node(op_node(node.id, node.op_type, node.module, rec.op_count, node.kind, node.inputs, node.outputs,
+    index = -1 if node.is_placeholder else rec.op_count
+    rec.graph.add_node(op_node(node.id, node.op_type, node.module, index, node.kind, node.inputs, node.outputs,
                                node.source, node.phase, node.module_class, node.attrs))
-    rec.op_count += 1
+    if index >= 0:
+        rec.op_count += 1
 
 
 @dataclass(slots=True)
@@ -637,14 +677,15 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
 
     def run(i: int, window: tuple[int, int] | None, **kw: Any) -> tuple[StepRecorder, Any]:
         side = sides[i]
-        # A window in the forward is replayed without the backward (pass 1 measured it), recording only while open.
+        # A window in the forward is replayed up to where it closes (pass 1 measured the rest), recording only while
+        # it is open.
         forward = window is not None and first[i][0].events[window[1]].phase == "forward"
         for lazy in ((True, False) if forward else (False,)):
             states[i].restore(grads_cleared=True)
             rec = step_pass(side.model, side.inputs, window=window, backward=backward, loss=loss,
                             observers=side.observers, progress=progress if i == 0 else None,
-                            cancel=cancel, forward_only=lazy, **kw)
-            if not (lazy and backward) or adopt_backward(rec, first[i][0]):
+                            cancel=cancel, forward_only=lazy, stop_after_window=lazy, **kw)
+            if not lazy or adopt_rest(rec, first[i][0]):
                 break
             notes.append("the replay's forward made other module calls than the module pass's: replayed whole")
         return rec, rec.finish_stats()
@@ -706,7 +747,8 @@ def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) ->
     (r1, s1), (r2, s2) = first, replay
     h1, h2 = r1.finish_histograms(), r2.finish_histograms()
     same: dict[str, str] = {e2.node: e1.node for e1, e2 in zip(r1.events, r2.events) if e1.node and e2.node}
-    same.update({n.id: n.id for n in r2.graph.nodes if n.id.startswith("grad:")})
+    same.update({n.id: n.id for n in r2.graph.nodes if n.id.startswith("grad:")
+                 or (n.is_placeholder and n.kind in ("input", "param", "buffer"))})  # named: the same tensor
     copy_of = dict(r2.stat_rows.copies)  # views of a module's output hold its values: the module pass's row
     pos1, pos2 = _positions(s1), _positions(s2)
     keys, rows1, rows2, hkeys, hrows = [], [], [], [], []
