@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ascend_tui.live.device import Device
 
 MODULE = "module"  # the value of `attrs["detail"]` on nodes that stand for a whole module call
+FLAG_READS = 32  # reads of the overflow flag (a host sync each) in the pass that looks for it: one every N events
 MODULE_SAMPLE = 512  # values per module-level histogram (an operator's: `HIST_SAMPLE`); binning is ~4 ns a value
 
 
@@ -94,8 +95,9 @@ class StepRecorder(Recorder):
         self.active = window is not None and window[0] < 0
         self.events: list[Event] = []
         self.grads = grads
-        self.flag_device = flag_device  # read and clear the overflow flag at every event (one sync each)
-        self.event_flags: list[bool] = []
+        self.flag_device = flag_device  # read and clear the overflow flag every `flag_every` events (a sync each)
+        self.flag_every = 1  # events between two reads of the overflow flag
+        self.flag_reads: list[tuple[int, bool]] = []  # (last event before the read, flag set)
         self.outputs: Any = None
         self._frames: list[list[SlotRef]] = [[]]  # per module call: the module nodes its children made
         self._frame_ops: list[SlotRef | None] = [None]  # per module call: the last operator node recorded in it
@@ -193,9 +195,13 @@ class StepRecorder(Recorder):
                 self.mode_off()
                 if self.stop_after_window:
                     raise WindowClosed
-        if self.flag_device is not None:
-            self.event_flags.append(bool(self.flag_device.read_overflow_flag()))
-            self.flag_device.clear_overflow_flag()
+        if self.flag_device is not None and index % self.flag_every == self.flag_every - 1:
+            self.read_flag(index)
+
+    def read_flag(self, index: int) -> None:
+        """Read (one host sync) and clear the overflow flag: set by something since the last read, up to `index`."""
+        self.flag_reads.append((index, bool(self.flag_device.read_overflow_flag())))
+        self.flag_device.clear_overflow_flag()
 
     def _exit(self, name: str, cls: str, args: Any, kwargs: Any, out: Any, children: list[SlotRef],
               entered: int) -> None:
@@ -440,7 +446,7 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
               loss: Callable[[Any], Any] | None = None, observers: Sequence[Any] = (), progress: Any = None,
               cancel: Any = None, flag_device: Device | None = None, phase_label: str = "capturing",
               module_stats: bool = True, forward_only: bool = False,
-              stop_after_window: bool = False) -> StepRecorder:
+              stop_after_window: bool = False, flag_every: int = 1) -> StepRecorder:
     """One run of the step (forward, and backward when asked) under a `StepRecorder`; a dispatch mode only when there
     is a window to record operators in. `forward_only`: a window in the forward, replayed without the backward (in the
     same grad mode), the dispatch mode entered when the window opens and left when it closes; `stop_after_window`: and
@@ -452,6 +458,7 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
 
     rec = StepRecorder(model, inputs, window=window, grads=backward, flag_device=flag_device, progress=progress,
                        cancel=cancel, phase_label=phase_label, source=window is not None, module_stats=module_stats)
+    rec.flag_every = flag_every
 
     def body(run_backward: bool) -> None:
         rec.outputs = call_model(model, inputs)
@@ -488,6 +495,8 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
     else:
         with recording(model, rec, observers, grad=backward, mode_class=window_mode):
             body(True)
+    if flag_device is not None:  # what the last batch of events set
+        rec.read_flag(len(rec.events) - 1)
     if backward and not forward_only and hasattr(model, "named_parameters"):
         rec.param_grads(model)
     return rec
@@ -674,6 +683,7 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
     flag_set = False
     notes: list[str] = []
     first: list[tuple[StepRecorder, Any]] = []
+    starts: dict[int, int] = {}  # a suspect event -> where its window starts, when not at the event before it
 
     def run(i: int, window: tuple[int, int] | None, **kw: Any) -> tuple[StepRecorder, Any]:
         side = sides[i]
@@ -709,15 +719,19 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
             bads.append(first_bad_event(*event_rows(*recs[1]), saturation_limit=saturation_limit))
             bads.append(zeroed(recs[0], recs[1]))
         if all(b is None for b in bads) and flag_set:  # saturation mode: the flag says something overflowed, not where
-            flagged, _ = run(0, None, flag_device=device, phase_label="finding the overflow flag")
+            every = max(1, len(recs[0][0].events) // FLAG_READS)
+            flagged, _ = run(0, None, flag_device=device, flag_every=every, phase_label="finding the overflow flag")
             passes += 1
-            bads.append(first_bad_event(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0),
-                                        flagged=np.asarray(flagged.event_flags, dtype=bool)))
-            if bads[-1] is None:
+            reads = flagged.flag_reads
+            hit = next((k for k, (_, flag) in enumerate(reads) if flag), None)
+            if hit is None or reads[hit][0] < 0:
                 notes.append("the overflow flag was set outside every module call")
+            else:  # the window: the events since the read before
+                bads.append(reads[hit][0])
+                starts[reads[hit][0]] = reads[hit - 1][0] if hit else -1
         bads += [judge(recs[0][0].events) for judge in suspects]
         bad = min((b for b in bads if b is not None), default=None)
-        window = None if bad is None else (bad - 1, bad)
+        window = None if bad is None else (starts.get(bad, bad - 1), bad)
         for attempt in range(max_widen + 1):
             if window is None:
                 break
