@@ -170,13 +170,13 @@ class StepRecorder(Recorder):
     def mode_on(self) -> None:
         """Enter the dispatch mode (a replay that records operators only while its window is open)."""
         if self.mode is not None and not self._mode_entered:
-            self.mode.__enter__()
+            self.mode.push()
             self._mode_entered = True
 
     def mode_off(self) -> None:
         if self.mode is not None and self._mode_entered:
             self._mode_entered = False
-            self.mode.__exit__(None, None, None)
+            self.mode.pop()
 
     def _in_window(self, index: int) -> bool:
         return self.window is not None and self.window[0] < index <= self.window[1]
@@ -433,13 +433,35 @@ def _window_mode(base: type) -> type:
     return WindowMode
 
 
-_WINDOW_MODES: dict[type, type] = {}
+_WINDOW_MODES: dict[Any, type] = {}
 
 
 def window_mode(base: type) -> type:
     if base not in _WINDOW_MODES:
         _WINDOW_MODES[base] = _window_mode(base)
     return _WINDOW_MODES[base]
+
+
+def lazy_window_mode(base: type) -> type:
+    """`window_mode(base)` that `recording()` enters and leaves without pushing it: `push()` / `pop()` do, when the
+    window opens and closes (outside it, operators run without any Python in between)."""
+    key = ("lazy", base)
+    if key not in _WINDOW_MODES:
+        class LazyWindowMode(window_mode(base)):  # type: ignore[misc, valid-type]
+            def __enter__(self) -> Any:
+                return self
+
+            def __exit__(self, *exc: Any) -> None:
+                return None
+
+            def push(self) -> None:
+                super().__enter__()
+
+            def pop(self) -> None:
+                super().__exit__(None, None, None)
+
+        _WINDOW_MODES[key] = LazyWindowMode
+    return _WINDOW_MODES[key]
 
 
 def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backward: bool = False,
@@ -471,27 +493,29 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
 
     if flag_device is not None:
         flag_device.clear_overflow_flag()
-    lazy = window is None or forward_only
-    if lazy:  # no dispatch mode but while the window is open (pass 1: never)
-        from ascend_tui.live.recording import _mode_class, overrides
+    if window is None:  # pass 1: no dispatch mode at all
+        from ascend_tui.live.recording import overrides
 
         rec.taps = [o.output for o in observers if overrides(o, "output")]
         handles = rec.attribute_modules(model) if hasattr(model, "named_modules") else []
-        if window is not None:
-            rec.mode = window_mode(_mode_class())(rec, observers)
-            rec.stop_after_window = forward_only and stop_after_window
         try:
             with frozen_gc(), torch.set_grad_enabled(backward):
-                if rec.active:
-                    rec.mode_on()
-                try:
-                    body(not forward_only)
-                except WindowClosed:
-                    rec.stopped = True
+                body(True)
         finally:
-            rec.mode_off()
             for h in handles:
                 h.remove()
+    elif forward_only:  # the dispatch mode pushed only while the window is open
+        rec.stop_after_window = stop_after_window
+        with recording(model, rec, observers, grad=backward, mode_class=lazy_window_mode) as mode:
+            rec.mode = mode
+            try:
+                if rec.active:
+                    rec.mode_on()
+                body(False)
+            except WindowClosed:
+                rec.stopped = True
+            finally:
+                rec.mode_off()
     else:
         with recording(model, rec, observers, grad=backward, mode_class=window_mode):
             body(True)
