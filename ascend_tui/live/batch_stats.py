@@ -143,7 +143,7 @@ class BatchStats:
         x = t.detach()
         if x.dtype == self._float64:  # its own range: float32 would turn 1e300 into Inf
             x = x.to(memory_format=self._torch.contiguous_format, copy=True).resolve_neg()
-            return x.numpy(), x  # our copy: numpy may share its storage
+            return x.numpy().reshape(-1), x  # our copy: numpy may share its storage
         if x.dtype != self._float32 or x.is_neg() or not x.is_contiguous():
             x = x.to(self._float32, memory_format=self._torch.contiguous_format, copy=True).resolve_neg()
         a = raw_view(x)
