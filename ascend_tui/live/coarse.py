@@ -42,8 +42,24 @@ class StepState:
 
     @classmethod
     def save(cls, model: Any, device: Device) -> StepState:
-        buffers = [(b, b.detach().clone()) for b in model.buffers()] if hasattr(model, "buffers") else []
-        params = [p for p in model.parameters() if p.requires_grad] if hasattr(model, "parameters") else []
+        import torch
+
+        buffers: list[tuple[Any, Any]] = []
+        params: list[Any] = []
+        if isinstance(model, torch.nn.Module):  # one walk for both (`buffers()` and `parameters()` would make two)
+            seen: set[int] = set()
+            for mod in model.modules():
+                for b in mod._buffers.values():
+                    if b is not None and id(b) not in seen:
+                        seen.add(id(b))
+                        buffers.append((b, b.detach().clone()))
+                for p in mod._parameters.values():
+                    if p is not None and p.requires_grad and id(p) not in seen:
+                        seen.add(id(p))
+                        params.append(p)
+        else:
+            buffers = [(b, b.detach().clone()) for b in model.buffers()] if hasattr(model, "buffers") else []
+            params = [p for p in model.parameters() if p.requires_grad] if hasattr(model, "parameters") else []
         return cls(device, device.rng_state(), buffers, [(p, p.grad) for p in params])
 
     def restore(self, *, grads_cleared: bool = False) -> None:

@@ -86,7 +86,11 @@ class StepRecorder(Recorder):
 
     def attribute_modules(self, model: Any) -> list[Any]:
         """Shadow every module's `_call_impl` (the model's own too) to attribute ops and end each call with an event."""
-        pairs = list(model.named_modules())
+        known = self._module_names  # the walk `Recorder` made naming the parameters: not another one
+        if known is not None and known[0] == id(model):
+            pairs = [("", model), *((known[1][id(m)], m) for m in known[2])]
+        else:
+            pairs = list(model.named_modules())
         thread = threading.get_ident()
         shadowed: list[tuple[dict[str, Any], Any]] = []
         for name, mod in pairs:
@@ -370,7 +374,9 @@ class StepRecorder(Recorder):
 
     def param_grads(self, model: Any) -> None:
         """One module-level node per parameter gradient (`grad:fc.weight`), with its statistics."""
-        for name, p in model.named_parameters():
+        named = self._named  # the parameters `Recorder` named, in `named_parameters()` order
+        params = [(named[id(t)][1], t) for t in self._keepalive if named.get(id(t), ("",))[0] == "param"]
+        for name, p in params or model.named_parameters():
             if p.grad is None or f"grad:{name}" in self.graph:
                 continue
             node_id, meta = f"grad:{name}", tensor_meta(p.grad)
