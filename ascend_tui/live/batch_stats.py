@@ -4,11 +4,11 @@
 once. On the CPU a tensor costs a handful of numpy reductions over a raw view of its memory (no
 torch call, and no copy for float32), and its histogram sample is copied into one array that a
 single `bincount` bins for the whole run. `add(t, later=True)` keeps a CPU tensor until the next
-`flush` (a byte budget, or `finish`) and measures the batch in one tight loop, where numpy's code
-and the loop stay in the cache: about a quarter cheaper than one measurement between every two
-modules. A kept tensor changed in place before its flush (its version moved) is not measured, and
-its row is listed in `changed`; a caller flushes before handing such a tensor to code that may
-change it. On an accelerator the reductions stay queued on the device (`statistics.tensor_stats_row`
+`flush` (a byte budget, or `finish`) and measures the batch in one loop; a kept tensor changed in
+place before its flush (its version moved) is not measured, and its row is listed in `changed` (as
+is one no route can measure). The coarse pass measures at once: on the CPU a batch measured no
+faster than measuring between two modules (the tensor is hot in the cache then), and a caller may
+change a module's output in place. On an accelerator the reductions stay queued on the device (`statistics.tensor_stats_row`
 / `histogram_row`), and `finish()` brings them to the host in one transfer per device. A histogram
 bins a sample of `HIST_SAMPLE` values as every other route does, or fewer (`sample`): binning costs
 about 4 ns a value, more than the statistics of a mid-sized output. Rows are (min, max, sum, norm,

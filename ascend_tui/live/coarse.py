@@ -157,8 +157,7 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
         recs = [run(0, None, phase_label="module pass")]
         first[:] = recs
         if recs[0][0].unmeasured:
-            notes.append(f"{recs[0][0].unmeasured} module outputs changed in place before they were measured: "
-                         "no statistics for them")
+            notes.append(f"{recs[0][0].unmeasured} module outputs could not be measured: no statistics for them")
         flag_set = bool(device.read_overflow_flag())
         if on_target is not None:
             on_target(result_of(*recs[0]))

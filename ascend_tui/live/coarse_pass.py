@@ -80,7 +80,7 @@ class StepRecorder(Recorder):
         self._batch_copies: list[tuple[tuple[str, int], tuple[str, int]]] = []
         self._measured: dict[int, tuple[Any, int, tuple[str, int]]] = {}
         self._finished: tuple[Any, Any, Any, Any] | None = None
-        self.unmeasured = 0  # module-level tensors changed in place before their batch was measured
+        self.unmeasured = 0  # module-level tensors BatchStats gave a row but no values (`BatchStats.changed`)
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -104,18 +104,11 @@ class StepRecorder(Recorder):
 
     def _wrapped(self, call: Callable[..., Any], name: str, cls: str, thread: int) -> Callable[..., Any]:
         stack, frames, frame_ops, get_ident = self.module_stack, self._frames, self._frame_ops, threading.get_ident
-        batch = self.batch
-        pending = batch.pending_ids
 
         def _call_impl(*args: Any, **kwargs: Any) -> Any:
             if get_ident() != thread:
                 return call(*args, **kwargs)
             entered = len(self.events)
-            if pending:  # a module about to get a tensor not measured yet may change it in place (ReLU(inplace))
-                for a in args:
-                    if id(a) in pending:
-                        batch.flush()
-                        break
             stack.append(name)
             frames.append([])
             frame_ops.append(None)
@@ -293,9 +286,9 @@ class StepRecorder(Recorder):
         if seen is not None and seen[0]() is t and seen[1] == t._version:
             self._batch_copies.append((key, seen[2]))
             return
-        # Gradients wait for the batch (nothing changes them in place: this reference keeps autograd from reusing
-        # them); forward outputs are measured now, as a caller may change one in place (`out += identity`).
-        if self.batch.add(t, later=self.phase == "backward") is not None:
+        # Measured now, not kept for a batch: a caller may change a module's output in place (`out += identity`), and
+        # keeping gradients for a batch measured no faster on the CPU (tight loops lose to hot caches).
+        if self.batch.add(t) is not None:
             self._batch_keys.append(key)
             self._measured[id(t)] = (weakref.ref(t), t._version, key)
 
@@ -307,7 +300,7 @@ class StepRecorder(Recorder):
             raw, numel, hist_rows, hists = self.batch.finish()
             keys = list(self._batch_keys)
             data = finish_rows(raw, numel)
-            if self.batch.changed:  # changed in place before they were measured: no statistics (counted)
+            if self.batch.changed:  # rows without values: no statistics (counted in the notes)
                 self.unmeasured = len(self.batch.changed)
                 kept = np.ones(len(keys), dtype=bool)
                 kept[self.batch.changed] = False
