@@ -138,9 +138,6 @@ class StepRecorder(Recorder):
             self._mode_entered = False
             self.mode.pop()
 
-    def _in_window(self, index: int) -> bool:
-        return self.window is not None and self.window[0] < index <= self.window[1]
-
     def _advance(self, index: int) -> None:
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled("capture cancelled")
@@ -440,7 +437,7 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
     from ascend_tui.live.overflow import default_loss
     from ascend_tui.live.recording import recording
 
-    rec = StepRecorder(model, inputs, window=window, grads=backward, flag_device=flag_device, progress=progress,
+    rec = StepRecorder(model, inputs, window=window, grads=backward and not forward_only, flag_device=flag_device, progress=progress,
                        cancel=cancel, phase_label=phase_label, source=window is not None, module_stats=module_stats)
     rec.flag_every = flag_every
 
