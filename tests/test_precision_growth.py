@@ -58,3 +58,29 @@ def test_a_replay_that_stays_in_its_band_makes_a_steep_op_inherit() -> None:
     assert attribute_growth(g, nodes)["op2"].attribution == "introduced"
     v = attribute_growth(g, nodes, confirm=lambda node: False)
     assert v["op2"].attribution == "inherited" and v["op2"].evidence == "replay" and v["op2"].cause == "op0"
+
+
+def test_a_difference_no_compared_op_owns_is_reported_where_it_is_first_seen() -> None:
+    # op1 replays in band on the golden inputs, but its inputs already differ and nothing upstream was paired
+    g = _chain(2)
+    nodes = [_node("op1", math.inf, (40 * U,))]
+    v = attribute_growth(g, nodes, confirm=lambda node: False)
+    assert v["op1"].attribution == "introduced" and v["op1"].evidence == "unpaired" and v["op1"].severity == "error"
+    found = growth_findings(g, v, dtype="bfloat16")
+    assert "first seen here" in found[0].message and "could not pair" in found[0].message
+    assert "--fuzzy" in (found[0].hint or "")
+
+
+def test_a_real_nan_made_by_an_unpaired_op_is_an_error_not_a_pass() -> None:
+    # made by tests/data/msprobe_nan_tensor/make_dump.py with msprobe 26.2.0: the target's sqrt reads y - 0.05 from
+    # a Tensor.__sub__ the golden run does not have (it takes abs), so NaN appears where the golden side is finite
+    from pathlib import Path
+
+    from ascend_tui.offline.compare import compare
+
+    data = Path(__file__).parent / "data" / "msprobe_nan_tensor"
+    inv = compare(data / "target", data / "golden", workers=1).investigation
+    errors = [f for f in inv.findings if f.severity == "error" and f.kind == "precision-loss"]
+    assert [f.node.split("/")[-1] for f in errors] == ["sqrt.0"]
+    assert "NaN/Inf where the golden run is finite" in errors[0].message
+    assert any(f.kind == "unmatched" for f in inv.findings)  # and the rows it could not pair are still said

@@ -118,6 +118,12 @@ def attribute_growth(graph: OpGraph, nodes: Sequence[NodeError], amplification: 
                 out[nid] = GrowthVerdict(nid, v.severity if v else "warning", "inherited", n.out_error, carry,
                                          excess, limit, v.cause if v else cause, "replay")
                 reach[nid] = out[nid].cause
+            elif tainted or not math.isfinite(n.out_error):
+                # alone it stays in band, yet no compared op upstream owns the difference its inputs bring:
+                # it was made by ops the compare could not pair; this is the first place it can be seen
+                sev = "error" if not math.isfinite(n.out_error) or excess > ERROR_TIMES * limit else "warning"
+                out[nid] = GrowthVerdict(nid, sev, "introduced", n.out_error, carry, excess, limit, nid, "unpaired")
+                reach[nid] = last_cause = nid
             continue
         if excess > limit and not cause:
             sev = "error" if excess > ERROR_TIMES * limit else "warning"
@@ -179,10 +185,16 @@ def growth_findings(graph: OpGraph, verdicts: Mapping[str, GrowthVerdict], param
             how = f"relative error {v.error:.3g} is {v.bands:.1f}x the {dtype} band beyond what its inputs carried " \
                 f"({v.carried:.3g})" if math.isfinite(v.error) else \
                 f"NaN/Inf where the golden run is finite, from inputs that were finite (error {v.carried:.3g})"
+            if v.evidence == "unpaired":
+                where = "first seen here: replayed alone on the golden inputs this op stays in its band, so the " \
+                    "difference is already in its inputs, made upstream by ops the compare could not pair " \
+                    "(see precision/unmatched)"
             out.append(Finding(
                 "precision", "precision-loss", v.severity, v.node, node.op_type, node.module, node.index,
                 f"{how}: {where}", attribution="introduced", metrics=metrics,
-                hint="run this op in float32 (or keep it out of autocast) and compare again"))
+                hint="run this op in float32 (or keep it out of autocast) and compare again" if v.evidence != "unpaired"
+                else "pair the ops upstream (--fuzzy, or the --api/--layer mappings) so the compare can name the one "
+                     "that made it, or dump with level mix to see them"))
         else:
             cause = graph.get(v.cause)
             named = f"{v.cause} (reading the output of {modules[v.cause][0]})" if v.cause in modules else v.cause

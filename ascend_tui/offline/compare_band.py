@@ -288,8 +288,9 @@ def _row_result(r: Row, v: GrowthVerdict | None, run_dtype: str) -> None:
         else:
             r.messages.append(f"{text}, inherited from {v.cause}")
         return
-    r.messages.append(f"{text}, carried in from upstream (accumulated rounding)" if r.target.section != "output"
-                      else f"{text}, carried from its inputs (accumulated rounding)")
+    why = "" if math.isinf(r.band.error) else " (accumulated rounding)"  # rounding never makes a NaN
+    r.messages.append(f"{text}, carried in from upstream{why}" if r.target.section != "output"
+                      else f"{text}, carried from its inputs{why}")
 
 
 def depth_profile(graph: Any, ids: Mapping[str, str], by_entry: Mapping[str, Sequence[Row]],
