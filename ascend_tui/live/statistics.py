@@ -311,7 +311,7 @@ def _chunk_stats(torch: Any, x: Any, raw: np.ndarray | None, start: int, k: int,
             s = _sum(a)
             sq = math.nan if lo != lo or hi != hi else _squares(a)
         if sq == math.inf and math.isfinite(lo) and math.isfinite(hi):  # |x| > 1.8e19: again in float64
-            sq = float(np.dot(a.astype(np.float64), a.astype(np.float64)))
+            sq = _squares(a.astype(np.float64))  # rows again: one long np.dot wakes every OpenBLAS thread
     if not math.isfinite(s):
         np.isnan(a, out=flags)
         nan = int(np.count_nonzero(flags))
@@ -397,11 +397,13 @@ def _sum(a: np.ndarray) -> float:
 
 
 def _squares(a: np.ndarray) -> float:
-    """The sum of squares of a float32 chunk: a dot product per 1024-value row (`vecdot`), added in float64.
+    """The sum of squares of a float32 (or float64) chunk: a dot product per 1024-value row (`vecdot`), added in
+    float64.
 
-    One `np.dot` over the whole chunk is as fast alone, but OpenBLAS runs a long dot product on
-    all its threads, which then compete with torch's own for the cores; a row this short stays on
-    one thread (and its float32 partial sums stay short).
+    One `np.dot` over the whole chunk is as fast alone, but OpenBLAS runs a dot product of more
+    than 10000 values on all its threads, which then compete with torch's own for the cores (on a
+    busy 2-core machine a 32K-value float64 `np.dot` took 19 ms where these rows take 30 us); a
+    row this short stays on one thread (and its float32 partial sums stay short).
     """
     k = a.size
     whole = k - k % _COLUMNS
