@@ -41,6 +41,7 @@ class CaptureResult:
     phases: dict[str, int] = field(default_factory=dict)
     recorder: Recorder | None = None
     histograms: HistogramTable | None = None
+    backward: bool = False  # the run was a training step: forward and backward recorded together
 
 
 @dataclass(slots=True)
