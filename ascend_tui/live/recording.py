@@ -16,7 +16,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from ascend_tui.graph.opgraph import OpNode, derive
+from ascend_tui.graph.opgraph import OpNode
 from ascend_tui.live.aten import overload_facts
 from ascend_tui.live.capture import CaptureResult, Recorder, call_model, iter_tensors
 from ascend_tui.progress import Progress, frozen_gc
@@ -188,21 +188,26 @@ class GradRecorder(Recorder):
         self._pending.clear()
 
     def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str:
-        if self.phase == "forward":
+        if self._pending and self.phase == "forward":
             self.resolve()
-        node_id = super().record(func, args, kwargs, out)
+        return super().record(func, args, kwargs, out)
+
+    def recorded(self, node_id: str, outputs: list[Any]) -> None:
         if self.phase == "forward":
-            for t in iter_tensors(out):
+            for t in outputs:
                 if t.is_floating_point():
                     self._pending.append((node_id, weakref.ref(t)))
-        elif self.current is not None:
-            node = self.graph.node(node_id)
-            attrs = {**(node.attrs or {}), "forward": self.current[0]}
-            fwd = self.graph.get(self.current[0])
-            if fwd is not None and fwd.attrs and "api" in fwd.attrs:
-                attrs["api"] = f"backward:{fwd.attrs['api']}"  # as msprobe names the backward of an API call
-            self.graph.replace_node(derive(node, attrs=attrs))
-        return node_id
+
+    def node_attrs(self, func: Any, facts: Any) -> dict[str, Any] | None:
+        """A gradient op's attributes name the forward op it belongs to (and msprobe's `backward:` API id)."""
+        attrs = super().node_attrs(func, facts)
+        if self.current is None or self.phase == "forward":
+            return attrs
+        attrs = {**(attrs or {}), "forward": self.current[0]}
+        fwd = self.graph.get(self.current[0])
+        if fwd is not None and fwd.attrs and "api" in fwd.attrs:
+            attrs["api"] = f"backward:{fwd.attrs['api']}"  # as msprobe names the backward of an API call
+        return attrs
 
     def hook_backward(self) -> None:
         """Pre/post hooks on every mapped autograd node (and parameters' AccumulateGrad) naming the forward op."""
@@ -295,7 +300,8 @@ def _grad_nodes(recorder: Recorder, params: list[tuple[str, Any]]) -> None:
                                        attrs={"forward": f"param:{name}"}))
         recorder.op_count += 1
         recorder.graph.add_edge(src.node, node_id, src.slot, 0)
-        recorder.measure(node_id, 0, p.grad)
+        own = recorder.made(p.grad) is src  # the gradient is that op's output itself: its row, not a second read
+        recorder.measure(node_id, 0, p.grad, (src.node, src.slot) if own else None)
 
 
 

@@ -198,7 +198,8 @@ def _batch_histograms(a: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np
 
     A segment of at most `HIST_SAMPLE` values is its own sample: every value gets a bin code
     (`_SKIP` for zeros and NaN, which are left out) and one `bincount` of segment * 16 + code
-    counts them all. A longer segment gathers its evenly spaced runs first.
+    counts them all. Longer segments gather their evenly spaced runs first, all segments of one length
+    together (a few numpy calls for hundreds of them).
     """
     rows = len(starts)
     out = np.zeros((rows, HIST_BINS + 1), dtype=np.int64)
@@ -214,12 +215,17 @@ def _batch_histograms(a: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np
         counts = np.bincount(key, minlength=16 * len(idx)).reshape(len(idx), 16)
         out[idx, :HIST_BINS] = counts[:, :HIST_BINS]
         out[idx, HIST_BINS] = counts[:, :HIST_BINS].sum(axis=1)
-    for r in np.flatnonzero(~whole):
-        seg = a[int(starts[r]): int(starts[r] + lens[r])]
-        codes = _bin_codes(seg[_sample_offsets(int(lens[r]))])
-        kept = codes[codes != _SKIP]
-        out[r, :HIST_BINS] = np.bincount(kept, minlength=HIST_BINS)
-        out[r, HIST_BINS] = kept.size
+    longer = np.flatnonzero(~whole)
+    for n in np.unique(lens[longer]):  # segments of one length share their sample offsets: one gather for 256
+        rows = longer[lens[longer] == n]
+        offsets = _sample_offsets(int(n))
+        for part in range(0, rows.size, 256):
+            r = rows[part:part + 256]
+            key = np.repeat(np.arange(r.size, dtype=np.int32) * 16, offsets.size)
+            key += _bin_codes(a[(starts[r][:, None] + offsets).ravel()])
+            counts = np.bincount(key, minlength=16 * r.size).reshape(r.size, 16)
+            out[r, :HIST_BINS] = counts[:, :HIST_BINS]
+            out[r, HIST_BINS] = counts[:, :HIST_BINS].sum(axis=1)
     return out
 
 
@@ -275,7 +281,9 @@ def cpu_stats_chunked(torch: Any, t: Any) -> np.ndarray | None:
         return None
     raw = raw_view(x) if x.dtype == torch.float32 else None
     if n <= CHUNK:  # most outputs: one chunk, no partial results to combine
-        lo, hi, s, sq, z, na, nf = _chunk_stats(torch, x, raw, 0, n, n)
+        if raw is not None:
+            return view_stats(raw)
+        lo, hi, s, sq, z, na, nf = _chunk_stats(torch, x, None, 0, n, n)
         return np.array([lo, hi, s, math.sqrt(sq), na, nf, z], dtype=np.float64)
     calls = [functools.partial(_chunk_stats, torch, x, raw, start, min(CHUNK, n - start), n)
              for start in range(0, n, CHUNK)]
@@ -291,6 +299,12 @@ def cpu_stats_chunked(torch: Any, t: Any) -> np.ndarray | None:
     if nan_seen:
         mn = mx = math.nan
     return np.array([mn, mx, total, math.sqrt(squares), nan, inf, zeros], dtype=np.float64)
+
+
+def view_stats(raw: np.ndarray) -> np.ndarray:
+    """`cpu_stats_chunked` of a flat float32 view of at most `CHUNK` values (most outputs): no torch call."""
+    lo, hi, s, sq, z, na, nf = _chunk_stats(None, None, raw, 0, raw.size, raw.size)
+    return np.array([lo, hi, s, math.sqrt(sq), na, nf, z], dtype=np.float64)
 
 
 def _chunk_stats(torch: Any, x: Any, raw: np.ndarray | None, start: int, k: int,
