@@ -316,7 +316,7 @@ def _chunk_stats(torch: Any, x: Any, raw: np.ndarray | None, start: int, k: int,
         buf, a = _scratch(torch, k)
         buf.copy_(x[start:start + k] if k < n else x)
     flags = _flags(k)
-    lo, hi = float(a.min()), float(a.max())
+    lo, hi = float(np.minimum.reduce(a)), float(np.maximum.reduce(a))  # the ufuncs: a.min() wraps them in Python
     zeros = nan = inf = 0
     if -_NO_OVERFLOW < lo and hi < _NO_OVERFLOW:  # the common case: no partial sum can overflow float32
         s, sq = _sum(a), _squares(a)
@@ -368,7 +368,7 @@ def sample_of(view: np.ndarray) -> np.ndarray:
     return np.ndarray((HIST_SAMPLE // _RUN, _RUN), view.dtype, view, 0, (_run_step(n) * item, item))
 
 
-_ONE_HOT = np.eye(HIST_BINS, dtype=np.int64)[_BIN_OF_EXPONENT]  # [256 exponents, HIST_BINS]
+_BIN_STARTS = np.flatnonzero(np.diff(_BIN_OF_EXPONENT, prepend=-1))  # each bin's first exponent (bins are runs)
 
 
 def raw_histogram(view: np.ndarray, sampled: bool = False) -> np.ndarray:
@@ -378,7 +378,7 @@ def raw_histogram(view: np.ndarray, sampled: bool = False) -> np.ndarray:
     magnitude = sample.view(np.uint32) & np.uint32(0x7FFFFFFF)
     exponents = np.bincount((magnitude >> 23).ravel(), minlength=256)
     row = np.empty(HIST_BINS + 1, dtype=np.int64)
-    row[:HIST_BINS] = exponents @ _ONE_HOT
+    row[:HIST_BINS] = np.add.reduceat(exponents, _BIN_STARTS)
     left_out = 0
     if exponents[0]:
         zeros = int(np.count_nonzero(magnitude == 0))
@@ -402,9 +402,9 @@ def _sum(a: np.ndarray) -> float:
     """The sum of a float32 chunk: 1024 column sums (short float32 runs, vectorised), added in float64."""
     k = a.size
     whole = k - k % _COLUMNS
-    s = float(np.add.reduce(a[:whole].reshape(-1, _COLUMNS), axis=0).sum(dtype=np.float64)) if whole else 0.0
+    s = float(np.add.reduce(np.add.reduce(a[:whole].reshape(-1, _COLUMNS), axis=0), dtype=np.float64)) if whole else 0.0
     if whole < k:
-        s += float(a[whole:].sum(dtype=np.float64))
+        s += float(np.add.reduce(a[whole:], dtype=np.float64))
     if not math.isfinite(s) and np.isfinite(a).all():  # a column's float32 sum overflowed: again in float64
         s = float(a.sum(dtype=np.float64))
     return s
@@ -422,7 +422,7 @@ def _squares(a: np.ndarray) -> float:
     k = a.size
     whole = k - k % _COLUMNS
     rows = a[:whole].reshape(-1, _COLUMNS)
-    sq = float(np.vecdot(rows, rows).sum(dtype=np.float64)) if whole else 0.0
+    sq = float(np.add.reduce(np.vecdot(rows, rows), dtype=np.float64)) if whole else 0.0
     if whole < k:
         sq += float(np.dot(a[whole:], a[whole:]))
     return sq
