@@ -1,12 +1,13 @@
 """Capture cost per operator, side by side with msprobe's statistics dump, in one process.
 
-Run: python benchmarks/capture_vs_msprobe.py [--reps 5] [--threads N] [--clock wall|cpu] [--no-msprobe]
+Run: python benchmarks/capture_vs_msprobe.py [--reps 5] [--threads N] [--clock wall|cpu] [--no-msprobe] [--detail full]
 
 Three models defined here (nothing is downloaded): a 300-layer `Linear(16,16)+ReLU` net (900
 tiny aten ops, where per-operator overhead is everything), an 8-block CNN and a 6-block
 transformer stack. Each is timed plain (eager, no_grad), under a bare `TorchDispatchMode`
 (the floor any operator-level tool pays), under our capture with the overflow check and no
-reference run (`investigate(model, inputs, checks=("overflow",), reference=None)`), and, when
+reference run (`investigate(model, inputs, checks=("overflow",), reference=None)`, coarse-to-fine
+by default, every operator with `--detail full`), and, when
 `mindstudio-probe` (msprobe) is installed, under its statistics dump (`task: statistics`,
 `level: L1`, files written to a temporary directory). msprobe patches torch's API for the rest
 of the process once started, so it is timed last. `ours` keeps unchanged weights' statistics
@@ -120,6 +121,9 @@ def bare_mode() -> Any:
     return Bare
 
 
+DETAIL = "module"  # `--detail`: the capture the non-Llama tables time (`full`: every operator recorded)
+
+
 def measure_ours(model: nn.Module, inputs: tuple[torch.Tensor, ...], reps: int) -> dict[str, float]:
     from ascend_tui import investigate
     from ascend_tui.live.recording import capture
@@ -137,11 +141,11 @@ def measure_ours(model: nn.Module, inputs: tuple[torch.Tensor, ...], reps: int) 
             model(*inputs)
 
     def ours() -> None:
-        investigate(model, inputs, checks=("overflow",), reference=None)
+        investigate(model, inputs, checks=("overflow",), reference=None, detail=DETAIL)
 
     def cold() -> None:  # as if every weight had changed since the last run (a training step)
         WEIGHTS.clear()
-        investigate(model, inputs, checks=("overflow",), reference=None)
+        investigate(model, inputs, checks=("overflow",), reference=None, detail=DETAIL)
 
     # Interleaved, so drift (other load, thermal) hits every variant alike.
     runs: dict[str, list[float]] = {"plain": [], "bare": [], "ours": [], "cold": []}
@@ -346,8 +350,12 @@ def main() -> None:
                         help="wall time, or this process's CPU time (steadier on a shared machine; with one "
                              "torch thread it is the work done)")
     parser.add_argument("--llama", action="store_true", help="the 16-layer Llama training step instead")
+    parser.add_argument("--detail", choices=("module", "full"), default="module",
+                        help="the capture the tiny/CNN/transformer tables time: the default coarse-to-fine one, or "
+                             "`full` (every operator recorded: what the per-operator figures and goals are about)")
     args = parser.parse_args()
-    global CLOCK
+    global CLOCK, DETAIL
+    DETAIL = args.detail
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -359,8 +367,8 @@ def main() -> None:
         return
     entries = models()
     with_msprobe = not args.no_msprobe and msprobe_available()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.reps} ({args.clock} clock); "
-          f"msprobe: {'yes' if with_msprobe else 'not installed (pip install mindstudio-probe==26.2.0)'}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.reps} ({args.clock} clock), "
+          f"--detail {DETAIL}; msprobe: {'yes' if with_msprobe else 'not installed (pip install mindstudio-probe==26.2.0)'}")
     ours = {name: measure_ours(model, inputs, args.reps) for name, model, inputs in entries}
     ms = measure_msprobe(entries, {n: int(r["ops"]) for n, r in ours.items()}, args.reps) if with_msprobe else {}
     print(f"{'model':14} {'ops':>5} {'plain':>8} {'bare':>8} {'ours':>8} {'cold':>8} {'msprobe':>8}   "

@@ -157,3 +157,19 @@ def test_live_profiler_hand_off_reads_what_torch_npu_profiler_wrote(fake_npu: An
                                  settings={"profile_steps": 1, "profile_warmup": 0})
     assert inv.profile is not None and inv.profile.kind == "live npu"
     assert len(inv.profile.kernels) > 0
+
+
+def test_full_capture_with_backward_reads_the_flag_after_gradient_ops_too(fake_npu: Any) -> None:
+    fake_npu._fake_state.inf_nan = False
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2)), torch.randn(4, 8)
+    with fake_npu._fake_saturation():  # forward values are small; the gradient (1e6 per output) saturates float16
+        inv = ascend_tui.investigate(model, (x,), device="npu", dtype="float16", checks=("overflow",),
+                                     detail="full", backward=True, reference=None,
+                                     loss=lambda out: out.float().sum() * 1e6)
+    ops = [n for n in inv.graph.nodes if n.kind == "op"]
+    assert any(n.phase == "backward" for n in ops)
+    assert fake_npu._fake_state.flag_reads >= len(ops), "the flag is read after every operator, backward ones too"
+    errors = [f for f in inv.findings if f.severity == "error"]
+    assert errors and all(inv.graph.node(f.node).phase == "backward" for f in errors)
+    assert any(f.kind == "saturation" and "the NPU overflow flag is set after `backward:" in f.message for f in errors)

@@ -41,6 +41,7 @@ class CaptureResult:
     phases: dict[str, int] = field(default_factory=dict)
     recorder: Recorder | None = None
     histograms: HistogramTable | None = None
+    backward: bool = False  # the run was a training step: forward and backward recorded together
 
 
 @dataclass(slots=True)
@@ -293,6 +294,10 @@ class Recorder:
             return entry[1]
         return None
 
+    def made(self, t: Any) -> SlotRef | None:
+        """The op output (or placeholder) `t` itself is, when it is one: None for tensors nothing recorded made."""
+        return self._producer(t)
+
     def _set_producer(self, t: Any, ref: SlotRef) -> None:
         self._producers[id(t)] = (weakref.ref(t), ref)
 
@@ -335,14 +340,16 @@ class Recorder:
         self.measure(node_id, 0, t)
         return ref
 
-    def measure(self, node_id: str, slot: int, t: Any) -> None:
-        """Take (or queue) the statistics of `t` for output `slot` of `node_id` (and show it to the observers' taps)."""
+    def measure(self, node_id: str, slot: int, t: Any, same_as: tuple[str, int] | None = None) -> None:
+        """Take (or queue) the statistics of `t` for output `slot` of `node_id` (and show it to the observers' taps);
+        `same_as`: the (node, slot) whose output `t` is, whose row it takes instead of reading `t` again."""
         for tap in self.taps:
             tap(node_id, slot, t)
         if not self.want_stats:
             return
-        if self._same_as is not None:  # a view or copy holding exactly its input's values
-            self.stat_rows.copy((node_id, slot), self._same_as)
+        same_as = same_as or self._same_as
+        if same_as is not None:  # a view or copy holding exactly its input's values
+            self.stat_rows.copy((node_id, slot), same_as)
             return
         self.stat_rows.take((node_id, slot), t)
 
@@ -389,8 +396,9 @@ class Recorder:
         graph.add_node(op_node(
             node_id, facts.op_type, module, index, "op", tuple(in_metas),
             out_metas, user_source(3) if self.want_source else None,
-            self.phase, self._module_class.get(module, ""), facts.attrs if self.api is None else self._attrs(func),
+            self.phase, self._module_class.get(module, ""), self.node_attrs(func, facts),
         ))
+        self.recorded(node_id, out_tensors)
         for slot, ref in enumerate(refs):
             graph.add_edge(ref.node, node_id, ref.slot, slot)
         if (facts.same_values and len(out_tensors) == 1 and in_tensors
@@ -413,6 +421,14 @@ class Recorder:
         if self.progress is not None and (index & 15) == 0:
             self.progress(self.phase_label, index, self.expected_ops)
         return node_id
+
+    def recorded(self, node_id: str, outputs: list[Any]) -> None:
+        """Called with each new node's output tensors (subclasses keep weak references: a strong one would change
+        what autograd does, which steals a gradient only nobody else holds)."""
+
+    def node_attrs(self, func: Any, facts: Any) -> dict[str, Any] | None:
+        """The attributes of the node for one call of `func` (its overload, its API call's id)."""
+        return facts.attrs if self.api is None else self._attrs(func)
 
     def _attrs(self, func: Any) -> dict[str, Any] | None:
         api = self.current_api()

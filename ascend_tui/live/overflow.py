@@ -3,27 +3,28 @@
 It observes the runner's two runs: on NPUs in saturation mode the target run reads the
 float-status overflow flag after every op (`FlagObserver`); the float32 reference run counts,
 per output, the non-zero values the target dtype flushes to zero and the smallest non-zero
-magnitude (`EvidenceObserver`). It makes its own passes only where those cannot serve:
-with `--backward`, a forward+backward pass whose gradient ops join the graph (phase
-"backward", `attrs["forward"]` naming the forward op each gradient belongs to), and then the
-float32 evidence pass. Settings (`options.settings`): `range_dtype`, `inf_nan_mode`,
+magnitude (`EvidenceObserver`). With `--backward` the runner records both runs as training
+steps (`recording.capture(backward=True)`: gradient ops in the graph with phase "backward" and
+`attrs["forward"]` naming the forward op each belongs to; the flag read after them too). The
+check makes its own passes only where those cannot serve: a forward+backward pass when it was
+given a forward-only capture (`watch`'s re-run), and the float32 evidence pass when no
+low-precision reference run measured it. Settings (`options.settings`): `range_dtype`, `inf_nan_mode`,
 `headroom_bits`, `underflow_fraction`, `overflow_evidence` (False skips the evidence).
 """
 
 from __future__ import annotations
 
-import weakref
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ascend_tui.checks.effect import OutputEffect, compare_outputs
 from ascend_tui.checks.overflow import RangeEvidence, analyze, range_of
 from ascend_tui.errors import AscendTuiError
-from ascend_tui.graph.opgraph import OpNode, derive
-from ascend_tui.live.capture import Recorder, call_model, dtype_name, iter_tensors
+from ascend_tui.live.capture import call_model, dtype_name
 from ascend_tui.live.context import LiveContext, Run, guarded, prepare, torch_dtype
-from ascend_tui.live.recording import Call, Watcher, recording
+from ascend_tui.live.recording import Call, GradRecorder, Watcher, grad_capture, recording
+from ascend_tui.live.recording import default_loss  # noqa: F401 - live.coarse imports it from here
 from ascend_tui.live.statistics import SMALL, HostBatch
 
 if TYPE_CHECKING:
@@ -66,11 +67,13 @@ class OverflowCheck:
         dtype = self.dtype(ctx)
         inf_nan = bool(opts.setting("inf_nan_mode", ctx.device.inf_nan_mode))
         flags = self.flags.flags if self.flags is not None else None
-        if opts.backward and ctx.coarse is None:  # a coarse-to-fine capture holds the backward already
+        backward_done = ctx.coarse is not None or (ctx.target is not None and ctx.target.backward)
+        if opts.backward and not backward_done:  # the runner's captures hold the backward already
             ctx.report("capturing backward", 0, None)
             recorder = GradRecorder(ctx.model, ctx.inputs, cancel=ctx.cancel)
+            observers = [*ctx.rerun_observers(), *([self.flags] if self.flags is not None else [])]
             guarded(opts.target, "the backward pass",
-                    lambda: grad_capture(recorder, ctx.model, ctx.inputs, opts.loss, ctx.rerun_observers()))
+                    lambda: grad_capture(recorder, ctx.model, ctx.inputs, opts.loss, observers))
             same = inv.reference is inv.stats
             inv.graph, inv.stats = recorder.graph, recorder.finish_stats()
             inv.histograms = recorder.finish_histograms()
@@ -81,8 +84,8 @@ class OverflowCheck:
         if opts.setting("overflow_evidence", True) and opts.reference and low is not None \
                 and (low.low_precision or _any_nonfinite(inv)):
             try:
-                if self.evidence is not None and (not opts.backward or ctx.coarse is not None) \
-                        and ctx.reference is not None:
+                if self.evidence is not None and ctx.reference is not None \
+                        and (not opts.backward or ctx.coarse is not None or ctx.reference.backward):
                     evidence, ref_stats = self.evidence.result(), ctx.reference.stats  # measured in the reference run
                 else:
                     ctx.report("measuring underflow in float32", 0, None)
@@ -162,137 +165,6 @@ class FlagObserver(Watcher):
     def after(self, call: Call, node: str, out: Any) -> None:
         if self._hit:
             self.flags[node] = True
-
-
-# -- backward: gradient ops named after their forward op ---------------------------------------
-
-
-class GradRecorder(Recorder):
-    """A recorder that maps each autograd node to the forward op that made it, and labels backward ops with it."""
-
-    def __init__(self, model: Any, inputs: Any, **kwargs: Any) -> None:
-        super().__init__(model, inputs, **kwargs)
-        self.forward_of: dict[Any, tuple[str, str]] = {}
-        self.current: tuple[str, str] | None = None
-        self._pending: list[tuple[str, Any]] = []
-        self._hooks: list[Any] = []
-
-    def resolve(self) -> None:
-        """Map the grad_fn of the last ops' outputs (set once autograd returned them) to their nodes."""
-        for node_id, ref in self._pending:
-            t = ref()
-            fn = getattr(t, "grad_fn", None) if t is not None else None
-            if fn is not None and fn not in self.forward_of:
-                self.forward_of[fn] = (node_id, self.graph.node(node_id).module)
-        self._pending.clear()
-
-    def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str:
-        if self.phase == "forward":
-            self.resolve()
-        node_id = super().record(func, args, kwargs, out)
-        if self.phase == "forward":
-            for t in iter_tensors(out):
-                if t.is_floating_point():
-                    self._pending.append((node_id, weakref.ref(t)))
-        elif self.current is not None:
-            node = self.graph.node(node_id)
-            attrs = {**(node.attrs or {}), "forward": self.current[0]}
-            fwd = self.graph.get(self.current[0])
-            if fwd is not None and fwd.attrs and "api" in fwd.attrs:
-                attrs["api"] = f"backward:{fwd.attrs['api']}"  # as msprobe names the backward of an API call
-            self.graph.replace_node(derive(node, attrs=attrs))
-        return node_id
-
-    def hook_backward(self) -> None:
-        """Pre/post hooks on every mapped autograd node (and parameters' AccumulateGrad) naming the forward op."""
-        self.resolve()
-        nodes = dict(self.forward_of)
-        for fn in list(nodes):
-            for nxt, _ in getattr(fn, "next_functions", ()):
-                var = getattr(nxt, "variable", None)
-                if var is not None and nxt not in nodes:
-                    kind, name = self._named.get(id(var), ("", ""))
-                    if kind == "param":
-                        nodes[nxt] = (f"param:{name}", name.rsplit(".", 1)[0] if "." in name else "")
-        for fn, owner in nodes.items():
-            self._hooks.append(fn.register_prehook(self._enter(owner)))
-            self._hooks.append(fn.register_hook(self._leave))
-
-    def _enter(self, owner: tuple[str, str]) -> Callable[..., None]:
-        def pre(_grad_outputs: Any) -> None:
-            self.current = owner
-            self.module_stack[:] = [owner[1]] if owner[1] else []
-        return pre
-
-    def _leave(self, _grad_inputs: Any, _grad_outputs: Any) -> None:
-        self.current = None
-        self.module_stack.clear()
-
-    def remove_hooks(self) -> None:
-        for h in self._hooks:
-            h.remove()
-        self._hooks.clear()
-
-
-def default_loss(outputs: Any) -> Any:
-    """The sum of every floating output that needs a gradient: a loss when the model file defines none."""
-    parts = [t.float().sum() for t in iter_tensors(outputs) if t.is_floating_point() and t.requires_grad]
-    if not parts:
-        raise ValueError("the model's outputs need no gradient, so there is no backward pass to check")
-    total = parts[0]
-    for p in parts[1:]:
-        total = total + p
-    return total
-
-
-def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable[[Any], Any] | None = None,
-                 observers: Sequence[Any] = ()) -> None:
-    """Forward and backward under `recorder`: gradient ops get phase "backward", parameter grads become nodes.
-
-    The model's `.grad`s and buffers are put back afterwards, so the user's training state is untouched.
-    """
-    import torch
-
-    named = model.named_parameters() if hasattr(model, "named_parameters") else ()
-    params = [(n, p) for n, p in named if p.requires_grad]
-    saved = [(p, p.grad) for _, p in params]
-    buffers = [(b, b.detach().clone()) for b in model.buffers()] if hasattr(model, "buffers") else []
-    for p, _ in saved:
-        p.grad = None
-    try:
-        with recording(model, recorder, observers, grad=True):
-            outputs = call_model(model, inputs)
-            value = (loss or default_loss)(outputs)
-            recorder.hook_backward()
-            recorder.phase = "backward"
-            value.backward()
-        recorder.current = None
-        _grad_nodes(recorder, params)
-    finally:
-        recorder.remove_hooks()
-        for p, g in saved:
-            p.grad = g
-        with torch.no_grad():
-            for b, kept in buffers:
-                b.copy_(kept)
-
-
-def _grad_nodes(recorder: Recorder, params: list[tuple[str, Any]]) -> None:
-    """One node per parameter gradient (`grad:fc.weight`), fed by the op that wrote it, with its statistics."""
-    for name, p in params:
-        if p.grad is None:
-            continue
-        src = recorder.source_of(p.grad)
-        module = name.rsplit(".", 1)[0] if "." in name else ""
-        node_id = f"grad:{name}"
-        outs = recorder.graph.node(src.node).outputs
-        meta = outs[src.slot] if src.slot < len(outs) else None
-        recorder.graph.add_node(OpNode(node_id, "grad", module, recorder.op_count, kind="output",
-                                       inputs=(meta,), outputs=(meta,), phase="backward",
-                                       attrs={"forward": f"param:{name}"}))
-        recorder.op_count += 1
-        recorder.graph.add_edge(src.node, node_id, src.slot, 0)
-        recorder.measure(node_id, 0, p.grad)
 
 
 # -- float32 evidence pass ---------------------------------------------------------------------

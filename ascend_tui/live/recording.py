@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+from ascend_tui.graph.opgraph import OpNode
 from ascend_tui.live.aten import overload_facts
-from ascend_tui.live.capture import CaptureResult, Recorder, call_model
+from ascend_tui.live.capture import CaptureResult, Recorder, call_model, iter_tensors
 from ascend_tui.progress import Progress, frozen_gc
 
 
@@ -163,6 +165,146 @@ def recording(model: Any, recorder: Recorder, observers: Sequence[Any] = (), *, 
             h.remove()
 
 
+# -- backward: gradient ops named after their forward op ---------------------------------------
+
+
+class GradRecorder(Recorder):
+    """A recorder that maps each autograd node to the forward op that made it, and labels backward ops with it."""
+
+    def __init__(self, model: Any, inputs: Any, **kwargs: Any) -> None:
+        super().__init__(model, inputs, **kwargs)
+        self.forward_of: dict[Any, tuple[str, str]] = {}
+        self.current: tuple[str, str] | None = None
+        self._pending: list[tuple[str, Any]] = []
+        self._hooks: list[Any] = []
+
+    def resolve(self) -> None:
+        """Map the grad_fn of the last ops' outputs (set once autograd returned them) to their nodes."""
+        for node_id, ref in self._pending:
+            t = ref()
+            fn = getattr(t, "grad_fn", None) if t is not None else None
+            if fn is not None and fn not in self.forward_of:
+                self.forward_of[fn] = (node_id, self.graph.node(node_id).module)
+        self._pending.clear()
+
+    def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str:
+        if self._pending and self.phase == "forward":
+            self.resolve()
+        return super().record(func, args, kwargs, out)
+
+    def recorded(self, node_id: str, outputs: list[Any]) -> None:
+        if self.phase == "forward":
+            for t in outputs:
+                if t.is_floating_point():
+                    self._pending.append((node_id, weakref.ref(t)))
+
+    def node_attrs(self, func: Any, facts: Any) -> dict[str, Any] | None:
+        """A gradient op's attributes name the forward op it belongs to (and msprobe's `backward:` API id)."""
+        attrs = super().node_attrs(func, facts)
+        if self.current is None or self.phase == "forward":
+            return attrs
+        attrs = {**(attrs or {}), "forward": self.current[0]}
+        fwd = self.graph.get(self.current[0])
+        if fwd is not None and fwd.attrs and "api" in fwd.attrs:
+            attrs["api"] = f"backward:{fwd.attrs['api']}"  # as msprobe names the backward of an API call
+        return attrs
+
+    def hook_backward(self) -> None:
+        """Pre/post hooks on every mapped autograd node (and parameters' AccumulateGrad) naming the forward op."""
+        self.resolve()
+        nodes = dict(self.forward_of)
+        for fn in list(nodes):
+            for nxt, _ in getattr(fn, "next_functions", ()):
+                var = getattr(nxt, "variable", None)
+                if var is not None and nxt not in nodes:
+                    kind, name = self._named.get(id(var), ("", ""))
+                    if kind == "param":
+                        nodes[nxt] = (f"param:{name}", name.rsplit(".", 1)[0] if "." in name else "")
+        for fn, owner in nodes.items():
+            self._hooks.append(fn.register_prehook(self._enter(owner)))
+            self._hooks.append(fn.register_hook(self._leave))
+
+    def _enter(self, owner: tuple[str, str]) -> Callable[..., None]:
+        def pre(_grad_outputs: Any) -> None:
+            self.current = owner
+            self.module_stack[:] = [owner[1]] if owner[1] else []
+        return pre
+
+    def _leave(self, _grad_inputs: Any, _grad_outputs: Any) -> None:
+        self.current = None
+        self.module_stack.clear()
+
+    def remove_hooks(self) -> None:
+        for h in self._hooks:
+            h.remove()
+        self._hooks.clear()
+
+
+def default_loss(outputs: Any) -> Any:
+    """The sum of every floating output that needs a gradient: a loss when the model file defines none."""
+    parts = [t.float().sum() for t in iter_tensors(outputs) if t.is_floating_point() and t.requires_grad]
+    if not parts:
+        raise ValueError("the model's outputs need no gradient, so there is no backward pass to check")
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable[[Any], Any] | None = None,
+                 observers: Sequence[Any] = (), *, autocast: Any = None) -> Any:
+    """Forward and backward under `recorder`: gradient ops get phase "backward", parameter grads become nodes;
+    returns the model's outputs.
+
+    The model's `.grad`s and buffers are put back afterwards, so the user's training state is untouched.
+    """
+    import torch
+
+    named = model.named_parameters() if hasattr(model, "named_parameters") else ()
+    params = [(n, p) for n, p in named if p.requires_grad]
+    saved = [(p, p.grad) for _, p in params]
+    buffers = [(b, b.detach().clone()) for b in model.buffers()] if hasattr(model, "buffers") else []
+    for p, _ in saved:
+        p.grad = None
+    try:
+        with recording(model, recorder, observers, grad=True, autocast=autocast):
+            outputs = call_model(model, inputs)
+            value = (loss or default_loss)(outputs)
+            recorder.hook_backward()
+            recorder.phase = "backward"
+            value.backward()
+        recorder.current = None
+        _grad_nodes(recorder, params)
+        return outputs
+    finally:
+        recorder.remove_hooks()
+        for p, g in saved:
+            p.grad = g
+        with torch.no_grad():
+            for b, kept in buffers:
+                b.copy_(kept)
+
+
+def _grad_nodes(recorder: Recorder, params: list[tuple[str, Any]]) -> None:
+    """One node per parameter gradient (`grad:fc.weight`), fed by the op that wrote it, with its statistics."""
+    for name, p in params:
+        if p.grad is None:
+            continue
+        src = recorder.source_of(p.grad)
+        module = name.rsplit(".", 1)[0] if "." in name else ""
+        node_id = f"grad:{name}"
+        outs = recorder.graph.node(src.node).outputs
+        meta = outs[src.slot] if src.slot < len(outs) else None
+        recorder.graph.add_node(OpNode(node_id, "grad", module, recorder.op_count, kind="output",
+                                       inputs=(meta,), outputs=(meta,), phase="backward",
+                                       attrs={"forward": f"param:{name}"}))
+        recorder.op_count += 1
+        recorder.graph.add_edge(src.node, node_id, src.slot, 0)
+        own = recorder.made(p.grad) is src  # the gradient is that op's output itself: its row, not a second read
+        recorder.measure(node_id, 0, p.grad, (src.node, src.slot) if own else None)
+
+
+
 def capture(
     model: Any,
     inputs: Any,
@@ -178,15 +320,24 @@ def capture(
     autocast: Any = None,
     api_ids: bool = False,
     recorder_class: Callable[..., Recorder] | None = None,
+    backward: bool = False,
+    loss: Callable[[Any], Any] | None = None,
 ) -> CaptureResult:
-    """Run `model` on `inputs` once under capture (and `observers`) and return the graph of what executed."""
-    recorder = (recorder_class or Recorder)(model, inputs, stats=stats, source=source, progress=progress,
-                                            cancel=cancel, phase_label=phase_label, expected_ops=expected_ops,
-                                            api_ids=api_ids)
-    with recording(model, recorder, observers, grad=grad, autocast=autocast):
-        outputs = call_model(model, inputs)
+    """Run `model` on `inputs` once under capture (and `observers`) and return the graph of what executed.
+
+    `backward`: a training step instead, forward and backward (`loss` of the outputs, by default
+    `default_loss`) in one recorded run (`grad_capture`): the observers see the gradient ops too.
+    """
+    recorder = (recorder_class or (GradRecorder if backward else Recorder))(
+        model, inputs, stats=stats, source=source, progress=progress, cancel=cancel, phase_label=phase_label,
+        expected_ops=expected_ops, api_ids=api_ids)
+    if backward:
+        outputs = grad_capture(recorder, model, inputs, loss, observers, autocast=autocast)  # type: ignore[arg-type]
+    else:
+        with recording(model, recorder, observers, grad=grad, autocast=autocast):
+            outputs = call_model(model, inputs)
     table = recorder.finish_stats()
     if progress is not None:
         progress(phase_label, recorder.op_count, recorder.op_count)
     return CaptureResult(recorder.graph, table, outputs, recorder.op_count, recorder=recorder,
-                         histograms=recorder.finish_histograms())
+                         histograms=recorder.finish_histograms(), backward=backward)

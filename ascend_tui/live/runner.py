@@ -123,14 +123,16 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
             suspects=[_suspect(c, ctx) for c in checks if hasattr(c, "coarse_suspect")]))
         ctx.target, ctx.reference = ctx.coarse.result, ctx.coarse.reference
     else:
-        ctx.target = guarded(options.target, "the model's forward", lambda: capture(
-            t_model, t_inputs, observers=observers, progress=progress, cancel=cancel, phase_label="capturing target",
-            api_ids=api_ids))
+        step = {"backward": options.backward, "loss": options.loss}  # a training step: forward and backward at once
+        ctx.target = guarded(options.target, "the model's step" if options.backward else "the model's forward",
+                             lambda: capture(t_model, t_inputs, observers=observers, progress=progress, cancel=cancel,
+                                             phase_label="capturing target", api_ids=api_ids, **step))
         if ref_side is not None:
             side = ref_side
-            ctx.reference = guarded(options.target, "the reference forward", lambda: capture(
+            ctx.reference = guarded(options.target, "the reference step" if options.backward else
+                                    "the reference forward", lambda: capture(
                 side.model, side.inputs, observers=side.observers, progress=progress, cancel=cancel,
-                phase_label="capturing reference", expected_ops=ctx.target.op_count, api_ids=api_ids))
+                phase_label="capturing reference", expected_ops=ctx.target.op_count, api_ids=api_ids, **step))
     if ref_spec == "same":
         ref_stats = ctx.target.stats
     elif ctx.reference is not None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ascend_tui.evidence import HIST_BINS, STAT_FIELDS, HistogramTable, StatsTable
 from ascend_tui.live.statistics import (
+    CHUNK,
     SMALL,
     HostBatch,
     cpu_stats_chunked,
@@ -25,6 +26,7 @@ from ascend_tui.live.statistics import (
     raw_histogram,
     raw_view,
     tensor_stats_row,
+    view_stats,
 )
 
 Key = tuple[str, int]  # (node id, output slot)
@@ -56,6 +58,11 @@ class StatRows:
             if n == 0:
                 return
             contiguous = t.is_contiguous()
+            if contiguous and SMALL < n <= CHUNK and t.dtype == self._float32:  # most outputs: read in place, at once
+                view = raw_view(t)  # (None when negated or without plain storage: the general route below)
+                if view is not None:
+                    self.queue(key, view_stats(view), n, raw_histogram(view))
+                    return
             hist = contiguous and t.is_floating_point()
             neg = t.is_neg()
             if neg:  # measure the memory as it is (torch calls here may not resolve the bit), then negate

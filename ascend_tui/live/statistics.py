@@ -198,7 +198,8 @@ def _batch_histograms(a: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np
 
     A segment of at most `HIST_SAMPLE` values is its own sample: every value gets a bin code
     (`_SKIP` for zeros and NaN, which are left out) and one `bincount` of segment * 16 + code
-    counts them all. A longer segment gathers its evenly spaced runs first.
+    counts them all. Longer segments gather their evenly spaced runs first, all segments of one length
+    together (a few numpy calls for hundreds of them).
     """
     rows = len(starts)
     out = np.zeros((rows, HIST_BINS + 1), dtype=np.int64)
@@ -214,12 +215,17 @@ def _batch_histograms(a: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np
         counts = np.bincount(key, minlength=16 * len(idx)).reshape(len(idx), 16)
         out[idx, :HIST_BINS] = counts[:, :HIST_BINS]
         out[idx, HIST_BINS] = counts[:, :HIST_BINS].sum(axis=1)
-    for r in np.flatnonzero(~whole):
-        seg = a[int(starts[r]): int(starts[r] + lens[r])]
-        codes = _bin_codes(seg[_sample_offsets(int(lens[r]))])
-        kept = codes[codes != _SKIP]
-        out[r, :HIST_BINS] = np.bincount(kept, minlength=HIST_BINS)
-        out[r, HIST_BINS] = kept.size
+    longer = np.flatnonzero(~whole)
+    for n in np.unique(lens[longer]):  # segments of one length share their sample offsets: one gather for 256
+        rows = longer[lens[longer] == n]
+        offsets = _sample_offsets(int(n))
+        for part in range(0, rows.size, 256):
+            r = rows[part:part + 256]
+            key = np.repeat(np.arange(r.size, dtype=np.int32) * 16, offsets.size)
+            key += _bin_codes(a[(starts[r][:, None] + offsets).ravel()])
+            counts = np.bincount(key, minlength=16 * r.size).reshape(r.size, 16)
+            out[r, :HIST_BINS] = counts[:, :HIST_BINS]
+            out[r, HIST_BINS] = counts[:, :HIST_BINS].sum(axis=1)
     return out
 
 
@@ -275,7 +281,9 @@ def cpu_stats_chunked(torch: Any, t: Any) -> np.ndarray | None:
         return None
     raw = raw_view(x) if x.dtype == torch.float32 else None
     if n <= CHUNK:  # most outputs: one chunk, no partial results to combine
-        lo, hi, s, sq, z, na, nf = _chunk_stats(torch, x, raw, 0, n, n)
+        if raw is not None:
+            return view_stats(raw)
+        lo, hi, s, sq, z, na, nf = _chunk_stats(torch, x, None, 0, n, n)
         return np.array([lo, hi, s, math.sqrt(sq), na, nf, z], dtype=np.float64)
     calls = [functools.partial(_chunk_stats, torch, x, raw, start, min(CHUNK, n - start), n)
              for start in range(0, n, CHUNK)]
@@ -293,6 +301,12 @@ def cpu_stats_chunked(torch: Any, t: Any) -> np.ndarray | None:
     return np.array([mn, mx, total, math.sqrt(squares), nan, inf, zeros], dtype=np.float64)
 
 
+def view_stats(raw: np.ndarray) -> np.ndarray:
+    """`cpu_stats_chunked` of a flat float32 view of at most `CHUNK` values (most outputs): no torch call."""
+    lo, hi, s, sq, z, na, nf = _chunk_stats(None, None, raw, 0, raw.size, raw.size)
+    return np.array([lo, hi, s, math.sqrt(sq), na, nf, z], dtype=np.float64)
+
+
 def _chunk_stats(torch: Any, x: Any, raw: np.ndarray | None, start: int, k: int,
                  n: int) -> tuple[float, float, float, float, int, int, int]:
     """(min, max, sum, sum of squares, zeros, nan, inf) of `k` elements of flat `x` from `start`."""
@@ -302,7 +316,7 @@ def _chunk_stats(torch: Any, x: Any, raw: np.ndarray | None, start: int, k: int,
         buf, a = _scratch(torch, k)
         buf.copy_(x[start:start + k] if k < n else x)
     flags = _flags(k)
-    lo, hi = float(a.min()), float(a.max())
+    lo, hi = float(np.minimum.reduce(a)), float(np.maximum.reduce(a))  # the ufuncs: a.min() wraps them in Python
     zeros = nan = inf = 0
     if -_NO_OVERFLOW < lo and hi < _NO_OVERFLOW:  # the common case: no partial sum can overflow float32
         s, sq = _sum(a), _squares(a)
@@ -311,7 +325,7 @@ def _chunk_stats(torch: Any, x: Any, raw: np.ndarray | None, start: int, k: int,
             s = _sum(a)
             sq = math.nan if lo != lo or hi != hi else _squares(a)
         if sq == math.inf and math.isfinite(lo) and math.isfinite(hi):  # |x| > 1.8e19: again in float64
-            sq = float(np.dot(a.astype(np.float64), a.astype(np.float64)))
+            sq = _squares(a.astype(np.float64))  # rows again: one long np.dot wakes every OpenBLAS thread
     if not math.isfinite(s):
         np.isnan(a, out=flags)
         nan = int(np.count_nonzero(flags))
@@ -354,7 +368,7 @@ def sample_of(view: np.ndarray) -> np.ndarray:
     return np.ndarray((HIST_SAMPLE // _RUN, _RUN), view.dtype, view, 0, (_run_step(n) * item, item))
 
 
-_ONE_HOT = np.eye(HIST_BINS, dtype=np.int64)[_BIN_OF_EXPONENT]  # [256 exponents, HIST_BINS]
+_BIN_STARTS = np.flatnonzero(np.diff(_BIN_OF_EXPONENT, prepend=-1))  # each bin's first exponent (bins are runs)
 
 
 def raw_histogram(view: np.ndarray, sampled: bool = False) -> np.ndarray:
@@ -364,7 +378,7 @@ def raw_histogram(view: np.ndarray, sampled: bool = False) -> np.ndarray:
     magnitude = sample.view(np.uint32) & np.uint32(0x7FFFFFFF)
     exponents = np.bincount((magnitude >> 23).ravel(), minlength=256)
     row = np.empty(HIST_BINS + 1, dtype=np.int64)
-    row[:HIST_BINS] = exponents @ _ONE_HOT
+    row[:HIST_BINS] = np.add.reduceat(exponents, _BIN_STARTS)
     left_out = 0
     if exponents[0]:
         zeros = int(np.count_nonzero(magnitude == 0))
@@ -388,25 +402,27 @@ def _sum(a: np.ndarray) -> float:
     """The sum of a float32 chunk: 1024 column sums (short float32 runs, vectorised), added in float64."""
     k = a.size
     whole = k - k % _COLUMNS
-    s = float(np.add.reduce(a[:whole].reshape(-1, _COLUMNS), axis=0).sum(dtype=np.float64)) if whole else 0.0
+    s = float(np.add.reduce(np.add.reduce(a[:whole].reshape(-1, _COLUMNS), axis=0), dtype=np.float64)) if whole else 0.0
     if whole < k:
-        s += float(a[whole:].sum(dtype=np.float64))
+        s += float(np.add.reduce(a[whole:], dtype=np.float64))
     if not math.isfinite(s) and np.isfinite(a).all():  # a column's float32 sum overflowed: again in float64
         s = float(a.sum(dtype=np.float64))
     return s
 
 
 def _squares(a: np.ndarray) -> float:
-    """The sum of squares of a float32 chunk: a dot product per 1024-value row (`vecdot`), added in float64.
+    """The sum of squares of a float32 (or float64) chunk: a dot product per 1024-value row (`vecdot`), added in
+    float64.
 
-    One `np.dot` over the whole chunk is as fast alone, but OpenBLAS runs a long dot product on
-    all its threads, which then compete with torch's own for the cores; a row this short stays on
-    one thread (and its float32 partial sums stay short).
+    One `np.dot` over the whole chunk is as fast alone, but OpenBLAS runs a dot product of more
+    than 10000 values on all its threads, which then compete with torch's own for the cores (on a
+    busy 2-core machine a 32K-value float64 `np.dot` took 19 ms where these rows take 30 us); a
+    row this short stays on one thread (and its float32 partial sums stay short).
     """
     k = a.size
     whole = k - k % _COLUMNS
     rows = a[:whole].reshape(-1, _COLUMNS)
-    sq = float(np.vecdot(rows, rows).sum(dtype=np.float64)) if whole else 0.0
+    sq = float(np.add.reduce(np.vecdot(rows, rows), dtype=np.float64)) if whole else 0.0
     if whole < k:
         sq += float(np.dot(a[whole:], a[whole:]))
     return sq
