@@ -9,13 +9,17 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ascend_tui.live.fix_patch import Patch, build_patch
 from ascend_tui.live.remedy_search import DEFAULT_TOLERANCE, FixResult, find_fix
 
 if TYPE_CHECKING:
+    import threading
+
+    from ascend_tui.evidence import Finding
     from ascend_tui.investigation import Investigation
+    from ascend_tui.live.targets import Target
     from ascend_tui.live.options import RunOptions
     from ascend_tui.progress import Progress
 
@@ -32,8 +36,14 @@ class FixRun:
 
 
 def run_fix(spec: str, options: RunOptions, *, tolerance: float = DEFAULT_TOLERANCE, search: bool = True,
-            before: Investigation | None = None, progress: Progress | None = None) -> FixRun:
-    """Investigate `spec` (unless `before` is given), try remedies, verify the chosen one by a second investigation."""
+            before: Investigation | None = None, progress: Progress | None = None,
+            only: Sequence[Finding] | None = None, cancel: threading.Event | None = None,
+            loaded: Target | None = None) -> FixRun:
+    """Investigate `spec` (unless `before` is given), try remedies, verify the chosen one by a second investigation.
+
+    `only` (one cause's findings, from the app) limits the fix to what they need; `cancel` stops it
+    between re-runs; `loaded` is the target already imported (the app's), else `spec` is loaded.
+    """
     import torch
 
     from ascend_tui.live.context import model_dtype, torch_dtype
@@ -46,24 +56,25 @@ def run_fix(spec: str, options: RunOptions, *, tolerance: float = DEFAULT_TOLERA
         if progress is not None:
             progress(text, 0, None)
 
-    say(f"loading {spec}")
-    target = load_target(spec)
+    if loaded is None:
+        say(f"loading {spec}")
+    target = loaded if loaded is not None else load_target(spec)
     options = options.but(loss=target.loss, target=spec)
     if before is None:
-        before = run_live(target.model, target.inputs, options, progress=progress)
+        before = run_live(target.model, target.inputs, options, progress=progress, cancel=cancel)
     dtype = torch_dtype(options.dtype) or model_dtype(target.model, target.inputs) or torch.float32
     say("trying remedies")
-    trial = Trial(target.model, target.inputs, select(options.device), dtype)
-    result = find_fix(trial, target.model, before.findings, target.inputs, tolerance, search=search)
+    trial = Trial(target.model, target.inputs, select(options.device), dtype, cancel=cancel, progress=progress)
+    result = find_fix(trial, target.model, before.findings, target.inputs, tolerance, search=search, focus=only)
     after = None
     if result.chosen is not None:
         say("verifying the fix")
         fixed = copy.deepcopy(target.model)
         with applied(fixed, result.chosen):
             after = run_live(fixed, target.inputs, options.but(checks=before.run.checks or options.checks),
-                             progress=progress)
+                             progress=progress, cancel=cancel)
     section = result.to_json()
-    gone = findings_gone(before, after)
+    gone = findings_gone(before, after, only)
     remaining = [g for g in gone if not g["gone"]]
     fresh = new_errors(before, after)
     section["findings"] = gone
@@ -82,14 +93,17 @@ def run_fix(spec: str, options: RunOptions, *, tolerance: float = DEFAULT_TOLERA
     return FixRun(before, after, result, section, patch)
 
 
-def findings_gone(before: Investigation, after: Investigation | None) -> list[dict[str, Any]]:
-    """Each error the fix was for (introduced, before) and whether the run with the fix still has it."""
+def findings_gone(before: Investigation, after: Investigation | None,
+                  only: Sequence[Finding] | None = None) -> list[dict[str, Any]]:
+    """Each error the fix was for (introduced, before; of `only` when given) and whether the run with the fix
+    still has it."""
     keys = set()
     if after is not None:
         keys = {(f.check, f.kind, f.node) for f in after.findings if f.severity == "error"}
+    pool = before.findings if only is None else only
     return [{"check": f.check, "kind": f.kind, "node": f.node, "module": f.module, "message": f.message,
              "gone": after is not None and (f.check, f.kind, f.node) not in keys}
-            for f in before.findings if f.severity == "error" and f.attribution == "introduced"]
+            for f in pool if f.severity == "error" and f.attribution == "introduced"]
 
 
 def new_errors(before: Investigation, after: Investigation | None) -> list[dict[str, Any]]:
@@ -176,3 +190,28 @@ def summary(result: FixResult, section: dict[str, Any]) -> str:
     memory += "" if o.peak_bytes is not None else " (peak memory: no counters on this device)"
     was = f"cosine {ref.cosine:.6f}" if math.isfinite(ref.cosine) else state(ref, result.tolerance)
     return f"fix verified: {was} → cosine {o.cosine:.6f} with {names(result.chosen or ())}{timing}{memory}"
+
+
+def report_lines(target: str, dtype: str | None, fixed: FixRun) -> list[str]:
+    """A fix run as a person reads it (the CLI prints it, the app shows it): each run, the search, the verdict, the
+    patch."""
+    result, section, patch = fixed.result, fixed.section, fixed.patch
+    tol = result.tolerance
+    lines = [f"fix: {target} in {dtype or 'its own dtype'} against the float32 reference, "
+             f"tolerance cosine ≥ {tol}",
+             f"  before: {state(result.baseline, tol)}"]
+    lines += [f"  tried {names(o.remedies)}: {state(o, tol)}" for o in result.tried]
+    if result.search is not None:
+        s = result.search
+        lines += [f"  search: {step}" for step in s.steps]
+        found = ", ".join(f"`{m}`" if m else "the whole model" for m in s.modules) if s.modules is not None else None
+        lines.append(f"  search result after {s.runs} re-runs: " + (f"{found} in float32" if found else "none"))
+    verdict = section["summary"]
+    if section["verified"]:
+        verdict += f"; {len(section['findings'])} finding(s) gone; {result.runs} runs in all"
+    lines.append(verdict)
+    if patch is not None and section["verified"]:
+        lines.append("patch (apply with `patch -p1`):" if patch.diff else "snippet (add after the model is built):")
+        lines += (patch.diff or patch.snippet).rstrip("\n").splitlines()
+        lines += [f"note: {n}" for n in patch.notes]
+    return lines

@@ -317,6 +317,8 @@ class Trial:
     dtype: Any  # torch dtype of the target run
     steps: int = 3
     runs: int = 0
+    cancel: Any = None  # a threading.Event: set, the next re-run raises `Cancelled`
+    progress: Any = None  # a `Progress`: told of every re-run
     _refs: dict[tuple[Remedy, ...], Any] = field(default_factory=dict)
     _cache: dict[frozenset[Remedy], Outcome] = field(default_factory=dict)
 
@@ -347,8 +349,15 @@ class Trial:
         if key in self._cache:
             return self._cache[key]
         remedies = tuple(remedies)
+        if self.cancel is not None and self.cancel.is_set():
+            from ascend_tui.errors import Cancelled
+
+            raise Cancelled("fix cancelled")
         ref, why = self.reference(remedies)
         self.runs += 1
+        if self.progress is not None:
+            self.progress(f"fix: re-run {self.runs} ({' + '.join(r.describe() for r in remedies) or 'as it is'})",
+                          0, None)
         outcome = self._run(remedies, ref) if ref is not None else Outcome(remedies, error=f"the float32 reference "
                                                                                          f"run failed: {why}")
         self._cache[key] = outcome

@@ -183,9 +183,16 @@ class FixResult:
 
 
 def find_fix(trial: Trial, model: Any, findings: Sequence[Any], inputs: Any,
-             tolerance: float = DEFAULT_TOLERANCE, search: bool = True) -> FixResult:
-    """Try the findings' remedies one by one, then search for the smallest float32 set; choose what works."""
+             tolerance: float = DEFAULT_TOLERANCE, search: bool = True,
+             focus: Sequence[Any] | None = None) -> FixResult:
+    """Try the findings' remedies one by one, then search for the smallest float32 set; choose what works.
+
+    `focus` (one cause's findings) limits the remedies tried to what those findings name; the base
+    remedies (clamped indices) still come from every finding, so the run gets as far as it did.
+    """
     base, singles = plan_remedies(findings, inputs)
+    if focus is not None:
+        singles = plan_remedies(focus, inputs)[1]
     baseline = trial.measure(())
     if not base and not singles and baseline.within(tolerance):
         return FixResult(tolerance, baseline, [], [], None, None, None, trial.runs,
