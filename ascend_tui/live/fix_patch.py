@@ -164,15 +164,19 @@ def build_patch(path: Path, factory: str, remedies: Sequence[Remedy], graph: Any
         return Patch("", snippet, str(path), (*notes, f"no `return model, inputs` in {factory}(): add the snippet "
                                                       f"after the model is built"))
     rel = _relative(path, root or Path.cwd())
+    if rel == path.name and path.resolve().parent != (root or Path.cwd()).resolve():
+        notes.append(f"the model file is not under the working folder: apply with `patch -p1` in {path.resolve().parent}")
     diff = "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
     return Patch(diff, snippet, str(path), tuple(notes))
 
 
 def _relative(path: Path, root: Path) -> str:
+    """`path` relative to `root` for `patch -p1` there; its bare name when it is not under `root`."""
     try:
-        return Path(os.path.relpath(path.resolve(), root.resolve())).as_posix()
+        rel = Path(os.path.relpath(path.resolve(), root.resolve())).as_posix()
     except ValueError:
         return path.name
+    return path.name if rel.startswith("../") else rel
 
 
 def _patched(text: str, tree: ast.Module, factory: str, remedies: Sequence[Remedy], helpers: str,
@@ -233,3 +237,18 @@ def _imports(tree: ast.Module, name: str) -> bool:
         if isinstance(n, ast.Import) and any(a.name == name and a.asname in (None, name) for a in n.names):
             return True
     return False
+
+
+def save_patch(text: str, folder: str | Path, stem: str = "ascend-tui-fix") -> Path:
+    """Write `text` to a new `stem.patch` in `folder` (`stem-2.patch`, ... when taken); never over a file."""
+    base = Path(folder).expanduser()
+    base.mkdir(parents=True, exist_ok=True)
+    for k in range(1, 1000):
+        path = base / (f"{stem}.patch" if k == 1 else f"{stem}-{k}.patch")
+        try:
+            with path.open("x", encoding="utf-8") as out:
+                out.write(text)
+            return path
+        except FileExistsError:
+            continue
+    raise OSError(f"{base}: no free name for {stem}.patch")
