@@ -86,11 +86,32 @@ def run_fix(spec: str, options: RunOptions, *, tolerance: float = DEFAULT_TOLERA
     elif result.chosen is not None and fresh:
         section["reason"] = (f"the outputs are within tolerance, but the run with the fix applied has "
                              f"{len(fresh)} error finding(s) the first did not ({fresh[0]['message']})")
-    patch = build_patch(target.path, target.factory, result.chosen, before.graph) if result.chosen else None
+    patch = build_patch(target.path, target.factory, result.chosen, before.graph, fits=fitting(before, dtype),
+                        dtype=str(dtype).removeprefix("torch.")) if result.chosen else None
     section["patch"] = patch.to_json() if patch is not None else None
     section["cost"] = {**cost(result), **parameter_bytes(target.model, dtype, result.chosen or ())}
     section["summary"] = summary(result, section)
     return FixRun(before, after, result, section, patch)
+
+
+def fitting(inv: Investigation, dtype: Any) -> dict[str, bool]:
+    """Accumulating op -> whether its float32 reference result fits `dtype` (where the capture kept its statistics)."""
+    import torch
+
+    from ascend_tui.live.fix_patch import python_name
+    from ascend_tui.live.remedies import _ACCUMULATING
+
+    if not dtype.is_floating_point:
+        return {}
+    limit = torch.finfo(dtype).max
+    out: dict[str, bool] = {}
+    for node in inv.graph:
+        if node.is_placeholder or python_name(node.op_type) not in _ACCUMULATING:
+            continue
+        ref = inv.stats_for(node.id)[1]
+        if ref is not None and math.isfinite(ref.abs_max):
+            out[node.id] = ref.abs_max <= limit
+    return out
 
 
 def findings_gone(before: Investigation, after: Investigation | None,

@@ -210,7 +210,8 @@ def find_fix(trial: Trial, model: Any, findings: Sequence[Any], inputs: Any,
     chosen: tuple[Remedy, ...] | None = None
     outcome: Outcome | None = None
     if keeps_meaning:
-        outcome = min(keeps_meaning, key=lambda o: len(o.remedies))
+        # fewest remedies; then an upcast (only the accumulations) before a whole module in float32
+        outcome = min(keeps_meaning, key=lambda o: (len(o.remedies), sum(r.kind == "float32" for r in o.remedies)))
     elif result_search is not None and result_search.modules is not None:
         outcome = result_search.outcome
     elif passing:
