@@ -88,3 +88,59 @@ def test_upcast_rewrites_function_and_method_forms(tmp_path: Path) -> None:
     # sums that do not fit stay float32; the builtin sum and a sum that already names its dtype are left alone
     assert ("+    return a, torch.sum(x.float(), 1), sum([1, 2]), ((x * y).float()).sum(-1), "
             "x.sum(dtype=torch.float32)  # ascend-tui fix") in p.diff
+
+
+# -- the layout remedy ------------------------------------------------------------------------------------------
+
+def test_layout_pairs_dropped_bit_identical_timed_and_the_patch_removes_the_copies(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    flags = ("--checks", "profile")
+    work = tmp_path / "work"
+    (work / "models").mkdir(parents=True)
+    model = Path(shutil.copy(DATA / "nhwc_activation.py", work / "models" / "nhwc_activation.py"))
+    monkeypatch.chdir(work)
+    code, section, text, patch = fix(tmp_path, Path("models") / "nhwc_activation.py", *flags)
+    assert code == 0 and section["verified"], text
+    assert [(r["kind"], r["module"]) for r in section["chosen"]] == [("layout", "act1"), ("layout", "act2")]
+    layout = section["layout"]
+    assert layout["accepted"] and layout["bit_identical"] is True and layout["max_abs_difference"] == 0.0
+    for key in ("step_before", "step_after"):
+        t = layout[key]
+        assert t["steps"] == 7 and 0 < t["min"] <= t["median"] <= t["max"]
+    assert [(f["kind"], f["gone"]) for f in section["findings"]] == [("layout_conversion", True)]
+    verdict = next(line for line in text.splitlines() if line.startswith("fix verified: "))
+    assert "median of 7 steps each" in verdict and "(spread " in verdict and "outputs bit-identical" in verdict
+    diff = section["patch"]["diff"]
+    assert "-        x = x.permute(0, 2, 3, 1).contiguous()\n" in diff
+    assert "+        x = x.permute(0, 2, 3, 1)  # ascend-tui fix: no copy, the next op reads the view\n" in diff
+    assert "+        return x.permute(0, 3, 1, 2)  # ascend-tui fix" in diff and "keep_float32" not in diff
+    assert check(model, *flags, "--fail-on", "warning").returncode == 1  # the layout warning
+    patch_p1(patch, work)
+    assert "        x = x.permute(0, 2, 3, 1)  # ascend-tui fix" in model.read_text()
+    after = check(model, *flags, "--fail-on", "warning")
+    assert after.returncode == 0, after.stdout + after.stderr
+
+
+def test_layout_sample_says_when_the_outputs_are_not_bit_identical(tmp_path: Path) -> None:
+    code, section, text, _ = fix(tmp_path, SAMPLES / "layout_detector.py", "--checks", "profile")
+    layout = section["layout"]
+    assert len(layout["remedies"]) == 13  # the stem's norm and the twelve blocks' norms
+    # LayerNorm writes NHWC; the next convolution now reads it channels_last, and rounds differently
+    assert layout["bit_identical"] is False and 0 < layout["max_abs_difference"] < 1e-4
+    assert code == 0 and section["verified"] and "outputs not bit-identical: at most " in text
+    assert "copies in 13 modules (`backbone.0.0.norm1`, `backbone.0.0.norm2`, +11 more) dropped" in text
+
+
+def test_a_layout_copy_the_code_needs_is_not_dropped() -> None:
+    from ascend_tui.live.device import select
+    from ascend_tui.live.layout_fix import try_layout
+    from ascend_tui.live.remedies import Remedy, Trial
+
+    class Flatten(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.transpose(1, 2).contiguous().view(x.shape[0], -1)  # view needs the copy
+
+    trial = Trial(Flatten(), (torch.randn(2, 3, 4),), select("cpu"), torch.float32)
+    result = try_layout(trial, (), [Remedy("layout", "")], 0.999)
+    assert not result.accepted and result.before is None
+    assert "the code needs the contiguous tensor" in result.reason and "RuntimeError" in result.reason

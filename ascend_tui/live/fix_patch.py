@@ -111,7 +111,10 @@ def _calls(remedies: Sequence[Remedy], var: str, where: dict[str, str],
             continue
         target = f'{var}.get_submodule("{r.module}")' if r.module else var
         called = f"  # called at {where[r.module]}" if r.module in where else ""
-        if r.kind == "float32":
+        if r.kind == "layout":
+            notes.append(f"{r.describe()}: no `.contiguous()` after a permute/transpose was found at the recorded "
+                         f"call sites in the model file; remove it by hand where `{r.module or 'the model'}` calls it")
+        elif r.kind == "float32":
             lines.append(f"keep_float32({target}){called}")
         elif r.kind == "clamp":
             lines.append(f"clamp_index({target}, {r.low}, {r.high}){called}")
@@ -169,6 +172,10 @@ def build_patch(path: Path, factory: str, remedies: Sequence[Remedy], graph: Any
     except SyntaxError:
         tree = None
     edits, rewritten = _upcast_edits(text, tree, graph, path, remedies, fits or {}, dtype) if tree else ({}, set())
+    if tree is not None:
+        moved, dropped = _layout_edits(text, tree, graph, path, remedies, set(edits))
+        edits.update(moved)
+        rewritten |= dropped
     rest = [r for r in remedies if r not in rewritten]
     helpers = _helpers(rest)
     calls, notes = _calls(remedies, "model", where, frozenset(rewritten))
@@ -303,6 +310,42 @@ def _upcast_edits(text: str, tree: ast.Module, graph: Any, path: Path, remedies:
             row = _insert_at(row, col, piece)
         edits[lineno] = row.rstrip("\n") + f"  # {MARK}: accumulate in float32\n"
         done |= owner[lineno]
+    return edits, done
+
+
+def _layout_edits(text: str, tree: ast.Module, graph: Any, path: Path, remedies: Sequence[Remedy],
+                  taken: set[int]) -> tuple[dict[int, str], set[Remedy]]:
+    """Line number -> the line without the `.contiguous()` of each conversion pair recorded there; the remedies done."""
+    from ascend_tui.checks.layout_pairs import VIEWS, pairs
+
+    mine = [r for r in remedies if r.kind == "layout"]
+    if graph is None or not mine:
+        return {}, set()
+    want = os.path.realpath(path)
+    lines_of: dict[int, set[Remedy]] = {}
+    for p in pairs(graph):
+        src = graph.node(p.copy).source
+        if src is None or os.path.realpath(src.file) != want or src.line in taken:
+            continue
+        for r in mine:
+            if r.module == "" or p.module == r.module or p.module.startswith(f"{r.module}."):
+                lines_of.setdefault(src.line, set()).add(r)
+    rows = text.splitlines(True)
+    edits: dict[int, str] = {}
+    done: set[Remedy] = set()
+    for lineno, owners in lines_of.items():
+        calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and c.lineno == lineno == c.end_lineno
+                 and isinstance(c.func, ast.Attribute) and c.func.attr == "contiguous" and not c.args
+                 and not c.keywords and isinstance(c.func.value, ast.Call) and _call_name(c.func.value) in VIEWS]
+        if not calls or lineno > len(rows):
+            continue
+        raw = rows[lineno - 1].encode("utf-8")
+        for c in sorted(calls, key=lambda c: c.col_offset, reverse=True):
+            view_end = c.func.value.end_col_offset or 0
+            raw = raw[:view_end] + raw[c.end_col_offset or view_end:]
+        row = raw.decode("utf-8")
+        edits[lineno] = row.rstrip("\n") + f"  # {MARK}: no copy, the next op reads the view\n"
+        done |= owners
     return edits, done
 
 

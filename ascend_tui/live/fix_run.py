@@ -74,7 +74,8 @@ def run_fix(spec: str, options: RunOptions, *, tolerance: float = DEFAULT_TOLERA
             after = run_live(fixed, target.inputs, options.but(checks=before.run.checks or options.checks),
                              progress=progress, cancel=cancel)
     section = result.to_json()
-    gone = findings_gone(before, after, only)
+    layout = any(r.kind == "layout" for r in result.chosen or ())
+    gone = findings_gone(before, after, only, layout=layout)
     remaining = [g for g in gone if not g["gone"]]
     fresh = new_errors(before, after)
     section["findings"] = gone
@@ -115,16 +116,25 @@ def fitting(inv: Investigation, dtype: Any) -> dict[str, bool]:
 
 
 def findings_gone(before: Investigation, after: Investigation | None,
-                  only: Sequence[Finding] | None = None) -> list[dict[str, Any]]:
+                  only: Sequence[Finding] | None = None, *, layout: bool = False) -> list[dict[str, Any]]:
     """Each error the fix was for (introduced, before; of `only` when given) and whether the run with the fix
-    still has it."""
+    still has it; with `layout`, the layout-conversion finding too (gone when the run with the fix has none)."""
     keys = set()
     if after is not None:
         keys = {(f.check, f.kind, f.node) for f in after.findings if f.severity == "error"}
+    converts = after is not None and any(f.kind == "layout_conversion" for f in after.findings)
     pool = before.findings if only is None else only
-    return [{"check": f.check, "kind": f.kind, "node": f.node, "module": f.module, "message": f.message,
-             "gone": after is not None and (f.check, f.kind, f.node) not in keys}
-            for f in pool if f.severity == "error" and f.attribution == "introduced"]
+    out = []
+    for f in pool:
+        if f.severity == "error" and f.attribution == "introduced":
+            gone = after is not None and (f.check, f.kind, f.node) not in keys
+        elif layout and f.check == "profile" and f.kind == "layout_conversion":
+            gone = after is not None and not converts
+        else:
+            continue
+        out.append({"check": f.check, "kind": f.kind, "node": f.node, "module": f.module, "message": f.message,
+                    "gone": gone})
+    return out
 
 
 def new_errors(before: Investigation, after: Investigation | None) -> list[dict[str, Any]]:
@@ -193,7 +203,16 @@ def state(o: Any, tolerance: float) -> str:
 
 
 def names(remedies: Any) -> str:
-    return " + ".join(r.describe() for r in remedies) or "nothing changed"
+    """The remedies as the report names them; many layout remedies as one phrase (`... in 13 modules (...)`)."""
+    layout = [r for r in remedies if r.kind == "layout"]
+    parts = [r.describe() for r in remedies if r.kind != "layout"]
+    if len(layout) > 2:
+        shown = ", ".join(f"`{r.module}`" for r in layout[:2])
+        parts.append(f"the permute/transpose + contiguous() copies in {len(layout)} modules ({shown}, "
+                     f"+{len(layout) - 2} more) dropped")
+    else:
+        parts += [r.describe() for r in layout]
+    return " + ".join(parts) or "nothing changed"
 
 
 def summary(result: FixResult, section: dict[str, Any]) -> str:
@@ -203,6 +222,11 @@ def summary(result: FixResult, section: dict[str, Any]) -> str:
         return reason if reason.startswith("nothing to fix") else f"not verified: {reason}"
     o, ref = result.chosen_outcome, measured_before(result)
     assert o is not None
+    lr = result.layout
+    dropped = lr is not None and lr.accepted and set(lr.remedies) <= set(result.chosen or ())
+    if dropped and all(r.kind == "layout" or r in result.base for r in result.chosen or ()):
+        return f"fix verified: {names(lr.remedies)}: {lr.describe()}"
+    extra = f"; and {names(lr.remedies)}: {lr.describe()}" if dropped else ""
     change = section["cost"].get("step_time_change")
     timing = f", {change:+.0%} step time" if change is not None else ""
     cost = section["cost"]
@@ -210,7 +234,8 @@ def summary(result: FixResult, section: dict[str, Any]) -> str:
     memory = f", +{grown:,} parameter bytes" if grown > 0 else ""
     memory += "" if o.peak_bytes is not None else " (peak memory: no counters on this device)"
     was = f"cosine {ref.cosine:.6f}" if math.isfinite(ref.cosine) else state(ref, result.tolerance)
-    return f"fix verified: {was} → cosine {o.cosine:.6f} with {names(result.chosen or ())}{timing}{memory}"
+    precise = [r for r in result.chosen or () if r.kind != "layout"]
+    return f"fix verified: {was} → cosine {o.cosine:.6f} with {names(precise)}{timing}{memory}{extra}"
 
 
 def report_lines(target: str, dtype: str | None, fixed: FixRun) -> list[str]:
@@ -230,6 +255,8 @@ def report_lines(target: str, dtype: str | None, fixed: FixRun) -> list[str]:
     verdict = section["summary"]
     if section["verified"]:
         verdict += f"; {len(section['findings'])} finding(s) gone; {result.runs} runs in all"
+    if result.layout is not None and not result.layout.accepted:
+        lines.append(f"  layout: {names(result.layout.remedies)}: {result.layout.describe()}")
     lines.append(verdict)
     if patch is not None and section["verified"]:
         lines.append("patch (apply with `patch -p1`):" if patch.diff else "snippet (add after the model is built):")

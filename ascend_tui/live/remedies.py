@@ -16,14 +16,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
-REMEDY_KINDS = ("float32", "upcast", "normalize", "clamp")
+REMEDY_KINDS = ("float32", "upcast", "normalize", "clamp", "layout")
 SEMANTIC = frozenset({"normalize", "clamp"})
 """Remedies that change what the model computes (not only how precisely): the reference gets them too."""
 
 
 @dataclass(frozen=True, slots=True)
 class Remedy:
-    """One change: keep `module` in float32, upcast its accumulations, normalise an input, or clamp an index."""
+    """One change: keep `module` in float32, upcast its accumulations, normalise an input, clamp an index, or drop
+    the copy of a permute/transpose + contiguous() pair (`layout`)."""
 
     kind: str
     module: str = ""  # dotted path as `named_modules()` spells it; "" is the whole model
@@ -48,6 +49,8 @@ class Remedy:
             return f"accumulations (softmax, norms, sums) of {where} in float32"
         if self.kind == "normalize":
             return f"input {self.argument} normalised with its measured mean/std ({len(self.mean)} features)"
+        if self.kind == "layout":
+            return f"the permute/transpose + contiguous() copies in {where} dropped"
         return f"the index into {where} clamped to [{self.low}, {self.high - 1}]"
 
     def to_json(self) -> dict[str, Any]:
@@ -171,6 +174,49 @@ def _upcast_post(module: Any, args: Any, kwargs: Any, output: Any) -> None:
         stack.pop().__exit__(None, None, None)
 
 
+_VIEWS = ("permute", "transpose", "t", "swapaxes", "swapdims", "movedim")
+
+
+def _layout_mode() -> Any:
+    """A torch function mode that returns a permuted/transposed view as it is where `.contiguous()` would copy it."""
+    import weakref
+
+    from torch.overrides import TorchFunctionMode
+
+    class SkipLayoutCopies(TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.views: dict[int, Any] = {}
+            self.skipped = 0
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            if name == "contiguous" and args and not kwargs and len(args) == 1:
+                ref = self.views.get(id(args[0]))
+                if ref is not None and ref() is args[0]:
+                    self.skipped += 1
+                    return args[0]
+            out = func(*args, **kwargs)
+            if name in _VIEWS and _floating(out):
+                self.views[id(out)] = weakref.ref(out)
+            return out
+
+    return SkipLayoutCopies()
+
+
+def _layout_pre(module: Any, args: Any, kwargs: Any) -> None:
+    mode = _layout_mode()
+    mode.__enter__()
+    module.__dict__.setdefault("_ascend_layout_stack", []).append(mode)
+
+
+def _layout_post(module: Any, args: Any, kwargs: Any, output: Any) -> None:
+    stack = module.__dict__.get("_ascend_layout_stack") or []
+    if stack:
+        stack.pop().__exit__(None, None, None)
+
+
 def _normalize_pre(argument: int, mean: tuple[float, ...], std: tuple[float, ...], module: Any, args: Any,
                    kwargs: Any) -> Any:
     import torch
@@ -217,6 +263,9 @@ def install(model: Any, remedies: Sequence[Remedy]) -> list[Any]:
         elif r.kind == "upcast":
             handles.append(mod.register_forward_pre_hook(_upcast_pre, with_kwargs=True))
             handles.append(mod.register_forward_hook(_upcast_post, with_kwargs=True, always_call=True))
+        elif r.kind == "layout":
+            handles.append(mod.register_forward_pre_hook(_layout_pre, with_kwargs=True))
+            handles.append(mod.register_forward_hook(_layout_post, with_kwargs=True, always_call=True))
         elif r.kind == "normalize":
             hook = functools.partial(_normalize_pre, r.argument, r.mean, r.std)
             handles.append(mod.register_forward_pre_hook(hook, with_kwargs=True, prepend=True))
@@ -385,6 +434,41 @@ class Trial:
         inf, nan, cosine, rel = compare(out, ref)
         bad = sum(int((~torch.isfinite(t)).sum()) for t in ref)
         return Outcome(remedies, inf, nan, cosine, rel, statistics.median(times), peak, reference_bad=bad)
+
+
+    def outputs(self, remedies: Sequence[Remedy]) -> list[Any]:
+        """The floating outputs (on the CPU) of one run in the target dtype with `remedies` (a counted re-run)."""
+        import torch
+
+        self.runs += 1
+        model, inputs = self._prepared(self.device, self.dtype)
+        with applied(model, remedies), torch.no_grad():
+            return [t.detach().to("cpu").clone() for t in output_tensors(call(model, inputs))]
+
+    def step_times(self, sets: Sequence[Sequence[Remedy]], steps: int) -> list[list[float]]:
+        """Seconds per step of each set of remedies, the sets run in turn each step (drift hits all alike)."""
+        import torch
+
+        models = [self._prepared(self.device, self.dtype) for _ in sets]
+        self.runs += len(sets)  # one timed re-run per set (its steps interleaved with the others')
+        times: list[list[float]] = [[] for _ in sets]
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.no_grad())
+            for (model, _), remedies in zip(models, sets):
+                stack.enter_context(applied(model, remedies))
+            for model, inputs in models:  # warm-up
+                call(model, inputs)
+            for _ in range(steps):
+                if self.cancel is not None and self.cancel.is_set():
+                    from ascend_tui.errors import Cancelled
+
+                    raise Cancelled("fix cancelled")
+                for k, (model, inputs) in enumerate(models):
+                    start = time.perf_counter()
+                    call(model, inputs)
+                    self.device.synchronize()
+                    times[k].append(time.perf_counter() - start)
+        return times
 
 
 def _one_line(exc: BaseException) -> str:
