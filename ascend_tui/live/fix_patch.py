@@ -264,7 +264,7 @@ def python_name(op_type: str) -> str:
 def _upcast_edits(text: str, tree: ast.Module, graph: Any, path: Path, remedies: Sequence[Remedy],
                   fits: Mapping[str, bool], dtype: str) -> tuple[dict[int, str], set[Remedy]]:
     """Line number -> the line with `.float()` on each recorded accumulation's input; the upcasts so expressed."""
-    from ascend_tui.live.remedies import _ACCUMULATING
+    from ascend_tui.live.remedies import ACCUMULATING
 
     ups = [r for r in remedies if r.kind == "upcast"]
     if graph is None or not ups:
@@ -274,7 +274,7 @@ def _upcast_edits(text: str, tree: ast.Module, graph: Any, path: Path, remedies:
     owner: dict[int, set[Remedy]] = {}
     for node in graph:
         src, name = node.source, python_name(node.op_type)
-        if node.is_placeholder or src is None or name not in _ACCUMULATING or os.path.realpath(src.file) != want:
+        if node.is_placeholder or src is None or name not in ACCUMULATING or os.path.realpath(src.file) != want:
             continue
         for r in ups:
             if r.module == "" or node.module == r.module or node.module.startswith(f"{r.module}."):

@@ -100,14 +100,14 @@ def fitting(inv: Investigation, dtype: Any) -> dict[str, bool]:
     import torch
 
     from ascend_tui.live.fix_patch import python_name
-    from ascend_tui.live.remedies import _ACCUMULATING
+    from ascend_tui.live.remedies import ACCUMULATING
 
     if not dtype.is_floating_point:
         return {}
     limit = torch.finfo(dtype).max
     out: dict[str, bool] = {}
     for node in inv.graph:
-        if node.is_placeholder or python_name(node.op_type) not in _ACCUMULATING:
+        if node.is_placeholder or python_name(node.op_type) not in ACCUMULATING:
             continue
         ref = inv.stats_for(node.id)[1]
         if ref is not None and math.isfinite(ref.abs_max):

@@ -137,7 +137,7 @@ def _float32_post(module: Any, args: Any, kwargs: Any, output: Any) -> Any:
     return _map(lambda x: _cast_back(x, dtype), output)
 
 
-_ACCUMULATING = ("softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm",
+ACCUMULATING = ("softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm",
                  "mean", "sum", "var", "std", "var_mean", "norm", "logsumexp", "cumsum", "prod")
 
 
@@ -150,7 +150,7 @@ def _upcast_mode() -> Any:
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             name = getattr(func, "__name__", "")
-            if name not in _ACCUMULATING:
+            if name not in ACCUMULATING:
                 return func(*args, **kwargs)
             dtype = _first_float_dtype((args, kwargs))
             if dtype is None or dtype == torch.float32 or dtype == torch.float64:
