@@ -414,8 +414,11 @@ class InvestigatorApp(App[None]):
         cause = screen._cause_under_cursor() if isinstance(screen, StoryScreen) else (
             cause_for_node(self.inv, self.main.ops.current) if screen is self.main and self.main.ops.current else None)
         if cause is None:
-            where = "the cursor" if isinstance(screen, StoryScreen) else (self.main.ops.current or "the graph")
-            self.notify(f"no finding at {where}: nothing to fix here (f goes to the first finding)", markup=False)
+            if screen is not self.main and not isinstance(screen, StoryScreen):
+                self.notify("X fixes the cause of a finding on the graph, or a cause in the story (S)", markup=False)
+            else:
+                where = "the cursor" if isinstance(screen, StoryScreen) else (self.main.ops.current or "the graph")
+                self.notify(f"no finding at {where}: nothing to fix here (f goes to the first finding)", markup=False)
             return
         findings = cause_findings(self.inv, cause)
         options = self.settings_on_screen()

@@ -57,7 +57,9 @@ class StepTimes:
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms"
+    from ascend_tui.fmt import duration_us
+
+    return duration_us(seconds * 1e6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +87,7 @@ class LayoutResult:
             return self.reason
         change = self.after.median / self.before.median - 1.0 if self.before.median > 0 else math.nan
         speed = (f"step {self.before.text()} → {self.after.text()}, median of {self.after.steps} steps each "
-                 f"({change:+.0%}{'' if self.gain_measured else ', within the spread'})")
+                 f"({change:+.0%}{'' if self.gain_measured else ': within the spread, no gain measured here'})")
         same = "outputs bit-identical" if self.identical else (
             f"outputs not bit-identical: at most {self.max_diff:.3g} apart (cosine {self.cosine:.9f} against the "
             f"run without the remedy)")
