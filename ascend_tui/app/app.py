@@ -397,28 +397,15 @@ class InvestigatorApp(App[None]):
 
     def action_fix(self) -> None:
         """Fix the cause under the cursor (story) or of the focused operator's finding: re-run, verify, patch."""
-        from ascend_tui.app.screens.fix import FixScreen, cause_findings, cause_for_node, offline_reason
-        from ascend_tui.app.screens.story import StoryScreen
+        from ascend_tui.app.screens.fix import FixScreen, cause_findings, chosen_cause, offline_reason
 
         if self.inv is None:
             return
         spec = self.target.spec if self.target is not None else self._model_spec()
-        if spec is None:
-            self.notify(offline_reason(self.inv), title="no fix for offline evidence", severity="warning",
-                        markup=False, timeout=12)
-            return
-        if self.busy:
-            self.notify("a job is running: wait for it, or esc to cancel it", markup=False, severity="warning")
-            return
-        screen = self.screen
-        cause = screen._cause_under_cursor() if isinstance(screen, StoryScreen) else (
-            cause_for_node(self.inv, self.main.ops.current) if screen is self.main and self.main.ops.current else None)
-        if cause is None:
-            if screen is not self.main and not isinstance(screen, StoryScreen):
-                self.notify("X fixes the cause of a finding on the graph, or a cause in the story (S)", markup=False)
-            else:
-                where = "the cursor" if isinstance(screen, StoryScreen) else (self.main.ops.current or "the graph")
-                self.notify(f"no finding at {where}: nothing to fix here (f goes to the first finding)", markup=False)
+        cause, why = chosen_cause(self, self.inv)
+        if spec is None or self.busy or cause is None:
+            self.notify(offline_reason(self.inv) if spec is None else "a job is running: wait for it, or esc to "
+                        "cancel it" if self.busy else why, markup=False, severity="warning", timeout=12)
             return
         findings = cause_findings(self.inv, cause)
         options = self.settings_on_screen()

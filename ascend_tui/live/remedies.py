@@ -174,49 +174,6 @@ def _upcast_post(module: Any, args: Any, kwargs: Any, output: Any) -> None:
         stack.pop().__exit__(None, None, None)
 
 
-_VIEWS = ("permute", "transpose", "t", "swapaxes", "swapdims", "movedim")
-
-
-def _layout_mode() -> Any:
-    """A torch function mode that returns a permuted/transposed view as it is where `.contiguous()` would copy it."""
-    import weakref
-
-    from torch.overrides import TorchFunctionMode
-
-    class SkipLayoutCopies(TorchFunctionMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.views: dict[int, Any] = {}
-            self.skipped = 0
-
-        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
-            name = getattr(func, "__name__", "")
-            if name == "contiguous" and args and not kwargs and len(args) == 1:
-                ref = self.views.get(id(args[0]))
-                if ref is not None and ref() is args[0]:
-                    self.skipped += 1
-                    return args[0]
-            out = func(*args, **kwargs)
-            if name in _VIEWS and _floating(out):
-                self.views[id(out)] = weakref.ref(out)
-            return out
-
-    return SkipLayoutCopies()
-
-
-def _layout_pre(module: Any, args: Any, kwargs: Any) -> None:
-    mode = _layout_mode()
-    mode.__enter__()
-    module.__dict__.setdefault("_ascend_layout_stack", []).append(mode)
-
-
-def _layout_post(module: Any, args: Any, kwargs: Any, output: Any) -> None:
-    stack = module.__dict__.get("_ascend_layout_stack") or []
-    if stack:
-        stack.pop().__exit__(None, None, None)
-
-
 def _normalize_pre(argument: int, mean: tuple[float, ...], std: tuple[float, ...], module: Any, args: Any,
                    kwargs: Any) -> Any:
     import torch
@@ -264,8 +221,10 @@ def install(model: Any, remedies: Sequence[Remedy]) -> list[Any]:
             handles.append(mod.register_forward_pre_hook(_upcast_pre, with_kwargs=True))
             handles.append(mod.register_forward_hook(_upcast_post, with_kwargs=True, always_call=True))
         elif r.kind == "layout":
-            handles.append(mod.register_forward_pre_hook(_layout_pre, with_kwargs=True))
-            handles.append(mod.register_forward_hook(_layout_post, with_kwargs=True, always_call=True))
+            from ascend_tui.live.layout_mode import layout_post, layout_pre
+
+            handles.append(mod.register_forward_pre_hook(layout_pre, with_kwargs=True))
+            handles.append(mod.register_forward_hook(layout_post, with_kwargs=True, always_call=True))
         elif r.kind == "normalize":
             hook = functools.partial(_normalize_pre, r.argument, r.mean, r.std)
             handles.append(mod.register_forward_pre_hook(hook, with_kwargs=True, prepend=True))

@@ -50,6 +50,21 @@ def cause_for_node(inv: Investigation, node: str) -> Cause | None:
     return next((c for c in tell(inv.graph, inv.findings) if want in c.explains), None)
 
 
+def chosen_cause(app: Any, inv: Investigation) -> tuple[Cause | None, str]:
+    """The cause `X` fixes where the user stands (the story's cursor, or the graph's focused finding), or why none."""
+    from ascend_tui.app.screens.story import StoryScreen
+
+    screen = app.screen
+    if isinstance(screen, StoryScreen):
+        cause = screen.cause_at_cursor()
+        return cause, "" if cause else "no cause at the cursor: nothing to fix here"
+    if screen is not app.main:
+        return None, "X fixes the cause of a finding on the graph, or a cause in the story (S)"
+    node = app.main.ops.current
+    cause = cause_for_node(inv, node) if node else None
+    return cause, "" if cause else f"no finding at {node or 'the graph'}: nothing to fix here (f goes to the first one)"
+
+
 class FixScreen(Screen[None]):
     """One fix run: running (its progress; esc cancels it) or done (before/after, verdict, cost, re-runs, patch)."""
 
