@@ -144,3 +144,19 @@ def test_a_layout_copy_the_code_needs_is_not_dropped() -> None:
     result = try_layout(trial, (), [Remedy("layout", "")], 0.999)
     assert not result.accepted and result.before is None
     assert "the code needs the contiguous tensor" in result.reason and "RuntimeError" in result.reason
+
+
+def test_a_layout_remedy_that_changes_the_outputs_is_not_verified_and_the_story_says_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ascend_tui.live import layout_fix
+
+    # layout_detector's outputs differ at rounding level (3e-6); here any difference counts as a change
+    monkeypatch.setattr(layout_fix, "UNCHANGED_COSINE", 1.5)
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        code = main(["triage", str(SAMPLES / "layout_detector.py"), "--fix", "-q", "--fail-on", "unverified"])
+    text = buf.getvalue()
+    assert code == 1, text
+    line = next(x for x in text.splitlines() if x.startswith("fail-on unverified: cause 1 (time: layout conversion"))
+    assert "not verified: dropping the copies changes the outputs (at most 3." in line
+    assert "\n     not verified: dropping the copies" in text  # the story's line under the cause

@@ -74,8 +74,7 @@ def run_fix(spec: str, options: RunOptions, *, tolerance: float = DEFAULT_TOLERA
             after = run_live(fixed, target.inputs, options.but(checks=before.run.checks or options.checks),
                              progress=progress, cancel=cancel)
     section = result.to_json()
-    layout = any(r.kind == "layout" for r in result.chosen or ())
-    gone = findings_gone(before, after, only, layout=layout)
+    gone = findings_gone(before, after, only, layout=result.layout is not None)  # tried: judged, chosen or not
     remaining = [g for g in gone if not g["gone"]]
     fresh = new_errors(before, after)
     section["findings"] = gone
@@ -228,7 +227,9 @@ def summary(result: FixResult, section: dict[str, Any]) -> str:
         return f"fix verified: {names(lr.remedies)}: {lr.describe()}"
     extra = f"; and {names(lr.remedies)}: {lr.describe()}" if dropped else ""
     change = section["cost"].get("step_time_change")
-    timing = f", {change:+.0%} step time" if change is not None else ""
+    hooked = " (measured with the upcast as a torch function mode, whose own overhead is included)" if any(
+        r.kind == "upcast" for r in result.chosen or ()) else ""
+    timing = f", {change:+.0%} step time{hooked}" if change is not None else ""
     cost = section["cost"]
     grown = cost.get("parameter_bytes_after", 0) - cost.get("parameter_bytes_before", 0)
     memory = f", +{grown:,} parameter bytes" if grown > 0 else ""
