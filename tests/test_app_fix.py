@@ -113,6 +113,26 @@ async def test_x_on_a_story_cause_fixes_that_cause(tmp_path: Path) -> None:
         assert isinstance(app.screen, StoryScreen)
 
 
+async def test_a_fix_that_is_not_verified_says_why_and_offers_no_patch(tmp_path: Path) -> None:
+    model = ROOT / "tests" / "data" / "fix" / "overflows_in_float32.py"
+    app = Copying([str(model)], theme="textual-dark", export_dir=tmp_path,
+                  live=RunOptions(checks=("overflow",), dtype="float16"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("f", "X")
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, FixScreen) and screen.fixed is not None
+        assert screen.fixed.section["verified"] is False
+        text = str(screen.query_one("#fix-body").content)
+        assert "not verified: no remedy is claimed: the float32 reference itself has" in text
+        assert "patch (apply" not in text and "— not verified; esc back" in screen_text(app)
+        await pilot.press("y")
+        await pilot.pause()
+        assert app.copied == [] and not list(tmp_path.glob("*.patch"))
+        assert any(n.message.startswith("no patch to copy: not verified") for n in app._notifications)
+
+
 ENTERED, GATE = threading.Event(), threading.Event()  # module-level: the fix deep-copies the model
 
 

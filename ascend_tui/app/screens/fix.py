@@ -122,7 +122,6 @@ class FixScreen(Screen[None]):
     def _refresh(self) -> None:
         self.query_one("#fix-summary", Static).update(self._summary())
         self.query_one("#fix-body", Static).update(self._body())
-        self.refresh_bindings()
 
     # -- what the app tells it -------------------------------------------------------------------------
 
@@ -154,11 +153,6 @@ class FixScreen(Screen[None]):
         if fixed is None or fixed.patch is None or not fixed.section.get("verified"):
             return ""
         return fixed.patch.diff or fixed.patch.snippet
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "copy_patch":
-            return bool(self.patch_text()) or None
-        return True
 
     def action_copy_patch(self) -> None:
         """Copy the patch: OSC 52 to the terminal's clipboard and a file beside the exports, and say where."""
