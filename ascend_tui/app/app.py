@@ -200,8 +200,11 @@ class InvestigatorApp(App[None]):
         bar = self.main.query_one(RunProgress)
         if bar.running:
             bar.report(message.text(), message.done, message.total)
-        if message.job == "fix" and hasattr(self.screen, "show_result"):
-            self.screen.report(message.text(), message.done, message.total)
+        if message.job == "fix":
+            from ascend_tui.app.screens.fix import FixScreen
+
+            if isinstance(self.screen, FixScreen):
+                self.screen.report(message.text(), message.done, message.total)
 
     @on(FixFinished)
     def _fixed(self, message: FixFinished) -> None:
@@ -274,7 +277,9 @@ class InvestigatorApp(App[None]):
                 bar.stop()
         if event.state in (WorkerState.ERROR, WorkerState.CANCELLED) and self.inv is None:
             self.main.query_one(Detail).show(None, None)
-        if event.state in (WorkerState.ERROR, WorkerState.CANCELLED) and hasattr(self.screen, "ended"):
+        from ascend_tui.app.screens.fix import FixScreen
+
+        if event.state in (WorkerState.ERROR, WorkerState.CANCELLED) and isinstance(self.screen, FixScreen):
             self.screen.ended("was cancelled" if event.state == WorkerState.CANCELLED else "failed (see the notification)")
         if event.state == WorkerState.CANCELLED:
             self.notify(f"{worker.description}: cancelled", markup=False)
