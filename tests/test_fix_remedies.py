@@ -160,3 +160,14 @@ def test_a_layout_remedy_that_changes_the_outputs_is_not_verified_and_the_story_
     line = next(x for x in text.splitlines() if x.startswith("fail-on unverified: cause 1 (time: layout conversion"))
     assert "not verified: dropping the copies changes the outputs (at most 3." in line
     assert "\n     not verified: dropping the copies" in text  # the story's line under the cause
+
+
+def test_an_upcast_with_no_call_site_in_the_file_is_a_note_not_an_empty_diff(tmp_path: Path) -> None:
+    from ascend_tui.live.fix_patch import build_patch
+    from ascend_tui.live.remedies import Remedy
+
+    src = tmp_path / "m.py"
+    src.write_text("import torch\n\n\ndef build():\n    return torch.nn.LayerNorm(4), (torch.ones(2, 4),)\n")
+    p = build_patch(src, "build", [Remedy("upcast", "")])
+    assert p.diff == "" and p.snippet == ""
+    assert any("no call site of it was found in the model file" in n for n in p.notes)

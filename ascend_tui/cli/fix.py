@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write_patch(args: argparse.Namespace, fixed: Any) -> None:
-    if args.patch and fixed.patch is not None and fixed.section["verified"]:
+    if args.patch and fixed.patch is not None and fixed.section["verified"] and (fixed.patch.diff or
+                                                                                 fixed.patch.snippet):
         Path(args.patch).write_text(fixed.patch.diff or fixed.patch.snippet, encoding="utf-8")
 
 

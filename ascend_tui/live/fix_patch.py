@@ -176,13 +176,15 @@ def build_patch(path: Path, factory: str, remedies: Sequence[Remedy], graph: Any
         moved, dropped = _layout_edits(text, tree, graph, path, remedies, set(edits))
         edits.update(moved)
         rewritten |= dropped
-    rest = [r for r in remedies if r not in rewritten]
+    rest = [r for r in remedies if r not in rewritten and r.kind in ("float32", "clamp", "normalize")]  # as hooks
     helpers = _helpers(rest)
     calls, notes = _calls(remedies, "model", where, frozenset(rewritten))
     snippet = (helpers.strip("\n") + "\n\n# after the model is built:\n" + "\n".join(calls) + "\n")
     if tree is None:
         return Patch("", snippet, str(path), (*notes, "the model file does not parse: add the snippet by hand"))
     new = _patched(text, tree, factory, rest, helpers, where, edits)
+    if new is None and not rest:  # nothing the diff can place: the notes say what to change by hand
+        return Patch("", snippet if calls else "", str(path), tuple(notes))
     if new is None:
         return Patch("", snippet, str(path), (*notes, f"no `return model, inputs` in {factory}(): add the snippet "
                                                       f"after the model is built"))

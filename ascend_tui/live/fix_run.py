@@ -260,7 +260,8 @@ def report_lines(target: str, dtype: str | None, fixed: FixRun) -> list[str]:
         lines.append(f"  layout: {names(result.layout.remedies)}: {result.layout.describe()}")
     lines.append(verdict)
     if patch is not None and section["verified"]:
-        lines.append("patch (apply with `patch -p1`):" if patch.diff else "snippet (add after the model is built):")
+        lines.append("patch (apply with `patch -p1`):" if patch.diff else "snippet (add after the model is built):"
+                     if patch.snippet else "no patch could be placed: change the code as the notes say")
         lines += (patch.diff or patch.snippet).rstrip("\n").splitlines()
         lines += [f"note: {n}" for n in patch.notes]
     return lines
