@@ -171,3 +171,31 @@ def test_an_upcast_with_no_call_site_in_the_file_is_a_note_not_an_empty_diff(tmp
     p = build_patch(src, "build", [Remedy("upcast", "")])
     assert p.diff == "" and p.snippet == ""
     assert any("no call site of it was found in the model file" in n for n in p.notes)
+
+
+def test_layout_copies_the_code_needs_are_kept_and_the_others_dropped() -> None:
+    from ascend_tui.live.device import select
+    from ascend_tui.live.layout_fix import try_layout
+    from ascend_tui.live.remedies import Remedy, Trial
+
+    class Heads(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:  # the attention idiom: view needs the copy
+            return x.transpose(1, 2).contiguous().view(x.shape[0], x.shape[2], -1)
+
+    class Act(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:  # elementwise: the view does as well
+            return torch.relu(x.transpose(1, 2).contiguous() * 2).transpose(1, 2).contiguous()
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.act, self.heads = Act(), Heads()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.heads(self.act(x))
+
+    trial = Trial(Net(), (torch.randn(2, 3, 4, 5),), select("cpu"), torch.float32)
+    result = try_layout(trial, (), [Remedy("layout", "act"), Remedy("layout", "heads")], 0.999, steps=3)
+    assert result.accepted and result.identical
+    assert [r.module for r in result.remedies] == ["act"] and result.needed == ("heads",)
+    assert "copies kept in 1 module(s) whose code needs them (`heads`)" in result.describe()

@@ -75,6 +75,7 @@ class LayoutResult:
     after: StepTimes | None
     accepted: bool
     reason: str
+    needed: tuple[str, ...] = ()  # modules whose code needs its copies (the run failed without them): left alone
 
     @property
     def gain_measured(self) -> bool:
@@ -88,10 +89,13 @@ class LayoutResult:
         change = self.after.median / self.before.median - 1.0 if self.before.median > 0 else math.nan
         speed = (f"step {self.before.text()} → {self.after.text()}, median of {self.after.steps} steps each "
                  f"({change:+.0%}{'' if self.gain_measured else ': within the spread, no gain measured here'})")
+        kept = (f"; copies kept in {len(self.needed)} module(s) whose code needs them ("
+                f"{', '.join(f'`{m}`' for m in self.needed[:3])}{', ...' if len(self.needed) > 3 else ''})"
+                if self.needed else "")
         same = "outputs bit-identical" if self.identical else (
             f"outputs not bit-identical: at most {self.max_diff:.3g} apart (cosine {self.cosine:.9f} against the "
             f"run without the remedy)")
-        return f"{speed}; {same}"
+        return f"{speed}; {same}{kept}"
 
     def to_json(self) -> dict[str, Any]:
         return {"remedies": [r.to_json() for r in self.remedies], "outcome": self.outcome.to_json(),
@@ -99,7 +103,8 @@ class LayoutResult:
                 "cosine_vs_without": _num(self.cosine),
                 "step_before": self.before.to_json() if self.before else None,
                 "step_after": self.after.to_json() if self.after else None, "gain_measured": self.gain_measured,
-                "accepted": self.accepted, "reason": self.reason, "summary": self.describe()}
+                "accepted": self.accepted, "reason": self.reason, "copies_needed_in": list(self.needed),
+                "summary": self.describe()}
 
 
 def _num(x: float) -> float | None:
@@ -130,6 +135,12 @@ def try_layout(trial: Trial, base: Sequence[Remedy], layout: Sequence[Remedy], t
     or equal to rounding and no further from the float32 reference)."""
     base, layout = tuple(base), tuple(layout)
     without, outcome = trial.measure(base), trial.measure((*base, *layout))
+    needed: tuple[str, ...] = ()
+    if outcome.error and len(layout) > 1:  # some module's code needs its copy (a .view() after it): leave it
+        runs = _runnable(trial, base, list(layout))
+        if runs:
+            needed = tuple(r.module for r in layout if r not in runs)
+            layout, outcome = tuple(runs), trial.measure((*base, *runs))
     if outcome.error:
         return LayoutResult(layout, outcome, False, math.inf, math.nan, None, None, False,
                             f"the run with the copies dropped failed ({outcome.error}): the code needs the "
@@ -145,4 +156,14 @@ def try_layout(trial: Trial, base: Sequence[Remedy], layout: Sequence[Remedy], t
     else:
         accepted, reason = False, (f"dropping the copies changes the outputs (at most {diff:.3g} apart, cosine "
                                    f"{cosine:.6f} against the run without it)")
-    return LayoutResult(layout, outcome, identical, diff, cosine, before, after, accepted, reason)
+    return LayoutResult(layout, outcome, identical, diff, cosine, before, after, accepted, reason, needed)
+
+
+def _runnable(trial: Trial, base: tuple[Remedy, ...], items: list[Remedy]) -> list[Remedy]:
+    """The layout remedies that run (by halves: a set that runs is kept whole, one that fails is split)."""
+    if not trial.measure((*base, *items)).error:
+        return items
+    if len(items) == 1:
+        return []
+    half = len(items) // 2
+    return _runnable(trial, base, items[:half]) + _runnable(trial, base, items[half:])
