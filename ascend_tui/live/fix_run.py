@@ -89,7 +89,8 @@ def run_fix(spec: str, options: RunOptions, *, tolerance: float = DEFAULT_TOLERA
     patch = build_patch(target.path, target.factory, result.chosen, before.graph, fits=fitting(before, dtype),
                         dtype=str(dtype).removeprefix("torch.")) if result.chosen else None
     section["patch"] = patch.to_json() if patch is not None else None
-    section["cost"] = {**cost(result), **parameter_bytes(target.model, dtype, result.chosen or ())}
+    say("timing the fix against the run without it")
+    section["cost"] = {**cost(result, trial), **parameter_bytes(target.model, dtype, result.chosen or ())}
     section["summary"] = summary(result, section)
     return FixRun(before, after, result, section, patch)
 
@@ -152,14 +153,37 @@ def measured_before(result: FixResult) -> Any:
     return next((o for o in result.tried if not o.error and set(o.remedies) <= set(result.base)), result.baseline)
 
 
-def cost(result: FixResult) -> dict[str, Any]:
-    """Time per step and peak memory of the fix against the run without it (or with only the base remedies)."""
+def cost(result: FixResult, trial: Any = None) -> dict[str, Any]:
+    """Time per step and peak memory of the fix against the run without it (or with only the base remedies).
+
+    With `trial`, both are timed again in turn, step after step (median and spread of each), so load
+    on the machine hits both alike; otherwise the medians of their own measuring runs are used.
+    """
     ref, o = measured_before(result), result.chosen_outcome
     if o is None:
         return {}
-    out: dict[str, Any] = {"step_seconds_before": _num(ref.step_s), "step_seconds_after": _num(o.step_s)}
-    if math.isfinite(ref.step_s) and ref.step_s > 0 and math.isfinite(o.step_s):
-        out["step_time_change"] = o.step_s / ref.step_s - 1.0
+    before_s, after_s = ref.step_s, o.step_s
+    out: dict[str, Any] = {}
+    lr = result.layout
+    timed = None
+    if lr is not None and lr.before is not None and lr.after is not None and set(o.remedies) == set(
+            (*lr.remedies, *(r for r in o.remedies if r not in lr.remedies))) and lr.outcome is o:
+        timed = (lr.before, lr.after)
+    elif trial is not None and not ref.error:
+        from ascend_tui.live.layout_fix import LAYOUT_STEPS, StepTimes
+
+        try:
+            a, b = trial.step_times([ref.remedies, o.remedies], LAYOUT_STEPS)
+            timed = (StepTimes.of(a), StepTimes.of(b))
+        except Exception:  # noqa: BLE001 - timing is a cost to report, never a reason to fail the fix
+            timed = None
+    if timed is not None:
+        before_s, after_s = timed[0].median, timed[1].median
+        out["step_before"], out["step_after"] = timed[0].to_json(), timed[1].to_json()
+        out["step_gain_measured"] = timed[1].high < timed[0].low or timed[1].low > timed[0].high
+    out.update(step_seconds_before=_num(before_s), step_seconds_after=_num(after_s))
+    if math.isfinite(before_s) and before_s > 0 and math.isfinite(after_s):
+        out["step_time_change"] = after_s / before_s - 1.0
     out["peak_bytes_before"], out["peak_bytes_after"] = ref.peak_bytes, o.peak_bytes
     return out
 
@@ -227,9 +251,14 @@ def summary(result: FixResult, section: dict[str, Any]) -> str:
         return f"fix verified: {names(lr.remedies)}: {lr.describe()}"
     extra = f"; and {names(lr.remedies)}: {lr.describe()}" if dropped else ""
     change = section["cost"].get("step_time_change")
-    hooked = " (measured with the upcast as a torch function mode, whose own overhead is included)" if any(
+    hooked = "; the upcast's torch function mode's own overhead included" if any(
         r.kind == "upcast" for r in result.chosen or ()) else ""
-    timing = f", {change:+.0%} step time{hooked}" if change is not None else ""
+    steps = section["cost"].get("step_after")
+    spread = "" if not steps else (f" (median of {steps['steps']} steps each, in turn"
+                                   f"{'' if section['cost'].get('step_gain_measured') else '; within the spread'}"
+                                   f"{hooked})")
+    timing = f", {change:+.0%} step time{spread or (f' ({hooked[2:]})' if hooked else '')}" if change is not None \
+        else ""
     cost = section["cost"]
     grown = cost.get("parameter_bytes_after", 0) - cost.get("parameter_bytes_before", 0)
     memory = f", +{grown:,} parameter bytes" if grown > 0 else ""

@@ -97,10 +97,11 @@ def _cast_back(x: Any, dtype: Any) -> Any:
 
     if not _floating(x) or dtype is None or x.dtype == dtype:
         return x
-    finite = x[torch.isfinite(x)]
-    if finite.numel() and float(finite.abs().max()) > torch.finfo(dtype).max:
+    y = x.to(dtype)
+    inf = torch.isinf(y)
+    if bool(inf.any()) and int(inf.sum()) > int(torch.isinf(x).sum()):  # a finite value past the dtype's range
         return x
-    return x.to(dtype)
+    return y
 
 
 def _float32_pre(module: Any, args: Any, kwargs: Any) -> Any:
