@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
 FAIL_ON = ("error", "warning", "unverified")
-SEVERITIES = ("error", "warning")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +91,7 @@ def gate_unverified(inv: Investigation) -> GateResult:
         verdicts = {str(m.get("cause")): str(m.get("verdict")) for m in fix.get("story") or ()}
         for k, cause in enumerate(tell(inv.graph, inv.findings), 1):
             verdict = verdicts.get(cause.id)
-            if verdict is None and cause.severity != "error" or verdict is not None and \
-                    verdict.startswith("fix verified"):
+            if (verdict is None and cause.severity != "error") or (verdict or "").startswith("fix verified"):
                 continue
             why = verdict or ("not verified: the fix run was not for this cause" if not summary.startswith(
                 "not verified") else summary)
