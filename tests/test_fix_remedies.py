@@ -199,3 +199,17 @@ def test_layout_copies_the_code_needs_are_kept_and_the_others_dropped() -> None:
     assert result.accepted and result.identical
     assert [r.module for r in result.remedies] == ["act"] and result.needed == ("heads",)
     assert "copies kept in 1 module(s) whose code needs them (`heads`)" in result.describe()
+
+
+def test_a_layout_remedy_on_a_model_that_does_not_run_is_not_tried() -> None:
+    from ascend_tui.live.device import select
+    from ascend_tui.live.layout_fix import try_layout
+    from ascend_tui.live.remedies import Remedy, Trial
+
+    class Broken(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.embedding(x, torch.ones(4, 2)).permute(1, 0, 2).contiguous()
+
+    trial = Trial(Broken(), (torch.tensor([[1, 9]]),), select("cpu"), torch.float32)  # 9 is past the table
+    result = try_layout(trial, (), [Remedy("layout", "")], 0.999)
+    assert not result.accepted and result.reason.startswith("not tried: the run it would be compared with fails")

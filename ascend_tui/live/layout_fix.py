@@ -136,6 +136,9 @@ def try_layout(trial: Trial, base: Sequence[Remedy], layout: Sequence[Remedy], t
     base, layout = tuple(base), tuple(layout)
     without, outcome = trial.measure(base), trial.measure((*base, *layout))
     needed: tuple[str, ...] = ()
+    if without.error:  # nothing to compare against: the model does not run even without the layout remedy
+        return LayoutResult(layout, outcome, False, math.inf, math.nan, None, None, False,
+                            f"not tried: the run it would be compared with fails ({without.error})")
     if outcome.error and len(layout) > 1:  # some module's code needs its copy (a .view() after it): leave it
         runs = _runnable(trial, base, list(layout))
         if runs:
