@@ -4,6 +4,8 @@ A baseline is an earlier report (`--json`) or saved investigation: findings it a
 (same id: check, kind and operator) are known and do not fail the run; only new ones do. A
 baseline that is a profile (a profiler folder, or a saved run with timing) is diffed against
 this run's profile instead: a step more than `--max-slowdown` slower is a new error.
+`--fail-on unverified` gates on a fix run instead (the report's `fix` section, from `ascend-tui fix`
+or `triage --fix`): the run fails when a fix it needed is not verified.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ascend_tui.evidence import SEVERITY_RANK, Finding
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
-FAIL_ON = ("error", "warning")
+FAIL_ON = ("error", "warning", "unverified")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +32,11 @@ class GateResult:
     failing: tuple[tuple[str, Finding], ...]
     known: int
     threshold: str
+    unverified: tuple[str, ...] = ()  # --fail-on unverified: one line per fix that is not verified
 
     @property
     def passed(self) -> bool:
-        return not self.failing
+        return not self.failing and not self.unverified
 
 
 def baseline_ids(path: str | Path) -> set[str]:
@@ -58,12 +61,49 @@ def gate(inv: Investigation, fail_on: str = "error", baseline: set[str] | None =
     """Findings at or above `fail_on` that the baseline did not already have."""
     if fail_on not in FAIL_ON:
         raise InputError("--fail-on", f"expected one of {', '.join(FAIL_ON)}, got {fail_on!r}")
+    if fail_on == "unverified":
+        return gate_unverified(inv)
     limit = SEVERITY_RANK[fail_on]
     over = [(fid, f) for fid, f in zip(finding_ids(inv.findings), inv.findings)
             if SEVERITY_RANK.get(f.severity, 9) <= limit]
     known = baseline or set()
     return GateResult(tuple((fid, f) for fid, f in over if fid not in known),
                       sum(1 for fid, _ in over if fid in known), fail_on)
+
+
+def gate_unverified(inv: Investigation) -> GateResult:
+    """Fail when a fix is not verified: with a story (`triage --fix`), every error cause and every cause the fix
+    run gave a verdict must read `fix verified`; for `ascend-tui fix`, the fix itself must be verified.
+
+    A run with nothing to fix (no error finding, outputs within tolerance) passes.
+    """
+    from ascend_tui.checks.story import tell
+
+    fix = inv.sections.get("fix")
+    if not isinstance(fix, dict):
+        raise InputError("--fail-on", "unverified needs a fix run: `ascend-tui fix`, or `triage --fix`")
+    ids = finding_ids(inv.findings)
+    by_id = dict(zip(ids, inv.findings))
+    lines: list[str] = []
+    failing: list[tuple[str, Finding]] = []
+    summary = str(fix.get("summary") or "not verified")
+    if "story" in fix:
+        verdicts = {str(m.get("cause")): str(m.get("verdict")) for m in fix.get("story") or ()}
+        for k, cause in enumerate(tell(inv.graph, inv.findings), 1):
+            verdict = verdicts.get(cause.id)
+            if (verdict is None and cause.severity != "error") or (verdict or "").startswith("fix verified"):
+                continue
+            why = verdict or ("not verified: the fix run was not for this cause" if not summary.startswith(
+                "not verified") else summary)
+            lines.append(f"cause {k} ({cause.title}): {why}")
+            origin = next((f for f in cause.explains if f in by_id and by_id[f].node == cause.node),
+                          cause.explains[0] if cause.explains else None)
+            if origin in by_id:
+                failing.append((origin, by_id[origin]))
+    elif not fix.get("verified") and not summary.startswith("nothing to fix"):
+        lines.append(summary if summary.startswith("not verified") else f"not verified: {summary}")
+        failing = [(fid, f) for fid, f in zip(ids, inv.findings) if f.severity == "error"]
+    return GateResult(tuple(failing), 0, "unverified", tuple(lines))
 
 
 def parse_share(text: str) -> float:

@@ -20,7 +20,7 @@ from ascend_tui.app.commands import GraphCommands, InvestigatorCommands
 from ascend_tui.app.config import DEFAULT_THEME, THEME_ALIASES, load_keymap, load_themes, variable_defaults
 from ascend_tui.app.header import header_for
 from ascend_tui.app.keys import APP_BINDINGS
-from ascend_tui.app.messages import ChecksFinished, InvestigationLoaded, ProgressReported, ResultsArrived
+from ascend_tui.app.messages import ChecksFinished, FixFinished, InvestigationLoaded, ProgressReported, ResultsArrived
 from ascend_tui.app.screens.main import MainScreen
 from ascend_tui.app.views import view_by_id
 from ascend_tui.app.widgets.detail import Detail
@@ -200,6 +200,26 @@ class InvestigatorApp(App[None]):
         bar = self.main.query_one(RunProgress)
         if bar.running:
             bar.report(message.text(), message.done, message.total)
+        if message.job == "fix":
+            from ascend_tui.app.screens.fix import FixScreen
+
+            if isinstance(self.screen, FixScreen):
+                self.screen.report(message.text(), message.done, message.total)
+
+    @on(FixFinished)
+    def _fixed(self, message: FixFinished) -> None:
+        """A fix run ended: its screen shows the result (opened again if the user left it)."""
+        from ascend_tui.app.screens.fix import FixScreen
+
+        screen = self.screen if isinstance(self.screen, FixScreen) else None
+        if screen is None:
+            screen = FixScreen(message.title, message.spec, message.dtype)
+            screen.running = False
+            screen.fixed = message.fixed
+            self.push_screen(screen)
+        else:
+            screen.show_result(message.fixed)
+        self.notify(f"fix for {message.title}: {message.fixed.section.get('summary', '')}", markup=False, timeout=8)
 
     # -- background jobs ----------------------------------------------------------------------
 
@@ -257,6 +277,10 @@ class InvestigatorApp(App[None]):
                 bar.stop()
         if event.state in (WorkerState.ERROR, WorkerState.CANCELLED) and self.inv is None:
             self.main.query_one(Detail).show(None, None)
+        from ascend_tui.app.screens.fix import FixScreen
+
+        if event.state in (WorkerState.ERROR, WorkerState.CANCELLED) and isinstance(self.screen, FixScreen):
+            self.screen.ended("was cancelled" if event.state == WorkerState.CANCELLED else "failed (see the notification)")
         if event.state == WorkerState.CANCELLED:
             self.notify(f"{worker.description}: cancelled", markup=False)
         elif event.state == WorkerState.ERROR and worker.error is not None:
@@ -375,6 +399,34 @@ class InvestigatorApp(App[None]):
                 self.main.go(target)
 
         self.push_screen(StoryScreen(self.inv, select=ids[id(mine[0])]), chosen)
+
+    def action_fix(self) -> None:
+        """Fix the cause under the cursor (story) or of the focused operator's finding: re-run, verify, patch."""
+        from ascend_tui.app.screens.fix import FixScreen, cause_findings, chosen_cause, offline_reason
+
+        if self.inv is None:
+            return
+        spec = self.target.spec if self.target is not None else self._model_spec()
+        cause, why = chosen_cause(self, self.inv)
+        if spec is None or self.busy or cause is None:
+            self.notify(offline_reason(self.inv) if spec is None else "a job is running: wait for it, or esc to "
+                        "cancel it" if self.busy else why, markup=False, severity="warning", timeout=12)
+            return
+        findings = cause_findings(self.inv, cause)
+        options = self.settings_on_screen()
+        self.push_screen(FixScreen(cause.title, spec, options.dtype, findings))
+        self._fix_job(spec, options, findings, cause.title)
+
+    @work(thread=True, exclusive=True, group=JOB_GROUP, exit_on_error=False, description="fixing")
+    def _fix_job(self, spec: str, options: RunOptions, findings: list[Any], title: str) -> None:
+        from ascend_tui.app import workers
+
+        worker = get_current_worker()
+        assert self.inv is not None
+        fixed = workers.fix_findings(self.target, spec, options, self.inv, findings,
+                                     ProgressPoster(self.post_message, "fix"), worker.cancelled_event)
+        if not worker.is_cancelled:
+            self.post_message(FixFinished(fixed, title, spec, options.dtype))
 
     def action_run_checks(self) -> None:
         """Ask for the run's settings (prefilled with those on screen), then run the model again with them."""

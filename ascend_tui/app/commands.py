@@ -52,6 +52,8 @@ APP_COMMANDS: tuple[Command, ...] = (
             "copy_summary", on_app=True),
     Command("check: run all checks", "every live check on the loaded model, in the background", "run_checks",
             on_app=True),
+    Command("finding: fix its cause", "re-run the model with the remedy for the focused finding's cause, verify it, "
+            "show the patch (X)", "fix", on_app=True),
     Command("file: open", "an investigation, a dump folder, a sanitizer log or a model file", "open_dialog",
             on_app=True),
     Command("help: show keys", "every key that works here, with the id to remap it", "help", on_app=True),

@@ -17,6 +17,9 @@ APP_BINDINGS: list[Binding] = [
     Binding("e", "export_report('all')", "export report", id="app.export", show=False),
     Binding("y", "copy_summary", "copy summary", id="app.copy-summary", show=False),
     Binding("O", "open_dialog", "open file", id="app.open", show=False),
+    Binding("X", "fix", "fix", id="app.fix", show=False,
+            tooltip="re-run the model with the remedy for the focused finding's cause (or the story's cause under "
+                    "the cursor), verify it and show the patch"),
     Binding("escape", "cancel", "cancel", id="app.cancel", show=False),
 ]
 

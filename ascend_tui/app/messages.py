@@ -65,3 +65,14 @@ class ChecksFinished(Message):
         self.inv = inv
         self.checks = checks
         self.target = target
+
+
+class FixFinished(Message):
+    """A fix run for one cause ended; `fixed` is the `live.fix_run.FixRun` (numbers, verdict, patch)."""
+
+    def __init__(self, fixed: Any, title: str, spec: str, dtype: str | None) -> None:
+        super().__init__()
+        self.fixed = fixed
+        self.title = title
+        self.spec = spec
+        self.dtype = dtype

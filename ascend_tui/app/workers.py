@@ -140,6 +140,14 @@ def run_checks(target: Target, live: RunOptions, checks: Sequence[str] | None, p
     return run_live(target.model, target.inputs, options, progress=progress, cancel=cancel, on_partial=on_partial)
 
 
+def fix_findings(target: Target | None, spec: str, live: RunOptions, inv: Investigation, findings: Sequence[Any],
+                 progress: Progress, cancel: threading.Event) -> Any:
+    """Re-run the model behind `inv` with the remedies `findings` (one cause's) name, verify, build the patch."""
+    from ascend_tui.live.fix_run import run_fix
+
+    return run_fix(spec, live, before=inv, only=list(findings), progress=progress, cancel=cancel, loaded=target)
+
+
 def _check(cancel: threading.Event) -> None:
     if cancel.is_set():
         raise Cancelled("cancelled")

@@ -65,6 +65,8 @@ def finish(inv: Investigation, args: argparse.Namespace, *, before: Lines = (), 
                   f"{plural(summary['errors'], 'error')}, {plural(summary['warnings'], 'warning')}"]
     for line in totals:
         print(line, file=out)
+    for line in result.unverified:
+        print(f"fail-on unverified: {line}", file=out)
     if known is not None:
         print(f"baseline: {plural(len(result.failing), 'new finding')} at {result.threshold} or worse, "
               f"{result.known} known", file=out)

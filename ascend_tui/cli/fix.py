@@ -47,7 +47,8 @@ def add_parser(sub: Any) -> None:
     add_fix_options(fix)
     add_outputs(fix, json="write the report, with the fix section (before/after, re-runs, patch)", junit=None,
                 save=None, markdown=None)
-    add_gate_options(fix)
+    add_gate_options(fix, unverified="exit 1 when the fix is not verified, 0 when it is (or there is nothing to "
+                                 "fix), whatever the findings")
     add_quiet(fix)
 
 
@@ -71,31 +72,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write_patch(args: argparse.Namespace, fixed: Any) -> None:
-    if args.patch and fixed.patch is not None and fixed.section["verified"]:
+    if args.patch and fixed.patch is not None and fixed.section["verified"] and (fixed.patch.diff or
+                                                                                 fixed.patch.snippet):
         Path(args.patch).write_text(fixed.patch.diff or fixed.patch.snippet, encoding="utf-8")
 
 
 def fix_lines(target: str, options: Any, fixed: Any) -> list[str]:
     """What a fix run prints before the findings: each run, the search, the verdict and the patch."""
-    from ascend_tui.live.fix_run import names, state
+    from ascend_tui.live.fix_run import report_lines
 
-    result, section, patch = fixed.result, fixed.section, fixed.patch
-    tol = result.tolerance
-    lines = [f"fix: {target} in {options.dtype or 'its own dtype'} against the float32 reference, "
-             f"tolerance cosine ≥ {tol}",
-             f"  before: {state(result.baseline, tol)}"]
-    lines += [f"  tried {names(o.remedies)}: {state(o, tol)}" for o in result.tried]
-    if result.search is not None:
-        s = result.search
-        lines += [f"  search: {step}" for step in s.steps]
-        found = ", ".join(f"`{m}`" if m else "the whole model" for m in s.modules) if s.modules is not None else None
-        lines.append(f"  search result after {s.runs} re-runs: " + (f"{found} in float32" if found else "none"))
-    verdict = section["summary"]
-    if section["verified"]:
-        verdict += f"; {len(section['findings'])} finding(s) gone; {result.runs} runs in all"
-    lines.append(verdict)
-    if patch is not None and section["verified"]:
-        lines.append("patch (apply with `patch -p1`):" if patch.diff else "snippet (add after the model is built):")
-        lines += (patch.diff or patch.snippet).rstrip("\n").splitlines()
-        lines += [f"note: {n}" for n in patch.notes]
-    return lines
+    return report_lines(target, options.dtype, fixed)

@@ -33,10 +33,15 @@ def add_outputs(parser: argparse.ArgumentParser, *names: str, **helps: str) -> N
         parser.add_argument(f"--{name}", metavar="PATH", help=helps.get(name) or DEFAULT_HELP[name])
 
 
-def add_gate_options(parser: argparse.ArgumentParser, baseline_help: str = BASELINE_HELP) -> None:
-    """--fail-on, --baseline and --max-slowdown: which findings fail the run (exit 1)."""
-    parser.add_argument("--fail-on", choices=("error", "warning"), default="error",
-                        help="exit 1 when a finding of this severity or worse is found (default: error)")
+def add_gate_options(parser: argparse.ArgumentParser, baseline_help: str = BASELINE_HELP, *,
+                     unverified: str = "") -> None:
+    """--fail-on, --baseline and --max-slowdown: which findings fail the run (exit 1).
+
+    `unverified` (the subcommands that run a fix) offers `--fail-on unverified`, worded by that help.
+    """
+    parser.add_argument("--fail-on", choices=("error", "warning", *(("unverified",) if unverified else ())),
+                        default="error", help="exit 1 when a finding of this severity or worse is found (default: "
+                        "error)" + (f"; unverified: {unverified}" if unverified else ""))
     parser.add_argument("--baseline", metavar="REPORT_OR_PROFILE", help=baseline_help)
     parser.add_argument("--max-slowdown", default="5%", metavar="SHARE",
                         help="with a profile --baseline: how much slower a step may get (default 5%%)")

@@ -21,7 +21,8 @@ def add_parser(sub: Any) -> None:
     add_outputs(tri, json="write the report, with its story", junit="write JUnit XML",
                 markdown="write the Markdown report", save="save the investigation for `ascend-tui open`")
     add_quiet(tri)
-    add_gate_options(tri)
+    add_gate_options(tri, unverified="with --fix: exit 1 when any cause's fix is not verified (every error cause, "
+                                 "and every cause the fix run judged), 0 when all are, whatever the findings")
     tri.add_argument("--fix", action="store_true", help="for a model file: try the causes' remedies and mark each "
                      "cause fix verified or not (as `ascend-tui fix` does)")
     from ascend_tui.cli.fix import add_fix_options
@@ -37,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     first = args.targets[0]
     model = split_spec(first)[0].suffix == ".py" and len(args.targets) == 1
     check_outputs(args, [str(split_spec(first)[0]) if model else p for p in args.targets])
+    if args.fail_on == "unverified" and not args.fix:
+        raise InputError("--fail-on", "unverified needs --fix (it gates on the fix verdicts)")
     if args.fix:
         from ascend_tui.cli.fix import check_fix_options
 

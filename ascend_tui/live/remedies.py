@@ -16,14 +16,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
-REMEDY_KINDS = ("float32", "upcast", "normalize", "clamp")
+REMEDY_KINDS = ("float32", "upcast", "normalize", "clamp", "layout")
 SEMANTIC = frozenset({"normalize", "clamp"})
 """Remedies that change what the model computes (not only how precisely): the reference gets them too."""
 
 
 @dataclass(frozen=True, slots=True)
 class Remedy:
-    """One change: keep `module` in float32, upcast its accumulations, normalise an input, or clamp an index."""
+    """One change: keep `module` in float32, upcast its accumulations, normalise an input, clamp an index, or drop
+    the copy of a permute/transpose + contiguous() pair (`layout`)."""
 
     kind: str
     module: str = ""  # dotted path as `named_modules()` spells it; "" is the whole model
@@ -48,6 +49,8 @@ class Remedy:
             return f"accumulations (softmax, norms, sums) of {where} in float32"
         if self.kind == "normalize":
             return f"input {self.argument} normalised with its measured mean/std ({len(self.mean)} features)"
+        if self.kind == "layout":
+            return f"the permute/transpose + contiguous() copies in {where} dropped"
         return f"the index into {where} clamped to [{self.low}, {self.high - 1}]"
 
     def to_json(self) -> dict[str, Any]:
@@ -94,10 +97,11 @@ def _cast_back(x: Any, dtype: Any) -> Any:
 
     if not _floating(x) or dtype is None or x.dtype == dtype:
         return x
-    finite = x[torch.isfinite(x)]
-    if finite.numel() and float(finite.abs().max()) > torch.finfo(dtype).max:
+    y = x.to(dtype)
+    inf = torch.isinf(y)
+    if bool(inf.any()) and int(inf.sum()) > int(torch.isinf(x).sum()):  # a finite value past the dtype's range
         return x
-    return x.to(dtype)
+    return y
 
 
 def _float32_pre(module: Any, args: Any, kwargs: Any) -> Any:
@@ -134,7 +138,7 @@ def _float32_post(module: Any, args: Any, kwargs: Any, output: Any) -> Any:
     return _map(lambda x: _cast_back(x, dtype), output)
 
 
-_ACCUMULATING = ("softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm",
+ACCUMULATING = ("softmax", "log_softmax", "layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm",
                  "mean", "sum", "var", "std", "var_mean", "norm", "logsumexp", "cumsum", "prod")
 
 
@@ -147,7 +151,7 @@ def _upcast_mode() -> Any:
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             name = getattr(func, "__name__", "")
-            if name not in _ACCUMULATING:
+            if name not in ACCUMULATING:
                 return func(*args, **kwargs)
             dtype = _first_float_dtype((args, kwargs))
             if dtype is None or dtype == torch.float32 or dtype == torch.float64:
@@ -217,6 +221,11 @@ def install(model: Any, remedies: Sequence[Remedy]) -> list[Any]:
         elif r.kind == "upcast":
             handles.append(mod.register_forward_pre_hook(_upcast_pre, with_kwargs=True))
             handles.append(mod.register_forward_hook(_upcast_post, with_kwargs=True, always_call=True))
+        elif r.kind == "layout":
+            from ascend_tui.live.layout_mode import layout_post, layout_pre
+
+            handles.append(mod.register_forward_pre_hook(layout_pre, with_kwargs=True))
+            handles.append(mod.register_forward_hook(layout_post, with_kwargs=True, always_call=True))
         elif r.kind == "normalize":
             hook = functools.partial(_normalize_pre, r.argument, r.mean, r.std)
             handles.append(mod.register_forward_pre_hook(hook, with_kwargs=True, prepend=True))
@@ -317,6 +326,8 @@ class Trial:
     dtype: Any  # torch dtype of the target run
     steps: int = 3
     runs: int = 0
+    cancel: Any = None  # a threading.Event: set, the next re-run raises `Cancelled`
+    progress: Any = None  # a `Progress`: told of every re-run
     _refs: dict[tuple[Remedy, ...], Any] = field(default_factory=dict)
     _cache: dict[frozenset[Remedy], Outcome] = field(default_factory=dict)
 
@@ -347,8 +358,15 @@ class Trial:
         if key in self._cache:
             return self._cache[key]
         remedies = tuple(remedies)
+        if self.cancel is not None and self.cancel.is_set():
+            from ascend_tui.errors import Cancelled
+
+            raise Cancelled("fix cancelled")
         ref, why = self.reference(remedies)
         self.runs += 1
+        if self.progress is not None:
+            self.progress(f"fix: re-run {self.runs} ({' + '.join(r.describe() for r in remedies) or 'as it is'})",
+                          0, None)
         outcome = self._run(remedies, ref) if ref is not None else Outcome(remedies, error=f"the float32 reference "
                                                                                          f"run failed: {why}")
         self._cache[key] = outcome
@@ -376,6 +394,41 @@ class Trial:
         inf, nan, cosine, rel = compare(out, ref)
         bad = sum(int((~torch.isfinite(t)).sum()) for t in ref)
         return Outcome(remedies, inf, nan, cosine, rel, statistics.median(times), peak, reference_bad=bad)
+
+
+    def outputs(self, remedies: Sequence[Remedy]) -> list[Any]:
+        """The floating outputs (on the CPU) of one run in the target dtype with `remedies` (a counted re-run)."""
+        import torch
+
+        self.runs += 1
+        model, inputs = self._prepared(self.device, self.dtype)
+        with applied(model, remedies), torch.no_grad():
+            return [t.detach().to("cpu").clone() for t in output_tensors(call(model, inputs))]
+
+    def step_times(self, sets: Sequence[Sequence[Remedy]], steps: int) -> list[list[float]]:
+        """Seconds per step of each set of remedies, the sets run in turn each step (drift hits all alike)."""
+        import torch
+
+        models = [self._prepared(self.device, self.dtype) for _ in sets]
+        self.runs += len(sets)  # one timed re-run per set (its steps interleaved with the others')
+        times: list[list[float]] = [[] for _ in sets]
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.no_grad())
+            for (model, _), remedies in zip(models, sets):
+                stack.enter_context(applied(model, remedies))
+            for model, inputs in models:  # warm-up
+                call(model, inputs)
+            for _ in range(steps):
+                if self.cancel is not None and self.cancel.is_set():
+                    from ascend_tui.errors import Cancelled
+
+                    raise Cancelled("fix cancelled")
+                for k, (model, inputs) in enumerate(models):
+                    start = time.perf_counter()
+                    call(model, inputs)
+                    self.device.synchronize()
+                    times[k].append(time.perf_counter() - start)
+        return times
 
 
 def _one_line(exc: BaseException) -> str:

@@ -172,6 +172,7 @@ class FixResult:
     chosen_outcome: Outcome | None
     runs: int
     reason: str = ""  # when nothing was chosen: why, plainly
+    layout: Any = None  # a layout_fix.LayoutResult when a layout finding named conversion pairs
 
     def to_json(self) -> dict[str, Any]:
         return {"tolerance": self.tolerance, "baseline": self.baseline.to_json(),
@@ -179,18 +180,35 @@ class FixResult:
                 "search": self.search.to_json() if self.search is not None else None,
                 "chosen": [r.to_json() for r in self.chosen] if self.chosen is not None else None,
                 "chosen_outcome": self.chosen_outcome.to_json() if self.chosen_outcome is not None else None,
-                "runs": self.runs, "verified": self.chosen is not None, "reason": self.reason or None}
+                "runs": self.runs, "verified": self.chosen is not None, "reason": self.reason or None,
+                "layout": self.layout.to_json() if self.layout is not None else None}
 
 
 def find_fix(trial: Trial, model: Any, findings: Sequence[Any], inputs: Any,
-             tolerance: float = DEFAULT_TOLERANCE, search: bool = True) -> FixResult:
-    """Try the findings' remedies one by one, then search for the smallest float32 set; choose what works."""
+             tolerance: float = DEFAULT_TOLERANCE, search: bool = True,
+             focus: Sequence[Any] | None = None) -> FixResult:
+    """Try the findings' remedies one by one, then search for the smallest float32 set; choose what works.
+
+    `focus` (one cause's findings) limits the remedies tried to what those findings name; the base
+    remedies (clamped indices) still come from every finding, so the run gets as far as it did.
+    """
+    from ascend_tui.live.layout_fix import plan_layout, try_layout
+
     base, singles = plan_remedies(findings, inputs)
+    if focus is not None:
+        singles = plan_remedies(focus, inputs)[1]
+    layout = plan_layout(findings if focus is None else focus)
     baseline = trial.measure(())
-    if not base and not singles and baseline.within(tolerance):
+    precision = bool(base or singles) or not baseline.within(tolerance)
+    if not precision and not layout:
         return FixResult(tolerance, baseline, [], [], None, None, None, trial.runs,
                          f"nothing to fix: no error finding names a remedy, and the outputs already match the "
                          f"float32 reference (cosine {baseline.cosine:.6f})")
+    if not precision:  # only the layout: the outputs are right as they are
+        lr = try_layout(trial, (), layout, tolerance)
+        chosen_l = lr.remedies if lr.accepted else None
+        return FixResult(tolerance, baseline, [], [], None, chosen_l, lr.outcome if lr.accepted else None,
+                         trial.runs, "" if lr.accepted else lr.reason, lr)
     tried = [trial.measure(tuple(base))] if base else []
     tried += [trial.measure((*base, r)) for r in singles]
     # a remedy that keeps the model's meaning (float32, upcast) is chosen before one that changes it (normalise)
@@ -203,15 +221,19 @@ def find_fix(trial: Trial, model: Any, findings: Sequence[Any], inputs: Any,
     chosen: tuple[Remedy, ...] | None = None
     outcome: Outcome | None = None
     if keeps_meaning:
-        outcome = min(keeps_meaning, key=lambda o: len(o.remedies))
+        # fewest remedies; then an upcast (only the accumulations) before a whole module in float32
+        outcome = min(keeps_meaning, key=lambda o: (len(o.remedies), sum(r.kind == "float32" for r in o.remedies)))
     elif result_search is not None and result_search.modules is not None:
         outcome = result_search.outcome
     elif passing:
         outcome = passing[0]
     if outcome is not None:
         chosen = outcome.remedies
+    lr = try_layout(trial, chosen if chosen is not None else tuple(base), layout, tolerance) if layout else None
+    if lr is not None and lr.accepted and chosen is not None:
+        chosen, outcome = (*chosen, *lr.remedies), lr.outcome
     reason = "" if chosen is not None else _why_not(baseline, tried, result_search, tolerance)
-    return FixResult(tolerance, baseline, base, tried, result_search, chosen, outcome, trial.runs, reason)
+    return FixResult(tolerance, baseline, base, tried, result_search, chosen, outcome, trial.runs, reason, lr)
 
 
 def _module_type() -> type:

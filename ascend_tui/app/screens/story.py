@@ -115,6 +115,10 @@ class StoryScreen(CheckView):
             cid = found.id if found else None
         return next((c for c in self.causes if c.id == cid), None)
 
+    def cause_at_cursor(self) -> Cause | None:
+        """The cause of the row under the cursor (a cause, or a finding it explains): what the app's `X` fixes."""
+        return self._cause_under_cursor()
+
     def action_expand(self, opened: bool) -> None:
         cause = self._cause_under_cursor()
         if cause is None:
