@@ -48,14 +48,15 @@ def is_inferred(graph: OpGraph, edge: Edge) -> bool:
 
 
 def summarize(graph: OpGraph) -> GraphSummary:
-    """Node, edge, op-type and module counts of `graph`."""
-    ops = [n for n in graph if not n.is_placeholder]
-    kinds = Counter(n.kind for n in graph if n.is_placeholder)
+    """Node, edge, op-type and module counts of `graph` (no tensor metadata: deferred shapes stay deferred)."""
+    nodes = graph.structure()
+    ops = [n for n in nodes if not n.is_placeholder]
+    kinds = Counter(n.kind for n in nodes if n.is_placeholder)
     types = Counter(n.op_type for n in ops)
     modules = graph.modules()
     depth = max((m.count(".") + 1 for m in modules), default=0)
     inferred = control = inferred_modules = 0
-    for n in graph:  # only nodes with attrs can hold any of these: no pass over every edge
+    for n in nodes:  # only nodes with attrs can hold any of these: no pass over every edge
         attrs = n.attrs
         if not attrs:
             continue
