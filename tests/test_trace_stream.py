@@ -11,6 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ascend_tui.errors import Cancelled, InputError
@@ -37,11 +38,13 @@ def _all_traces() -> list[Path]:
 
 def _view(p: Profile) -> dict[str, object]:
     """What the views read of a trace's profile: every kernel column row by row, host ops, spans, counts."""
-    t = p.kernels
+    t, h = p.kernels, p.host_calls
     return {"kind": p.kind, "n": t.n,
             "text": {k: [t.label(k, i) for i in range(t.n)] for k in ("name", "type", "core", "module")},
             "start": t.start_ns.tolist(), "stream": t.ints["stream"].tolist(), "dur": t.dur_us.tolist(),
-            "host": p.host_ops, "spans": p.spans, "extra": p.extra}
+            "host": p.host_ops, "spans": p.spans, "extra": p.extra, "host_op": t.ints["host_op"].tolist(),
+            "calls": {"name": [h.label("name", i) for i in range(h.n)], "thread": [h.label("thread", i) for i in range(h.n)],
+                      "start": h.start_ns.tolist(), "dur": h.dur_us.tolist()}}
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["msgspec", "json"])
@@ -226,3 +229,38 @@ def test_a_folder_with_both_exports_takes_its_timeline_from_the_db(tmp_path: Pat
     from ascend_tui.readers.profiler import db as profiler_db
 
     assert both.spans == profiler_db.read(*profiler_db.find(out))[0].spans != text_only.spans  # (two runs' exports)
+
+
+def _launches(p: Profile) -> dict[tuple[str, str], int]:
+    """(host op, kernel name) -> how many kernels that op launched, by the kernel table's host_op column."""
+    from collections import Counter
+
+    k, calls, host = p.kernels, p.host_calls, p.kernels.ints["host_op"]
+    return dict(Counter((calls.label("name", int(h)), k.label("name", i)) for i, h in enumerate(host.tolist())
+                        if h >= 0))
+
+
+def test_kernels_lead_to_their_launching_host_op_in_trace_db_and_folder() -> None:
+    from ascend_tui.readers.profiler import db
+    from ascend_tui.readers.profiler.ascend_pt import read_profile
+
+    insight = FIXTURES / "peer" / "Ascend__msinsight" / "test/data/pytorch"
+    trace = read_trace(insight / "text/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json")
+    by_trace = _launches(trace)
+    # torch_npu's async_npu flow starts where the innermost host op starts: Conv2D (not aten::conv2d) launches
+    assert by_trace[("Conv2D", "trans_TransData_0")] >= 1 and ("aten::conv2d", "trans_TransData_0") not in by_trace
+    assert sum(by_trace.values()) == 210 and trace.host_calls.n == 860
+    calls = trace.host_calls
+    assert (np.diff(calls.start_ns) >= 0).all() and set(calls.names("thread")) == {"Thread 3096504", "Thread 3105075"}
+    # the db export of the same script (profiled again): its CONNECTION_IDS links are among the trace's flows
+    by_db = _launches(db.read(insight / "db/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db")[0])
+    assert sum(by_db.values()) >= 180 and all(by_trace.get(key, 0) >= n for key, n in by_db.items())
+    # a folder's kernel_details rows take the trace's host op by (name, start), as they take its module
+    folder = read_profile(insight / "text/level1/rank0_ascend_pt")
+    assert folder.host_calls.n == 860 and sum(_launches(folder).values()) >= 180
+    assert all(by_trace.get(key, 0) >= n for key, n in _launches(folder).items())
+
+
+def test_kineto_kernels_lead_to_the_op_around_their_launch() -> None:
+    p = read_trace(PROF / "torch" / "kineto_cupti_h100_after_fix_trace.json")
+    assert p.kind == "kineto" and list(_launches(p).items()) == [(("op1", p.kernels.label("name", 0)), 1)]
