@@ -110,3 +110,14 @@ def test_a_model_inference_rejects_keeps_its_file_types_and_says_so(tmp_path: Pa
     inv = onnx_model.load(untyped_model(tmp_path / "m.onnx"))
     assert inv.graph.node("input:x").outputs[0].shape == (2, 8)  # what the file types stays
     assert inv.run.extra["shape_inference"] is False and not inv.graph.shapes_pending
+
+
+def test_saving_or_pickling_works_the_shapes_out_first(tmp_path: Path) -> None:
+    import pickle
+
+    inv = onnx_model.load(untyped_model(tmp_path / "m.onnx"))
+    copy = pickle.loads(pickle.dumps(inv.graph))  # a pending resolver holds a lock: never pickled
+    assert not copy.shapes_pending and copy.node("layers.1/Add.0").outputs[0].shape == (2, 8)
+    inv = onnx_model.load(untyped_model(tmp_path / "m.onnx"))
+    saved = inv.to_json()
+    assert saved["run"]["extra"]["shape_inference"] is True

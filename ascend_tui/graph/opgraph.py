@@ -210,6 +210,11 @@ class OpGraph:
         pending.run(self._nodes, progress)
         self._pending = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a process pool, a deep copy) with its shapes worked out: a pending resolver holds a lock."""
+        self.resolve_shapes()
+        return {**self.__dict__, "_pending": None}
+
     def structure(self) -> list[OpNode]:
         """The node records without working out deferred shapes: for callers that read no tensor metadata."""
         return self._nodes
