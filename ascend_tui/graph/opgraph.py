@@ -436,13 +436,14 @@ class OpGraph:
 
     def modules(self) -> list[str]:
         """Every module path that ran an operator, plus all their ancestors, sorted."""
-        found: set[str] = set()
-        for n in self._nodes:
-            if n.is_placeholder or not n.module:
-                continue
-            parts = n.module.split(".")
-            for i in range(1, len(parts) + 1):
-                found.add(".".join(parts[:i]))
+        ran = {n.module for n in self._nodes if n.module and n.kind not in PLACEHOLDER_KINDS}
+        found = set(ran)
+        for module in ran:  # each ancestor once: a parent already found has its own ancestors added in its turn
+            while "." in module:
+                module = module.rpartition(".")[0]
+                if module in found:
+                    break
+                found.add(module)
         return sorted(found)
 
     def find(self, text: str) -> list[str]:
