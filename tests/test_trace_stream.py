@@ -264,3 +264,49 @@ def test_kernels_lead_to_their_launching_host_op_in_trace_db_and_folder() -> Non
 def test_kineto_kernels_lead_to_the_op_around_their_launch() -> None:
     p = read_trace(PROF / "torch" / "kineto_cupti_h100_after_fix_trace.json")
     assert p.kind == "kineto" and list(_launches(p).items()) == [(("op1", p.kernels.label("name", 0)), 1)]
+
+
+def _random_flows_trace(path: Path, seed: int) -> Path:
+    """Host ops nested, overlapping and sharing starts on two threads; flows starting inside, between and at the
+    edges of them (ids reused, some ends on no kernel); kernels sharing starts on one stream."""
+    import random
+
+    rnd = random.Random(seed)
+    ev: list[dict[str, object]] = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "Python"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 11, "args": {"name": "Thread 11"}},
+        {"ph": "M", "name": "process_name", "pid": 2, "tid": 0, "args": {"name": "Ascend Hardware"}}]
+    def ts(ns: int) -> str:
+        return f"{ns // 1000}.{ns % 1000:03d}"
+
+    for tid in (11, 12):
+        t = 1_000_000
+        for _ in range(60):
+            t += rnd.choice([0, 0, 500, 2000])
+            dur = rnd.choice([1000, 3000, 3000, 10000])
+            ev.append({"ph": "X", "cat": "cpu_op", "name": f"op{rnd.randrange(5)}", "pid": 1, "tid": tid,
+                       "ts": ts(t), "dur": dur / 1000})
+    kernels = []
+    for k in range(80):
+        start = 1_000_000 + 3000 * (k // 2) + 7000  # pairs of kernels share a start
+        kernels.append(start)
+        ev.append({"ph": "X", "name": f"k{k % 7}", "pid": 2, "tid": 5, "ts": ts(start), "dur": 1.5,
+                   "args": {"Task Type": "AI_CORE", "Physic Stream Id": 5}})
+    for i in range(120):
+        fid = rnd.randrange(90)  # ids repeat: the later flow wins, as for modules
+        start = 1_000_000 + rnd.randrange(200_000)
+        ev.append({"ph": "s", "cat": "async_npu", "id": fid, "pid": 1, "tid": rnd.choice([11, 12]), "ts": ts(start)})
+        end = rnd.choice(kernels) if rnd.random() < 0.9 else 5  # some land on no kernel
+        ev.append({"ph": "f", "cat": "async_npu", "id": fid, "pid": 2, "tid": 5, "ts": ts(end), "bp": "e"})
+    rnd.shuffle(ev)
+    path.write_text(json.dumps(ev))
+    return path
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_host_op_of_each_kernel_equals_the_reference_on_random_nesting(tmp_path: Path, seed: int) -> None:
+    path = _random_flows_trace(tmp_path / f"flows{seed}.json", seed)
+    want = _view(trace_reference.read_trace(path))
+    assert sum(1 for h in want["host_op"] if h >= 0) >= 20  # type: ignore[union-attr]
+    for block in (257, 1 << 20):
+        assert _view(read_trace(path, block=block)) == want
