@@ -236,6 +236,7 @@ class Investigation:
     # -- persistence -------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
+        self.graph.resolve_shapes()  # first: a deferred inference says in run.extra that it ran
         return {
             "schema": INVESTIGATION_SCHEMA,
             "run": self.run.to_json(),

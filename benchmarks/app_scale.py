@@ -10,7 +10,9 @@ measured from the moment the app's reader returned (goal: under 1 s), and when t
 in; then the keys on the opened investigation and in its profile view (`T`; goal: each under 50 ms).
 With `--timeline-kernels N` the timeline view (`L`) is opened on N synthetic kernels (two ranks, a
 compute and a communication stream each) and every zoom / pan / jump key is timed, each press
-printed, beside the same keys on 1,000 kernels in the same run (goal: each under 50 ms).
+printed, beside the same keys on 1,000 kernels in the same run (goal: each under 50 ms). With
+`--timeline-flows` as well, every compute kernel has a launching host op (a host-call row on its rank's
+thread), so the host lanes are drawn and the flow key (`f`, to the host op and back) is timed too.
 """
 
 from __future__ import annotations
@@ -272,14 +274,38 @@ def timeline_kernels(n: int) -> object:
                        floats={"dur_us": np.tile(dur, 2)})
 
 
-async def _timeline_timings(n: int, repeat: int) -> tuple[float, dict[str, list[float]]]:
+FLOW_KEYS = (("flow to host op", "f"), ("next host op", "right"), ("flow to kernel", "f"), ("flow to host op", "f"),
+             ("flow back", "f"))
+
+
+def timeline_flows(table: object) -> tuple[object, object]:
+    """`table` with a `host_op` column, and the host-call table it points into: each compute kernel launched by
+    one host op on its rank's thread, 8 µs before it starts."""
+    from ascend_tui.graph.profile import Codes, KernelTable
+
+    t: KernelTable = table  # type: ignore[assignment]
+    rows = np.flatnonzero(t.text["name"].codes != 0)  # code 0: the collectives
+    rows = rows[np.lexsort((rows, t.start_ns[rows]))]
+    host_op = np.full(len(t), -1, np.int64)
+    host_op[rows] = np.arange(len(rows))
+    calls = KernelTable(len(rows), text={"name": Codes(np.zeros(len(rows), np.int32), ["aten::mm"]),
+                                         "thread": Codes(t.ints["device"][rows].astype(np.int32), ["Thread 1", "Thread 2"])},
+                        ints={"start_ns": t.start_ns[rows] - 8000}, floats={"dur_us": np.full(len(rows), 3.0)})
+    return KernelTable(len(t), t.text, t.ints.replace("host_op", host_op), t.floats), calls
+
+
+async def _timeline_timings(n: int, repeat: int, flows: bool = False) -> tuple[float, dict[str, list[float]]]:
     """Seconds to open the timeline on `n` kernels, and CPU seconds of every timed key press."""
     from ascend_tui.app.app import InvestigatorApp
     from ascend_tui.app.screens.timeline import TimelineScreen
     from ascend_tui.graph.profile import Profile
 
     inv = synthetic(200)
-    inv.profile = Profile("trace", timeline_kernels(n))  # type: ignore[arg-type]
+    if flows:
+        kernels, calls = timeline_flows(timeline_kernels(n))
+        inv.profile = Profile("trace", kernels, host_calls=calls)  # type: ignore[arg-type]
+    else:
+        inv.profile = Profile("trace", timeline_kernels(n))  # type: ignore[arg-type]
     app = InvestigatorApp(inv)
     out: dict[str, list[float]] = {}
     async with app.run_test(size=SIZE) as pilot:
@@ -290,16 +316,16 @@ async def _timeline_timings(n: int, repeat: int) -> tuple[float, dict[str, list[
         opened = time.perf_counter() - t0
         assert isinstance(app.screen, TimelineScreen), "the timeline did not open"
         for _ in range(repeat):
-            for name, key in TIMELINE_KEYS:
+            for name, key in TIMELINE_KEYS + (FLOW_KEYS if flows else ()):
                 c0 = time.process_time()
                 await pilot.press(key)
                 out.setdefault(f"key: {name} ({key})", []).append(time.process_time() - c0)
     return opened, out
 
 
-def measure_timeline(n: int, baseline: int, repeat: int) -> None:
-    base_open, base = asyncio.run(_timeline_timings(baseline, repeat))
-    big_open, big = asyncio.run(_timeline_timings(n, repeat))
+def measure_timeline(n: int, baseline: int, repeat: int, flows: bool = False) -> None:
+    base_open, base = asyncio.run(_timeline_timings(baseline, repeat, flows))
+    big_open, big = asyncio.run(_timeline_timings(n, repeat, flows))
     print(f"timeline view, terminal {SIZE[0]}x{SIZE[1]}; every press (CPU time incl. the event loop and painting)")
     print(f"  open (L): {baseline:,} kernels {_fmt(base_open)}, {n:,} kernels {_fmt(big_open)}")
     for key in big:
@@ -316,10 +342,12 @@ def main() -> None:
     parser.add_argument("--trace-kernels", type=int, default=0, help="open a trace of this many kernels instead")
     parser.add_argument("--timeline-kernels", type=int, default=0,
                         help="time the timeline view's keys on this many synthetic kernels instead")
+    parser.add_argument("--timeline-flows", action="store_true",
+                        help="with --timeline-kernels: a launching host op per compute kernel, host lanes, the f key")
     args = parser.parse_args()
     asyncio.run(_app_timings(synthetic(200), 1))  # warm-up: imports, CSS parsing, first-run caches
     if args.timeline_kernels:
-        measure_timeline(args.timeline_kernels, args.baseline, args.repeat)
+        measure_timeline(args.timeline_kernels, args.baseline, args.repeat, args.timeline_flows)
         return
     if args.trace_kernels:
         with tempfile.TemporaryDirectory() as tmp:

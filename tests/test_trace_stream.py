@@ -11,6 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ascend_tui.errors import Cancelled, InputError
@@ -37,11 +38,13 @@ def _all_traces() -> list[Path]:
 
 def _view(p: Profile) -> dict[str, object]:
     """What the views read of a trace's profile: every kernel column row by row, host ops, spans, counts."""
-    t = p.kernels
+    t, h = p.kernels, p.host_calls
     return {"kind": p.kind, "n": t.n,
             "text": {k: [t.label(k, i) for i in range(t.n)] for k in ("name", "type", "core", "module")},
             "start": t.start_ns.tolist(), "stream": t.ints["stream"].tolist(), "dur": t.dur_us.tolist(),
-            "host": p.host_ops, "spans": p.spans, "extra": p.extra}
+            "host": p.host_ops, "spans": p.spans, "extra": p.extra, "host_op": t.ints["host_op"].tolist(),
+            "calls": {"name": [h.label("name", i) for i in range(h.n)], "thread": [h.label("thread", i) for i in range(h.n)],
+                      "start": h.start_ns.tolist(), "dur": h.dur_us.tolist()}}
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["msgspec", "json"])
@@ -226,3 +229,84 @@ def test_a_folder_with_both_exports_takes_its_timeline_from_the_db(tmp_path: Pat
     from ascend_tui.readers.profiler import db as profiler_db
 
     assert both.spans == profiler_db.read(*profiler_db.find(out))[0].spans != text_only.spans  # (two runs' exports)
+
+
+def _launches(p: Profile) -> dict[tuple[str, str], int]:
+    """(host op, kernel name) -> how many kernels that op launched, by the kernel table's host_op column."""
+    from collections import Counter
+
+    k, calls, host = p.kernels, p.host_calls, p.kernels.ints["host_op"]
+    return dict(Counter((calls.label("name", int(h)), k.label("name", i)) for i, h in enumerate(host.tolist())
+                        if h >= 0))
+
+
+def test_kernels_lead_to_their_launching_host_op_in_trace_db_and_folder() -> None:
+    from ascend_tui.readers.profiler import db
+    from ascend_tui.readers.profiler.ascend_pt import read_profile
+
+    insight = FIXTURES / "peer" / "Ascend__msinsight" / "test/data/pytorch"
+    trace = read_trace(insight / "text/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json")
+    by_trace = _launches(trace)
+    # torch_npu's async_npu flow starts where the innermost host op starts: Conv2D (not aten::conv2d) launches
+    assert by_trace[("Conv2D", "trans_TransData_0")] >= 1 and ("aten::conv2d", "trans_TransData_0") not in by_trace
+    assert sum(by_trace.values()) == 210 and trace.host_calls.n == 860
+    calls = trace.host_calls
+    assert (np.diff(calls.start_ns) >= 0).all() and set(calls.names("thread")) == {"Thread 3096504", "Thread 3105075"}
+    # the db export of the same script (profiled again): its CONNECTION_IDS links are among the trace's flows
+    by_db = _launches(db.read(insight / "db/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db")[0])
+    assert sum(by_db.values()) >= 180 and all(by_trace.get(key, 0) >= n for key, n in by_db.items())
+    # a folder's kernel_details rows take the trace's host op by (name, start), as they take its module
+    folder = read_profile(insight / "text/level1/rank0_ascend_pt")
+    assert folder.host_calls.n == 860 and sum(_launches(folder).values()) >= 180
+    assert all(by_trace.get(key, 0) >= n for key, n in _launches(folder).items())
+
+
+def test_kineto_kernels_lead_to_the_op_around_their_launch() -> None:
+    p = read_trace(PROF / "torch" / "kineto_cupti_h100_after_fix_trace.json")
+    assert p.kind == "kineto" and list(_launches(p).items()) == [(("op1", p.kernels.label("name", 0)), 1)]
+
+
+def _random_flows_trace(path: Path, seed: int) -> Path:
+    """Host ops nested, overlapping and sharing starts on two threads; flows starting inside, between and at the
+    edges of them (ids reused, some ends on no kernel); kernels sharing starts on one stream."""
+    import random
+
+    rnd = random.Random(seed)
+    ev: list[dict[str, object]] = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "Python"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 11, "args": {"name": "Thread 11"}},
+        {"ph": "M", "name": "process_name", "pid": 2, "tid": 0, "args": {"name": "Ascend Hardware"}}]
+    def ts(ns: int) -> str:
+        return f"{ns // 1000}.{ns % 1000:03d}"
+
+    for tid in (11, 12):
+        t = 1_000_000
+        for _ in range(60):
+            t += rnd.choice([0, 0, 500, 2000])
+            dur = rnd.choice([1000, 3000, 3000, 10000])
+            ev.append({"ph": "X", "cat": "cpu_op", "name": f"op{rnd.randrange(5)}", "pid": 1, "tid": tid,
+                       "ts": ts(t), "dur": dur / 1000})
+    kernels = []
+    for k in range(80):
+        start = 1_000_000 + 3000 * (k // 2) + 7000  # pairs of kernels share a start
+        kernels.append(start)
+        ev.append({"ph": "X", "name": f"k{k % 7}", "pid": 2, "tid": 5, "ts": ts(start), "dur": 1.5,
+                   "args": {"Task Type": "AI_CORE", "Physic Stream Id": 5}})
+    for i in range(120):
+        fid = rnd.randrange(90)  # ids repeat: the later flow wins, as for modules
+        start = 1_000_000 + rnd.randrange(200_000)
+        ev.append({"ph": "s", "cat": "async_npu", "id": fid, "pid": 1, "tid": rnd.choice([11, 12]), "ts": ts(start)})
+        end = rnd.choice(kernels) if rnd.random() < 0.9 else 5  # some land on no kernel
+        ev.append({"ph": "f", "cat": "async_npu", "id": fid, "pid": 2, "tid": 5, "ts": ts(end), "bp": "e"})
+    rnd.shuffle(ev)
+    path.write_text(json.dumps(ev))
+    return path
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_host_op_of_each_kernel_equals_the_reference_on_random_nesting(tmp_path: Path, seed: int) -> None:
+    path = _random_flows_trace(tmp_path / f"flows{seed}.json", seed)
+    want = _view(trace_reference.read_trace(path))
+    assert sum(1 for h in want["host_op"] if h >= 0) >= 20  # type: ignore[union-attr]
+    for block in (257, 1 << 20):
+        assert _view(read_trace(path, block=block)) == want

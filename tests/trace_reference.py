@@ -82,17 +82,20 @@ def profile_of_events(events: list[dict[str, Any]], cancel: threading.Event | No
             spans.append(e)
     origin = min((_ns(e["ts"]) for e in xs), default=0)
     module_at = _module_attribution(host, modules_of, events, kernels)
-    table = _kernel_table(kernels, procs, threads, module_at)
+    calls = sorted(host, key=lambda e: _ns(e["ts"]))
+    host_at = _host_attribution(calls, events, kernels)
+    table = _kernel_table(kernels, procs, threads, module_at, host_at)
     step_spans = tuple(Span(OVERLAP if procs.get(e.get("pid")) == OVERLAP else "Step",
                             threads.get((e.get("pid"), e.get("tid")), "") if procs.get(e.get("pid")) == OVERLAP
                             else str(e.get("name", "")), (_ns(e["ts"]) - origin) / 1000, float(e.get("dur", 0)))
                        for e in sorted(spans, key=lambda e: _ns(e["ts"])))
     return Profile("kineto" if kineto else "trace", table, host_ops=_host_ops(host), spans=step_spans,
-                   extra={"trace_events": len(events), **framework_ops.of_events(host)})  # affinity-API rules
+                   extra={"trace_events": len(events), **framework_ops.of_events(host)},  # affinity-API rules
+                   host_calls=_host_calls(calls, threads))
 
 
 def _kernel_table(kernels: list[dict[str, Any]], procs: dict[Any, str], threads: dict[tuple[Any, Any], str],
-                  module_at: dict[int, str]) -> KernelTable:
+                  module_at: dict[int, str], host_at: dict[int, int]) -> KernelTable:
     kernels = sorted(kernels, key=lambda e: _ns(e["ts"]))
     n = len(kernels)
 
@@ -120,7 +123,8 @@ def _kernel_table(kernels: list[dict[str, Any]], procs: dict[Any, str], threads:
         "name": Codes.of(str(e.get("name", "")) for e in kernels), "type": Codes.of(map(op_type, kernels)),
         "core": Codes.of(map(core, kernels)), "module": Codes.of(module_at.get(id(e), "") for e in kernels),
     }, {"start_ns": np.fromiter((_ns(e["ts"]) for e in kernels), np.int64, n),
-        "stream": np.fromiter(map(stream, kernels), np.int64, n)},
+        "stream": np.fromiter(map(stream, kernels), np.int64, n),
+        "host_op": np.fromiter((host_at.get(id(e), -1) for e in kernels), np.int64, n)},
         {"dur_us": np.fromiter((float(e.get("dur", 0)) for e in kernels), np.float64, n)})
 
 
@@ -175,6 +179,54 @@ def _module_attribution(host: list[dict[str, Any]], modules: list[dict[str, Any]
             if path:
                 out[id(k)] = path
     return out
+
+
+def _host_attribution(calls: list[dict[str, Any]], events: list[dict[str, Any]], kernels: list[dict[str, Any]]
+                      ) -> dict[int, int]:
+    """id(kernel event) -> index in `calls` of the innermost host op open where a flow into the kernel starts, else
+    the host op of the kernel's External id."""
+    by_thread: dict[tuple[Any, Any], list[tuple[int, int, int]]] = {}
+    for i, h in enumerate(calls):
+        t0 = _ns(h["ts"])
+        by_thread.setdefault((h.get("pid"), h.get("tid")), []).append((t0, t0 + int(float(h.get("dur", 0)) * 1000), i))
+
+    def innermost(pid: Any, tid: Any, t: int) -> int | None:
+        open_ = [(s, -e, i) for s, e, i in by_thread.get((pid, tid), []) if s <= t <= e]
+        return max(open_)[2] if open_ else None
+
+    starts: dict[Any, int] = {}
+    for e in events:
+        if e.get("ph") == "s" and "ts" in e:
+            h = innermost(e.get("pid"), e.get("tid"), _ns(e["ts"]))
+            if h is not None:
+                starts[(e.get("cat"), e.get("id"))] = h
+    out: dict[int, int] = {}
+    by_key = {(k.get("pid"), k.get("tid"), _ns(k["ts"])): k for k in kernels}
+    for e in events:
+        if e.get("ph") == "f" and "ts" in e and (e.get("cat"), e.get("id")) in starts:
+            k = by_key.get((e.get("pid"), e.get("tid"), _ns(e["ts"])))
+            if k is not None:
+                out[id(k)] = starts[(e.get("cat"), e.get("id"))]
+    ext = {(h.get("args") or {}).get("External id"): i for i, h in enumerate(calls)
+           if (h.get("args") or {}).get("External id") is not None}
+    for k in kernels:
+        e_id = (k.get("args") or {}).get("External id")
+        if id(k) not in out and e_id is not None:
+            out[id(k)] = ext.get(e_id, -1)
+    return out
+
+
+def _host_calls(calls: list[dict[str, Any]], threads: dict[tuple[Any, Any], str]) -> KernelTable:
+    """Every host op in start order: name, thread (its name; with its id where several threads share it)."""
+    keys = sorted({(h.get("pid"), h.get("tid")) for h in calls}, key=repr)
+    names = {k: threads.get(k, "") or f"thread {k[1]}" for k in keys}
+    shared = {n for n in names.values() if list(names.values()).count(n) > 1}
+    label = {k: f"{n} ({k[1]})" if n in shared else n for k, n in names.items()}
+    n = len(calls)
+    return KernelTable(n, {"name": Codes.of(str(h.get("name", "")) for h in calls),
+                           "thread": Codes.of(label[(h.get("pid"), h.get("tid"))] for h in calls)},
+                       {"start_ns": np.fromiter((_ns(h["ts"]) for h in calls), np.int64, n)},
+                       {"dur_us": np.fromiter((float(h.get("dur", 0)) for h in calls), np.float64, n)})
 
 
 def _host_ops(host: Iterable[dict[str, Any]]) -> tuple[HostOp, ...]:

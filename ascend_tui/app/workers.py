@@ -98,6 +98,7 @@ def load_paths(paths: Sequence[str], live: RunOptions, progress: Progress,
 
         progress(f"reading {Path(first).name}", 0, None)
         loaded = Loaded(open_path(first, progress=progress, cancel=cancel, on_partial=on_partial))
+        loaded.inv.graph.resolve_shapes(progress)  # the list shows every row's shape: infer here, not on the UI thread
         # records a reader skipped are said as a notification too, not only in the notes
         loaded.notes.extend(str(e.get("note", "")) for e in loaded.inv.run.extra.get("skipped", ()) or ())
     from ascend_tui.offline.overlay import lay_path as merge_path

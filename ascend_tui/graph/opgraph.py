@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import SourceLocation, TensorMeta
 from ascend_tui.graph.node import NODE_COLUMNS, PLACEHOLDER_KINDS, Edge, NodeKind, OpNode, derive, op_node, op_nodes
+from ascend_tui.graph.pending_shapes import PendingShapes, Resolver
 
 if TYPE_CHECKING:
-    import networkx as nx  # imported where `nx` is built: ~0.2 s that opening a file does not need
+    import networkx as nx
+    from ascend_tui.progress import Progress  # imported where `nx` is built: ~0.2 s that opening a file does not need
 
 GRAPH_SCHEMA = "ascend-tui.graph/1"
 _ID = attrgetter("id")
@@ -43,6 +45,7 @@ class OpGraph:
         self._ops: list[str] | None = None
         self._nx: nx.MultiDiGraph | None = None
         self._nx_version = -1
+        self._pending: PendingShapes | None = None
 
     # -- building ---------------------------------------------------------------------------
 
@@ -184,10 +187,42 @@ class OpGraph:
         return len(self._nodes)
 
     def __iter__(self) -> Iterator[OpNode]:
+        if self._pending is not None:
+            self.resolve_shapes()
         return iter(self._nodes)
+
+    # -- tensor shapes a reader left to work out on request (`pending_shapes.py`) -------------
+
+    def defer_shapes(self, resolve: Resolver) -> None:
+        """Have `resolve` fill in the nodes' tensors the first time anything reads them."""
+        self._pending = PendingShapes(resolve)
+
+    @property
+    def shapes_pending(self) -> bool:
+        """True while the tensors of some nodes are still to be worked out (never shown as absent)."""
+        return self._pending is not None
+
+    def resolve_shapes(self, progress: Progress | None = None) -> None:
+        """Work the deferred shapes out now (once; other threads asking meanwhile wait for it)."""
+        pending = self._pending
+        if pending is None:
+            return
+        pending.run(self._nodes, progress)
+        self._pending = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a process pool, a deep copy) with its shapes worked out: a pending resolver holds a lock."""
+        self.resolve_shapes()
+        return {**self.__dict__, "_pending": None}
+
+    def structure(self) -> list[OpNode]:
+        """The node records without working out deferred shapes: for callers that read no tensor metadata."""
+        return self._nodes
 
     def node(self, node_id: str) -> OpNode:
         """The record of `node_id`; KeyError names it when absent."""
+        if self._pending is not None:
+            self.resolve_shapes()
         try:
             return self._nodes[self._pos[node_id]]
         except KeyError:
@@ -196,6 +231,8 @@ class OpGraph:
     def get(self, node_id: str | None) -> OpNode | None:
         if node_id is None:
             return None
+        if self._pending is not None:
+            self.resolve_shapes()
         pos = self._pos.get(node_id)
         return None if pos is None else self._nodes[pos]
 
@@ -232,6 +269,8 @@ class OpGraph:
     @property
     def nodes(self) -> list[OpNode]:
         """All nodes in the order they were first seen (a placeholder just before its first reader)."""
+        if self._pending is not None:
+            self.resolve_shapes()
         return self._nodes
 
     def edge_count(self) -> int:
@@ -397,13 +436,14 @@ class OpGraph:
 
     def modules(self) -> list[str]:
         """Every module path that ran an operator, plus all their ancestors, sorted."""
-        found: set[str] = set()
-        for n in self._nodes:
-            if n.is_placeholder or not n.module:
-                continue
-            parts = n.module.split(".")
-            for i in range(1, len(parts) + 1):
-                found.add(".".join(parts[:i]))
+        ran = {n.module for n in self._nodes if n.module and n.kind not in PLACEHOLDER_KINDS}
+        found = set(ran)
+        for module in ran:  # each ancestor once: a parent already found has its own ancestors added in its turn
+            while "." in module:
+                module = module.rpartition(".")[0]
+                if module in found:
+                    break
+                found.add(module)
         return sorted(found)
 
     def find(self, text: str) -> list[str]:
@@ -416,6 +456,7 @@ class OpGraph:
 
     def to_json(self) -> dict[str, Any]:
         """Columnar JSON: tensor types and source locations interned in tables, edges by node position."""
+        self.resolve_shapes()
         metas: dict[TensorMeta, int] = {}
         sources: dict[SourceLocation, int] = {}
 

@@ -437,6 +437,9 @@ class Profile:
     extra: dict[str, Any] = field(default_factory=dict)
     unmatched: tuple[str, ...] = ()
     communication: Communication | None = None
+    # every framework-op call on the timeline (text name, thread; start_ns, dur_us), in start order: the kernel
+    # table's `host_op` int column is a row of it (-1: no flow reached a host op)
+    host_calls: KernelTable = field(default_factory=lambda: KernelTable(0))
 
     def to_json(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -445,7 +448,8 @@ class Profile:
                 "op_stats": [asdict(s) for s in self.op_stats], "steps": [asdict(s) for s in self.steps],
                 "host_ops": [asdict(h) for h in self.host_ops], "spans": [asdict(s) for s in self.spans],
                 "extra": self.extra, "unmatched": list(self.unmatched),
-                "communication": self.communication.to_json() if self.communication else None}
+                "communication": self.communication.to_json() if self.communication else None,
+                **({"host_calls": self.host_calls.to_json()} if self.host_calls.n else {})}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Profile:
@@ -453,4 +457,5 @@ class Profile:
                    tuple(OpStat(**s) for s in d.get("op_stats", ())), tuple(StepTime(**s) for s in d.get("steps", ())),
                    tuple(HostOp(**h) for h in d.get("host_ops", ())), tuple(Span(**s) for s in d.get("spans", ())),
                    dict(d.get("extra") or {}), tuple(d.get("unmatched", ())),
-                   Communication.from_json(d["communication"]) if d.get("communication") else None)
+                   Communication.from_json(d["communication"]) if d.get("communication") else None,
+                   KernelTable.from_json(d.get("host_calls") or {}))

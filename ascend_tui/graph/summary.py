@@ -10,12 +10,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
-from ascend_tui.graph.opgraph import Edge, OpGraph, OpNode
+from ascend_tui.graph.opgraph import PLACEHOLDER_KINDS, Edge, OpGraph, OpNode
 
 INFERRED_MATCHES = frozenset({"stats", "view", "cast", "param", "param-cast"})
 NODE_LINK_SCHEMA = "ascend-tui.node-link/1"
+_KIND = attrgetter("kind")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,16 +50,18 @@ def is_inferred(graph: OpGraph, edge: Edge) -> bool:
 
 
 def summarize(graph: OpGraph) -> GraphSummary:
-    """Node, edge, op-type and module counts of `graph`."""
-    ops = [n for n in graph if not n.is_placeholder]
-    kinds = Counter(n.kind for n in graph if n.is_placeholder)
-    types = Counter(n.op_type for n in ops)
+    """Node, edge, op-type and module counts of `graph` (no tensor metadata: deferred shapes stay deferred)."""
+    nodes = graph.structure()
+    kinds = Counter(map(_KIND, nodes))
+    ops_count = sum(v for k, v in kinds.items() if k not in PLACEHOLDER_KINDS)
+    kinds = Counter({k: v for k, v in kinds.items() if k in PLACEHOLDER_KINDS})
+    types = Counter(n.op_type for n in nodes if n.kind not in PLACEHOLDER_KINDS)
     modules = graph.modules()
     depth = max((m.count(".") + 1 for m in modules), default=0)
     inferred = control = inferred_modules = 0
-    for n in graph:  # only nodes with attrs can hold any of these: no pass over every edge
+    for n in nodes:  # only nodes with attrs can hold any of these: no pass over every edge
         attrs = n.attrs
-        if not attrs:
+        if not attrs or (len(attrs) == 1 and "name" in attrs):  # most nodes of most readers: a name alone
             continue
         how = attrs.get("edge_match")
         if isinstance(how, list):
@@ -65,7 +69,7 @@ def summarize(graph: OpGraph) -> GraphSummary:
         if not n.is_placeholder:
             control += len(attrs.get("control_inputs") or ())
             inferred_modules += bool(attrs.get("module_inferred"))
-    return GraphSummary(len(graph), len(ops), graph.edge_count(), dict(sorted(kinds.items())),
+    return GraphSummary(len(graph), ops_count, graph.edge_count(), dict(sorted(kinds.items())),
                         types.most_common(), len(modules), depth, inferred, inferred_modules, control)
 
 

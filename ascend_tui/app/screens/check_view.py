@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 if TYPE_CHECKING:
@@ -22,6 +23,9 @@ class CheckView(Screen[str | None]):
     KEY: ClassVar[str] = ""
     CHECK: ClassVar[str] = ""
     HOW_TO_GET: ClassVar[str] = ""  # what to open or run to get this view's evidence, said when there is none
+    # the timeline over any view: it opens on the kernels of the operator that view's table has under its cursor
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("L", "open_timeline", "timeline", show=False, id="view.timeline-here")]
 
     def __init__(self, inv: Investigation) -> None:
         super().__init__()
@@ -33,3 +37,8 @@ class CheckView(Screen[str | None]):
         if inv is None:
             return False
         return cls.CHECK in inv.run.checks or any(f.check == cls.CHECK for f in inv.findings)
+
+    def action_open_timeline(self) -> None:
+        open_view = getattr(self.app, "action_open_view", None)  # the investigator's; a test host may have none
+        if open_view is not None:
+            open_view("timeline")

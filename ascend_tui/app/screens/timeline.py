@@ -3,251 +3,31 @@
 Drawn from the kernel table's columns (`start_ns`, `dur_us`, `device`, `stream`): each lane keeps its
 kernels' starts sorted and a running maximum of their ends, so painting a lane for any window is two
 `searchsorted` calls over the cell edges, whatever the number of kernels (1M stay well under 50 ms
-a key). Memory samples on the same clock are a last lane, allocated bytes in eighths of the peak.
-The cursor is one kernel; Enter dismisses with its operator so the graph view focuses it.
+a key). The host ops (`Profile.host_calls`) are lanes per thread under them, and the memory samples on
+the same clock a last lane, allocated bytes in eighths of the peak. The cursor is one kernel or host op:
+its flow's other end (a kernel's launching host op, a host op's kernels) is marked, `f` jumps there.
+The view opens on the kernels of the operator the screen below had selected, and every move puts the
+cursor's operator in the app's navigator, so the graph view shows it on return; Enter focuses it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Sequence
+from typing import TYPE_CHECKING, ClassVar
 
-import numpy as np
-from rich.segment import Segment
-from rich.style import Style
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.strip import Strip
-from textual.widget import Widget
 from textual.widgets import Static
 
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.widgets.footer import KeyFooter
-from ascend_tui.fmt import duration_us, nbytes
+from ascend_tui.app.widgets.timeline_canvas import COMM_MARKS, LABEL_W, Lane, TimelineCanvas, build_host_lanes, \
+    build_lanes
+from ascend_tui.fmt import duration_us
 
 if TYPE_CHECKING:
-    from ascend_tui.evidence import MemorySample
-    from ascend_tui.graph.profile import KernelTable
     from ascend_tui.investigation import Investigation
 
-LABEL_W = 14
-COMM_MARKS = ("hcom", "hccl", "allreduce", "allgather", "reducescatter", "broadcast", "alltoall", "send", "recv")
-
-
-@dataclass(frozen=True, slots=True)
-class Lane:
-    """One rank's stream: its kernels' rows sorted by start, the starts and a running max of the ends (µs)."""
-
-    label: str
-    rows: np.ndarray
-    start: np.ndarray
-    end_max: np.ndarray
-    communication: bool
-
-
-def build_lanes(kernels: KernelTable) -> list[Lane]:
-    """Lanes per (device, stream) from the columns, communication lanes marked by their kernels' names."""
-    n = len(kernels)
-    if n == 0:
-        return []
-    start = kernels.start_ns.astype(np.float64) / 1000.0
-    end = start + kernels.dur_us
-    device, stream = kernels.ints["device"], kernels.ints["stream"]
-    key = device.astype(np.int64) * (1 << 32) + (stream.astype(np.int64) & 0xFFFFFFFF)
-    order = np.lexsort((start, key))
-    keys = key[order]
-    cuts = np.flatnonzero(np.diff(keys)) + 1
-    names = kernels.text["name"]
-    ranks = len(np.unique(device))
-    lanes = []
-    for part in np.split(order, cuts):
-        d, s = int(device[part[0]]), int(stream[part[0]])
-        sample = " ".join(names.at(int(i)) for i in part[:50]).lower()
-        comm = any(m in sample for m in COMM_MARKS)
-        label = (f"r{d} " if ranks > 1 and d >= 0 else "") + ("comm" if comm else "stream") + (f" {s}" if s >= 0 else "")
-        lanes.append(Lane(label, part, start[part], np.maximum.accumulate(end[part]), comm))
-    return lanes
-
-
-class TimelineCanvas(Widget, can_focus=True):
-    """The lanes under a time window: one line per lane, the cursor kernel reversed; Line API, no per-kernel work."""
-
-    DEFAULT_CSS = "TimelineCanvas { height: 1fr; }"
-
-    def __init__(self, kernels: KernelTable, memory: Sequence[MemorySample] = (), id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.kernels = kernels
-        self.lanes = build_lanes(kernels)
-        starts = [lane.start[0] for lane in self.lanes]
-        ends = [lane.end_max[-1] for lane in self.lanes]
-        self.t_min = float(min(starts)) if starts else 0.0
-        self.t_max = float(max(ends)) if ends else 1.0
-        # the memory curve: samples on the kernels' clock (µs) only; iteration-numbered ones would not line up
-        timed = sorted((m for m in memory if self.t_min <= m.time <= self.t_max), key=lambda m: m.time)
-        self.mem_t = np.array([m.time for m in timed], dtype=np.float64)
-        self.mem_v = np.array([m.allocated_bytes for m in timed], dtype=np.float64)
-        self.t0, self.span = self.t_min, max(1e-3, self.t_max - self.t_min)
-        self.lane = 0
-        self.pos = 0  # position of the cursor kernel in its lane
-        dur = kernels.dur_us
-        # "long": in the slowest 5% and at least twice the median (a profile of equal kernels has none)
-        self.long_us = max(float(np.percentile(dur, 95)), 2 * float(np.median(dur))) if len(dur) else 0.0
-
-    # -- state ------------------------------------------------------------------------------
-
-    @property
-    def cursor_row(self) -> int | None:
-        """The kernel table row under the cursor."""
-        if not self.lanes:
-            return None
-        return int(self.lanes[self.lane].rows[self.pos])
-
-    def width_cells(self) -> int:
-        return max(8, self.size.width - LABEL_W - 1)
-
-    def zoom(self, factor: float) -> None:
-        """Narrow (factor < 1) or widen the window, keeping the cursor kernel where it is on screen."""
-        row = self.cursor_row
-        center = self._start_of(row) if row is not None else self.t0 + self.span / 2
-        share = (center - self.t0) / self.span if self.span else 0.5
-        self.span = min(max(1e-3, self.span * factor), max(1e-3, self.t_max - self.t_min))
-        self.t0 = center - share * self.span
-        self.refresh()
-
-    def zoom_to_cursor(self) -> None:
-        """The window around the cursor kernel alone (a few times its length)."""
-        row = self.cursor_row
-        if row is None:
-            return
-        dur = max(1e-3, float(self.kernels.dur_us[row]))
-        self.span = dur * 4
-        self.t0 = self._start_of(row) - dur * 1.5
-        self.refresh()
-
-    def pan(self, share: float) -> None:
-        self.t0 += share * self.span
-        self._cursor_into_window()
-        self.refresh()
-
-    def move(self, step: int) -> None:
-        """The next (or previous) kernel in the lane; the window follows it."""
-        if not self.lanes:
-            return
-        lane = self.lanes[self.lane]
-        self.pos = max(0, min(len(lane.rows) - 1, self.pos + step))
-        self._follow()
-
-    def change_lane(self, step: int) -> None:
-        """Another lane; the cursor goes to its kernel nearest the current one's start."""
-        if not self.lanes:
-            return
-        at = self._start_of(self.cursor_row)
-        self.lane = (self.lane + step) % len(self.lanes)
-        lane = self.lanes[self.lane]
-        self.pos = int(min(len(lane.rows) - 1, np.searchsorted(lane.start, at)))
-        self._follow()
-
-    def next_long(self) -> bool:
-        """To the next long kernel in the lane (in the slowest 5%, at least twice the median)."""
-        lane = self.lanes[self.lane] if self.lanes else None
-        if lane is None:
-            return False
-        dur = self.kernels.dur_us[lane.rows[self.pos + 1:]]
-        hits = np.flatnonzero(dur >= self.long_us)
-        if not len(hits):
-            return False
-        self.pos += 1 + int(hits[0])
-        self._follow()
-        return True
-
-    def next_gap(self) -> bool:
-        """To the kernel after the next idle gap in the lane longer than a long kernel."""
-        lane = self.lanes[self.lane] if self.lanes else None
-        if lane is None or self.pos + 1 >= len(lane.rows):
-            return False
-        gaps = lane.start[self.pos + 1:] - lane.end_max[self.pos:-1]
-        hits = np.flatnonzero(gaps > max(self.long_us, 1e-3))
-        if not len(hits):
-            return False
-        self.pos += 1 + int(hits[0])
-        self._follow()
-        return True
-
-    def _start_of(self, row: int | None) -> float:
-        return float(self.kernels.start_ns[row]) / 1000.0 if row is not None else self.t0
-
-    def _follow(self) -> None:
-        row = self.cursor_row
-        if row is not None:
-            start, dur = self._start_of(row), float(self.kernels.dur_us[row])
-            if start < self.t0 or start + dur > self.t0 + self.span:
-                self.t0 = start - self.span * 0.25 if dur < self.span else start
-        self.refresh()
-
-    def _cursor_into_window(self) -> None:
-        if not self.lanes:
-            return
-        lane = self.lanes[self.lane]
-        at = self._start_of(self.cursor_row)
-        if not self.t0 <= at <= self.t0 + self.span:
-            self.pos = int(min(len(lane.rows) - 1, np.searchsorted(lane.start, self.t0)))
-
-    # -- painting ---------------------------------------------------------------------------
-
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        muted, base = Style(dim=True), Style()
-        if y == 0:
-            cells = self.width_cells()
-            left, right = duration_us(self.t0 - self.t_min), duration_us(self.t0 + self.span - self.t_min)
-            gap = max(1, cells - len(left) - len(right))
-            return Strip([Segment(f"{'time':<{LABEL_W}} {left}{' ' * gap}{right}", muted)]).adjust_cell_length(width)
-        index = y - 1
-        if index == len(self.lanes) and len(self.mem_t):
-            return self._memory_line(width)
-        if index >= len(self.lanes):
-            return Strip.blank(width)
-        lane = self.lanes[index]
-        cells = self.width_cells()
-        edges = self.t0 + self.span * np.arange(cells + 1) / cells
-        # busy cell: a kernel starts inside it, or one started earlier still runs at its left edge
-        first = np.searchsorted(lane.start, edges[:-1], side="left")
-        upto = np.searchsorted(lane.start, edges[1:], side="left")
-        before = first - 1
-        running = (before >= 0) & (lane.end_max[np.maximum(before, 0)] > edges[:-1])
-        busy = (upto > first) | running
-        glyph = "▓" if lane.communication else "█"
-        text = "".join(glyph if b else "·" for b in busy)
-        segments = [Segment(f"{lane.label[:LABEL_W]:<{LABEL_W}} ", muted if index != self.lane else Style(bold=True))]
-        if index == self.lane and self.lanes:
-            row = self.cursor_row
-            assert row is not None
-            s = self._start_of(row)
-            a = int((s - self.t0) / self.span * cells)
-            b = int((s + float(self.kernels.dur_us[row]) - self.t0) / self.span * cells)
-            a, b = max(0, min(cells, a)), max(0, min(cells, max(b, a + 1)))
-            segments += [Segment(text[:a], base), Segment(text[a:b].replace("·", "▏"), Style(reverse=True)),
-                         Segment(text[b:], base)]
-        else:
-            segments.append(Segment(text, base))
-        return Strip(segments).adjust_cell_length(width)
-
-
-    def _memory_line(self, width: int) -> Strip:
-        """Allocated memory at each cell's right edge (the last sample before it), in eighths of the peak."""
-        cells = self.width_cells()
-        edges = self.t0 + self.span * np.arange(1, cells + 1) / cells
-        at = np.searchsorted(self.mem_t, edges, side="right") - 1
-        peak = float(self.mem_v.max()) or 1.0
-        level = np.where(at >= 0, np.round(self.mem_v[np.maximum(at, 0)] / peak * 8), -1).astype(int)
-        text = "".join(" " if v < 0 else _EIGHTHS[v] for v in level.tolist())
-        label = f"mem {nbytes(peak)}"
-        return Strip([Segment(f"{label[:LABEL_W]:<{LABEL_W}} ", Style(dim=True)),
-                      Segment(text, Style())]).adjust_cell_length(width)
-
-
-_EIGHTHS = " ▁▂▃▄▅▆▇█"
-
+__all__ = ["COMM_MARKS", "LABEL_W", "Lane", "TimelineCanvas", "TimelineScreen", "build_host_lanes", "build_lanes"]
 
 class TimelineScreen(CheckView):
     """Kernels in lanes per rank and stream; `+`/`-` zoom, `h`/`l` pan, `n` next long kernel, `g` next gap."""
@@ -271,6 +51,7 @@ class TimelineScreen(CheckView):
         Binding("n", "next_long", "next long kernel", id="timeline.next-long"),
         Binding("g", "next_gap", "next gap", id="timeline.next-gap"),
         Binding("z", "zoom_kernel", "zoom to kernel", id="timeline.zoom-kernel"),
+        Binding("f", "flow", "flow: host op <-> kernel", id="timeline.flow"),
         Binding("enter", "choose", "focus op", id="timeline.choose"),
     ]
 
@@ -283,31 +64,80 @@ class TimelineScreen(CheckView):
         assert self.inv.profile is not None
         kernels = self.inv.profile.kernels
         timed = kernels.take(kernels.start_ns >= 0) if (kernels.start_ns < 0).any() else kernels
-        self.canvas = TimelineCanvas(timed, self.inv.memory_samples, id="timeline")
+        self.canvas = TimelineCanvas(timed, self.inv.memory_samples, id="timeline",
+                                     calls=self.inv.profile.host_calls)
         yield Static(id="timeline-title")
         yield self.canvas
         yield Static(id="timeline-status")
         yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
-        lanes = self.canvas.lanes
+        canvas = self.canvas
+        hosts = len(canvas.lanes) - canvas.device_lanes
         self.query_one("#timeline-title", Static).update(
-            f" {len(self.canvas.kernels):,} kernels in {len(lanes)} lanes · "
-            f"{duration_us(self.canvas.t_max - self.canvas.t_min)} profiled")
-        self.canvas.focus()
-        self._status()
+            f" {len(canvas.kernels):,} kernels in {canvas.device_lanes} lanes"
+            + (f" · {len(canvas.calls):,} host ops in {hosts} lanes" if hosts else "")
+            + f" · {duration_us(canvas.t_max - canvas.t_min)} profiled")
+        selected = self._selected_below()
+        if selected and not canvas.land_on(selected):
+            self.notify(f"{selected} ran no timed kernel: the timeline opens at the start", markup=False)
+        canvas.focus()
+        self._status(sync=False)
 
-    def _status(self) -> None:
-        row = self.canvas.cursor_row
-        if row is None:
+    def _selected_below(self) -> str | None:
+        """The operator the screen under this one has selected: the graph view's focus, or a view's table row."""
+        stack = self.app.screen_stack
+        below = stack[stack.index(self) - 1] if self in stack and stack.index(self) > 0 else None
+        if below is None:
+            return None
+        nav = getattr(below, "nav", None)  # the graph view (MainScreen) owns the app's navigator
+        if nav is not None:
+            ops = getattr(below, "ops", None)
+            return getattr(ops, "current", None) or nav.focused
+        from ascend_tui.app.screens.row_table import RowTable
+
+        tables = list(below.query(RowTable))
+        table = next((t for t in tables if t.has_focus), tables[0] if tables else None)
+        row = table.current if table is not None else None
+        return row.key if row is not None and row.key in self.inv.graph else None
+
+    def _sync(self) -> None:
+        """Put the cursor's operator in the app's navigator (the shared cursor the graph view shows)."""
+        node = self.canvas.operator()
+        main = getattr(self.app, "main", None)
+        if node and node in self.inv.graph and main is not None and getattr(main, "nav", None) is not None:
+            main.nav.focus(node, remember=False)
+
+    def _status(self, sync: bool = True) -> None:
+        canvas = self.canvas
+        row, call = canvas.cursor_row, canvas.cursor_call
+        if row is None and call is None:
             text = " no timed kernels"
+        elif row is None:
+            c = canvas.calls
+            launched = len(canvas.linked_kernels())
+            text = (f" host {c.label('name', call)} · {duration_us(float(c.dur_us[call]))} at "
+                    f"{duration_us(canvas._start_of(call) - canvas.t_min)} · {c.label('thread', call)} · "
+                    + (f"launched {launched} kernel{'s' if launched != 1 else ''} (f)" if launched
+                       else "launched no kernel") + f" · window {duration_us(canvas.span)}")
         else:
-            k = self.canvas.kernels
+            k = canvas.kernels
             node = k.label("node", row) or "no operator matched"
+            host = canvas.linked_call()
+            by = f" · from {canvas.calls.label('name', host)} (f)" if host is not None else ""
             text = (f" {k.label('name', row)} · {duration_us(float(k.dur_us[row]))} at "
-                    f"{duration_us(self.canvas._start_of(row) - self.canvas.t_min)} · {node} · window "
-                    f"{duration_us(self.canvas.span)}")
+                    f"{duration_us(canvas._start_of(row) - canvas.t_min)} · {node}{by} · window "
+                    f"{duration_us(canvas.span)}")
         self.query_one("#timeline-status", Static).update(text)
+        if sync:
+            self._sync()
+
+    def action_flow(self) -> None:
+        if not self.canvas.follow_flow():
+            what = "this host op launched no kernel" if self.canvas.on_host else \
+                "no flow leads from a host op to this kernel"
+            self.notify(what, markup=False)
+        self._status()
 
     def action_zoom(self, factor: float) -> None:
         self.canvas.zoom(factor)
@@ -340,12 +170,19 @@ class TimelineScreen(CheckView):
         self._status()
 
     def action_choose(self) -> None:
-        row = self.canvas.cursor_row
-        node = self.canvas.kernels.label("node", row) if row is not None else ""
+        node = self.canvas.operator()
         if node and node in self.inv.graph:
             self.dismiss(node)
         else:
             self.notify("this kernel matched no operator of the graph", severity="warning", markup=False)
 
+    def action_open_timeline(self) -> None:
+        """Already here."""
+
     def action_close(self) -> None:
+        main = getattr(self.app, "main", None)
+        nav = getattr(main, "nav", None)
+        if nav is not None and nav.focused and main.ops.current != nav.focused:  # the graph view shows where we were
+            target, nav.focused = nav.focused, main.ops.current  # `b` there leads back to where the list stood
+            main.go(target)
         self.dismiss(None)

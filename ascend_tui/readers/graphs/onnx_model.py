@@ -3,7 +3,8 @@
 Module paths come from the `metadata_props` that `torch.onnx.export(dynamo=True)` writes
 (`pkg.torch.onnx.name_scopes`, `class_hierarchy`, `stack_trace`), else from the legacy
 exporter's `/attn/qkv/MatMul` node names, so they read like live capture's. External weights
-are never loaded; shape inference runs only where the exporter left tensor types out.
+are never loaded; where the exporter left tensor types out, shape inference runs when something
+first reads a node's tensors (`OpGraph.defer_shapes`), not on every open.
 """
 
 from __future__ import annotations
@@ -384,22 +385,7 @@ def _load(path: Path, progress: Progress | None, cancel: threading.Event | None)
         progress("reading ONNX model", 0, None)
     model = read_model(path)
     graph = model.graph
-    inferred = False
-    if _needs_inference(graph) and model.ByteSize() < _INFER_LIMIT:
-        onnx = _import_onnx()
-        check_cancel(cancel, "loading the ONNX model was cancelled")
-        if progress is not None:
-            progress("inferring shapes", 0, None)
-        try:
-            model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-            graph = model.graph
-            inferred = True
-        except Exception:  # noqa: BLE001 - a model inference rejects still has a graph worth showing
-            inferred = False
-    builder = _OnnxBuilder(path, cancel, progress)
-    builder.collect_types(graph)
-    builder.walk(graph, [], "", "", len(graph.node))
-    builder.inherit_modules()
+    builder = _build(path, graph, progress, cancel)
     out = OpGraph(graph.name or path.stem)
     try:
         out.adopt(builder.nodes, builder.ins, builder.outs)
@@ -410,14 +396,54 @@ def _load(path: Path, progress: Progress | None, cancel: threading.Event | None)
         notes.append(f"{len(builder.unresolved)} node inputs name tensors nothing produces "
                      f"(e.g. {builder.unresolved[0]!r})")
     opset = {imp.domain or "ai.onnx": imp.version for imp in model.opset_import}
+    extra: dict[str, Any] = {
+        "producer": f"{model.producer_name} {model.producer_version}".strip(), "opset": opset,
+        "ir_version": model.ir_version, "shape_inference": False,
+        "nodes_with_module_metadata": builder.with_metadata, "modules_inherited_from_neighbours": builder.inherited,
+        "subgraphs": builder.subgraphs, "outputs": [o.name for o in graph.output], "notes": notes}
+    if _needs_inference(graph) and model.ByteSize() < _INFER_LIMIT:
+        extra["shape_inference"] = "pending"  # run by the first reader of a node's tensors, not by every open
+        out.defer_shapes(_ShapeInference(path, model, extra).__call__)
     run = RunInfo(target=str(path), source="onnx",
-                  device={"backend": "offline", "name": "ONNX model", "inf_nan_mode": None},
-                  extra={"producer": f"{model.producer_name} {model.producer_version}".strip(), "opset": opset,
-                         "ir_version": model.ir_version, "shape_inference": inferred,
-                         "nodes_with_module_metadata": builder.with_metadata,
-                         "modules_inherited_from_neighbours": builder.inherited, "subgraphs": builder.subgraphs,
-                         "outputs": [o.name for o in graph.output], "notes": notes})
+                  device={"backend": "offline", "name": "ONNX model", "inf_nan_mode": None}, extra=extra)
     return Investigation(out, run=run)
+
+
+def _build(path: Path, graph: Any, progress: Progress | None, cancel: threading.Event | None) -> _OnnxBuilder:
+    """Walk `graph` (and its bodies) into a builder's node and edge lists."""
+    builder = _OnnxBuilder(path, cancel, progress)
+    builder.collect_types(graph)
+    builder.walk(graph, [], "", "", len(graph.node))
+    builder.inherit_modules()
+    return builder
+
+
+class _ShapeInference:
+    """ONNX shape inference over the model a load kept, and the nodes rebuilt from its typed result.
+
+    The rebuild is the load's own walk over the inferred model, so ids, positions and every tensor
+    are what an eager load would have given; `run.extra["shape_inference"]` then says whether it ran.
+    """
+
+    __slots__ = ("path", "model", "extra")
+
+    def __init__(self, path: Path, model: Any, extra: dict[str, Any]) -> None:
+        self.path, self.model, self.extra = path, model, extra
+
+    def __call__(self, progress: Progress | None) -> list[OpNode] | None:
+        model, self.model = self.model, None
+        self.extra["shape_inference"] = False
+        if progress is not None:
+            progress("inferring shapes", 0, None)
+        try:
+            inferred = _import_onnx().shape_inference.infer_shapes(model, strict_mode=False)
+        except Exception:  # noqa: BLE001 - a model inference rejects keeps the types its file has
+            return None
+        del model
+        with paused_gc():
+            nodes = _build(self.path, inferred.graph, progress, None).nodes
+        self.extra["shape_inference"] = True
+        return nodes
 
 
 READER = FunctionReader("ONNX model", sniff, load)

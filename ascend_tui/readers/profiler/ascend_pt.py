@@ -104,6 +104,7 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
     if api:
         extra["api_statistic"] = _api(api[0], skip(api[0]))
     spans: tuple = ()
+    calls = KernelTable(0)
     trace_file = next((p for pattern in TRACE_FILES for p in _first(folder, pattern)), None)
     if trace_file is not None and (kernels.n == 0 or trace_file.stat().st_size <= TRACE_LIMIT):
         timeline, source = _timeline(folder, trace_file, cancel, progress)
@@ -115,14 +116,15 @@ def read_folder(folder: Path, *, cancel: threading.Event | None = None, progress
             kernels = timeline.kernels
             extra["files"].append(source)
         else:
-            kernels = _modules_from(kernels, timeline.kernels)
+            kernels = _host_calls_from(_modules_from(kernels, timeline.kernels), timeline.kernels)
         host = host or list(timeline.host_ops)
+        calls = timeline.host_calls
     info = _profiler_info(folder.parent if folder.name in (TORCH_NPU_DIR, MSPROF_DIR) else folder)
     extra.update(info)
     report_skips(extra, list(skips.values()))
     comm = communication.read_folder(folder, int(info.get("rank", -1)), trace=trace_file)
     return Profile(kind, kernels, tuple(stats), tuple(steps), tuple(host), spans, extra,
-                   communication=comm if comm or comm.skipped else None)
+                   communication=comm if comm or comm.skipped else None, host_calls=calls)
 
 
 def _timeline(folder: Path, trace_file: Path, cancel: threading.Event | None, progress: Progress | None
@@ -158,6 +160,18 @@ def read_profile(path: Path, *, cancel: threading.Event | None = None) -> Profil
             profile.communication = comm if comm or comm.skipped else None
         return profile
     return read_folder(folder, cancel=cancel)
+
+
+def _host_calls_from(kernels: KernelTable, timeline: KernelTable) -> KernelTable:
+    """The timeline's `host_op` (its host-call row) joined onto the kernel rows by (name, start), as modules are."""
+    if timeline.n == 0 or "host_op" not in timeline.ints or not (timeline.ints["host_op"] >= 0).any():
+        return kernels
+    tnames, host = timeline.text["name"], timeline.ints["host_op"]
+    where = {(tnames.at(i), int(timeline.start_ns[i])): int(host[i]) for i in np.flatnonzero(host >= 0).tolist()}
+    names = kernels.text["name"]
+    found = np.fromiter((where.get((names.values[c], s), -1) for c, s in
+                         zip(names.codes.tolist(), kernels.start_ns.tolist())), np.int64, kernels.n)
+    return KernelTable(kernels.n, kernels.text, kernels.ints.replace("host_op", found), kernels.floats, kernels.metrics)
 
 
 def _fill_types(t: KernelTable) -> KernelTable:

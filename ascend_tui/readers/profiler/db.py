@@ -114,8 +114,10 @@ _COMPUTE = {"name": ("name",), "type": ("opType",), "core": ("taskType",), "inpu
             "output_dtypes": ("outputDataTypes",), "output_formats": ("outputFormats",)}
 
 
-def read_kernels(conn: sqlite3.Connection, have: set[str], strings: Strings, steps: np.ndarray) -> KernelTable:
-    """Compute tasks (COMPUTE_TASK_INFO x TASK) and collectives (COMMUNICATION_OP) as kernel_details rows."""
+def read_kernels(conn: sqlite3.Connection, have: set[str], strings: Strings, steps: np.ndarray,
+                 calls: np.ndarray | None = None) -> KernelTable:
+    """Compute tasks (COMPUTE_TASK_INFO x TASK) and collectives (COMMUNICATION_OP) as kernel_details rows; `calls`
+    (the host-call table's PYTORCH_API rowids) gives each the host call that launched it."""
     parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []  # (columns, global task ids)
     if "COMPUTE_TASK_INFO" in have and "TASK" in have:
         cc = columns(conn, "COMPUTE_TASK_INFO")
@@ -175,7 +177,8 @@ def read_kernels(conn: sqlite3.Connection, have: set[str], strings: Strings, ste
         text["module"] = modules
     return KernelTable(n, text, {"start_ns": joined["start"], "block_dim": ints(joined["block"]),
                                  "mix_block_dim": ints(joined["mix"]), "stream": ints(joined["stream"]),
-                                 "device": ints(joined["device"]), "step": step},
+                                 "device": ints(joined["device"]), "step": step,
+                                 "host_op": launching_calls(conn, have, tasks, calls)},
                        {"dur_us": joined["dur"].astype(np.float64) / 1000, "wait_us": wait},
                        _metrics(conn, have, strings, tasks))
 
@@ -316,6 +319,55 @@ def read_op_stats(kernels: KernelTable) -> tuple[OpStat, ...]:
                     round(float(total[g]), 3), round(float(lo[g]), 3), round(float(total[g] / count[g]), 3),
                     round(float(hi[g]), 3), round(float(total[g]) / whole * 100, 3)) for g in range(len(uniq))]
     return tuple(sorted(stats, key=lambda s: -s.total_us))
+
+
+def read_host_calls(conn: sqlite3.Connection, have: set[str], strings: Strings) -> tuple[KernelTable, np.ndarray]:
+    """Every framework-op call (PYTORCH_API rows of type 'op') in start order, as the trace's host-call table,
+    and the PYTORCH_API rowid of each row."""
+    if "PYTORCH_API" not in have:
+        return KernelTable(0), np.zeros(0, np.int64)
+    op_type = "(select id from ENUM_API_TYPE where name = 'op')" if "ENUM_API_TYPE" in have else "p.type"
+    a = _rows(conn, "select p.rowid, coalesce(p.globalTid, -1), cast(p.startNs as integer), "
+                    f"cast(p.endNs as integer) - cast(p.startNs as integer), coalesce(p.name, -1) from PYTORCH_API p "
+                    f"where p.type = {op_type} and p.startNs is not null and p.endNs is not null "
+                    "order by cast(p.startNs as integer), p.rowid", 5)
+    if not len(a):
+        return KernelTable(0), np.zeros(0, np.int64)
+    threads, inv = np.unique(a[:, 1], return_inverse=True)  # globalTid: the pid in the high, the tid in the low 32 bits
+    labels = [f"thread {int(t) & 0xFFFFFFFF}" if t >= 0 else "thread ?" for t in threads.tolist()]
+    table = KernelTable(len(a), {"name": strings.codes(a[:, 4]),
+                                 "thread": Codes(inv.reshape(-1).astype(np.int32), labels)},
+                        {"start_ns": a[:, 2]}, {"dur_us": a[:, 3].astype(np.float64) / 1000})
+    return table, a[:, 0]
+
+
+def launching_calls(conn: sqlite3.Connection, have: set[str], tasks: np.ndarray, calls: np.ndarray | None
+                    ) -> np.ndarray:
+    """Per task, the host-call row (a position in `calls`) of the innermost framework op linked to it through
+    CONNECTION_IDS (the latest start, the shortest at equal starts), as the trace's flows give it; -1 for none."""
+    out = np.full(len(tasks), -1, np.int64)
+    if calls is None or not len(calls) or not len(tasks) or not {"CONNECTION_IDS", "TASK"} <= have:
+        return out
+    op_type = "(select id from ENUM_API_TYPE where name = 'op')" if "ENUM_API_TYPE" in have else "p.type"
+    links = _rows(conn, "select t.globalTaskId, p.rowid, cast(p.startNs as integer), cast(p.endNs as integer) "
+                        "from TASK t join CONNECTION_IDS ci on ci.connectionId = t.connectionId "
+                        f"join PYTORCH_API p on p.connectionId = ci.id where p.type = {op_type} "
+                        "and p.startNs is not null and p.endNs is not null", 4)
+    if not len(links):
+        return out
+    order = np.lexsort((-links[:, 3], links[:, 2], links[:, 0]))  # per task, the innermost call last
+    links = links[order]
+    last = np.append(links[1:, 0] != links[:-1, 0], True)
+    task, rowid = links[last, 0], links[last, 1]
+    by_rowid = np.argsort(calls, kind="stable")
+    at = np.searchsorted(calls[by_rowid], rowid)
+    ok = (at < len(calls)) & (calls[by_rowid[np.minimum(at, len(calls) - 1)]] == rowid)
+    task_order = np.argsort(task, kind="stable")
+    task, call = task[task_order], np.where(ok, by_rowid[np.minimum(at, len(calls) - 1)], -1)[task_order]
+    j = np.searchsorted(task, tasks)
+    hit = (j < len(task)) & (task[np.minimum(j, len(task) - 1)] == tasks) & (tasks >= 0)
+    out[hit] = call[j[hit]]
+    return out
 
 
 def read_host_ops(conn: sqlite3.Connection, have: set[str], strings: Strings) -> tuple[HostOp, ...]:
@@ -459,7 +511,8 @@ def read(path: Path, analysis: Path | None = None) -> tuple[Profile, list[Memory
         check_schema(path, have)
         strings = Strings(conn, have)
         step_rows = read_steps_table(conn, have)
-        kernels = read_kernels(conn, have, strings, step_rows)
+        calls, call_rowids = read_host_calls(conn, have, strings)
+        kernels = read_kernels(conn, have, strings, step_rows, call_rowids)
         rank = rank_of(conn, have)
         steps: tuple[StepTime, ...] = ()
         if analysis is not None:
@@ -476,4 +529,4 @@ def read(path: Path, analysis: Path | None = None) -> tuple[Profile, list[Memory
     if rank is not None:
         extra["rank"] = rank
     samples, blocks = timeline(rows, ops) if rows or ops else ([], [])
-    return Profile(kind, kernels, read_op_stats(kernels), steps, host, spans, extra), samples, blocks
+    return Profile(kind, kernels, read_op_stats(kernels), steps, host, spans, extra, host_calls=calls), samples, blocks

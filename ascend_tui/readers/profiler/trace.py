@@ -148,8 +148,12 @@ def profile_of_columns(c: Columns, cancel: threading.Event | None = None) -> Pro
         & where(x["name"], lambda v: _text(v).startswith("ProfilerStep#"))
     origin = int(x["ts"].min()) if len(x["ts"]) else 0
     check_cancel(cancel)
-    module_at = _module_attribution(c, pair, np.flatnonzero(host), np.flatnonzero(module), np.flatnonzero(kernel))
-    table = _kernel_table(c, np.flatnonzero(kernel), kineto, is_proc["hardware"], module_at)
+    kernel_rows, host_rows = np.flatnonzero(kernel), np.flatnonzero(host)
+    flow_kernels = _flow_kernels(c, pair, kernel_rows)
+    module_at = _module_attribution(c, pair, host_rows, np.flatnonzero(module), kernel_rows, flow_kernels)
+    calls = host_rows[np.argsort(x["ts"][host_rows], kind="stable")]  # the host-call table's rows, by start
+    host_at = _host_attribution(c, pair, calls, kernel_rows, flow_kernels)
+    table = _kernel_table(c, kernel_rows, kineto, is_proc["hardware"], module_at, host_at)
     rows = np.flatnonzero(overlap | step)
     rows = rows[np.argsort(x["ts"][rows], kind="stable")]
     thread_of = {k: threads.get((vals[k >> 32], vals[k & 0xFFFFFFFF]), "") for k in np.unique(pair[rows]).tolist()}
@@ -158,9 +162,9 @@ def profile_of_columns(c: Columns, cancel: threading.Event | None = None) -> Pro
                   Span("Step", name_of[nm], (t - origin) / 1000, d)
                   for ov, key, nm, t, d in zip(overlap[rows].tolist(), pair[rows].tolist(), x["name"][rows].tolist(),
                                                x["ts"][rows].tolist(), x["dur"][rows].tolist()))
-    host_rows = np.flatnonzero(host)
     return Profile("kineto" if kineto else "trace", table, host_ops=_host_ops(c, pair, host_rows),
-                   spans=spans, extra={"trace_events": c.events, **_framework_ops(c, host_rows)})
+                   spans=spans, extra={"trace_events": c.events, **_framework_ops(c, host_rows)},
+                   host_calls=_host_calls(c, pair, calls, threads))
 
 
 def _framework_ops(c: Columns, rows: np.ndarray) -> dict[str, Any]:
@@ -195,8 +199,8 @@ def text_codes(raw: np.ndarray, text: Callable[[int], str]) -> Codes:
     return Codes(final[inv.reshape(-1)], list(index))
 
 
-def _kernel_table(c: Columns, kidx: np.ndarray, kineto: bool, hardware: np.ndarray, module_at: dict[int, str]
-                  ) -> KernelTable:
+def _kernel_table(c: Columns, kidx: np.ndarray, kineto: bool, hardware: np.ndarray, module_at: dict[int, str],
+                  host_at: np.ndarray) -> KernelTable:
     x, vals = c.x, c.values
     order = kidx[np.argsort(x["ts"][kidx], kind="stable")]
     n = len(order)
@@ -216,7 +220,8 @@ def _kernel_table(c: Columns, kidx: np.ndarray, kineto: bool, hardware: np.ndarr
     return KernelTable(n, {
         "name": text_codes(names, lambda k: _text(vals[k])), "type": text_codes(names, op_type), "core": core,
         "module": Codes.of(module_at.get(i, "") for i in order.tolist()) if module_at else Codes.constant("", n),
-    }, {"start_ns": x["ts"][order], "stream": _streams(c, order)}, {"dur_us": x["dur"][order]})
+    }, {"start_ns": x["ts"][order], "stream": _streams(c, order), "host_op": host_at[order]},
+        {"dur_us": x["dur"][order]})
 
 
 def _streams(c: Columns, rows: np.ndarray) -> np.ndarray:
@@ -281,7 +286,7 @@ class _ModulePaths:
 
 
 def _module_attribution(c: Columns, pair: np.ndarray, host: np.ndarray, modules: np.ndarray,
-                        kernels: np.ndarray) -> dict[int, str]:
+                        kernels: np.ndarray, flow_kernels: np.ndarray) -> dict[int, str]:
     """X row of a kernel -> the `nn.Module` path around the framework op that launched it, through the flows."""
     if not len(modules) or not len(kernels):
         return {}
@@ -295,14 +300,11 @@ def _module_attribution(c: Columns, pair: np.ndarray, host: np.ndarray, modules:
         if path:
             starts[(cat, fid)] = path
     out: dict[int, str] = {}
-    by_key = dict(zip(zip(pair[kernels].tolist(), x["ts"][kernels].tolist()), kernels.tolist()))
     f_rows = np.flatnonzero(~f["start"])
-    for cat, fid, key, t in zip(f["cat"][f_rows].tolist(), f["id"][f_rows].tolist(), fpair[f_rows].tolist(),
-                                f["ts"][f_rows].tolist()):
-        path = starts.get((cat, fid))
-        if path is not None:
-            k = by_key.get((key, t))
-            if k is not None:
+    for cat, fid, k in zip(f["cat"][f_rows].tolist(), f["id"][f_rows].tolist(), flow_kernels.tolist()):
+        if k >= 0:
+            path = starts.get((cat, fid))
+            if path is not None:
                 out[k] = path
     # Kineto links a kernel to its launching op by "External id" too.
     with_ext = host[x["ext"][host] != 0]
@@ -315,6 +317,112 @@ def _module_attribution(c: Columns, pair: np.ndarray, host: np.ndarray, modules:
             if path:
                 out[k] = path
     return out
+
+
+def _flow_kernels(c: Columns, pair: np.ndarray, kernels: np.ndarray) -> np.ndarray:
+    """The X row of the kernel each flow end (`f`) lands on, by thread and start (-1: none; the last of equal keys)."""
+    f = c.f
+    f_rows = np.flatnonzero(~f["start"])
+    if not len(f_rows) or not len(kernels):
+        return np.full(len(f_rows), -1, np.int64)
+    qpair, qts = _pair(f["pid"], f["tid"])[f_rows], f["ts"][f_rows]
+    kkey, qkey = _thread_time_keys(pair[kernels], c.x["ts"][kernels], qpair, qts)
+    order = np.argsort(kkey, kind="stable")  # equal keys keep file order: the last one wins, as a dict would
+    kkey = kkey[order]
+    j = np.searchsorted(kkey, qkey, side="right") - 1
+    hit = (j >= 0) & (kkey[np.maximum(j, 0)] == qkey)
+    return np.where(hit, kernels[order[np.maximum(j, 0)]], -1)
+
+
+def _thread_time_keys(apair: np.ndarray, ats: np.ndarray, bpair: np.ndarray, bts: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """One sortable key per (thread, time) of two sets, equal where both are: a thread's rank times the time span
+    plus the time, or the rank of the pair among both sets where that would not fit 63 bits."""
+    threads, inv = np.unique(np.concatenate([apair, bpair]), return_inverse=True)
+    ts = np.concatenate([ats, bts])
+    t0, span = int(ts.min()), int(ts.max()) - int(ts.min()) + 1
+    if len(threads) * span < (1 << 62):
+        key = inv.reshape(-1).astype(np.int64) * span + (ts - t0)
+    else:  # rank the (thread, time) pairs themselves
+        order = np.lexsort((ts, inv.reshape(-1)))
+        pairs = np.stack([inv.reshape(-1)[order], ts[order]], axis=1)
+        new = np.ones(len(order), bool)
+        new[1:] = (pairs[1:] != pairs[:-1]).any(axis=1)
+        key = np.empty(len(order), np.int64)
+        key[order] = np.cumsum(new) - 1
+    return key[:len(apair)], key[len(apair):]
+
+
+def _innermost(c: Columns, pair: np.ndarray, calls: np.ndarray, qpair: np.ndarray, qts: np.ndarray) -> np.ndarray:
+    """For each (thread, time) query, the host-call index of the innermost call open then on that thread (-1: none)."""
+    out = np.full(len(qts), -1, np.int64)
+    if not len(calls) or not len(qts):
+        return out
+    cpair, starts, ends = pair[calls], c.x["ts"][calls], _ends(c, calls)
+    by_call = np.lexsort((-ends, starts, cpair))  # per thread by start, the longer (outer) first at equal starts
+    by_query = np.lexsort((qts, qpair))
+    cp, cs, ce, ci = cpair[by_call].tolist(), starts[by_call].tolist(), ends[by_call].tolist(), by_call.tolist()
+    j, n = 0, len(ci)
+    thread, stack = None, []  # the calls open at the last query time, outermost first: (end, index)
+    for q, key, t in zip(by_query.tolist(), qpair[by_query].tolist(), qts[by_query].tolist()):
+        if key != thread:
+            thread, stack = key, []
+            while j < n and cp[j] < key:
+                j += 1
+        while j < n and cp[j] == key and cs[j] <= t:
+            while stack and stack[-1][0] < cs[j]:
+                stack.pop()
+            stack.append((ce[j], ci[j]))
+            j += 1
+        while stack and stack[-1][0] < t:
+            stack.pop()
+        if stack:
+            out[q] = stack[-1][1]
+    return out
+
+
+def _host_attribution(c: Columns, pair: np.ndarray, calls: np.ndarray, kernels: np.ndarray,
+                      flow_kernels: np.ndarray) -> np.ndarray:
+    """Per X row, the host-call index (a position in `calls`) of the framework op that launched that kernel: the
+    innermost op open where its flow starts (`s`, torch_npu's async_npu, Kineto's ac2g), else Kineto's External id."""
+    x, f = c.x, c.f
+    out = np.full(len(x["ts"]), -1, np.int64)
+    if not len(calls) or not len(kernels):
+        return out
+    s_rows = np.flatnonzero(f["start"])
+    opened = _innermost(c, pair, calls, _pair(f["pid"], f["tid"])[s_rows], f["ts"][s_rows])
+    starts = {(cat, fid): h for cat, fid, h in zip(f["cat"][s_rows].tolist(), f["id"][s_rows].tolist(),
+                                                   opened.tolist()) if h >= 0}
+    f_rows = np.flatnonzero(~f["start"])
+    if starts:
+        for cat, fid, k in zip(f["cat"][f_rows].tolist(), f["id"][f_rows].tolist(), flow_kernels.tolist()):
+            if k >= 0 and (h := starts.get((cat, fid))) is not None:
+                out[k] = h
+    ext = x["ext"][calls]
+    if (ext != 0).any() and (x["ext"][kernels] != 0).any():
+        has = np.flatnonzero(ext != 0)
+        by_ext = dict(zip(ext[has].tolist(), has.tolist()))
+        todo = kernels[(out[kernels] < 0) & (x["ext"][kernels] != 0)]
+        found = np.array([by_ext.get(e, -1) for e in x["ext"][todo].tolist()], np.int64)
+        out[todo] = found
+    return out
+
+
+def _host_calls(c: Columns, pair: np.ndarray, calls: np.ndarray, threads: dict[tuple[Any, Any], str]) -> KernelTable:
+    """The host-call table: every framework op in start order, with its name, thread, start (ns) and duration."""
+    if not len(calls):
+        return KernelTable(0)
+    vals = c.values
+    keys = pair[calls]
+    uniq, inv = np.unique(keys, return_inverse=True)
+    tids = [_text(vals[k & 0xFFFFFFFF]) for k in uniq.tolist()]
+    names = [threads.get((vals[k >> 32], vals[k & 0xFFFFFFFF]), "") or f"thread {tid}"
+             for k, tid in zip(uniq.tolist(), tids)]
+    shared = {n for n in names if names.count(n) > 1}  # a name several threads have gets each one's id
+    labels = [f"{n} ({tid})" if n in shared else n for n, tid in zip(names, tids)]
+    return KernelTable(len(calls), {"name": text_codes(c.x["name"][calls], lambda k: _text(vals[k])),
+                                    "thread": Codes(inv.reshape(-1).astype(np.int32), labels)},
+                       {"start_ns": c.x["ts"][calls]}, {"dur_us": c.x["dur"][calls]})
 
 
 def _host_ops(c: Columns, pair: np.ndarray, host: np.ndarray) -> tuple[HostOp, ...]:
