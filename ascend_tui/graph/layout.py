@@ -172,7 +172,7 @@ class Hierarchy:
 
 def _call_name(node_id: str, op_type: str) -> str:
     """`conv2d.0` for `layer1/conv2d.0`: the op and its call index within its module, or the short op type."""
-    last = node_id.rsplit("/", 1)[-1]
+    last = node_id.rsplit("/", 1)[-1].removeprefix("backward:")
     return last if "/" in node_id or "." in last else short_op(op_type)
 
 
@@ -490,7 +490,7 @@ class Scene:
     boxes: list[Box]
     box_of: dict[str, int]
     rows: list[list[int]]  # row -> indices of the boxes that cross it, outermost first
-    cells: dict[int, dict[int, tuple[int, int, bool]]]  # row -> column -> (direction bits, sides, back)
+    cells: dict[int, dict[int, tuple[int, int, bool]]]  # row -> column -> (target's bits, golden's, all back)
     back_edges: int = 0
     edges: int = 0
 
@@ -587,10 +587,12 @@ def _parents(module: str) -> list[str]:
 def _raster(cells: dict[int, dict[int, tuple[int, int, bool]]], pts: list[tuple[int, int]], sides: int,
             back: bool) -> None:
     """Set the direction bits of every cell an orthogonal polyline passes through (it runs on into both boxes)."""
+    t, g = (sides & TARGET) != 0, (sides & GOLDEN) != 0
+
     def mark(cx: int, cy: int, bits: int) -> None:
         row = cells.setdefault(cy, {})
-        old = row.get(cx)
-        row[cx] = (bits | old[0], sides | old[1], back and old[2]) if old else (bits, sides, back)
+        old = row.get(cx, (0, 0, True))
+        row[cx] = (old[0] | (bits if t else 0), old[1] | (bits if g else 0), back and old[2])
 
     for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
         if x0 == x1:
@@ -614,7 +616,8 @@ def glyph(bits: int) -> str:
     return GLYPHS.get(bits, "┼")
 
 
-EDGE, BLANK = -2, -1  # what `paint_row` says a cell holds, besides a box's index
+EDGE, BLANK, EDGE_ONLY = -2, -1, -3  # what `paint_row` says a cell holds besides a box's index (EDGE_ONLY: an
+# edge of this side that the other side does not have)
 _LINES = {"op": "╭─╮│╰╯┴┬", "frame": "╭─╮│╰╯┴┬", "module": "┏━┓┃┗┛┷┯", "absent": "╭╌╮╎╰╯╌╌"}
 
 
@@ -624,10 +627,12 @@ def paint_row(scene: Scene, y: int, x0: int, width: int, text: Callable[[Box], s
     box it belongs to (`EDGE`, `BLANK`). Boxes and edges not on `side` are drawn as dashed outlines / left out."""
     chars = [" "] * width
     who = [BLANK] * width
-    for cx, (bits, sides, _back) in scene.cells.get(y, {}).items():
-        if x0 <= cx < x0 + width and sides & side:
+    for cx, (bits_t, bits_g, _back) in scene.cells.get(y, {}).items():
+        bits = (bits_t if side & TARGET else 0) | (bits_g if side & GOLDEN else 0)
+        if bits and x0 <= cx < x0 + width:
             chars[cx - x0] = glyph(bits)
-            who[cx - x0] = EDGE
+            other = bits_g if side == TARGET else bits_t if side == GOLDEN else bits
+            who[cx - x0] = EDGE if bits & ~other == 0 else EDGE_ONLY
     if not 0 <= y < len(scene.rows):
         return chars, who
     for i in scene.rows[y]:
