@@ -337,7 +337,7 @@ class GraphScreen(CheckView):
         Binding("enter,o", "open", "open", id="graphview.open", tooltip="open the module under the cursor; on "
                 "an operator, go to it in the list"),
         Binding("minus", "fold", "close module", id="graphview.fold"),
-        Binding("d", "side_by_side", "golden side", id="graphview.side-by-side",
+        Binding("d", "side_by_side", "golden side", id="graphview.side-by-side", show=False,
                 tooltip="the golden graph of the compare beside the target, matched operators on the same rows"),
         Binding("left,h", "move(-1, 0)", "left", show=False, id="graphview.left"),
         Binding("right,l", "move(1, 0)", "right", show=False, id="graphview.right"),
@@ -398,6 +398,8 @@ class GraphScreen(CheckView):
                  f"{ROOT_MARK} cause {ORIGIN_MARK} introduced"]
         if sc.back_edges:
             parts.append(f"{plural(sc.back_edges, 'edge')} against execution order")
+        if has_golden_graph(self.inv) and not c.side_by_side:
+            parts.insert(1, "d: golden side by side")
         if c.side_by_side and c.pair is not None:
             both = int((c.pair.sides == BOTH).sum())
             only_t = int((c.pair.sides == TARGET).sum())
@@ -501,11 +503,6 @@ class GraphScreen(CheckView):
         if main is not None:
             main.action_slot(digit)
             self.notify(f"input slot {digit}: p or c next", markup=False, timeout=2)
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "side_by_side":
-            return has_golden_graph(self.inv) or None
-        return True
 
     def action_side_by_side(self) -> None:
         c = self.canvas
