@@ -4,6 +4,8 @@ The graph is `app_scale.synthetic(n)` (transformer-like layers under `model.laye
 timed on `--ops` operators and on `--baseline` operators in the same run, every run printed, with the
 ratio of the medians. What a user waits for: the first (collapsed) drawing, and each module they open.
 Run: `python benchmarks/graph_layout.py [--ops 100000] [--baseline 1000] [--repeat 3]`.
+With `--app` the graph view itself is timed in the app (120x40, headless): `V` from the list, moving the
+cursor, opening and closing modules, a walk (`n`), each press printed, on both sizes.
 """
 
 from __future__ import annotations
@@ -56,12 +58,43 @@ def _time(n: int, repeat: int) -> dict[str, list[float]]:
     return out
 
 
+APP_KEYS = (("open the view (V)", "V"), ("cursor down (j)", "j"), ("close module (-)", "minus"),
+            ("close module (-)", "minus"), ("open module (enter)", "enter"), ("cursor down (j)", "j"),
+            ("next finding (n)", "n"), ("producer (p)", "p"), ("back to the list (esc)", "escape"))
+
+
+def _app_times(n: int) -> list[tuple[str, float]]:
+    import asyncio
+
+    from ascend_tui.app.app import InvestigatorApp
+
+    async def run() -> list[tuple[str, float]]:
+        app = InvestigatorApp(synthetic(n), theme="ascend-dark")
+        out = []
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            for name, key in APP_KEYS:
+                t = time.perf_counter()
+                await pilot.press(key)
+                await pilot.pause()
+                out.append((name, time.perf_counter() - t))
+        return out
+
+    return asyncio.run(run())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--ops", type=int, default=100_000)
     ap.add_argument("--baseline", type=int, default=1_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--app", action="store_true", help="time the view's keys in the app instead")
     args = ap.parse_args()
+    if args.app:
+        base, big = _app_times(args.baseline), _app_times(args.ops)
+        for (name, b), (_n, t) in zip(base, big):
+            print(f"{name:<28} {args.ops:,} ops: {t * 1000:.0f} ms | {args.baseline:,} ops: {b * 1000:.0f} ms")
+        return
     import networkx  # noqa: F401 - imported once before timing, as the app has it by the time a module opens
     base, big = _time(args.baseline, args.repeat), _time(args.ops, args.repeat)
     for name in big:

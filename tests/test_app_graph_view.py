@@ -25,7 +25,10 @@ WALK_KEYS = ["f", "p", "p", "c", "r", "r", "b", "n", "n", "N", "1", "p", "b", "b
 
 @pytest.fixture(autouse=True)
 def _no_user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ascend_tui.app.screens import graph_view
+
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    graph_view._DRAWINGS.clear()  # the view keeps each investigation's drawing (golden side included) per app run
 
 
 @pytest.fixture(scope="module")

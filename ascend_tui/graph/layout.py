@@ -284,8 +284,22 @@ def layer_of(g: ModuleGraph) -> tuple[list[int], list[bool]]:
     return [x - low for x in layer], back
 
 
-def lay_out(g: ModuleGraph, size: Callable[[int], tuple[int, int]], sweeps: int = 4) -> ModuleLayout:
-    """Place `g`'s children (`size(i)` gives child i's box width and height) and route its edges."""
+@dataclass(frozen=True, slots=True)
+class Ordering:
+    """A module graph's layers and the order within each, virtual points included: what does not depend on sizes."""
+
+    n: int
+    kinds: list[ItemKind]
+    lay: list[int]
+    sides: list[int]
+    up: list[list[int]]
+    down: list[list[int]]
+    chains: list[tuple[list[int], int, bool]]
+    layers: list[list[int]]
+
+
+def order(g: ModuleGraph, sweeps: int = 4) -> Ordering:
+    """Layers from the topological generations, long edges through virtual points, barycenter order."""
     n = len(g.keys)
     layer, back = layer_of(g)
     # long edges: one virtual point per layer crossed
@@ -331,8 +345,17 @@ def lay_out(g: ModuleGraph, size: Callable[[int], tuple[int, int]], sweeps: int 
             row.sort(key=lambda v: (centre(v), rank[v]))
             for i, v in enumerate(row):
                 rank[v] = i
-    width = [size(v)[0] if v < n else 1 for v in range(total)]
-    height = [size(v)[1] if v < n else 0 for v in range(total)]
+    return Ordering(n, kinds, lay, sides, up, down, chains, layers)
+
+
+def lay_out(g: ModuleGraph, size: Callable[[int], tuple[int, int]], ordering: Ordering | None = None) -> ModuleLayout:
+    """Place `g`'s children (`size(i)` gives child i's box width and height) and route its edges."""
+    o = ordering or order(g)
+    n, kinds, lay, sides, up, down, chains, layers = o.n, o.kinds, o.lay, o.sides, o.up, o.down, o.chains, o.layers
+    total = len(kinds)
+    sizes = [size(v) for v in range(n)]
+    width = [sizes[v][0] if v < n else 1 for v in range(total)]
+    height = [sizes[v][1] if v < n else 0 for v in range(total)]
     # x: each layer's boxes as close as they can be to the centre of their producers, groups centred
     x = [0] * total
     for k, row in enumerate(layers):
@@ -489,8 +512,9 @@ class Scene:
     height: int
     boxes: list[Box]
     box_of: dict[str, int]
-    rows: list[list[int]]  # row -> indices of the boxes that cross it, outermost first
+    rows: list[list[int]]  # row -> indices of the operator and closed-module boxes that cross it
     cells: dict[int, dict[int, tuple[int, int, bool]]]  # row -> column -> (target's bits, golden's, all back)
+    frames: list[int] = field(default_factory=list)  # indices of the opened modules' frames, outermost first
     back_edges: int = 0
     edges: int = 0
 
@@ -503,6 +527,7 @@ class Layout:
         self.measure = measure or self.default_measure
         self._graphs: dict[str, ModuleGraph] = {}
         self._layouts: dict[tuple[str, frozenset[str]], ModuleLayout] = {}
+        self._orders: dict[str, Ordering] = {}
 
     def default_measure(self, key: str, kind: ItemKind) -> int:
         """The width of a box's text: the op's call name, or `▸ name ·N` for a closed module."""
@@ -536,7 +561,10 @@ class Layout:
                 return max(inner.width, title) + 2 * FRAME_X, inner.height + 2
             return self.measure(key, kind) + 4, BOX_H
 
-        out = lay_out(g, size)
+        ordering = self._orders.get(module)
+        if ordering is None:
+            ordering = self._orders[module] = order(g)
+        out = lay_out(g, size, ordering)
         self._layouts[(module, mine)] = out
         return out
 
@@ -572,11 +600,13 @@ class Layout:
         place("", 0, 0, 0)
         boxes = [Box(b.key, b.kind, b.x, b.y, b.w, b.h, b.sides, b.depth, b.key in ins, b.key in outs) for b in boxes]
         rows: list[list[int]] = [[] for _ in range(root.height)]
+        frames = [i for i, b in enumerate(boxes) if b.kind == "frame"]  # few (the opened modules): kept apart
         for i, b in enumerate(boxes):
-            for yy in range(b.y, min(b.y + b.h, root.height)):
-                rows[yy].append(i)
+            if b.kind != "frame":
+                for yy in range(b.y, min(b.y + b.h, root.height)):
+                    rows[yy].append(i)
         return Scene(root.width, root.height, boxes, {b.key: i for i, b in enumerate(boxes)}, rows, cells,
-                     back_edges=stats[1], edges=stats[0])
+                     frames, back_edges=stats[1], edges=stats[0])
 
 
 def _parents(module: str) -> list[str]:
@@ -635,7 +665,8 @@ def paint_row(scene: Scene, y: int, x0: int, width: int, text: Callable[[Box], s
             who[cx - x0] = EDGE if bits & ~other == 0 else EDGE_ONLY
     if not 0 <= y < len(scene.rows):
         return chars, who
-    for i in scene.rows[y]:
+    crossing = [i for i in scene.frames if scene.boxes[i].y <= y < scene.boxes[i].y + scene.boxes[i].h]
+    for i in [*crossing, *scene.rows[y]]:
         b = scene.boxes[i]
         if b.x >= x0 + width or b.x + b.w <= x0:
             continue

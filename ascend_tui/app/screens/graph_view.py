@@ -9,6 +9,7 @@ draws the golden graph beside the target's on the same rows, the differences col
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.segment import Segment
@@ -73,6 +74,48 @@ class Marks:
         return min(found, key=lambda s: SEVERITY_RANK[s]) if found else None
 
 
+class Drawing:
+    """What the view keeps per investigation while the app runs: the hierarchies, the marks, the cached layouts."""
+
+    def __init__(self, inv: Investigation) -> None:
+        self.inv = inv
+        self.signature = _signature(inv)
+        self.single = Hierarchy.of(inv.graph)
+        self.pair: Hierarchy | None = None
+        self.marks = Marks(inv, self.single)
+        self.layouts: dict[int, Layout] = {}
+
+    def layout(self, h: Hierarchy) -> Layout:
+        lay = self.layouts.get(id(h))
+        if lay is None:
+            lay = self.layouts[id(h)] = Layout(h, lambda key, kind: len(self.text(h, key, kind)))
+        return lay
+
+    def text(self, h: Hierarchy, key: str, kind: str) -> str:
+        """A box's text: the op's call name (or `▸ module ·N`), its check letters and marks."""
+        if kind == "frame":
+            return cut(f"▾ {module_name(key)}", 40)
+        badges = self.marks.badges(key, kind)
+        letters = "".join(letter for check, letter in BADGE_CHECKS if check in badges)
+        tail = (letters + self.marks.marks(key, kind)).strip()
+        return self.layout(h).label(key, "op" if kind == "op" else "module") + (f" {tail}" if tail else "")
+
+
+def _signature(inv: Investigation) -> tuple[int, int, int]:
+    return len(inv.graph), inv.graph.edge_count(), len(inv.findings)
+
+
+_DRAWINGS: weakref.WeakKeyDictionary[Investigation, Drawing] = weakref.WeakKeyDictionary()
+
+
+def drawing_for(inv: Investigation) -> Drawing:
+    """The investigation's drawing, made on the first visit and kept (layouts included) while it is unchanged."""
+    found = _DRAWINGS.get(inv)
+    if found is None or found.signature != _signature(inv):
+        found = _DRAWINGS[inv] = Drawing(inv)
+    return found
+
+
 class GraphCanvas(Widget, can_focus=True):
     """The drawing under a window (`x0`, `y0`): one pane, or target and golden side by side on the same rows."""
 
@@ -104,39 +147,37 @@ class GraphCanvas(Widget, can_focus=True):
     def __init__(self, inv: Investigation, id: str | None = None) -> None:
         super().__init__(id=id)
         self.inv = inv
-        self.single = Hierarchy.of(inv.graph)
-        self.pair: Hierarchy | None = None
+        self.drawing = drawing_for(inv)
+        self.single = self.drawing.single
+        self.marks = self.drawing.marks
         self.side_by_side = False
         self.h = self.single
-        self.marks = Marks(inv, self.single)
-        self.layouts: dict[int, Layout] = {}
         self.opened: set[str] = set()
         self.cursor: str | None = None
         self.x0 = self.y0 = 0
         self.scene = self._layout().scene(())
         self._lines: LRUCache[tuple[Any, ...], Strip] = LRUCache(256)
+        self._styles: dict[str, Style] = {}
         self._version = 0
+
+    def style(self, name: str) -> Style:
+        """The colours of component `graph--{name}`, looked up once per theme."""
+        found = self._styles.get(name)
+        if found is None:
+            found = self._styles[name] = cell_style(self, f"graph--{name}")
+        return found
 
     # -- the drawing --------------------------------------------------------------------------
 
+    @property
+    def pair(self) -> Hierarchy | None:
+        return self.drawing.pair
+
     def _layout(self) -> Layout:
-        lay = self.layouts.get(id(self.h))
-        if lay is None:
-            lay = self.layouts[id(self.h)] = Layout(self.h, self.text_width)
-        return lay
+        return self.drawing.layout(self.h)
 
     def text(self, key: str, kind: str) -> str:
-        """A box's text: the op's call name (or `▸ module ·N ops`), its check letters and marks."""
-        lay = self._layout()
-        if kind == "frame":
-            return cut(f"▾ {module_name(key)}", 40)
-        badges = self.marks.badges(key, kind)
-        letters = "".join(letter for check, letter in BADGE_CHECKS if check in badges)
-        tail = (letters + self.marks.marks(key, kind)).strip()
-        return lay.label(key, "op" if kind == "op" else "module") + (f" {tail}" if tail else "")
-
-    def text_width(self, key: str, kind: str) -> int:
-        return len(self.text(key, kind))
+        return self.drawing.text(self.h, key, kind)
 
     def rebuild(self) -> None:
         """Lay out again after a module opened or closed (cached layouts make this cheap)."""
@@ -149,8 +190,8 @@ class GraphCanvas(Widget, can_focus=True):
 
     def show_pair(self, on: bool, golden: OpGraph | None = None) -> None:
         """Draw the golden side beside the target (`golden` the first time), or the target alone again."""
-        if golden is not None and self.pair is None:
-            self.pair = Hierarchy.pair(self.inv.graph, golden)
+        if golden is not None and self.drawing.pair is None:
+            self.drawing.pair = Hierarchy.pair(self.inv.graph, golden)
         self.side_by_side = on and self.pair is not None
         self.h = self.pair if self.side_by_side and self.pair is not None else self.single
         self.rebuild()
@@ -200,6 +241,9 @@ class GraphCanvas(Widget, can_focus=True):
                 self.x0 = max(0, b.x - max(2, (w - b.w) // 2)) if b.w < w else b.x
             if b.y < self.y0 or b.y + b.h > self.y0 + hgt:
                 self.y0 = max(0, b.y - max(1, (hgt - b.h) // 3))
+            # no blank screen below the drawing's end, nor right of it, while the cursor stays in view
+            self.y0 = max(0, min(self.y0, self.scene.height - hgt, b.y))
+            self.x0 = max(0, min(self.x0, self.scene.width - w, b.x))
         self._lines.clear()
         self.refresh()
 
@@ -248,24 +292,24 @@ class GraphCanvas(Widget, can_focus=True):
         if not self.side_by_side:
             return Strip(self._pane(row, width, BOTH)).adjust_cell_length(width, self.rich_style)
         pane = (width - 1) // 2
-        segments = [*self._pane(row, pane, TARGET), Segment("┃", cell_style(self, "graph--divider")),
+        segments = [*self._pane(row, pane, TARGET), Segment("┃", self.style("divider")),
                     *self._pane(row, width - pane - 1, GOLDEN)]
         return Strip(segments).adjust_cell_length(width, self.rich_style)
 
     def _pane(self, row: int, width: int, side: int) -> list[Segment]:
         chars, who = paint_row(self.scene, row, self.x0, width, lambda b: self.text(b.key, b.kind), side)
         styles: dict[int, tuple[Style, Style, list[tuple[int, Style]]]] = {}
-        edge = cell_style(self, "graph--edge")
-        cursor = cell_style(self, "graph--cursor")
+        edge, only, blank = self.style("edge"), self.style("unmatched"), Style()
+        cursor = self.style("cursor")
         out: list[Segment] = []
         run, run_style = "", None
         for k, (ch, w) in enumerate(zip(chars, who)):
             if w == BLANK:
-                style = Style()
+                style = blank
             elif w == EDGE:
                 style = edge
             elif w == EDGE_ONLY:
-                style = cell_style(self, "graph--unmatched")
+                style = only
             else:
                 if w not in styles:
                     styles[w] = self._box_styles(self.scene.boxes[w], side)
@@ -290,9 +334,7 @@ class GraphCanvas(Widget, can_focus=True):
 
     def _box_styles(self, b: Box, side: int) -> tuple[Style, Style, list[tuple[int, Style]]]:
         """Border, label and the styles of the check letters and marks after the label (offsets in the text)."""
-        def style(name: str) -> Style:
-            return cell_style(self, f"graph--{name}")
-
+        style = self.style
         if not b.sides & side:
             return style("absent"), style("absent"), []
         kind = "op" if b.kind == "op" else "module" if b.kind == "module" else "frame"
@@ -318,6 +360,7 @@ class GraphCanvas(Widget, can_focus=True):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
+        self._styles.clear()
         self._lines.clear()
 
     def on_resize(self) -> None:
