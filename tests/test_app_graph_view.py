@@ -238,3 +238,21 @@ def test_snapshot_side_by_side(snap_compare: Any, tmp_path: Path, size: tuple[in
         await pilot.pause()
 
     assert snap_compare(_app(noisy, tmp_path), run_before=run_before, terminal_size=size)
+
+
+async def test_a_click_puts_the_cursor_on_a_box_and_a_double_click_opens_it() -> None:
+    app = InvestigatorApp(overflow_investigation(), theme="ascend-dark")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("V")
+        await pilot.pause()
+        canvas = _canvas(app)
+        proj = canvas.scene.boxes[canvas.scene.box_of["proj"]]
+        at = (proj.x - canvas.x0 + 2, proj.y - canvas.y0 + 1)
+        assert canvas.box_at(*at) == "proj"
+        await pilot.click(GraphCanvas, offset=at)
+        await pilot.pause()
+        assert canvas.cursor == "proj" and app.main.ops.current == "proj/mm.0"
+        await pilot.click(GraphCanvas, offset=at, times=2)
+        await pilot.pause()
+        assert {b.key: b.kind for b in canvas.scene.boxes}["proj"] == "frame"

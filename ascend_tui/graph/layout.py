@@ -45,8 +45,11 @@ def cut(text: str, width: int = LABEL_MAX) -> str:
 
 
 def module_name(path: str) -> str:
-    """The last part of a module path (`conv1` for `layer1.0.conv1`)."""
-    return path.rsplit(".", 1)[-1] if path else "(model)"
+    """The last part of a module path (`conv1` for `layer1.0.conv1`; `layers.1` where the last part is a number)."""
+    if not path:
+        return "(model)"
+    parts = path.rsplit(".", 2)
+    return ".".join(parts[-2:]) if parts[-1].isdigit() and len(parts) > 1 else parts[-1]
 
 
 # -- the hierarchy -------------------------------------------------------------------------------

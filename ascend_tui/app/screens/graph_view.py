@@ -248,8 +248,8 @@ class GraphCanvas(Widget, can_focus=True):
         self.refresh()
 
     def pan(self, dx: int, dy: int) -> None:
-        self.x0 = max(0, min(self.x0 + dx, max(0, self.scene.width - 4)))
-        self.y0 = max(0, min(self.y0 + dy, max(0, self.scene.height - 2)))
+        self.x0 = max(0, min(self.x0 + dx, self.scene.width - self.pane_width()))
+        self.y0 = max(0, min(self.y0 + dy, self.scene.height - self.size.height))
         self._lines.clear()
         self.refresh()
 
@@ -277,6 +277,16 @@ class GraphCanvas(Widget, can_focus=True):
             if best is None or score < best:
                 best, found = score, b.key
         return found
+
+    def box_at(self, x: int, y: int) -> str | None:
+        """The operator or closed module drawn at screen cell (`x`, `y`), either pane."""
+        w = self.pane_width()
+        if self.side_by_side and x > w:
+            x -= w + 1
+        cx, cy = self.x0 + x, self.y0 + y
+        rows = self.scene.rows[cy] if 0 <= cy < len(self.scene.rows) else []
+        hit = [self.scene.boxes[i] for i in rows if self.scene.boxes[i].x <= cx < self.scene.boxes[i].x + self.scene.boxes[i].w]
+        return hit[0].key if hit else None
 
     # -- painting ---------------------------------------------------------------------------
 
@@ -577,6 +587,17 @@ class GraphScreen(CheckView):
         if c.box is None and not (op is not None and c.reveal(op)) and c.scene.boxes:
             c.place(c.scene.boxes[0].key)
         self._paint()
+
+    def on_click(self, event: Any) -> None:
+        """A click puts the cursor on the box under it; a double click opens it as Enter does."""
+        if event.widget is not self.canvas:
+            return
+        key = self.canvas.box_at(event.x, event.y)
+        if key is not None:
+            self.canvas.place(key)
+            self._moved()
+            if event.chain == 2:
+                self.action_open()
 
     def on_worker_state_changed(self, event: Any) -> None:
         from textual.worker import WorkerState
