@@ -50,7 +50,7 @@ def _inside(b: object, x: int, y: int) -> bool:
     return b.x <= x < b.x + b.w and b.y <= y < b.y + b.h  # type: ignore[attr-defined]
 
 
-def _check_scene(sc: Scene) -> None:
+def _check_scene(sc: Scene, h: Hierarchy | None = None) -> None:
     """No two boxes overlap unless a frame holds the other whole; no edge cell lies inside a box."""
     boxes = sc.boxes
     for i, a in enumerate(boxes):
@@ -64,8 +64,8 @@ def _check_scene(sc: Scene) -> None:
             # held whole, inside the frame's border
             assert outer.x < inner.x and inner.x + inner.w < outer.x + outer.w, (outer, inner)
             assert outer.y < inner.y and inner.y + inner.h < outer.y + outer.h, (outer, inner)
-            assert inner.key.startswith(outer.key + ".") or inner.key.startswith(outer.key + "/") or \
-                inner.key.split("/")[0].startswith(outer.key), (outer.key, inner.key)
+            if h is not None:  # and it is the frame of a module that holds it
+                assert inner.key.startswith(outer.key + ".") if inner.kind != "op" else outer.key in h.chain(inner.key)
     solid = [b for b in boxes if b.kind != "frame"]
     for y, row in sc.cells.items():
         for x in row:
@@ -87,11 +87,12 @@ def test_fixture_graphs_closed_and_open_have_no_overlaps(make: object) -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_random_graphs_have_no_overlaps_at_any_depth_opened(seed: int) -> None:
     g = _random_graph(seed)
-    lay = Layout(Hierarchy.of(g))
+    h = Hierarchy.of(g)
+    lay = Layout(h)
     mods = _all_modules(g)
     for opened in ([], [m for m in mods if "." not in m], mods):
         sc = lay.scene(opened)
-        _check_scene(sc)
+        _check_scene(sc, h)
         assert all(b.key in sc.box_of for b in sc.boxes)
 
 
@@ -199,3 +200,23 @@ def test_placeholders_are_left_out_and_the_labels_are_the_call_names() -> None:
     assert "input:0" not in h.pos and "param:proj.weight" not in h.pos
     assert h.label("attn[0]/exp.0") == "exp.0" and h.chain("attn[0]/exp.0") == ["attn[0]"]
     assert h.first_op("attn[0]") == "attn[0]/exp.0" and h.ops_under("") == len(inv.graph.execution_order())
+
+
+def test_a_module_with_more_children_than_a_group_opens_a_group_at_a_time() -> None:
+    n = 250  # a flat chain: 250 ops in the model itself
+    g = _graph([(f"op.{i}", f"op.{i + 1}") for i in range(n - 1)])
+    h = Hierarchy.of(g)
+    lay = Layout(h)
+    closed = lay.scene()
+    assert [(b.key, b.kind) for b in closed.boxes] == [("⋯1-100", "module"), ("⋯101-200", "module"),
+                                                        ("⋯201-250", "module")]
+    assert closed.edges == 2 and h.ops_under("⋯201-250") == 50
+    assert h.chain("op.150") == ["⋯101-200"] and lay.label("⋯101-200", "module") == "▸ ⋯101-200 ·100"
+    opened = lay.scene(["⋯101-200"])
+    assert sum(b.kind == "op" for b in opened.boxes) == 100
+    _check_scene(opened, h)
+    # child modules are grouped the same way, their own paths kept below the group
+    wide = _graph([(f"blocks.{i}/op.0", f"blocks.{i + 1}/op.0") for i in range(149)])
+    hw = Hierarchy.of(wide)
+    assert hw.chain("blocks.120/op.0") == ["blocks", "blocks.⋯101-150", "blocks.⋯101-150.120"]
+    assert "layers" not in hw.modules and Layout(hw).label("blocks.⋯101-150.120", "module").startswith("▸ blocks.120")

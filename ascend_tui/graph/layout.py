@@ -26,6 +26,8 @@ BOX_H = 3  # border, label, border
 GAP_X = 2  # columns between two boxes of a layer
 LABEL_MAX = 18  # a label longer than this is cut with "…"
 FRAME_X = 2  # an opened module's frame: border and one blank column on each side
+GROUP = 100  # a module with more children than this shows them in groups of this many (`⋯1-100`)
+GROUP_MARK = "⋯"
 TARGET, GOLDEN, BOTH = 1, 2, 3  # which side of a pair holds a node or edge
 N, S, E, W = 1, 2, 4, 8  # the directions an edge cell connects to
 ItemKind = Literal["op", "module", "virtual"]
@@ -48,8 +50,58 @@ def module_name(path: str) -> str:
     """The last part of a module path (`conv1` for `layer1.0.conv1`; `layers.1` where the last part is a number)."""
     if not path:
         return "(model)"
-    parts = path.rsplit(".", 2)
-    return ".".join(parts[-2:]) if parts[-1].isdigit() and len(parts) > 1 else parts[-1]
+    parts = [p for p in path.split(".") if not p.startswith(GROUP_MARK)] or [path]
+    last = path.rsplit(".", 1)[-1]
+    if last.startswith(GROUP_MARK):
+        return last
+    return ".".join(parts[-2:]) if last.isdigit() and len(parts) > 1 else last
+
+
+def grouped(modules: list[str], order: np.ndarray, most: int) -> list[str]:
+    """Node modules with a group level put under every module that holds more than `most` children (its own
+    operators and child modules), `most` children a group in execution order: a flat 100k-op graph opens
+    a hundred at a time instead of laying out 100k boxes at once."""
+    direct: dict[str, list[int]] = {}
+    for i, m in enumerate(modules):
+        direct.setdefault(m, []).append(i)
+    children: dict[str, set[str]] = {}
+    for m in list(direct):
+        while m:
+            parent = m.rpartition(".")[0]
+            kids = children.setdefault(parent, set())
+            if m in kids:
+                break
+            kids.add(m)
+            m = parent
+    if all(len(direct.get(m, ())) + len(children.get(m, ())) <= most for m in {*direct, *children}):
+        return modules
+    at = order.tolist()
+    first: dict[str, int] = {}
+    for m, rows in direct.items():
+        low = min(at[i] for i in rows)
+        while first.get(m, low + 1) > low:  # an ancestor that ran earlier already holds a smaller one
+            first[m] = low
+            if not m:
+                break
+            m = m.rpartition(".")[0]
+    out = list(modules)
+    todo = [("", "")]
+    while todo:
+        old, new = todo.pop()
+        items = [(at[i], 0, i, "") for i in direct.get(old, ())]
+        items += [(first[c], 1, 0, c) for c in children.get(old, ())]
+        items.sort()
+        for k, (_o, is_module, row, child) in enumerate(items):
+            home = new
+            if len(items) > most:
+                a = k // most * most
+                group = f"{GROUP_MARK}{a + 1}-{min(a + most, len(items))}"
+                home = f"{new}.{group}" if new else group
+            if is_module:
+                todo.append((child, f"{home}.{child.rpartition('.')[2]}" if home else child.rpartition(".")[2]))
+            else:
+                out[row] = home
+    return out
 
 
 # -- the hierarchy -------------------------------------------------------------------------------
@@ -63,8 +115,8 @@ class Hierarchy:
         self.nodes = nodes
         self.ids = ids = [n.id for n in nodes]
         self.pos = {nid: i for i, nid in enumerate(ids)}
-        modules = [n.module for n in nodes]
         self.order = np.array([n.index for n in nodes], dtype=np.int64)
+        modules = grouped([n.module for n in nodes], self.order, GROUP)
         self.src, self.dst = src.astype(np.int64), dst.astype(np.int64)
         n = len(ids)
         self.sides = sides if sides is not None else np.full(n, TARGET, dtype=np.int8)
