@@ -216,15 +216,16 @@ async def test_d_without_a_golden_side_says_how_to_get_one() -> None:
 # -- snapshots: review the SVGs by eye when they change ---------------------------------------------
 
 
-def _app(inv: Investigation, tmp_path: Path) -> InvestigatorApp:
-    return InvestigatorApp(inv, theme="ascend-dark", export_dir=tmp_path)
+def _app(inv: Investigation, tmp_path: Path, theme: str = "ascend-dark") -> InvestigatorApp:
+    return InvestigatorApp(inv, theme=theme, export_dir=tmp_path)
 
 
+@pytest.mark.parametrize("theme", ["ascend-dark", "ansi-light"])
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
-def test_snapshot_graph_view(snap_compare: Any, tmp_path: Path, size: tuple[int, int],
+def test_snapshot_graph_view(snap_compare: Any, tmp_path: Path, size: tuple[int, int], theme: str,
                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert snap_compare(_app(overflow_investigation(), tmp_path), press=["f", "V"], terminal_size=size)
+    assert snap_compare(_app(overflow_investigation(), tmp_path, theme), press=["f", "V"], terminal_size=size)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
@@ -256,3 +257,42 @@ async def test_a_click_puts_the_cursor_on_a_box_and_a_double_click_opens_it() ->
         await pilot.click(GraphCanvas, offset=at, times=2)
         await pilot.pause()
         assert {b.key: b.kind for b in canvas.scene.boxes}["proj"] == "frame"
+
+
+async def test_a_golden_dump_that_is_gone_is_one_message_naming_it(noisy: Investigation, tmp_path: Path) -> None:
+    from ascend_tui.investigation import RunInfo
+
+    run = RunInfo(target=noisy.run.target, source="msprobe compare", checks=("precision",),
+                  reference=str(tmp_path / "moved_away"))
+    inv = Investigation(noisy.graph, findings=noisy.findings, run=run)
+    app = InvestigatorApp(inv, theme="ascend-dark")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("V", "d")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, GraphScreen) and not _canvas(app).side_by_side
+        errors = [n.message for n in app._notifications if n.severity == "error"]
+        assert len(errors) == 1 and "moved_away" in errors[0] and "no dump.json" in errors[0]
+
+
+@pytest.mark.parametrize("theme", ["ascend-dark", "ansi-dark"])
+async def test_the_cursor_box_is_painted_in_the_cursor_colours(theme: str) -> None:
+    app = InvestigatorApp(overflow_investigation(), theme=theme)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("f", "V")
+        await pilot.pause()
+        canvas = _canvas(app)
+        box = canvas.box
+        assert box is not None and box.key == "attn[0]/exp.0"
+        cursor = canvas.get_component_rich_style("graph--cursor").bgcolor
+        strip = canvas.render_line(box.y + 1 - canvas.y0)
+        x, inside = 0, ""
+        for seg in strip:
+            for ch in seg.text:
+                if box.x - canvas.x0 <= x < box.x - canvas.x0 + box.w:
+                    assert seg.style is not None and seg.style.bgcolor == cursor, (x, ch)
+                    inside += ch
+                x += 1
+        assert "exp.0" in inside

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
 import numpy as np
 
+from ascend_tui.fmt import count
 from ascend_tui.graph.node import PLACEHOLDER_KINDS, OpNode
 
 if TYPE_CHECKING:
@@ -591,7 +592,7 @@ class Layout:
     def label(self, key: str, kind: ItemKind) -> str:
         if kind == "op":
             return cut(self.h.label(key))
-        return cut(f"▸ {module_name(key)} ·{self.h.ops_under(key)}")
+        return cut(f"▸ {module_name(key)} ·{count(self.h.ops_under(key))}")
 
     def graph(self, module: str) -> ModuleGraph:
         g = self._graphs.get(module)
