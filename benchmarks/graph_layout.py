@@ -16,7 +16,9 @@ import time
 from typing import Callable
 
 from benchmarks.app_scale import synthetic
-from ascend_tui.graph.layout import Hierarchy, Layout, paint_row
+from ascend_tui.graph.drawing import paint_row
+from ascend_tui.graph.hierarchy import Hierarchy
+from ascend_tui.graph.layout import Layout
 
 
 def _steps(n: int) -> list[tuple[str, Callable[[], object]]]:

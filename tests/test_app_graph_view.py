@@ -12,8 +12,9 @@ from conftest import FIXTURES
 from live_investigations import screen_text
 
 from ascend_tui.app.app import InvestigatorApp
-from ascend_tui.app.screens.graph_view import GraphCanvas, GraphScreen
-from ascend_tui.graph.layout import GOLDEN
+from ascend_tui.app.screens.graph_view import GraphScreen
+from ascend_tui.app.widgets.graph_canvas import GraphCanvas
+from ascend_tui.graph.hierarchy import GOLDEN
 from ascend_tui.investigation import Investigation
 from ascend_tui.offline.compare import compare
 
@@ -25,10 +26,10 @@ WALK_KEYS = ["f", "p", "p", "c", "r", "r", "b", "n", "n", "N", "1", "p", "b", "b
 
 @pytest.fixture(autouse=True)
 def _no_user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ascend_tui.app.screens import graph_view
+    from ascend_tui.app.widgets import graph_canvas
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    graph_view._DRAWINGS.clear()  # the view keeps each investigation's drawing (golden side included) per app run
+    graph_canvas._DRAWINGS.clear()  # the view keeps each investigation's drawing (golden side included) per app run
 
 
 @pytest.fixture(scope="module")

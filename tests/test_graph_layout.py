@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from app_fixtures import attention_investigation, overflow_investigation
 
-from ascend_tui.graph.layout import BOTH, GOLDEN, TARGET, Hierarchy, Layout, Scene, layer_of, paint_row
+from ascend_tui.graph.drawing import Scene, paint_row
+from ascend_tui.graph.hierarchy import BOTH, GOLDEN, TARGET, Hierarchy
+from ascend_tui.graph.layout import Layout, layer_of
 from ascend_tui.graph.opgraph import OpGraph, OpNode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,7 +172,8 @@ def test_the_same_graph_gives_the_same_drawing_in_any_process() -> None:
     mods = g.modules()
     assert _digest(Layout(Hierarchy.of(g)).scene(mods)) == _digest(Layout(Hierarchy.of(g)).scene(mods))
     code = ("import sys; sys.path.insert(0, 'tests'); from test_graph_layout import _random_graph, _digest; "
-            "from ascend_tui.graph.layout import Hierarchy, Layout; g = _random_graph(3, 80); "
+            "from ascend_tui.graph.hierarchy import Hierarchy; from ascend_tui.graph.layout import Layout; "
+            "g = _random_graph(3, 80); "
             "print(repr(_digest(Layout(Hierarchy.of(g)).scene(g.modules()))))")
     runs = {subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
                            env={"PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}).stdout for seed in ("1", "2")}
