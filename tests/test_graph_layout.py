@@ -223,3 +223,17 @@ def test_a_module_with_more_children_than_a_group_opens_a_group_at_a_time() -> N
     hw = Hierarchy.of(wide)
     assert hw.chain("blocks.120/op.0") == ["blocks", "blocks.⋯101-150", "blocks.⋯101-150.120"]
     assert "layers" not in hw.modules and Layout(hw).label("blocks.⋯101-150.120", "module").startswith("▸ blocks.120")
+
+
+def test_the_order_within_a_layer_undoes_crossings_the_execution_order_has() -> None:
+    # a and b run first, then c (reads b) and d (reads a): in execution order the two edges cross
+    g2 = OpGraph("t")
+    for i, nid in enumerate(["a.0", "b.0", "c.0", "d.0"]):
+        g2.add_node(OpNode(nid, "aten.add.Tensor", "", i))
+    g2.add_edge("a.0", "d.0", 0, 0)
+    g2.add_edge("b.0", "c.0", 0, 0)
+    ml = Layout(Hierarchy.of(g2)).module("", frozenset())
+    x = {it.key: it.x for it in ml.items}
+    assert (x["a.0"] < x["b.0"]) == (x["d.0"] < x["c.0"])  # each consumer on its producer's side
+    sc = Layout(Hierarchy.of(g2)).scene()
+    assert not any(bits == 15 for row in sc.cells.values() for bits, _g, _b in row.values())  # no ┼

@@ -185,7 +185,10 @@ def order(g: ModuleGraph, sweeps: int = 4) -> Ordering:
     for row in layers:
         for i, v in enumerate(row):
             rank[v] = i
-    # virtual points start under their producer: sort each layer by the barycenter of the layer above
+    # virtual points start under their producer: sort each layer by the barycenter of the layer above,
+    # then sweep up and down; the order with the fewest crossings is kept
+    best = [list(row) for row in layers]
+    fewest = _crossings(layers, down, rank)
     for sweep in range(sweeps + 1):
         going_down = sweep % 2 == 0
         rows = layers[1:] if going_down else layers[-2::-1]
@@ -196,7 +199,27 @@ def order(g: ModuleGraph, sweeps: int = 4) -> Ordering:
             row.sort(key=lambda v: (centre(v), rank[v]))
             for i, v in enumerate(row):
                 rank[v] = i
+        found = _crossings(layers, down, rank)
+        if found < fewest:
+            fewest, best = found, [list(row) for row in layers]
+        if not found:
+            break
+    layers = best
     return Ordering(n, kinds, lay, sides, up, down, chains, layers)
+
+
+def _crossings(layers: list[list[int]], down: list[list[int]], rank: list[int]) -> int:
+    """How many pairs of edges cross between adjacent layers (inversions of the lower ends, by upper end)."""
+    import bisect
+
+    total = 0
+    for row in layers[:-1]:
+        ends = [rank[v] for u in sorted(row, key=lambda u: rank[u]) for v in sorted(down[u], key=lambda v: rank[v])]
+        seen: list[int] = []
+        for e in ends:  # edges that started left of this one and end right of it
+            total += len(seen) - bisect.bisect_right(seen, e)
+            bisect.insort(seen, e)
+    return total
 
 
 def lay_out(g: ModuleGraph, size: Callable[[int], tuple[int, int]], ordering: Ordering | None = None) -> ModuleLayout:
