@@ -47,53 +47,6 @@ def module_name(path: str) -> str:
     return ".".join(parts[-2:]) if last.isdigit() and len(parts) > 1 else last
 
 
-def grouped(modules: list[str], order: np.ndarray, most: int) -> list[str]:
-    """Node modules with a group level put under every module that holds more than `most` children (its own
-    operators and child modules), `most` children a group in execution order: a flat 100k-op graph opens
-    a hundred at a time instead of laying out 100k boxes at once."""
-    direct: dict[str, list[int]] = {}
-    for i, m in enumerate(modules):
-        direct.setdefault(m, []).append(i)
-    children: dict[str, set[str]] = {}
-    for m in list(direct):
-        while m:
-            parent = m.rpartition(".")[0]
-            kids = children.setdefault(parent, set())
-            if m in kids:
-                break
-            kids.add(m)
-            m = parent
-    if all(len(direct.get(m, ())) + len(children.get(m, ())) <= most for m in {*direct, *children}):
-        return modules
-    at = order.tolist()
-    first: dict[str, int] = {}
-    for m, rows in direct.items():
-        low = min(at[i] for i in rows)
-        while first.get(m, low + 1) > low:  # an ancestor that ran earlier already holds a smaller one
-            first[m] = low
-            if not m:
-                break
-            m = m.rpartition(".")[0]
-    out = list(modules)
-    todo = [("", "")]
-    while todo:
-        old, new = todo.pop()
-        items = [(at[i], 0, i, "") for i in direct.get(old, ())]
-        items += [(first[c], 1, 0, c) for c in children.get(old, ())]
-        items.sort()
-        for k, (_o, is_module, row, child) in enumerate(items):
-            home = new
-            if len(items) > most:
-                a = k // most * most
-                group = f"{GROUP_MARK}{a + 1}-{min(a + most, len(items))}"
-                home = f"{new}.{group}" if new else group
-            if is_module:
-                todo.append((child, f"{home}.{child.rpartition('.')[2]}" if home else child.rpartition(".")[2]))
-            else:
-                out[row] = home
-    return out
-
-
 class Hierarchy:
     """Shown nodes (placeholders left out), their modules as a tree, and the edges between them, as arrays."""
 
@@ -103,7 +56,7 @@ class Hierarchy:
         self.ids = ids = [n.id for n in nodes]
         self.pos = {nid: i for i, nid in enumerate(ids)}
         self.order = np.array([n.index for n in nodes], dtype=np.int64)
-        modules = grouped([n.module for n in nodes], self.order, GROUP)
+        modules = [n.module for n in nodes]
         self.src, self.dst = src.astype(np.int64), dst.astype(np.int64)
         n = len(ids)
         self.sides = sides if sides is not None else np.full(n, TARGET, dtype=np.int8)
@@ -115,21 +68,65 @@ class Hierarchy:
                 m = m.rpartition(".")[0]
         self.modules = sorted(names)  # "" (the model) first
         self.code = {m: i for i, m in enumerate(self.modules)}
-        self.depth = np.array([m.count(".") + 1 if m else 0 for m in self.modules], dtype=np.int64)
-        parent = np.array([self.code[m.rpartition(".")[0]] if m else 0 for m in self.modules], dtype=np.int64)
+        self.parent_of = np.array([self.code[m.rpartition(".")[0]] if m else 0 for m in self.modules], dtype=np.int64)
+        self.mod = np.array([self.code[m] for m in modules], dtype=np.int64)
+        self._group(GROUP)
+        count = len(self.modules)
+        self.depth = np.zeros(count, dtype=np.int64)
+        for _ in range(count):  # each module one deeper than its parent: as many rounds as the tree is deep
+            depth = self.depth[self.parent_of] + 1
+            depth[0] = 0
+            if np.array_equal(depth, self.depth):
+                break
+            self.depth = depth
         cols = int(self.depth.max()) + 2
         # anc[c, k]: the ancestor at depth k of module c (itself at its own depth), -1 below its depth
-        self.anc = np.full((len(self.modules), cols), -1, dtype=np.int64)
+        self.anc = np.full((count, cols), -1, dtype=np.int64)
         self.anc[0, 0] = 0
-        for d in range(1, cols - 1):  # modules are sorted by depth: each level copies its parents' rows
+        for d in range(1, cols - 1):  # level by level: each copies its parents' rows
             level = np.flatnonzero(self.depth == d)
-            self.anc[level] = self.anc[parent[level]]
+            self.anc[level] = self.anc[self.parent_of[level]]
             self.anc[level, d] = level
-        self.mod = np.array([self.code[m] for m in modules], dtype=np.int64)
-        self.n_ops = np.bincount(self.mod, minlength=len(self.modules))
+        self.n_ops = np.bincount(self.mod, minlength=count)
         for d in range(cols - 2, 0, -1):  # deepest first: each level adds its ops to its parents
             level = np.flatnonzero(self.depth == d)
-            np.add.at(self.n_ops, parent[level], self.n_ops[level])
+            np.add.at(self.n_ops, self.parent_of[level], self.n_ops[level])
+
+    def _group(self, most: int) -> None:
+        """A level of groups (`name.⋯1-100`) under every module with more than `most` children (its operators
+        and child modules), `most` to a group in execution order; the modules keep their own names."""
+        count = len(self.modules)
+        kids = np.bincount(self.mod, minlength=count) + np.bincount(self.parent_of[1:], minlength=count)
+        needy = np.flatnonzero(kids > most)
+        if not len(needy):
+            return
+        first = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, self.mod, self.order)
+        for _ in range(count):  # a module ran first when its first operator or child module did
+            lower = first.copy()
+            np.minimum.at(lower, self.parent_of[1:], first[1:])
+            if np.array_equal(lower, first):
+                break
+            first = lower
+        parents = self.parent_of.tolist()
+        for c in needy.tolist():
+            ops = np.flatnonzero(self.mod == c).tolist()
+            children = [k for k in np.flatnonzero(self.parent_of == c).tolist() if k != 0]
+            items = sorted([(int(self.order[i]), 0, i) for i in ops] + [(int(first[k]), 1, k) for k in children])
+            name = self.modules[c]
+            for a in range(0, len(items), most):
+                part = items[a:a + most]
+                group = f"{GROUP_MARK}{a + 1}-{a + len(part)}"
+                g = len(self.modules)
+                self.modules.append(f"{name}.{group}" if name else group)
+                self.code[self.modules[-1]] = g
+                parents.append(c)
+                for _o, is_module, i in part:
+                    if is_module:
+                        parents[i] = g
+                    else:
+                        self.mod[i] = g
+        self.parent_of = np.array(parents, dtype=np.int64)
 
     @classmethod
     def of(cls, graph: OpGraph) -> Hierarchy:
@@ -187,10 +184,24 @@ class Hierarchy:
         return self.modules[int(self.mod[self.pos[node_id]])]
 
     def parent(self, module: str) -> str | None:
-        """The module holding `module` ("" for a top module), None for the whole model."""
+        """The module holding `module` ("" for a top module; a group `⋯1-100` where its parent has many), None
+        for the whole model."""
         if not module:
             return None
-        return module.rsplit(".", 1)[0] if "." in module else ""
+        return self.modules[int(self.parent_of[self.code[module]])]
+
+    def ancestors(self, module: str) -> list[str]:
+        """The modules holding `module`, outermost first (the model's "" left out)."""
+        c = self.code[module]
+        return [self.modules[int(a)] for a in self.anc[c, 1: int(self.depth[c])]]
+
+    def within(self, module: str, outer: str) -> bool:
+        """True when `module` lies inside `outer` (at any depth, itself excluded)."""
+        c, o = self.code.get(module), self.code.get(outer)
+        if c is None or o is None or c == o:
+            return False
+        k = int(self.depth[o])
+        return k == 0 or (int(self.depth[c]) > k and int(self.anc[c, k]) == o)
 
     def chain(self, node_id: str) -> list[str]:
         """The modules that hold `node_id`, outermost first (the model's "" left out)."""

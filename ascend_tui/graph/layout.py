@@ -386,8 +386,7 @@ class Layout:
 
     def module(self, module: str, opened: frozenset[str]) -> ModuleLayout:
         """The layout of `module` with the `opened` modules inside it drawn as frames (cached)."""
-        prefix = module + "." if module else ""
-        mine = frozenset(m for m in opened if m.startswith(prefix) and m != module)
+        mine = frozenset(m for m in opened if self.h.within(m, module))
         cached = self._layouts.get((module, mine))
         if cached is not None:
             return cached
@@ -411,7 +410,7 @@ class Layout:
     def scene(self, opened: Iterable[str] = ()) -> Scene:
         """The drawing with the `opened` modules as frames (a module opens only where its parents are open)."""
         want = frozenset(opened)
-        shown = frozenset(m for m in want if all(p in want for p in _parents(m)))
+        shown = frozenset(m for m in want if m in self.h.code and all(p in want for p in self.h.ancestors(m)))
         boxes: list[Box] = []
         cells: dict[int, dict[int, tuple[int, int, bool]]] = {}
         ins: set[str] = set()
@@ -447,8 +446,3 @@ class Layout:
                     rows[yy].append(i)
         return Scene(root.width, root.height, boxes, {b.key: i for i, b in enumerate(boxes)}, rows, cells,
                      frames, back_edges=stats[1], edges=stats[0])
-
-
-def _parents(module: str) -> list[str]:
-    parts = module.split(".")
-    return [".".join(parts[:i]) for i in range(1, len(parts))]
