@@ -237,3 +237,12 @@ def test_the_order_within_a_layer_undoes_crossings_the_execution_order_has() -> 
     assert (x["a.0"] < x["b.0"]) == (x["d.0"] < x["c.0"])  # each consumer on its producer's side
     sc = Layout(Hierarchy.of(g2)).scene()
     assert not any(bits == 15 for row in sc.cells.values() for bits, _g, _b in row.values())  # no ┼
+
+
+def test_an_op_with_no_edge_in_its_module_sits_where_it_ran_not_at_the_top() -> None:
+    g = _graph([("a.0", "b.0"), ("b.0", "c.0")])
+    g.add_node(OpNode("optimizer:add_.0", "aten.add_.Tensor", "", 9, phase="optimizer"))
+    h = Hierarchy.of(g)
+    layers = {it.key: it.layer for it in Layout(h).module("", frozenset()).items}
+    assert layers["optimizer:add_.0"] == layers["c.0"] == 2
+    assert h.label("optimizer:add_.0") == "opt:add_.0"

@@ -225,5 +225,8 @@ class Hierarchy:
 
 def _call_name(node_id: str, op_type: str) -> str:
     """`conv2d.0` for `layer1/conv2d.0`: the op and its call index within its module, or the short op type."""
-    last = node_id.rsplit("/", 1)[-1].removeprefix("backward:")
+    last = node_id.rsplit("/", 1)[-1]
+    phase, colon, rest = last.partition(":")
+    if colon:  # `backward:mm.0` (marked ∇ by the caller), `optimizer:add_.0` -> `opt:add_.0`
+        last = rest if phase == "backward" else f"{phase[:3]}:{rest}"
     return last if "/" in node_id or "." in last else short_op(op_type)

@@ -12,6 +12,7 @@ inside it. No Textual here: the app paints a `Scene`'s boxes and edge cells.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Callable, Iterable, Literal
 
@@ -131,6 +132,13 @@ def layer_of(g: ModuleGraph) -> tuple[list[int], list[bool]]:
         succ = list(dag.successors(v))
         if dag.in_degree(v) == 0 and succ:
             layer[v] = min(layer[s] for s in succ) - 1
+    # an item with no edge here sits in the layer of the item that ran just before it (not all at the top)
+    lone = {v for v in range(len(g.keys)) if dag.degree(v) == 0}
+    if lone and len(lone) < len(g.keys):
+        placed = sorted((g.order[v], v) for v in range(len(g.keys)) if v not in lone)
+        for v in sorted(lone, key=lambda v: (g.order[v], v)):
+            k = bisect.bisect_left(placed, (g.order[v], v))
+            layer[v] = layer[placed[max(0, k - 1)][1]]
     low = min(layer, default=0)
     return [x - low for x in layer], back
 
@@ -210,8 +218,6 @@ def order(g: ModuleGraph, sweeps: int = 4) -> Ordering:
 
 def _crossings(layers: list[list[int]], down: list[list[int]], rank: list[int]) -> int:
     """How many pairs of edges cross between adjacent layers (inversions of the lower ends, by upper end)."""
-    import bisect
-
     total = 0
     for row in layers[:-1]:
         ends = [rank[v] for u in sorted(row, key=lambda u: rank[u]) for v in sorted(down[u], key=lambda v: rank[v])]
