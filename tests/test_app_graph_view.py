@@ -297,3 +297,24 @@ async def test_the_cursor_box_is_painted_in_the_cursor_colours(theme: str) -> No
                     inside += ch
                 x += 1
         assert "exp.0" in inside
+
+
+async def test_a_newer_investigation_while_the_view_is_open_is_drawn() -> None:
+    from ascend_tui.evidence import TensorMeta
+    from ascend_tui.graph.opgraph import OpNode
+
+    first = overflow_investigation()
+    newer = overflow_investigation()
+    newer.graph.add_node(OpNode("tail/relu.0", "aten.relu", "tail", 99, outputs=(TensorMeta((4,), "float16"),)))
+    newer.graph.add_edge("argmax.0", "tail/relu.0", 0, 0)
+    app = InvestigatorApp(first, theme="ascend-dark")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("V")
+        await pilot.pause()
+        assert "tail" not in _canvas(app).scene.box_of
+        app._show(newer, app.main.ops.current)  # what partial results and follow mode do
+        await pilot.press("j")
+        await pilot.pause()
+        canvas = _canvas(app)
+        assert canvas.inv is newer and "tail" in canvas.scene.box_of

@@ -80,6 +80,7 @@ class GraphScreen(CheckView):
         yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
+        self.set_interval(0.5, self._sync)  # newer results while the view is open are drawn within half a second
         self.canvas.focus()
         main = self._main()
         op = main.ops.current if main is not None else None
@@ -138,6 +139,16 @@ class GraphScreen(CheckView):
 
     # -- keys -------------------------------------------------------------------------------------
 
+    def _sync(self) -> None:
+        """Follow the app to a newer investigation (partial results, a re-run, follow mode): draw that one."""
+        main = self._main()
+        if main is not None and main.inv is not None and main.inv is not self.inv:
+            self.inv = main.inv
+            self.canvas.use(main.inv)
+            if self.canvas.box is None and (op := main.ops.current) is not None:
+                self.canvas.reveal(op)
+            self._paint()
+
     def _moved(self) -> None:
         """Share the cursor with the list (a closed module shares its first operator), then repaint."""
         main = self._main()
@@ -149,6 +160,7 @@ class GraphScreen(CheckView):
         self._paint()
 
     def action_move(self, dx: int, dy: int) -> None:
+        self._sync()
         target = self.canvas.neighbour(dx, dy)
         if target is not None:
             self.canvas.place(target)
@@ -196,6 +208,7 @@ class GraphScreen(CheckView):
         if main is None or main.inv is None:
             self.notify("walks need the operator list of the app", markup=False)
             return
+        self._sync()
         getattr(main, f"action_{name}")()
         op = main.ops.current
         if op is not None and not self.canvas.reveal(op):

@@ -150,6 +150,19 @@ class GraphCanvas(Widget, can_focus=True):
         self._styles: dict[str, Style] = {}
         self._version = 0
 
+    def use(self, inv: Investigation) -> None:
+        """Draw a newer investigation of the app (partial results, a re-run, follow mode), keeping what is open."""
+        if inv is self.inv:
+            return
+        self.inv = inv
+        self.drawing = drawing_for(inv)
+        self.single = self.h = self.drawing.single
+        self.marks = self.drawing.marks
+        self.side_by_side = False
+        self.opened &= set(self.single.modules)
+        self.rebuild()
+        self.scroll_to_cursor()
+
     def style(self, name: str) -> Style:
         """The colours of component `graph--{name}`, looked up once per theme."""
         found = self._styles.get(name)
