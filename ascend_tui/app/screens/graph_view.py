@@ -90,6 +90,9 @@ class GraphScreen(CheckView):
                 self.canvas.place(first)
         self._paint()
 
+    def on_resize(self) -> None:
+        self._paint()  # the title's parts refitted to the new width
+
     def _main(self) -> Any:
         return getattr(self.app, "main", None)
 
@@ -98,7 +101,7 @@ class GraphScreen(CheckView):
     def _paint(self) -> None:
         c = self.canvas
         sc = c.scene
-        opened = len(c.opened & set(c.h.modules))
+        opened = sum(1 for m in c.opened if m in c.h.code)
         parts = [f" {c.h.ops_under(''):,} ops", f"{plural(opened, 'module')} open" if opened else "modules closed",
                  f"{ROOT_MARK} cause {ORIGIN_MARK} introduced"]
         if sc.back_edges:
