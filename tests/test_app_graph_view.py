@@ -318,3 +318,22 @@ async def test_a_newer_investigation_while_the_view_is_open_is_drawn() -> None:
         await pilot.pause()
         canvas = _canvas(app)
         assert canvas.inv is newer and "tail" in canvas.scene.box_of
+
+
+async def test_R_opens_the_story_on_the_cursor_ops_cause_and_its_choice_is_drawn() -> None:
+    from ascend_tui.app.screens.story import StoryScreen
+
+    app = InvestigatorApp(overflow_investigation(), theme="ascend-dark")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("f", "V", "n")  # a finding the cause explains, not the cause itself
+        await pilot.pause()
+        before = _canvas(app).cursor
+        await pilot.press("R")
+        await pilot.pause()
+        assert isinstance(app.screen, StoryScreen)
+        await pilot.press("enter")  # the cause's operator: the list goes there, and so does the drawing
+        await pilot.pause()
+        assert isinstance(app.screen, GraphScreen)
+        chosen = app.main.ops.current
+        assert chosen is not None and chosen != before and _canvas(app).cursor == chosen

@@ -60,6 +60,7 @@ class GraphScreen(CheckView):
         Binding("c", "walk('consumer')", "consumer", show=False, id="graphview.consumer"),
         Binding("r", "walk('root_cause')", "root cause", id="graphview.root-cause"),
         Binding("b,backspace", "walk('back')", "back", show=False, id="graphview.back"),
+        Binding("R", "app.story_cause", "cause in story", show=False, id="graphview.story-cause"),
         *[Binding(str(d), f"slot({d})", f"input slot {d}", id=f"graphview.slot-{d}", show=False) for d in range(10)],
     ]
 
@@ -88,6 +89,17 @@ class GraphScreen(CheckView):
             first = self.canvas.scene.boxes[0].key if self.canvas.scene.boxes else None
             if first is not None:
                 self.canvas.place(first)
+        self._paint()
+
+    def on_screen_resume(self) -> None:
+        """Back from a screen on top (the story, help): the list's cursor may have moved there; draw it here too."""
+        main = self._main()
+        op = main.ops.current if main is not None else None
+        box = self.canvas.box
+        here = box.key if box is not None and box.kind == "op" else None
+        if op is not None and op != here and not (box is not None and box.kind == "module"
+                                                  and op in self.canvas.h.pos and box.key in self.canvas.h.chain(op)):
+            self.canvas.reveal(op)
         self._paint()
 
     def on_resize(self) -> None:
