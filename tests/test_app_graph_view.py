@@ -337,3 +337,21 @@ async def test_R_opens_the_story_on_the_cursor_ops_cause_and_its_choice_is_drawn
         assert isinstance(app.screen, GraphScreen)
         chosen = app.main.ops.current
         assert chosen is not None and chosen != before and _canvas(app).cursor == chosen
+
+
+async def test_the_cursor_boxs_edges_are_highlighted() -> None:
+    app = InvestigatorApp(overflow_investigation(), theme="ascend-dark")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("f", "V", "j")  # attn[0]/sum.0: read from exp.0, read by div.0
+        await pilot.pause()
+        canvas = _canvas(app)
+        assert canvas.cursor == "attn[0]/sum.0"
+        hot = canvas.get_component_rich_style("graph--hot").color
+        box = canvas.box
+        assert box is not None
+        above = canvas.render_line(box.y - 1 - canvas.y0)  # the edge that runs into the box from exp.0
+        assert any(seg.style is not None and seg.style.color == hot and seg.text.strip() for seg in above)
+        await pilot.press("k")  # exp.0: sum.0's edges are plain again where they are not exp.0's
+        await pilot.pause()
+        assert canvas.cursor == "attn[0]/exp.0"

@@ -43,6 +43,19 @@ class Scene:
     frames: list[int] = field(default_factory=list)  # indices of the opened modules' frames, outermost first
     back_edges: int = 0
     edges: int = 0
+    routes: dict[str, list[list[tuple[int, int]]]] = field(default_factory=dict)  # box -> its edges' points
+
+
+def edge_cells(scene: Scene, key: str) -> set[tuple[int, int]]:
+    """The cells (x, y) of the edges into and out of box `key`: what a front-end highlights at the cursor."""
+    out: set[tuple[int, int]] = set()
+    for pts in scene.routes.get(key, ()):
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            if x0 == x1:
+                out.update((x0, y) for y in range(min(y0, y1), max(y0, y1) + 1))
+            else:
+                out.update((x, y0) for x in range(min(x0, x1), max(x0, x1) + 1))
+    return out
 
 
 def raster(cells: dict[int, dict[int, tuple[int, int, bool]]], pts: list[tuple[int, int]], sides: int,

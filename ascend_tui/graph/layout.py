@@ -421,12 +421,16 @@ class Layout:
         cells: dict[int, dict[int, tuple[int, int, bool]]] = {}
         ins: set[str] = set()
         outs: set[str] = set()
+        touching: dict[str, list[list[tuple[int, int]]]] = {}
         stats = [0, 0]
 
         def place(module: str, ox: int, oy: int, depth: int) -> None:
             lay = self.module(module, shown)
             for r in lay.routes:
-                raster(cells, [(px + ox, py + oy) for px, py in r.points], r.sides, r.back)
+                pts = [(px + ox, py + oy) for px, py in r.points]
+                raster(cells, pts, r.sides, r.back)
+                touching.setdefault(r.src, []).append(pts)
+                touching.setdefault(r.dst, []).append(pts)
                 outs.add(r.src if not r.back else r.dst)
                 ins.add(r.dst if not r.back else r.src)
                 stats[0] += 1
@@ -451,4 +455,4 @@ class Layout:
                 for yy in range(b.y, min(b.y + b.h, root.height)):
                     rows[yy].append(i)
         return Scene(root.width, root.height, boxes, {b.key: i for i, b in enumerate(boxes)}, rows, cells,
-                     frames, back_edges=stats[1], edges=stats[0])
+                     frames, back_edges=stats[1], edges=stats[0], routes=touching)

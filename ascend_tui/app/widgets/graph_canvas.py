@@ -20,7 +20,7 @@ from textual.widget import Widget
 from ascend_tui.app.widgets.op_list import BADGE_CHECKS
 from ascend_tui.app.widgets.styles import cell_style
 from ascend_tui.evidence import SEVERITY_RANK
-from ascend_tui.graph.drawing import BLANK, EDGE, EDGE_ONLY, Box, paint_row
+from ascend_tui.graph.drawing import BLANK, EDGE, EDGE_ONLY, Box, edge_cells, paint_row
 from ascend_tui.graph.hierarchy import BOTH, GOLDEN, TARGET, Hierarchy, cut, module_name
 from ascend_tui.graph.layout import Layout
 
@@ -112,7 +112,7 @@ class GraphCanvas(Widget, can_focus=True):
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "graph--edge", "graph--op", "graph--module", "graph--frame", "graph--label", "graph--error",
         "graph--warning", "graph--info", "graph--cursor", "graph--absent", "graph--unmatched", "graph--mark",
-        "graph--divider",
+        "graph--divider", "graph--hot",
     }
     DEFAULT_CSS = """
     GraphCanvas { height: 1fr; }
@@ -132,6 +132,7 @@ class GraphCanvas(Widget, can_focus=True):
     GraphCanvas > .graph--unmatched { color: $accent; text-style: bold; }
     GraphCanvas > .graph--mark { color: $error; }
     GraphCanvas > .graph--divider { color: $text-muted; }
+    GraphCanvas > .graph--hot { color: $primary; text-style: bold; }
     """
 
     def __init__(self, inv: Investigation, id: str | None = None) -> None:
@@ -149,6 +150,8 @@ class GraphCanvas(Widget, can_focus=True):
         self._lines: LRUCache[tuple[Any, ...], Strip] = LRUCache(256)
         self._styles: dict[str, Style] = {}
         self._version = 0
+        self._hot_key: tuple[str | None, int] | None = None
+        self._hot_cells: set[tuple[int, int]] = set()
 
     def use(self, inv: Investigation) -> None:
         """Draw a newer investigation of the app (partial results, a re-run, follow mode), keeping what is open."""
@@ -312,13 +315,16 @@ class GraphCanvas(Widget, can_focus=True):
     def _pane(self, row: int, width: int, side: int) -> list[Segment]:
         chars, who = paint_row(self.scene, row, self.x0, width, lambda b: self.text(b.key, b.kind), side)
         styles: dict[int, tuple[Style, Style, list[tuple[int, Style]]]] = {}
-        edge, only, blank = self.style("edge"), self.style("unmatched"), Style()
+        edge, only, blank, hot_style = self.style("edge"), self.style("unmatched"), Style(), self.style("hot")
+        hot = self._hot()
         cursor = self.style("cursor")
         out: list[Segment] = []
         run, run_style = "", None
         for k, (ch, w) in enumerate(zip(chars, who)):
             if w == BLANK:
                 style = blank
+            elif w in (EDGE, EDGE_ONLY) and (self.x0 + k, row) in hot:
+                style = hot_style  # the cursor box's own edges
             elif w == EDGE:
                 style = edge
             elif w == EDGE_ONLY:
@@ -344,6 +350,14 @@ class GraphCanvas(Widget, can_focus=True):
         if run:
             out.append(Segment(run, run_style))
         return out
+
+    def _hot(self) -> set[tuple[int, int]]:
+        """The cells of the cursor box's edges, worked out once per cursor and drawing."""
+        key = (self.cursor, self._version)
+        if self._hot_key != key:
+            self._hot_key = key
+            self._hot_cells = edge_cells(self.scene, self.cursor) if self.cursor is not None else set()
+        return self._hot_cells
 
     def _box_styles(self, b: Box, side: int) -> tuple[Style, Style, list[tuple[int, Style]]]:
         """Border, label and the styles of the check letters and marks after the label (offsets in the text)."""
