@@ -116,7 +116,6 @@ def paint_row(scene: Scene, y: int, x0: int, width: int, text: Callable[[Box], s
             continue
         here = bool(b.sides & side)
         lines = _LINES[b.kind if here else "absent"]
-        mid = b.x + b.w // 2
         if y == b.y or y == b.y + b.h - 1:
             top = y == b.y
             row = [lines[1]] * b.w
@@ -144,5 +143,4 @@ def paint_row(scene: Scene, y: int, x0: int, width: int, text: Callable[[Box], s
             if x0 <= cx < x0 + width:
                 chars[cx - x0] = ch
                 who[cx - x0] = i
-        del mid
     return chars, who
