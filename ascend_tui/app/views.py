@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.screens.communication import CommunicationScreen
+from ascend_tui.app.screens.graph_view import GraphScreen
 from ascend_tui.app.screens.memory import MemoryScreen
 from ascend_tui.app.screens.overflow import OverflowScreen
 from ascend_tui.app.screens.precision import PrecisionScreen
@@ -21,7 +22,7 @@ from ascend_tui.plugins import VIEWS as VIEWS_GROUP
 from ascend_tui.plugins import plugins
 
 VIEWS: list[type[CheckView]] = [StoryScreen, PrecisionScreen, OverflowScreen, MemoryScreen, ProfileScreen,
-                                CommunicationScreen, TimelineScreen]
+                                CommunicationScreen, TimelineScreen, GraphScreen]
 
 
 def plugin_view_ids() -> tuple[str, ...]:
