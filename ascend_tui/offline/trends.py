@@ -1,0 +1,200 @@
+"""Steps and ranks of the evidence behind an investigation: the points a picker offers, and the per-step series.
+
+An msprobe dump root with step*/rank*/ folders has one point per step x rank; each point's
+dump.json is read for statistics only (`readers.msprobe.steps`) and summarised in a line. The
+trend series come from wherever the evidence recorded steps: the dump's steps (per-module
+max-abs and norm, non-finite outputs, loss, gradient norm, of the rank on screen), the
+profiler's step trace (step time, per rank in a cluster), and the light trend `watch()` kept
+(`Investigation.sections["trend"]`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from ascend_tui.errors import InputError
+from ascend_tui.evidence import StepSeries
+from ascend_tui.fmt import magnitude
+from ascend_tui.progress import check_cancel
+from ascend_tui.readers.msprobe.dump import DumpPoint, dump_points
+from ascend_tui.readers.msprobe.steps import PointStatistics, point_statistics
+
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+
+TREND_SECTION = "trend"  # `Investigation.sections` key of a trend recorded with the run (watch())
+MAX_RANK_SERIES = 8  # a cluster's step time: one series per rank up to this many, then only the slowest
+Report = Callable[[str, int, "int | None"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class PointSummary:
+    """One line of the step/rank picker: the point, whether it is the one on screen, and what its statistics say."""
+
+    point: DumpPoint
+    current: bool
+    text: str
+    bad: bool
+
+
+def points_of(inv: Investigation | None) -> list[DumpPoint]:
+    """The step x rank folders of the msprobe dump on screen ([] for anything else or a lone folder)."""
+    if inv is None or inv.run.source != "msprobe" or not inv.run.extra.get("dump_root"):
+        return []
+    try:
+        return dump_points(Path(str(inv.run.extra["dump_root"])))
+    except InputError:
+        return []
+
+
+def current_point(inv: Investigation) -> str:
+    """The label of the point on screen (`step1/rank0`), "" when there is none."""
+    return str(inv.run.extra.get("point") or "")
+
+
+_CACHE: dict[tuple[str, int, int], PointStatistics] = {}
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 4096
+
+
+def statistics(point: DumpPoint) -> PointStatistics:
+    """`point_statistics`, kept while the dump.json is unchanged (the picker and the trend read the same files)."""
+    f = point.folder / "dump.json"
+    try:
+        st = f.stat()
+    except OSError as exc:
+        raise InputError(f, exc.strerror or str(exc)) from None
+    key = (str(f.resolve()), st.st_mtime_ns, st.st_size)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    found = point_statistics(point)
+    with _CACHE_LOCK:
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.clear()
+        _CACHE[key] = found
+    return found
+
+
+def summary_line(s: PointStatistics) -> str:
+    """`first NaN/Inf: Functional.linear.1.forward · max-abs 2.06 · loss 0.869 · grad norm 1.13`."""
+    finite = s.max_abs[np.isfinite(s.max_abs)]
+    parts = [f"first NaN/Inf: {s.first_nonfinite}" if s.first_nonfinite else "all finite"]
+    if finite.size:
+        parts.append(f"max-abs {magnitude(float(finite.max()))}")
+    if s.loss is not None:
+        parts.append(f"loss {magnitude(s.loss)}")
+    if s.grad_norm is not None:
+        parts.append(f"grad norm {magnitude(s.grad_norm)}")
+    if s.skipped:
+        parts.append(f"{s.skipped} unreadable")
+    return " · ".join(parts)
+
+
+def summaries(inv: Investigation, points: Sequence[DumpPoint], report: Report | None = None,
+              cancel: threading.Event | None = None) -> list[PointSummary]:
+    """A picker line per point, reading each point's statistics (a point that cannot be read says why)."""
+    here = current_point(inv)
+    out: list[PointSummary] = []
+    for i, p in enumerate(points):
+        check_cancel(cancel)
+        if report is not None:
+            report(f"reading {p.label}", i, len(points))
+        try:
+            s = statistics(p)
+            out.append(PointSummary(p, p.label == here, summary_line(s), s.first_nonfinite is not None))
+        except InputError as exc:
+            out.append(PointSummary(p, p.label == here, f"unreadable: {exc}", True))
+    return out
+
+
+def trend_series(inv: Investigation, report: Report | None = None,
+                 cancel: threading.Event | None = None) -> tuple[list[StepSeries], list[str]]:
+    """Every per-step series the evidence holds, and notes on what could not be read."""
+    series: list[StepSeries] = [StepSeries.from_json(d) for d in inv.sections.get(TREND_SECTION, ()) or ()]
+    notes: list[str] = []
+    points = points_of(inv)
+    if points:
+        mine = _same_rank(points, current_point(inv))
+        if len({p.step for p in mine}) >= 2:
+            got, skipped = dump_series(mine, report, cancel)
+            series += got
+            if skipped:
+                notes.append(f"{skipped} of {len(mine)} steps could not be read and are left out")
+    series += step_time_series(inv)
+    return series, notes
+
+
+def _same_rank(points: Sequence[DumpPoint], here: str) -> list[DumpPoint]:
+    """The points of the rank on screen, one per step."""
+    rank = here.rpartition("/")[2] if "/" in here else here
+    mine = [p for p in points if p.folder.name == rank] if rank else []
+    return mine or [p for p in points if p.folder.name == points[0].folder.name]
+
+
+def dump_series(points: Sequence[DumpPoint], report: Report | None = None,
+                cancel: threading.Event | None = None) -> tuple[list[StepSeries], int]:
+    """Per-module max-abs and norm, the count of non-finite outputs, the loss and the gradient norm, by step."""
+    stats: list[PointStatistics] = []
+    skipped = 0
+    for i, p in enumerate(points):
+        check_cancel(cancel)
+        if report is not None:
+            report(f"reading the statistics of {p.label}", i, len(points))
+        try:
+            stats.append(statistics(p))
+        except InputError:
+            skipped += 1
+    if len(stats) < 2:
+        return [], skipped
+    steps = tuple(s.point.step if s.point.step is not None else i for i, s in enumerate(stats))
+    names = list(dict.fromkeys(n for s in stats for n in s.names))
+    out = [StepSeries("non-finite module outputs", "nonfinite", steps,
+                      tuple(float(s.nonfinite.sum()) for s in stats))]
+    if any(s.loss is not None for s in stats):
+        out.append(StepSeries("loss", "loss", steps, tuple(_or_nan(s.loss) for s in stats)))
+    if any(s.grad_norm is not None for s in stats):
+        out.append(StepSeries("gradient norm", "grad_norm", steps, tuple(_or_nan(s.grad_norm) for s in stats)))
+    for column, kind in (("max_abs", "max-abs"), ("norm", "norm")):
+        for name in names:
+            values = tuple(_value(s, name, column) for s in stats)
+            out.append(StepSeries(f"{name or '<model>'} {kind}", column, steps, values))
+    return out, skipped
+
+
+def _value(s: PointStatistics, name: str, column: str) -> float:
+    try:
+        return float(getattr(s, column)[s.names.index(name)])
+    except ValueError:
+        return math.nan  # the module did not run at this step
+
+
+def _or_nan(x: float | None) -> float:
+    return math.nan if x is None else float(x)
+
+
+def step_time_series(inv: Investigation) -> list[StepSeries]:
+    """Step time (µs) from the profiler's step trace: one series, or one per rank in a cluster (the slowest first)."""
+    profile = inv.profile
+    if profile is None or not profile.steps:
+        return []
+    by_rank: dict[int, dict[int, float]] = {}
+    for s in profile.steps:
+        if s.step >= 0:
+            by_rank.setdefault(s.rank, {})[s.step] = s.total
+    if not by_rank or max(len(v) for v in by_rank.values()) < 2:
+        return []
+    if len(by_rank) == 1:
+        times = next(iter(by_rank.values()))
+        return [StepSeries("step time", "step_time", tuple(sorted(times)), tuple(times[k] for k in sorted(times)),
+                           "µs")]
+    ranks = sorted(by_rank, key=lambda r: -sum(by_rank[r].values()))[:MAX_RANK_SERIES]
+    return [StepSeries(f"step time rank {r}", "step_time", tuple(sorted(by_rank[r])),
+                       tuple(by_rank[r][k] for k in sorted(by_rank[r])), "µs") for r in ranks]
