@@ -193,6 +193,11 @@ def _number(value: Any, where: str, path: Path) -> float | None:
         raise InputError(path, f"{where}: statistic {value!r} is not a number") from None
 
 
+def statistic(value: Any, where: str, path: Path) -> float | None:
+    """One Max/Min/Mean/Norm value of a record as a float (None when absent; a non-number is an InputError)."""
+    return _number(value, where, path)
+
+
 _INT_TYPES = frozenset({int, bool})  # what isinstance(d, int) accepts among JSON's types
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ascend_tui.errors import InputError
-from ascend_tui.readers.msprobe.dump import DumpPoint, _number, read_dump
+from ascend_tui.readers.msprobe.dump import DumpPoint, read_dump, statistic
 from ascend_tui.readers.msprobe.graph import API_NAME, MODULE_NAME, PARAM_GRAD
 
 
@@ -61,7 +61,7 @@ def point_statistics(point: DumpPoint) -> PointStatistics:
         try:
             if PARAM_GRAD.match(name):
                 for leaf in _stat_leaves(record):
-                    norm = _number(leaf.get("Norm"), name, dump_file)
+                    norm = statistic(leaf.get("Norm"), name, dump_file)
                     if norm is not None:
                         grad_sq, grads = grad_sq + norm * norm, grads + 1
                 continue
@@ -103,8 +103,8 @@ def _stat_leaves(value: Any) -> list[dict[str, Any]]:
 def _leaf_stats(leaf: dict[str, Any], name: str, path: Path) -> tuple[float | None, float | None, float | None,
                                                                      float | None]:
     """(Max, Min, Mean, Norm) of one tensor record, None where absent."""
-    return (_number(leaf.get("Max"), name, path), _number(leaf.get("Min"), name, path),
-            _number(leaf.get("Mean"), name, path), _number(leaf.get("Norm"), name, path))
+    return (statistic(leaf.get("Max"), name, path), statistic(leaf.get("Min"), name, path),
+            statistic(leaf.get("Mean"), name, path), statistic(leaf.get("Norm"), name, path))
 
 
 def _accumulate(row: list[float], outs: list[tuple[float | None, ...]]) -> None:
