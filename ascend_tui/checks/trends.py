@@ -19,7 +19,7 @@ from ascend_tui.evidence import StepSeries
 
 MAD_SCALE = 1.4826  # MAD of a normal distribution -> its standard deviation
 DEFAULT_K = 6.0
-DEFAULT_WARMUP = 3
+DEFAULT_WARMUP = 5
 DEFAULT_FLOOR = 0.05
 COUNT_KIND = "nonfinite"  # a `StepSeries.kind` that counts non-finite outputs
 

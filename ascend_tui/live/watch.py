@@ -15,26 +15,37 @@ Every module's output (but those of `BOUNDED` ones like ReLU, which cannot make 
 bad) and every parameter gradient is reduced on the device to its min and max (one `aminmax`,
 which NaN and Inf reach, each); `step()` brings them all to
 the host in one transfer, the step's only synchronization. On the first bad step the model is
-re-run on that step's inputs under full per-op capture (buffers and RNG restored, so the run
-is undisturbed) and the investigation is saved for `ascend-tui open`. Call `step()` before
-`optimizer.step()` so the re-run sees the parameters that produced the bad values.
+re-run on that step's inputs under the coarse-to-fine capture (`live.coarse`: module level, then
+operators around the first bad module; `detail="full"` records every operator), buffers and RNG
+restored, so the run is undisturbed, and the investigation is saved for `ascend-tui open`. Call
+`step()` before `optimizer.step()` so the re-run sees the parameters that produced the bad values.
+
+Every step, good or bad, also leaves a few scalars in a bounded ring (`trend_steps` long): the
+largest module-output max-abs and each module's, the gradients' max-abs and norm, the loss (given
+to `step(loss=...)` or returned by the model as a 0-d tensor) and the time since the previous
+`step()`; they travel in the same transfer. `w.trend` turns them into `StepSeries` and the saved
+investigation carries them (`sections["trend"]`) for the app's trend view.
 """
 
 from __future__ import annotations
 
 import math
+import time
 import warnings
 import weakref
-from contextlib import contextmanager
+from collections import deque
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ascend_tui.checks.overflow import CHECK, num, range_of
-from ascend_tui.evidence import Finding, RootCause
+from ascend_tui.evidence import Finding, RootCause, StepSeries
 from ascend_tui.live.capture import dtype_name, iter_tensors
 
 DEFAULT_SAVE = "ascend-tui-watch-step{step}.atui.json"
+TREND_STEPS = 256  # steps the trend ring keeps
+TREND_MODULES = 16  # modules whose own max-abs series a saved trend carries (the first bad one, then the largest)
 # Modules whose output is finite and no larger than their input when the input is: not measured, so
 # the first appearance of a bad value is still caught by the module that made it, at less cost.
 BOUNDED = frozenset("""ReLU ReLU6 Hardtanh Sigmoid Tanh Hardsigmoid Softmax Softmin Identity Flatten Unflatten
@@ -48,7 +59,8 @@ class Watch:
     `saved` / `investigation`: the re-run of the first bad step (when its inputs were seen).
     Options: `save` (a path, `{step}` filled in; False: no re-run), `dtype` (range to check when
     outputs carry none), `headroom_bits`, `grads` (check parameter gradients), `loss` (re-run the
-    backward too), `inf_nan_mode` (override the device's answer).
+    backward too), `inf_nan_mode` (override the device's answer), `detail` (the re-run's capture:
+    "module", coarse-to-fine, or "full", every operator), `trend_steps` (length of the trend ring).
     """
 
     def __init__(
@@ -61,9 +73,13 @@ class Watch:
         grads: bool = True,
         loss: Callable[[Any], Any] | None = None,
         inf_nan_mode: bool | None = None,
+        detail: str = "module",
+        trend_steps: int = TREND_STEPS,
     ) -> None:
         import torch
 
+        if detail not in ("module", "full"):
+            raise ValueError(f"detail must be 'module' or 'full', not {detail!r}")
         self._torch = torch
         self.model = model
         self.save = save
@@ -75,6 +91,10 @@ class Watch:
         self.saved: Path | None = None
         self.investigation: Any = None
         self.steps = 0
+        self.detail = detail
+        self._ring: deque[StepPoint] = deque(maxlen=max(1, int(trend_steps)))
+        self._clock: float | None = None
+        self._model_loss: Any = None
         params = list(model.parameters())
         first = next((p for p in params if p.is_floating_point()), None)
         self._dtype = dtype or (dtype_name(first.dtype) if first is not None else "float32")
@@ -116,9 +136,13 @@ class Watch:
     def _make_hook(self, name: str, cls: str) -> Callable[..., None]:
         torch = self._torch
 
+        root = name == ""
+
         def hook(_mod: Any, _args: Any, out: Any) -> None:
             if self._paused:
                 return
+            if root:
+                self._model_loss = _scalar_loss(out)
             for t in iter_tensors(out):
                 if t is self._last() or not t.is_floating_point() or t.numel() == 0:
                     continue
@@ -160,23 +184,36 @@ class Watch:
 
     # -- the per-step check ------------------------------------------------------------------------
 
-    def step(self, inputs: Any = None) -> list[Finding]:
+    def step(self, inputs: Any = None, *, loss: Any = None) -> list[Finding]:
         """Check this step (one synchronization); its findings when it is bad (NaN, Inf, saturation), else [].
 
         Bad steps land in `bad_steps`; every finding, low-headroom warnings included, in `findings`.
+        `loss` (a tensor or a number) goes into the trend; without it a 0-d tensor the model returned is used.
         """
         torch = self._torch
         step = self.steps
         self.steps += 1
+        now = time.perf_counter()
+        took, self._clock = (now - self._clock if self._clock is not None else math.nan), now
         grads = [(n, p.grad) for n, p in self._params if p.grad is not None] if self.grads else []
         parts = list(self._values)
         if grads:
             for _, g in grads:
                 parts += torch.aminmax(g.detach())
+            parts.append(_grad_norm(torch, [g.detach() for _, g in grads]))
+        loss = self._model_loss if loss is None else loss
+        self._model_loss = None
+        loss_on_device = isinstance(loss, torch.Tensor) and loss.numel() == 1
+        if loss_on_device:
+            parts.append(loss.detach().reshape(()))
         values = torch.stack([p.float() for p in parts]).cpu().tolist() if parts else []
+        if loss_on_device:
+            loss = values.pop()
+        grad_norm = values.pop() if grads else math.nan
         device = self.device
         flag = device.read_overflow_flag()
         found = self._findings(step, values, [n for n, _ in grads], bool(flag))
+        self._remember_step(step, values, len(grads), grad_norm, loss, took)
         self._values, self._names, self._classes, self._dtypes, self._last = [], [], [], [], _dead
         if flag is not None:
             device.clear_overflow_flag()
@@ -186,7 +223,56 @@ class Watch:
         self.bad_steps.append(step)
         if len(self.bad_steps) == 1 and self.save is not False:
             self._rerun(step, inputs)
+            self._clock = time.perf_counter()  # the next step's time leaves the re-run out
         return found
+
+    # -- the trend ------------------------------------------------------------------------------------
+
+    def _remember_step(self, step: int, values: list[float], grads: int, grad_norm: float, loss: Any,
+                       took: float) -> None:
+        """Put this step's scalars in the ring (host values the one transfer brought: no extra sync)."""
+        n = len(self._names)
+        peaks = [_peak(values[2 * i], values[2 * i + 1]) for i in range(n)]
+        gpeaks = [_peak(values[2 * n + 2 * j], values[2 * n + 2 * j + 1]) for j in range(grads)]
+        prev = self._ring[-1].modules if self._ring else ()
+        names = prev if tuple(self._names) == prev else tuple(self._names)
+        per_module: dict[str, float] = {}
+        for name, peak in zip(self._names, peaks):
+            per_module[name] = peak if math.isnan(peak) else max(per_module.get(name, 0.0), peak)
+        body = [p for name, p in zip(self._names, peaks) if name]  # the model's own output is its loss, often
+        self._ring.append(StepPoint(step, _nanmax(body), _nanmax(gpeaks) if grads else None,
+                                    float(grad_norm) if grads else None, None if loss is None else float(loss),
+                                    None if math.isnan(took) else took, names,
+                                    tuple(per_module.get(m, math.nan) for m in dict.fromkeys(names))))
+
+    @property
+    def trend(self) -> list[StepSeries]:
+        """The ring as series: module-output max-abs, gradient max-abs and norm, loss, step time, and the max-abs
+        of the first bad module and of the `TREND_MODULES` largest ones (series with no value at all left out)."""
+        ring = list(self._ring)
+        if not ring:
+            return []
+        out = [StepSeries(name, kind, tuple(p.step for p, v in pairs), tuple(v for _, v in pairs), unit)
+               for name, kind, unit, pairs in (
+                   ("module-output max-abs", "max_abs", "", _present(ring, lambda p: p.max_abs)),
+                   ("loss", "loss", "", _present(ring, lambda p: p.loss)),
+                   ("gradient norm", "grad_norm", "", _present(ring, lambda p: p.grad_norm)),
+                   ("gradient max-abs", "max_abs", "", _present(ring, lambda p: p.grad_max_abs)),
+                   ("step time", "step_time", "µs",
+                    _present(ring, lambda p: p.seconds * 1e6 if p.seconds is not None else None)))
+               if pairs]
+        latest: dict[str, float] = {}
+        for p in ring:
+            for m, v in zip(dict.fromkeys(p.modules), p.module_max_abs):
+                latest[m] = v if math.isnan(v) or math.isinf(v) else max(v, latest.get(m, 0.0))
+        first_bad = next((f.module for f in self.findings if f.severity == "error" and f.check == CHECK
+                          and not f.node.startswith("grad:") and f.node != "<device>"), None)
+        chosen = sorted(latest, key=lambda m: (m != first_bad, -_rank(latest[m])))[:TREND_MODULES]
+        for m in chosen:
+            pairs = _present(ring, lambda p: dict(zip(dict.fromkeys(p.modules), p.module_max_abs)).get(m))
+            out.append(StepSeries(f"{m or '<model>'} max-abs", "max_abs", tuple(p.step for p, _ in pairs),
+                                  tuple(v for _, v in pairs)))
+        return out
 
     def _findings(self, step: int, values: list[float], grad_names: list[str], flag: bool) -> list[Finding]:
         out: list[Finding] = []
@@ -286,9 +372,20 @@ class Watch:
                 if cuda:
                     torch.cuda.set_rng_state(self._rng[1], self._index)
             modes = self._modes or call_state(torch, self._backend, self.model)
-            with modes.applied(self.model):
-                result = capture(self.model, inputs, phase_label=f"re-running step {step}", grad=modes.grad,
-                                 autocast=(modes.device_type, modes.autocast_dtype) if modes.autocast else None)
+            coarse = None
+            if self.detail == "full":
+                with modes.applied(self.model):
+                    result = capture(self.model, inputs, phase_label=f"re-running step {step}", grad=modes.grad,
+                                     autocast=(modes.device_type, modes.autocast_dtype) if modes.autocast else None)
+            else:
+                from ascend_tui.live.coarse import coarse_capture, saturation_limit
+
+                cast = torch.autocast(device_type=modes.device_type, dtype=modes.autocast_dtype) \
+                    if modes.autocast else nullcontext()
+                with modes.applied(self.model), cast:
+                    coarse = coarse_capture(self.model, inputs, self.device, backward=self.loss is not None,
+                                            loss=self.loss, saturation_limit=saturation_limit(self.dtype))
+                result = coarse.result
             device = self.device
             info = device.info().to_json() if device.backend in ("cpu", "cuda", "npu") else \
                 {"backend": device.backend, "name": device.backend, "inf_nan_mode": True}
@@ -296,6 +393,9 @@ class Watch:
                 target=type(self.model).__name__, device=info, checks=("overflow",), dtype=self.dtype,
                 reference=None, source="watch", extra={"step": step, "rng_restored": self._rng is not None,
                                                        "modes": modes.describe()}))
+            if coarse is not None:
+                inv.run.extra["capture"] = coarse.describe()
+            inv.sections["trend"] = [t.to_json() for t in self.trend]
             settings: dict[str, Any] = {"headroom_bits": self.headroom_bits, "overflow_evidence": False}
             if self._inf_nan is not None:
                 settings["inf_nan_mode"] = self._inf_nan
@@ -303,6 +403,7 @@ class Watch:
                                  loss=self.loss, settings=settings)
             ctx = LiveContext(options, device, getattr(torch, self.dtype, torch.float32), self.model, inputs,
                               self.model, inputs, target=result)
+            ctx.coarse = coarse
             OverflowCheck().run(ctx, inv)
             return inv
         finally:
@@ -313,6 +414,65 @@ class Watch:
             torch.set_rng_state(rng_now[0])
             if cuda:
                 torch.cuda.set_rng_state(rng_now[1], self._index)
+
+
+@dataclass(frozen=True, slots=True)
+class StepPoint:
+    """One step's scalars in the trend ring (None where the step had none: no gradients, no loss, the first step's
+    time; NaN is a NaN the step made); `modules` is shared between steps whose measured modules did not change."""
+
+    step: int
+    max_abs: float | None
+    grad_max_abs: float | None
+    grad_norm: float | None
+    loss: float | None
+    seconds: float | None
+    modules: tuple[str, ...]
+    module_max_abs: tuple[float, ...]
+
+
+def _present(ring: list[StepPoint], value: Callable[[StepPoint], float | None]) -> list[tuple[StepPoint, float]]:
+    """(point, value) for the points that have the value."""
+    return [(p, v) for p in ring if (v := value(p)) is not None]
+
+
+def _peak(mn: float, mx: float) -> float:
+    """max(|min|, |max|), NaN when either is NaN."""
+    return math.nan if math.isnan(mn) or math.isnan(mx) else max(abs(mn), abs(mx))
+
+
+def _nanmax(values: list[float]) -> float | None:
+    """The largest value, NaN when any is NaN (a NaN step must show in the trend), None for none."""
+    if not values:
+        return None
+    if any(math.isnan(v) for v in values):
+        return math.nan
+    return max(values)
+
+
+def _rank(v: float) -> float:
+    return math.inf if math.isnan(v) or math.isinf(v) else v
+
+
+def _grad_norm(torch: Any, grads: list[Any]) -> Any:
+    """The norm of all gradients together, as a 0-d tensor on the device (one foreach kernel, no sync)."""
+    try:
+        norms = torch._foreach_norm(grads)
+    except (AttributeError, RuntimeError, TypeError):  # a backend without the foreach kernel
+        norms = [torch.linalg.vector_norm(g.float()) for g in grads]
+    devs = {n.device for n in norms}
+    if len(devs) > 1:  # parameters on several devices: meet on the first
+        first = norms[0].device
+        norms = [n.to(first) for n in norms]
+    return torch.linalg.vector_norm(torch.stack([n.float() for n in norms]))
+
+
+def _scalar_loss(out: Any) -> Any:
+    """A model output that is a loss: a one-element floating tensor, or an output object's `.loss` one."""
+    cand = getattr(out, "loss", None) if not hasattr(out, "numel") else out
+    if cand is not None and hasattr(cand, "numel") and cand.numel() == 1 and cand.is_floating_point():
+        return cand
+    return None
 
 
 @dataclass(frozen=True, slots=True)

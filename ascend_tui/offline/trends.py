@@ -10,7 +10,6 @@ profiler's step trace (step time, per rank in a cluster), and the light trend `w
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,30 +153,30 @@ def dump_series(points: Sequence[DumpPoint], report: Report | None = None,
             skipped += 1
     if len(stats) < 2:
         return [], skipped
-    steps = tuple(s.point.step if s.point.step is not None else i for i, s in enumerate(stats))
+    steps = [s.point.step if s.point.step is not None else i for i, s in enumerate(stats)]
     names = list(dict.fromkeys(n for s in stats for n in s.names))
-    out = [StepSeries("non-finite module outputs", "nonfinite", steps,
-                      tuple(float(s.nonfinite.sum()) for s in stats))]
-    if any(s.loss is not None for s in stats):
-        out.append(StepSeries("loss", "loss", steps, tuple(_or_nan(s.loss) for s in stats)))
-    if any(s.grad_norm is not None for s in stats):
-        out.append(StepSeries("gradient norm", "grad_norm", steps, tuple(_or_nan(s.grad_norm) for s in stats)))
+    out = [_series("non-finite module outputs", "nonfinite", steps, [float(s.nonfinite.sum()) for s in stats]),
+           _series("loss", "loss", steps, [s.loss for s in stats]),
+           _series("gradient norm", "grad_norm", steps, [s.grad_norm for s in stats])]
     for column, kind in (("max_abs", "max-abs"), ("norm", "norm")):
         for name in names:
-            values = tuple(_value(s, name, column) for s in stats)
-            out.append(StepSeries(f"{name or '<model>'} {kind}", column, steps, values))
-    return out, skipped
+            out.append(_series(f"{name or '<model>'} {kind}", column, steps, [_value(s, name, column) for s in stats]))
+    return [s for s in out if s is not None], skipped
 
 
-def _value(s: PointStatistics, name: str, column: str) -> float:
+def _series(name: str, kind: str, steps: list[int], values: list[float | None], unit: str = "") -> StepSeries | None:
+    """The steps that have a value (a module that did not run at a step, a step with no loss, are left out)."""
+    pairs = [(k, v) for k, v in zip(steps, values) if v is not None]
+    if not pairs:
+        return None
+    return StepSeries(name, kind, tuple(k for k, _ in pairs), tuple(float(v) for _, v in pairs), unit)
+
+
+def _value(s: PointStatistics, name: str, column: str) -> float | None:
     try:
         return float(getattr(s, column)[s.names.index(name)])
     except ValueError:
-        return math.nan  # the module did not run at this step
-
-
-def _or_nan(x: float | None) -> float:
-    return math.nan if x is None else float(x)
+        return None
 
 
 def step_time_series(inv: Investigation) -> list[StepSeries]:
