@@ -318,6 +318,24 @@ class InvestigatorApp(App[None]):
 
         self.push_screen(OpenDialog(), chosen)
 
+    def action_pick_point(self) -> None:
+        """List the steps and ranks of the dump on screen; the one chosen is opened in a background job."""
+        from ascend_tui.app.screens.dialogs import PointPicker
+        from ascend_tui.offline.trends import points_of
+
+        points = points_of(self.inv)
+        if len(points) < 2:
+            self.notify("one step and one rank here: nothing to pick (open an msprobe dump root with step*/rank*/ "
+                        "folders)", markup=False, severity="warning", timeout=8)
+            return
+
+        def chosen(folder: str | None) -> None:
+            here = self.inv.run.extra.get("rank_dir") if self.inv is not None else None
+            if folder and not (here and Path(folder).resolve() == Path(str(here)).resolve()):
+                self.open_paths([folder])
+
+        self.push_screen(PointPicker(self.inv, points), chosen)
+
     def action_focus_node(self, node_id: str) -> None:
         """Show the graph view with `node_id` focused (what views and palette commands call)."""
         if self.screen is not self.main:

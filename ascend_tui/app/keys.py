@@ -17,6 +17,8 @@ APP_BINDINGS: list[Binding] = [
     Binding("e", "export_report('all')", "export report", id="app.export", show=False),
     Binding("y", "copy_summary", "copy summary", id="app.copy-summary", show=False),
     Binding("O", "open_dialog", "open file", id="app.open", show=False),
+    Binding("i", "pick_point", "steps/ranks", id="app.pick-point", show=False,
+            tooltip="pick another step or rank of the dump on screen: one line each, opened in the background"),
     Binding("escape", "cancel", "cancel", id="app.cancel", show=False),
 ]
 
