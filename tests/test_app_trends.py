@@ -168,3 +168,17 @@ def test_snapshot(snap_compare: Any, tmp_path: Path, size: tuple[int, int], keys
         await _settle(pilot.app, pilot)
 
     assert snap_compare(app_for(dump.load(STEPS), tmp_path), terminal_size=size, run_before=run_before)
+
+
+def test_a_cluster_profile_offers_its_rank_folders_with_their_step_times(tmp_path: Path, fixtures: Path) -> None:
+    from synthetic_cluster import make_cluster
+
+    from ascend_tui.offline.profile_cluster import load_cluster
+
+    inv = load_cluster(make_cluster(tmp_path / "job", n=4, slow_rank=2), workers=1)
+    points = points_of(inv)
+    assert [p.rank for p in points] == [0, 1, 2, 3] and all(p.folder.is_dir() for p in points)
+    lines = summaries(inv, points)
+    assert [s.bad for s in lines] == [False, False, True, False]
+    assert lines[2].text.startswith("slow rank · mean step ") and lines[2].current
+    assert points[2].label == points[2].folder.name

@@ -43,13 +43,49 @@ class PointSummary:
 
 
 def points_of(inv: Investigation | None) -> list[DumpPoint]:
-    """The step x rank folders of the msprobe dump on screen ([] for anything else or a lone folder)."""
-    if inv is None or inv.run.source != "msprobe" or not inv.run.extra.get("dump_root"):
+    """The step x rank folders of the msprobe dump on screen, or the rank folders of a cluster profile ([] for
+    anything else or a lone folder)."""
+    if inv is None:
+        return []
+    cluster = _cluster(inv)
+    if cluster is not None:
+        per_rank = cluster.get("per_rank") or {}
+        return [DumpPoint(None, int(r), Path(str(d["folder"]))) for r, d in sorted(per_rank.items(), key=lambda t:
+                int(t[0])) if isinstance(d, dict) and d.get("folder")]
+    if inv.run.source != "msprobe" or not inv.run.extra.get("dump_root"):
         return []
     try:
         return dump_points(Path(str(inv.run.extra["dump_root"])))
     except InputError:
         return []
+
+
+def _cluster(inv: Investigation) -> dict | None:
+    """The cluster summary a cluster profile carries (`Profile.extra["cluster"]`), else None."""
+    extra = inv.profile.extra if inv.profile is not None else {}
+    found = extra.get("cluster") if isinstance(extra, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def _rank_lines(inv: Investigation, cluster: dict, points: Sequence[DumpPoint]) -> list[PointSummary]:
+    """A cluster's picker lines from the step times it already read: mean step, its split, the slow rank marked."""
+    from ascend_tui.fmt import duration_us
+
+    by_rank = {int(r["rank"]): r for r in cluster.get("ranks", ()) if isinstance(r, dict)}
+    slow, shown = cluster.get("slow_rank"), cluster.get("shown_rank")
+    out = []
+    for p in points:
+        r = by_rank.get(int(p.rank or 0))
+        if r is None:
+            text = "no step times"
+        else:
+            text = (f"mean step {duration_us(float(r['total']))} over {r.get('steps')} · computing "
+                    f"{duration_us(float(r['computing']))} · communication {duration_us(float(r['communication']))}"
+                    f" · free {duration_us(float(r['free']))}")  # RankTime: means per step already
+        if p.rank == slow:
+            text = "slow rank · " + text
+        out.append(PointSummary(p, p.rank == shown, text, p.rank == slow))
+    return out
 
 
 def current_point(inv: Investigation) -> str:
@@ -100,6 +136,9 @@ def summary_line(s: PointStatistics) -> str:
 def summaries(inv: Investigation, points: Sequence[DumpPoint], report: Report | None = None,
               cancel: threading.Event | None = None) -> list[PointSummary]:
     """A picker line per point, reading each point's statistics (a point that cannot be read says why)."""
+    cluster = _cluster(inv)
+    if cluster is not None:
+        return _rank_lines(inv, cluster, points)
     here = current_point(inv)
     out: list[PointSummary] = []
     for i, p in enumerate(points):

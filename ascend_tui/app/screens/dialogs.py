@@ -171,8 +171,8 @@ class PointPicker(ModalScreen["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"{len(self.points)} steps × ranks · reading their statistics …", id="picker-title",
-                        markup=False)
+            yield Label(f"{plural(len(self.points), 'step/rank', 'steps/ranks')} · reading their statistics …",
+                        id="picker-title", markup=False)
             yield PointList([Column("", 1), Column("step/rank"), Column("summary", grow=True)],
                             [Row(("", p.label, "…"), data=str(p.folder)) for p in self.points], id="picker-table")
             yield Label("enter opens the step/rank · esc closes", markup=False)
@@ -206,7 +206,8 @@ class PointPicker(ModalScreen["str | None"]):
                             data=str(s.point.folder)) for s in lines])
         table.move_to(at)
         bad = sum(1 for s in lines if s.bad)
-        self._title(f"{plural(len(lines), 'step/rank', 'steps/ranks')} · {bad} with NaN/Inf · ● is the one on screen")
+        self._title(f"{plural(len(lines), 'step/rank', 'steps/ranks')} · {bad} flagged (NaN/Inf, or the slow rank) · "
+                    f"● is the one on screen")
 
     @on(RowTable.Chosen)
     def _chosen(self, event: RowTable.Chosen) -> None:
