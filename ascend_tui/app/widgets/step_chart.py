@@ -21,6 +21,7 @@ from ascend_tui.fmt import duration_us, magnitude
 _EIGHTHS = " ▁▂▃▄▅▆▇█"
 LOG_DECADES = 2.0  # a positive series spanning at least this many decades is drawn on a log axis
 MAX_STEP_WIDTH = 6  # columns one step gets when there are few
+X_TITLE = " step"
 
 
 def use_log(values: list[float]) -> bool:
@@ -63,7 +64,7 @@ class StepChart(Static):
 
     def label(self, v: float) -> str:
         """A y value as the axis writes it (times as durations)."""
-        return duration_us(v) if self.series.unit == "µs" else magnitude(v, 3)
+        return duration_us(v) if self.series.unit == "µs" else magnitude(v, 4)
 
     def render(self) -> Text:
         s = self.series
@@ -84,7 +85,7 @@ class StepChart(Static):
             hi = top if top > lo else lo + 1.0
             labels = [self.label(top), self.label(lo if top > bottom else bottom)]
         label_w = max(len(x) for x in labels)
-        width = max(8, self.content_size.width - label_w - 2)
+        width = max(8, self.content_size.width - label_w - 2 - len(X_TITLE))  # the x title after the axis
         cols = columns_of(len(values), width)
         mark_pos = self.anomaly.position if self.anomaly is not None else None
 
@@ -151,5 +152,5 @@ class StepChart(Static):
         text = Text(no_wrap=True, overflow="crop")
         for ch, m in zip(cells, marked):
             text.append(ch, mark if m else axis)  # type: ignore[arg-type]
-        text.append(" step", axis)  # type: ignore[arg-type]
+        text.append(X_TITLE, axis)  # type: ignore[arg-type]
         return text
