@@ -43,7 +43,7 @@ def test_the_picker_lines_name_the_first_bad_op_of_the_nan_step() -> None:
     lines = summaries(inv, points_of(inv))
     assert [s.current for s in lines] == [True, False, False]
     assert [s.bad for s in lines] == [False, False, True]
-    assert lines[2].text.startswith("first NaN/Inf: Functional.linear.1.forward")
+    assert lines[2].text.startswith("first NaN: Functional.linear.1.forward")
     assert "loss 0.9766" in lines[0].text and "grad norm" in lines[0].text
 
 
@@ -58,6 +58,16 @@ def test_the_dump_trend_marks_the_planted_nan_at_step_2() -> None:
     verdicts = {v.series.name: v.anomaly for v in judge(series)}
     assert verdicts["fc2 max-abs"].step == 2 and verdicts["loss"].step == 2 and verdicts["fc1 max-abs"] is None
     assert earliest(judge(series)).anomaly.step == 2
+
+
+def test_a_mask_whose_mean_overflowed_is_not_a_nan_step() -> None:
+    """The real LLM dump's attention mask holds finfo.min: msprobe's Mean is -Inf, its values are finite."""
+    inv = dump.load(DATA / "llm_dumps" / "fp32_steps")
+    lines = summaries(inv, points_of(inv))
+    assert len(lines) == 2 and not any(s.bad for s in lines), [s.text for s in lines]
+    series, _ = trend_series(inv)
+    assert [v.series.name for v in judge(series) if v.anomaly is not None] == []
+    assert any(s.name == "model.layers.0.self_attn.q_proj max-abs" for s in series)
 
 
 def _profile_inv(rows: list[StepTime]) -> Investigation:
@@ -103,7 +113,7 @@ async def test_the_picker_lists_the_steps_and_reopens_the_chosen_one(tmp_path: P
         rows = app.screen.query_one(RowTable).rows
         assert [r.cells[1] for r in rows] == [f"step{k}/{RANK}" for k in range(3)]
         assert rows[0].cells[0] == "●" and rows[2].tone == "error"
-        assert rows[2].cells[2].startswith("first NaN/Inf: Functional.linear.1.forward")
+        assert rows[2].cells[2].startswith("first NaN: Functional.linear.1.forward")
         await pilot.press("j", "j", "enter")
         await _settle(app, pilot)
         assert not isinstance(app.screen, PointPicker)

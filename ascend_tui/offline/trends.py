@@ -119,9 +119,9 @@ def statistics(point: DumpPoint) -> PointStatistics:
 
 
 def summary_line(s: PointStatistics) -> str:
-    """`first NaN/Inf: Functional.linear.1.forward · max-abs 2.06 · loss 0.869 · grad norm 1.13`."""
+    """`first NaN: Functional.linear.1.forward · max-abs 2.06 · loss 0.869 · grad norm 1.13`."""
     finite = s.max_abs[np.isfinite(s.max_abs)]
-    parts = [f"first NaN/Inf: {s.first_nonfinite}" if s.first_nonfinite else "all finite"]
+    parts = [f"first {s.first_kind or 'NaN/Inf'}: {s.first_nonfinite}" if s.first_nonfinite else "all finite"]
     if finite.size:
         parts.append(f"max-abs {magnitude(float(finite.max()))}")
     if s.loss is not None:

@@ -38,6 +38,7 @@ class PointStatistics:
     grad_norm: float | None
     records: int
     skipped: int
+    first_kind: str = ""  # "NaN" or "Inf": what `first_nonfinite`'s output held
 
 
 _LOSS_API = re.compile(r"loss|cross_entropy", re.I)
@@ -50,6 +51,7 @@ def point_statistics(point: DumpPoint) -> PointStatistics:
     module_rows: dict[str, list[float]] = {}  # name -> [max_abs, sum of squared norms, nonfinite]
     api_rows: dict[str, list[float]] = {}
     first_bad: str | None = None
+    first_kind = ""
     loss: float | None = None
     grad_sq, grads = 0.0, 0
     skipped = 0
@@ -69,8 +71,9 @@ def point_statistics(point: DumpPoint) -> PointStatistics:
         except InputError:
             skipped += 1
             continue
-        if first_bad is None and any(not all(np.isfinite(v) for v in o if v is not None) for o in outs):
+        if first_bad is None and any(_extreme_bad(o) for o in outs):
             first_bad = name
+            first_kind = "NaN" if any(v is not None and np.isnan(v) for o in outs for v in o[:2]) else "Inf"
         if m := MODULE_NAME.match(name):
             if m["dir"] == "forward":
                 _accumulate(module_rows.setdefault(m["path"], [0.0, 0.0, 0.0]), outs)
@@ -81,7 +84,13 @@ def point_statistics(point: DumpPoint) -> PointStatistics:
     rows = module_rows or api_rows
     cols = np.array(list(rows.values()), dtype=np.float64).reshape(-1, 3)
     return PointStatistics(point, tuple(rows), cols[:, 0], np.sqrt(cols[:, 1]), cols[:, 2], first_bad, loss,
-                           float(np.sqrt(grad_sq)) if grads else None, len(data), skipped)
+                           float(np.sqrt(grad_sq)) if grads else None, len(data), skipped, first_kind)
+
+
+def _extreme_bad(stats: tuple[float | None, ...]) -> bool:
+    """Whether a tensor held NaN or Inf: its Max or Min is not finite (Mean and Norm overflow on finite values, as
+    a float32 mask at finfo.min has Mean -Inf)."""
+    return any(v is not None and not np.isfinite(v) for v in stats[:2])
 
 
 def _stat_leaves(value: Any) -> list[dict[str, Any]]:
@@ -111,9 +120,9 @@ def _accumulate(row: list[float], outs: list[tuple[float | None, ...]]) -> None:
     """Fold one call's output statistics into a module's row: max-abs, sum of squared norms, non-finite outputs."""
     for mx, mn, _mean, norm in outs:
         vals = [v for v in (mx, mn) if v is not None]
-        bad = any(not np.isfinite(v) for v in (*vals, *(x for x in (norm,) if x is not None)))
+        bad = any(not np.isfinite(v) for v in vals)
         row[2] += bad
         peak = float(np.max(np.abs(vals))) if vals else 0.0  # NaN stays NaN, so the trend sees it
         row[0] = float(np.maximum(row[0], peak))  # np.maximum keeps a NaN from either side
-        if norm is not None:
+        if norm is not None and (bad or np.isfinite(norm)):  # a finite tensor's Inf norm overflowed msprobe's sum
             row[1] += norm * norm
