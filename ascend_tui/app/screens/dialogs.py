@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 
 COMPLETIONS_SHOWN = 8
+PICKER_CHUNK = 64  # step/rank summaries read between two updates of the picker's rows
 
 
 def complete_path(text: str) -> tuple[str, list[str]]:
@@ -188,13 +189,17 @@ class PointPicker(ModalScreen["str | None"]):
         from ascend_tui.offline.trends import summaries
 
         worker = get_current_worker()
+        lines: list[PointSummary] = []
+        total = len(self.points)
+        for start in range(0, total, PICKER_CHUNK):  # rows fill in as they are read: thousands of ranks take a while
 
-        def report(text: str, done: int, total: int | None) -> None:
-            self.app.call_from_thread(self._title, f"{text} ({done + 1} of {total}) …")
+            def report(text: str, done: int, _n: int | None, at: int = start) -> None:
+                self.app.call_from_thread(self._title, f"{text} ({at + done + 1} of {total}) …")
 
-        lines = summaries(self.inv, self.points, report, worker.cancelled_event)
-        if not worker.is_cancelled:
-            self.app.call_from_thread(self._show, lines)
+            lines += summaries(self.inv, self.points[start:start + PICKER_CHUNK], report, worker.cancelled_event)
+            if worker.is_cancelled:
+                return
+            self.app.call_from_thread(self._show, list(lines))
 
     def _title(self, text: str) -> None:
         self.query_one("#picker-title", Label).update(text)
@@ -203,8 +208,11 @@ class PointPicker(ModalScreen["str | None"]):
         table = self.query_one(RowTable)
         at = table.cursor
         table.set_rows([Row(("●" if s.current else "", s.point.label, s.text), tone="error" if s.bad else "",
-                            data=str(s.point.folder)) for s in lines])
+                            data=str(s.point.folder)) for s in lines]
+                       + [Row(("", p.label, "…"), data=str(p.folder)) for p in self.points[len(lines):]])
         table.move_to(at)
+        if len(lines) < len(self.points):
+            return
         bad = sum(1 for s in lines if s.bad)
         self._title(f"{plural(len(lines), 'step/rank', 'steps/ranks')} · {bad} flagged (NaN/Inf, or the slow rank) · "
                     f"● is the one on screen")

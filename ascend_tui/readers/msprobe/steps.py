@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from math import isfinite, nan
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,7 @@ def point_statistics(point: DumpPoint) -> PointStatistics:
             continue
         if first_bad is None and any(_extreme_bad(o) for o in outs):
             first_bad = name
-            first_kind = "NaN" if any(v is not None and np.isnan(v) for o in outs for v in o[:2]) else "Inf"
+            first_kind = "NaN" if any(v is not None and v != v for o in outs for v in o[:2]) else "Inf"
         if m := MODULE_NAME.match(name):
             if m["dir"] == "forward":
                 _accumulate(module_rows.setdefault(m["path"], [0.0, 0.0, 0.0]), outs)
@@ -90,7 +91,7 @@ def point_statistics(point: DumpPoint) -> PointStatistics:
 def _extreme_bad(stats: tuple[float | None, ...]) -> bool:
     """Whether a tensor held NaN or Inf: its Max or Min is not finite (Mean and Norm overflow on finite values, as
     a float32 mask at finfo.min has Mean -Inf)."""
-    return any(v is not None and not np.isfinite(v) for v in stats[:2])
+    return any(v is not None and not isfinite(v) for v in stats[:2])
 
 
 def _stat_leaves(value: Any) -> list[dict[str, Any]]:
@@ -120,9 +121,11 @@ def _accumulate(row: list[float], outs: list[tuple[float | None, ...]]) -> None:
     """Fold one call's output statistics into a module's row: max-abs, sum of squared norms, non-finite outputs."""
     for mx, mn, _mean, norm in outs:
         vals = [v for v in (mx, mn) if v is not None]
-        bad = any(not np.isfinite(v) for v in vals)
+        bad = not all(map(isfinite, vals))
         row[2] += bad
-        peak = float(np.max(np.abs(vals))) if vals else 0.0  # NaN stays NaN, so the trend sees it
-        row[0] = float(np.maximum(row[0], peak))  # np.maximum keeps a NaN from either side
-        if norm is not None and (bad or np.isfinite(norm)):  # a finite tensor's Inf norm overflowed msprobe's sum
+        if any(v != v for v in vals) or row[0] != row[0]:  # NaN stays NaN, so the trend sees it
+            row[0] = nan
+        elif vals:
+            row[0] = max(row[0], *map(abs, vals))
+        if norm is not None and (bad or isfinite(norm)):  # a finite tensor's Inf norm overflowed msprobe's sum
             row[1] += norm * norm
