@@ -1,6 +1,9 @@
 """The one number formatter: counts, bytes, magnitudes, ratios and durations, as every screen and the CLI print them.
 
 One place so the same number never reads two ways (`1,619` next to `1619`, `x1e+02` next to `x120`).
+The rule: every number printed in plain notation whose integer part reaches 1,000 has comma thousands
+separators (counts, magnitudes, ratios, sizes, percentages, durations); scientific notation is kept
+for magnitudes from 1e6 on (and below 1e-4) where the digits would not be significant.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def nbytes(n: Any) -> str:
     value = abs(value)
     for unit in _BYTE_UNITS:
         if value < 1024 or unit == _BYTE_UNITS[-1]:
-            return f"{sign}{value:.0f} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
+            return f"{sign}{value:,.0f} {unit}" if unit == "B" else f"{sign}{value:,.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
 
@@ -61,7 +64,13 @@ def magnitude(x: Any, digits: int = 4) -> str:
     if value.is_integer() and abs(value) < 1e15:
         return count(value)
     if 1e-4 <= abs(value) < 1e6:
-        return f"{value:.{digits}g}"
+        short = f"{value:.{digits}g}"
+        if abs(float(short)) < 1000:
+            return short
+        # 1000 <= |x| < 1e6: grouped like a count, keeping `digits` significant digits where there are decimals
+        decimals = max(digits - len(str(int(abs(float(short))))), 0)
+        grouped = f"{value:,.{decimals}f}"
+        return grouped.rstrip("0").rstrip(".") if "." in grouped else grouped  # trailing zeros dropped, as `g` does
     return f"{value:.{max(digits - 1, 1)}e}"
 
 
@@ -77,7 +86,7 @@ def ratio(x: Any) -> str:
     if abs(value) >= 1e6 or (value != 0 and abs(value) < 1e-3):
         return f"x{value:.2g}"
     if abs(value) >= 100:
-        return f"x{value:.0f}"
+        return f"x{value:,.0f}"
     return f"x{value:.3g}"
 
 
@@ -90,7 +99,7 @@ def percent(share: Any, digits: int = 1) -> str:
         return "nan"
     if 0 < abs(value) < 10 ** -digits:
         return f"<{10 ** -digits:g}%"
-    return f"{value:.{digits}f}%"
+    return f"{value:,.{digits}f}%"
 
 
 def duration_us(us: Any) -> str:
@@ -102,7 +111,8 @@ def duration_us(us: Any) -> str:
         return magnitude(value)
     a = abs(value)
     if a < 1000:
-        return f"{value:.3g} us" if a < 10 else f"{value:.0f} us"
+        return f"{value:.3g} us" if a < 10 else f"{value:,.0f} us"
     if a < 1_000_000:
-        return f"{value / 1000:.3g} ms" if a < 100_000 else f"{value / 1000:.0f} ms"
-    return f"{value / 1_000_000:.3g} s"
+        return f"{value / 1000:.3g} ms" if a < 100_000 else f"{value / 1000:,.0f} ms"
+    seconds = value / 1_000_000
+    return f"{seconds:.3g} s" if abs(seconds) < 1000 else f"{seconds:,.0f} s"

@@ -124,7 +124,7 @@ async def test_overflow_view_chains_and_headroom_tabs() -> None:
         chain = lines(app.screen.query_one("#chains-table", RowTable))
         assert chain[1].strip().startswith("inf at attn[0]/exp.0: exp overflows float16")
         hop = chain[5].split()
-        assert hop[:3] == ["4", "1.628e+05", "x13563"] and hop[4] == "inf"
+        assert hop[:3] == ["4", "162,755", "x13,563"] and hop[4] == "inf"
         assert "┃" in hop[3]  # the bar crosses the float16 max line
         assert "│" in chain[2] and "┃" not in chain[2]  # input:0 stays well under it
         await pilot.press("3")
@@ -132,7 +132,7 @@ async def test_overflow_view_chains_and_headroom_tabs() -> None:
         table = app.screen.query_one("#headroom-table", RowTable)
         assert table.has_focus
         shown = lines(table)
-        assert shown[1].split()[:4] == ["-3.3", "6.51e+05", "float16", "attn[0]/sum.0"]
+        assert shown[1].split()[:4] == ["-3.3", "651,019", "float16", "attn[0]/sum.0"]
         await pilot.press("escape")
         await pilot.pause()
         assert app.results == [None]

@@ -30,7 +30,7 @@ def test_markdown_report_has_run_summary_findings_by_severity_causes_and_hints()
     assert "- root cause: `attn[0]/exp.0` — exp overflows float16 for inputs above 11.09" in md
     # the chain reads from the graph input to the op that overflowed
     assert ("- chain, source first: `input:0` (3) → `proj/mm.0` (48) → `scale/mul.0` (12) → "
-            "`attn[0]/exp.0` (1.628e+05)") in md
+            "`attn[0]/exp.0` (162,755)") in md
     assert "- hint: exp of values above 11.1 overflows float16" in md
 
 
@@ -68,7 +68,7 @@ def test_operator_summary_has_identity_shapes_stats_side_by_side_and_findings() 
     header = next(line for line in lines if line.startswith("output 0"))
     assert "target (float16)" in header and "reference" in header
     abs_max = next(line for line in lines if line.strip().startswith("abs_max"))
-    assert abs_max.split()[1:] == ["inf", "1.628e+05"]
+    assert abs_max.split()[1:] == ["inf", "162,755"]
     assert "  ERROR overflow/inf: 3 Inf values in the output; every input was finite" in lines
     assert any(line.startswith("    hint: exp of values above 11.1") for line in lines)
 

@@ -59,7 +59,7 @@ def test_compute_sanitizer_out_of_bounds_read(logs: Path) -> None:
     assert (oob.kernel, oob.thread, oob.block) == ("scaleArray(float *, float)", "(255,0,0)", "(3,0,0)")
     assert oob.frames[0] == "writeValidMem.cu:6"
     assert oob.extra["allocation"] == {"distance": 1, "relation": "after", "address": "0x7b95b4000000", "size": 4092}
-    assert "1 bytes after the allocation at 0x7b95b4000000 of 4092 bytes" in oob.message
+    assert "1 bytes after the allocation at 0x7b95b4000000 of 4,092 bytes" in oob.message
     assert api.extra["error"] == "cudaErrorLaunchFailure" and api.extra["api"] == "cudaDeviceSynchronize"
     assert (leak.size, leak.address) == (4092, 0x7B95B4000000)
     assert [(s.kind, s.count, s.bytes) for s in log.summaries] == [("leaks", 1, 4092), ("errors", 3, None)]

@@ -27,13 +27,23 @@ async def _settle(app: InvestigatorApp, pilot: object) -> None:
     await pilot.pause()  # type: ignore[attr-defined]
 
 
+async def _notes_about(app: InvestigatorApp, pilot: object, word: str) -> list[str]:
+    """The notifications naming `word`, waiting for the message loop to deliver them (turns, not seconds)."""
+    for _ in range(500):
+        notes = [n.message for n in app._notifications if word in n.message]
+        if notes:
+            return notes
+        await pilot.pause()  # type: ignore[attr-defined]
+    return []
+
+
 async def test_graph_with_evidence_opens_and_says_what_matched(tmp_path: Path) -> None:
     app = InvestigatorApp([str(VIS), str(FIXTURES / "msprobe" / "dump_fp32")], theme="textual-dark",
                           export_dir=tmp_path)
     async with app.run_test(size=(110, 30)) as pilot:
         await _settle(app, pilot)
         assert app.inv is not None and app.inv.run.source == "msprobe_vis"
-        notes = [n.message for n in app._notifications if "dump_fp32" in n.message]
+        notes = await _notes_about(app, pilot, "dump_fp32")
         assert len(notes) == 1 and "as the reference" in notes[0] and "exact" in notes[0]
         assert not [n for n in app._notifications if n.severity == "error"]
 

@@ -41,7 +41,7 @@ def test_permute_contiguous_time_belongs_to_the_modules_that_convert(inv: Invest
     finding = next(f for f in inv.findings if f.kind == "layout_conversion")
     assert "caused by" in finding.message and ("norm1" in finding.message or "norm2" in finding.message)
     share = {g.key: g.share for g in summarize(t, "category")}["layout"]
-    assert share > 0.02
+    assert share > 0  # measured time: only its presence is asserted, never its size
 
 
 def test_profile_runs_through_check_and_profile_commands(capsys: pytest.CaptureFixture[str]) -> None:
