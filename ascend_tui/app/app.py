@@ -325,8 +325,10 @@ class InvestigatorApp(App[None]):
 
         points = points_of(self.inv)
         if len(points) < 2:
-            self.notify("one step and one rank here: nothing to pick (open an msprobe dump root with step*/rank*/ "
-                        "folders)", markup=False, severity="warning", timeout=8)
+            why = "one step and one rank in this dump: nothing to pick" if points or (
+                self.inv is not None and self.inv.run.source == "msprobe") else "no steps or ranks to pick here"
+            self.notify(f"{why} (open an msprobe dump root with step*/rank*/ folders, or a cluster profile's rank "
+                        f"folders)", markup=False, severity="warning", timeout=8)
             return
 
         def chosen(folder: str | None) -> None:
