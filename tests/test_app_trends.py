@@ -192,3 +192,26 @@ def test_a_cluster_profile_offers_its_rank_folders_with_their_step_times(tmp_pat
     assert [s.bad for s in lines] == [False, False, True, False]
     assert lines[2].text.startswith("slow rank · mean step ") and lines[2].current
     assert points[2].label == points[2].folder.name
+
+
+async def test_a_watch_trend_and_a_step_trace_open_the_trends_view(tmp_path: Path) -> None:
+    from ascend_tui.app.screens.trends import TrendsScreen, has_trend
+    from ascend_tui.app.widgets.step_chart import StepChart, use_log
+    from ascend_tui.evidence import StepSeries
+
+    inv = Investigation(OpGraph("w"), run=RunInfo(source="watch"))
+    loss = StepSeries("loss", "loss", tuple(range(8)), (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 5.0, math.nan))
+    peak = StepSeries("module-output max-abs", "max_abs", tuple(range(8)), (1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7))
+    inv.sections["trend"] = [loss.to_json(), peak.to_json()]
+    assert has_trend(inv) and not has_trend(Investigation(OpGraph("g"), run=RunInfo(source="msprobe")))
+    assert has_trend(_profile_inv([StepTime(k, 1.0, 0, 0, 0, 0, 0, 0) for k in range(3)]))
+    assert use_log(list(peak.values)) and not use_log(list(loss.values))
+    app = app_for(inv, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("I")
+        await _settle(app, pilot)
+        assert isinstance(app.screen, TrendsScreen)
+        charts = {c.series.name: c for c in app.screen.query(StepChart)}
+        assert charts["loss"].anomaly.step == 6 and charts["loss"].anomaly.kind == "jump"
+        text = str(charts["module-output max-abs"].render())
+        assert "log" in text and "1e7" in text and "1e0" in text
