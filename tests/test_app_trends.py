@@ -12,7 +12,7 @@ from ascend_tui.checks.trends import earliest, judge
 from ascend_tui.graph.profile import Profile, StepTime
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.graph.opgraph import OpGraph
-from ascend_tui.offline.trends import points_of, step_time_series, summaries, trend_series
+from ascend_tui.offline.trends import picks_of, points_of, step_time_series, summaries, trend_series
 from ascend_tui.readers.msprobe import dump
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -40,7 +40,7 @@ def test_every_step_and_rank_of_a_dump_root_is_found_from_any_folder_in_it() -> 
 
 def test_the_picker_lines_name_the_first_bad_op_of_the_nan_step() -> None:
     inv = dump.load(STEPS)
-    lines = summaries(inv, points_of(inv))
+    lines = summaries(inv, picks_of(inv))
     assert [s.current for s in lines] == [True, False, False]
     assert [s.bad for s in lines] == [False, False, True]
     assert lines[2].text.startswith("first NaN: Functional.linear.1.forward")
@@ -63,7 +63,7 @@ def test_the_dump_trend_marks_the_planted_nan_at_step_2() -> None:
 def test_a_mask_whose_mean_overflowed_is_not_a_nan_step() -> None:
     """The real LLM dump's attention mask holds finfo.min: msprobe's Mean is -Inf, its values are finite."""
     inv = dump.load(DATA / "llm_dumps" / "fp32_steps")
-    lines = summaries(inv, points_of(inv))
+    lines = summaries(inv, picks_of(inv))
     assert len(lines) == 2 and not any(s.bad for s in lines), [s.text for s in lines]
     series, _ = trend_series(inv)
     assert [v.series.name for v in judge(series) if v.anomaly is not None] == []
@@ -188,7 +188,7 @@ def test_a_cluster_profile_offers_its_rank_folders_with_their_step_times(tmp_pat
     inv = load_cluster(make_cluster(tmp_path / "job", n=4, slow_rank=2), workers=1)
     points = points_of(inv)
     assert [p.rank for p in points] == [0, 1, 2, 3] and all(p.folder.is_dir() for p in points)
-    lines = summaries(inv, points)
+    lines = summaries(inv, picks_of(inv))
     assert [s.bad for s in lines] == [False, False, True, False]
     assert lines[2].text.startswith("slow rank · mean step ") and lines[2].current
     assert points[2].label == points[2].folder.name
@@ -215,3 +215,60 @@ async def test_a_watch_trend_and_a_step_trace_open_the_trends_view(tmp_path: Pat
         assert charts["loss"].anomaly.step == 6 and charts["loss"].anomaly.kind == "jump"
         text = str(charts["module-output max-abs"].render())
         assert "log" in text and "1e7" in text and "1e0" in text
+
+
+def three_step_profile(root: Path, fixtures: Path) -> Path:
+    """The real Level1 profile with its 20 kernels spread over steps 50, 51, 52 and a step-trace row for each
+    (step 52 three times slower): a profile of several steps, made from a real one."""
+    import csv
+    import shutil
+
+    out = root / "prof_ascend_pt"
+    shutil.copytree(fixtures / "profiler" / "level1_2025-01", out)
+    tables = out / "ASCEND_PROFILER_OUTPUT"
+    kd = tables / "kernel_details.csv"
+    with kd.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    for i, row in enumerate(rows[1:]):
+        row[0] = str(50 + i % 3)
+    with kd.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(rows)
+    st = tables / "step_trace_time.csv"
+    head, first = st.read_text().splitlines()[:2]
+    cells = first.split(",")
+    lines = [head]
+    for k, scale in ((50, 1.0), (51, 1.0), (52, 3.0)):
+        lines.append(",".join([str(k)] + [f"{float(c) * scale}" for c in cells[1:]]))
+    st.write_text("\n".join(lines) + "\n")
+    return out
+
+
+async def test_the_picker_opens_one_step_of_a_profile_and_lists_them_again(tmp_path: Path, fixtures: Path) -> None:
+    from ascend_tui.app.screens.dialogs import PointPicker
+    from ascend_tui.app.screens.row_table import RowTable
+    from ascend_tui.offline.open import open_path
+
+    whole = open_path(three_step_profile(tmp_path, fixtures))
+    picks = picks_of(whole)
+    assert [p.label for p in picks] == ["step 50", "step 51", "step 52"]
+    lines = summaries(whole, picks)
+    assert "slowest" in lines[2].text and "7 kernels" in lines[0].text and "6 kernels" in lines[2].text
+    (series,) = trend_series(whole)[0]
+    assert series.steps == (50, 51, 52) and series.values[2] == pytest.approx(3 * series.values[0])
+    app = app_for(whole, tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("i")
+        await _settle(app, pilot)
+        assert isinstance(app.screen, PointPicker)
+        await pilot.press("G", "enter")
+        await _settle(app, pilot)
+        step = app.inv
+        assert step.run.extra["point"] == "step 52" and step.profile.kernels.n == 6
+        assert [s.step for s in step.profile.steps] == [52] and "step 52" in app.sub_title
+        await pilot.press("i")  # the steps of the whole profile again, this one marked
+        await _settle(app, pilot)
+        rows = app.screen.query_one(RowTable).rows
+        assert [r.cells[1] for r in rows] == ["step 50", "step 51", "step 52"] and rows[2].cells[0] == "●"
+        await pilot.press("g", "enter")  # step 50: the profile is read again from its folder
+        await _settle(app, pilot)
+        assert app.inv.run.extra["point"] == "step 50" and app.inv.profile.kernels.n == 7

@@ -32,11 +32,24 @@ MAX_RANK_SERIES = 8  # a cluster's step time: one series per rank up to this man
 Report = Callable[[str, int, "int | None"], None]
 
 
+PROFILE_STEP = "profile-step:"  # a `Pick.key` naming one step of the profile on screen, not a folder
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """One entry of the step/rank picker: its label, what choosing it opens (a folder, or `PROFILE_STEP` + a step
+    number) and the dump point behind it (None for a profile's step)."""
+
+    label: str
+    key: str
+    point: DumpPoint | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class PointSummary:
-    """One line of the step/rank picker: the point, whether it is the one on screen, and what its statistics say."""
+    """One line of the step/rank picker: the entry, whether it is the one on screen, and what its evidence says."""
 
-    point: DumpPoint
+    pick: Pick
     current: bool
     text: str
     bad: bool
@@ -60,6 +73,20 @@ def points_of(inv: Investigation | None) -> list[DumpPoint]:
         return []
 
 
+def picks_of(inv: Investigation | None) -> list[Pick]:
+    """What the picker offers for the investigation on screen: a dump's steps x ranks, a cluster's rank folders, or
+    the steps of a profile with several ([] when there is one or none)."""
+    if inv is None:
+        return []
+    recorded = inv.run.extra.get(STEP_LINES)
+    if isinstance(recorded, list):  # one step of a profile: the steps of the whole, as the whole listed them
+        return [Pick(str(d["label"]), str(d["key"])) for d in recorded if isinstance(d, dict)]
+    steps = profile_step_ids(inv)
+    if len(steps) >= 2:
+        return [Pick(f"step {k}", f"{PROFILE_STEP}{k}") for k in steps]
+    return [Pick(p.label, str(p.folder), p) for p in points_of(inv)]
+
+
 def _cluster(inv: Investigation) -> dict | None:
     """The cluster summary a cluster profile carries (`Profile.extra["cluster"]`), else None."""
     extra = inv.profile.extra if inv.profile is not None else {}
@@ -67,24 +94,26 @@ def _cluster(inv: Investigation) -> dict | None:
     return found if isinstance(found, dict) else None
 
 
-def _rank_lines(inv: Investigation, cluster: dict, points: Sequence[DumpPoint]) -> list[PointSummary]:
+def _rank_lines(inv: Investigation, cluster: dict, picks: Sequence[Pick]) -> list[PointSummary]:
     """A cluster's picker lines from the step times it already read: mean step, its split, the slow rank marked."""
     from ascend_tui.fmt import duration_us
 
     by_rank = {int(r["rank"]): r for r in cluster.get("ranks", ()) if isinstance(r, dict)}
     slow, shown = cluster.get("slow_rank"), cluster.get("shown_rank")
     out = []
-    for p in points:
-        r = by_rank.get(int(p.rank or 0))
+    for pick in picks:
+        p = pick.point
+        rank = p.rank if p is not None else None
+        r = by_rank.get(int(rank or 0))
         if r is None:
             text = "no step times"
         else:
             text = (f"mean step {duration_us(float(r['total']))} over {r.get('steps')} · computing "
                     f"{duration_us(float(r['computing']))} · communication {duration_us(float(r['communication']))}"
                     f" · free {duration_us(float(r['free']))}")  # RankTime: means per step already
-        if p.rank == slow:
+        if rank == slow:
             text = "slow rank · " + text
-        out.append(PointSummary(p, p.rank == shown, text, p.rank == slow))
+        out.append(PointSummary(pick, rank == shown, text, rank == slow))
     return out
 
 
@@ -133,23 +162,28 @@ def summary_line(s: PointStatistics) -> str:
     return " · ".join(parts)
 
 
-def summaries(inv: Investigation, points: Sequence[DumpPoint], report: Report | None = None,
+def summaries(inv: Investigation, picks: Sequence[Pick], report: Report | None = None,
               cancel: threading.Event | None = None) -> list[PointSummary]:
-    """A picker line per point, reading each point's statistics (a point that cannot be read says why)."""
+    """A picker line per entry (a dump point's statistics are read; one that cannot be read says why)."""
+    recorded = inv.run.extra.get(STEP_LINES)
+    if isinstance(recorded, list) or profile_step_ids(inv):
+        return _profile_lines(inv, picks)
     cluster = _cluster(inv)
     if cluster is not None:
-        return _rank_lines(inv, cluster, points)
+        return _rank_lines(inv, cluster, picks)
     here = current_point(inv)
     out: list[PointSummary] = []
-    for i, p in enumerate(points):
+    for i, pick in enumerate(picks):
         check_cancel(cancel)
         if report is not None:
-            report(f"reading {p.label}", i, len(points))
+            report(f"reading {pick.label}", i, len(picks))
+        if pick.point is None:
+            continue
         try:
-            s = statistics(p)
-            out.append(PointSummary(p, p.label == here, summary_line(s), s.first_nonfinite is not None))
+            s = statistics(pick.point)
+            out.append(PointSummary(pick, pick.label == here, summary_line(s), s.first_nonfinite is not None))
         except InputError as exc:
-            out.append(PointSummary(p, p.label == here, f"unreadable: {exc}", True))
+            out.append(PointSummary(pick, pick.label == here, f"unreadable: {exc}", True))
     return out
 
 
@@ -236,3 +270,95 @@ def step_time_series(inv: Investigation) -> list[StepSeries]:
     ranks = sorted(by_rank, key=lambda r: -sum(by_rank[r].values()))[:MAX_RANK_SERIES]
     return [StepSeries(f"step time rank {r}", "step_time", tuple(sorted(by_rank[r])),
                        tuple(by_rank[r][k] for k in sorted(by_rank[r])), "µs") for r in ranks]
+
+
+# -- the steps of one profile ---------------------------------------------------------------------
+
+STEP_LINES = "step_lines"  # run.extra of one step of a profile: the picker lines of the whole profile
+STEP_SOURCE = "step_source"  # ... and the path it was read from
+
+
+def profile_step_ids(inv: Investigation) -> list[int]:
+    """The step numbers of a one-rank profile (its kernels' Step Id, its step trace), when it has several."""
+    profile = inv.profile
+    if profile is None or _cluster(inv) is not None or STEP_LINES in inv.run.extra:
+        return []
+    ids = {int(s.step) for s in profile.steps if s.step >= 0}
+    if profile.kernels.n and "step" in profile.kernels.ints:
+        ids |= {int(k) for k in np.unique(profile.kernels.ints["step"]) if k >= 0}
+    return sorted(ids) if len(ids) >= 2 else []
+
+
+def _profile_lines(inv: Investigation, picks: Sequence[Pick]) -> list[PointSummary]:
+    """A profile's steps, each with its time split and kernel count; the step the trend check flags is marked."""
+    from ascend_tui.checks.trends import first_anomaly
+    from ascend_tui.fmt import duration_us
+
+    recorded = inv.run.extra.get(STEP_LINES)
+    here = current_point(inv)
+    if isinstance(recorded, list):
+        texts = {str(d["label"]): (str(d.get("text", "")), bool(d.get("bad"))) for d in recorded if isinstance(d, dict)}
+        return [PointSummary(p, p.label == here, *texts.get(p.label, ("", False))) for p in picks]
+    profile = inv.profile
+    assert profile is not None
+    times = {s.step: s for s in profile.steps}
+    counts: dict[int, int] = {}
+    if profile.kernels.n and "step" in profile.kernels.ints:
+        ks, ns = np.unique(profile.kernels.ints["step"], return_counts=True)
+        counts = {int(k): int(n) for k, n in zip(ks, ns)}
+    steps = [int(p.key[len(PROFILE_STEP):]) for p in picks]
+    timed = [k for k in steps if k in times]
+    anomaly = first_anomaly([times[k].total for k in timed], timed) if len(timed) >= 2 else None
+    slowest = max(timed, key=lambda k: times[k].total) if timed else None
+    out = []
+    for pick, k in zip(picks, steps):
+        t = times.get(k)
+        parts = [f"step time {duration_us(t.total)} · computing {duration_us(t.computing)} · communication "
+                 f"{duration_us(t.communication_not_overlapped)} not overlapped · free {duration_us(t.free)}"
+                 if t is not None else "no step time"]
+        parts.append(f"{counts.get(k, 0):,} kernels")
+        if k == slowest and len(timed) > 1:
+            parts.append("slowest")
+        if anomaly is not None and anomaly.step == k:
+            parts.append("first anomalous step")
+        out.append(PointSummary(pick, pick.label == here, " · ".join(parts), anomaly is not None and anomaly.step == k))
+    return out
+
+
+def profile_step(inv: Investigation, step: int, lines: Sequence[PointSummary]) -> Investigation:
+    """The investigation of one step of a profile: its kernels and step-trace row, the advice re-run on them.
+
+    Per-type and host tables (op_statistic, operator_details) are totals over every step: not kept.
+    """
+    from dataclasses import replace
+
+    from ascend_tui.offline.profile import profile_investigation
+
+    profile = inv.profile
+    if profile is None:
+        raise InputError(inv.run.target or "profile", "no profile to take a step of")
+    rows = np.flatnonzero(profile.kernels.ints["step"] == step) if profile.kernels.n else np.zeros(0, np.int64)
+    one = replace(profile, kernels=profile.kernels.take(rows), steps=tuple(s for s in profile.steps if s.step == step),
+                  op_stats=(), host_ops=(), extra={**profile.extra, "step": step})
+    out = profile_investigation(one, Path(inv.run.target or "profile"), source=inv.run.source, device=inv.run.device)
+    out.run.extra.update({"point": f"step {step}", STEP_SOURCE: inv.run.target,
+                          STEP_LINES: [{"label": s.pick.label, "key": s.pick.key, "text": s.text, "bad": s.bad}
+                                       for s in lines]})
+    out.run.extra.setdefault("notes", []).append(
+        f"step {step} of {len(lines)}: its kernels and step time; the per-type and host tables cover every step "
+        f"and are left out (i picks another step)")
+    return out
+
+
+def open_pick(inv: Investigation, key: str, progress: Report | None = None,
+              cancel: threading.Event | None = None) -> Investigation:
+    """Open a profile step the picker chose (`PROFILE_STEP`+k): from the whole profile on screen, or, when a step is
+    on screen, from the profile read again from its path."""
+    from ascend_tui.offline.open import open_path
+
+    step = int(key[len(PROFILE_STEP):])
+    whole = inv
+    if STEP_SOURCE in inv.run.extra:
+        whole = open_path(str(inv.run.extra[STEP_SOURCE]), progress, cancel)
+    check_cancel(cancel)
+    return profile_step(whole, step, summaries(whole, picks_of(whole)))

@@ -20,8 +20,7 @@ from ascend_tui.fmt import plural
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
-    from ascend_tui.offline.trends import PointSummary
-    from ascend_tui.readers.msprobe.dump import DumpPoint
+    from ascend_tui.offline.trends import Pick, PointSummary
 
 
 COMPLETIONS_SHOWN = 8
@@ -154,7 +153,8 @@ class PointList(RowTable):
 
 
 class PointPicker(ModalScreen["str | None"]):
-    """The steps and ranks of a dump, one line each (read in a worker), dismissed with the folder chosen."""
+    """The steps and ranks on screen, one line each (read in a worker), dismissed with the chosen entry's key (a folder
+    to open, or a step of the profile)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "dismiss_none", "close", id="dialog.close")]
     DEFAULT_CSS = """
@@ -165,7 +165,7 @@ class PointPicker(ModalScreen["str | None"]):
     PointPicker RowTable { height: 1fr; }
     """
 
-    def __init__(self, inv: Investigation, points: list[DumpPoint]) -> None:
+    def __init__(self, inv: Investigation, points: list[Pick]) -> None:
         super().__init__()
         self.inv = inv
         self.points = points
@@ -175,8 +175,8 @@ class PointPicker(ModalScreen["str | None"]):
             yield Label(f"{plural(len(self.points), 'step/rank', 'steps/ranks')} · reading their statistics …",
                         id="picker-title", markup=False)
             yield PointList([Column("", 1), Column("step/rank"), Column("summary", grow=True)],
-                            [Row(("", p.label, "…"), data=str(p.folder)) for p in self.points], id="picker-table")
-            yield Label("enter opens the step/rank · esc closes", markup=False)
+                            [Row(("", p.label, "…"), data=p.key) for p in self.points], id="picker-table")
+            yield Label("enter opens the step/rank · space shows a cut line whole · esc closes", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one(RowTable)
@@ -207,9 +207,9 @@ class PointPicker(ModalScreen["str | None"]):
     def _show(self, lines: list[PointSummary]) -> None:
         table = self.query_one(RowTable)
         at = table.cursor
-        table.set_rows([Row(("●" if s.current else "", s.point.label, s.text), tone="error" if s.bad else "",
-                            data=str(s.point.folder)) for s in lines]
-                       + [Row(("", p.label, "…"), data=str(p.folder)) for p in self.points[len(lines):]])
+        table.set_rows([Row(("●" if s.current else "", s.pick.label, s.text), tone="error" if s.bad else "",
+                            data=s.pick.key) for s in lines]
+                       + [Row(("", p.label, "…"), data=p.key) for p in self.points[len(lines):]])
         table.move_to(at)
         if len(lines) < len(self.points):
             return
@@ -220,7 +220,7 @@ class PointPicker(ModalScreen["str | None"]):
     @on(RowTable.Chosen)
     def _chosen(self, event: RowTable.Chosen) -> None:
         self.workers.cancel_group(self, "picker")
-        self.dismiss(str(event.row.data) if event.row.data else None)
+        self.dismiss(str(event.row.data) if event.row.data else None)  # a `Pick.key`
 
     def action_dismiss_none(self) -> None:
         self.workers.cancel_group(self, "picker")
