@@ -345,8 +345,8 @@ def profile_step(inv: Investigation, step: int, lines: Sequence[PointSummary]) -
                           STEP_LINES: [{"label": s.pick.label, "key": s.pick.key, "text": s.text, "bad": s.bad}
                                        for s in lines]})
     out.run.extra.setdefault("notes", []).append(
-        f"step {step} of {len(lines)}: its kernels and step time; the per-type and host tables cover every step "
-        f"and are left out (i picks another step)")
+        f"step {step}, one of {len(lines)} steps: its kernels and step time; the per-type and host tables cover "
+        f"every step and are left out (i picks another step)")
     return out
 
 

@@ -214,8 +214,7 @@ class PointPicker(ModalScreen["str | None"]):
         if len(lines) < len(self.points):
             return
         bad = sum(1 for s in lines if s.bad)
-        self._title(f"{plural(len(lines), 'step/rank', 'steps/ranks')} · {bad} flagged (NaN/Inf, or the slow rank) · "
-                    f"● is the one on screen")
+        self._title(f"{plural(len(lines), 'step/rank', 'steps/ranks')} · {bad} flagged (red) · ● is the one on screen")
 
     @on(RowTable.Chosen)
     def _chosen(self, event: RowTable.Chosen) -> None:
