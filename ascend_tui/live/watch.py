@@ -33,7 +33,6 @@ import math
 import time
 import warnings
 import weakref
-from collections import deque
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,10 +41,9 @@ from typing import Any, Callable, Iterator
 from ascend_tui.checks.overflow import CHECK, num, range_of
 from ascend_tui.evidence import Finding, RootCause, StepSeries
 from ascend_tui.live.capture import dtype_name, iter_tensors
+from ascend_tui.live.step_trend import TREND_STEPS, StepTrend, grad_norm_tensor, scalar_loss
 
 DEFAULT_SAVE = "ascend-tui-watch-step{step}.atui.json"
-TREND_STEPS = 256  # steps the trend ring keeps
-TREND_MODULES = 16  # modules whose own max-abs series a saved trend carries (the first bad one, then the largest)
 # Modules whose output is finite and no larger than their input when the input is: not measured, so
 # the first appearance of a bad value is still caught by the module that made it, at less cost.
 BOUNDED = frozenset("""ReLU ReLU6 Hardtanh Sigmoid Tanh Hardsigmoid Softmax Softmin Identity Flatten Unflatten
@@ -92,7 +90,7 @@ class Watch:
         self.investigation: Any = None
         self.steps = 0
         self.detail = detail
-        self._ring: deque[StepPoint] = deque(maxlen=max(1, int(trend_steps)))
+        self._trend = StepTrend(trend_steps)
         self._clock: float | None = None
         self._model_loss: Any = None
         params = list(model.parameters())
@@ -142,7 +140,7 @@ class Watch:
             if self._paused:
                 return
             if root:
-                self._model_loss = _scalar_loss(out)
+                self._model_loss = scalar_loss(out)
             for t in iter_tensors(out):
                 if t is self._last() or not t.is_floating_point() or t.numel() == 0:
                     continue
@@ -200,7 +198,7 @@ class Watch:
         if grads:
             for _, g in grads:
                 parts += torch.aminmax(g.detach())
-            parts.append(_grad_norm(torch, [g.detach() for _, g in grads]))
+            parts.append(grad_norm_tensor(torch, [g.detach() for _, g in grads]))
         loss = self._model_loss if loss is None else loss
         self._model_loss = None
         loss_on_device = isinstance(loss, torch.Tensor) and loss.numel() == 1
@@ -213,7 +211,7 @@ class Watch:
         device = self.device
         flag = device.read_overflow_flag()
         found = self._findings(step, values, [n for n, _ in grads], bool(flag))
-        self._remember_step(step, values, len(grads), grad_norm, loss, took)
+        self._trend.add(step, self._names, values, len(grads), grad_norm, loss, took)
         self._values, self._names, self._classes, self._dtypes, self._last = [], [], [], [], _dead
         if flag is not None:
             device.clear_overflow_flag()
@@ -226,53 +224,12 @@ class Watch:
             self._clock = time.perf_counter()  # the next step's time leaves the re-run out
         return found
 
-    # -- the trend ------------------------------------------------------------------------------------
-
-    def _remember_step(self, step: int, values: list[float], grads: int, grad_norm: float, loss: Any,
-                       took: float) -> None:
-        """Put this step's scalars in the ring (host values the one transfer brought: no extra sync)."""
-        n = len(self._names)
-        peaks = [_peak(values[2 * i], values[2 * i + 1]) for i in range(n)]
-        gpeaks = [_peak(values[2 * n + 2 * j], values[2 * n + 2 * j + 1]) for j in range(grads)]
-        prev = self._ring[-1].modules if self._ring else ()
-        names = prev if tuple(self._names) == prev else tuple(self._names)
-        per_module: dict[str, float] = {}
-        for name, peak in zip(self._names, peaks):
-            per_module[name] = peak if math.isnan(peak) else max(per_module.get(name, 0.0), peak)
-        body = [p for name, p in zip(self._names, peaks) if name]  # the model's own output is its loss, often
-        self._ring.append(StepPoint(step, _nanmax(body), _nanmax(gpeaks) if grads else None,
-                                    float(grad_norm) if grads else None, None if loss is None else float(loss),
-                                    None if math.isnan(took) else took, names,
-                                    tuple(per_module.get(m, math.nan) for m in dict.fromkeys(names))))
-
     @property
     def trend(self) -> list[StepSeries]:
-        """The ring as series: module-output max-abs, gradient max-abs and norm, loss, step time, and the max-abs
-        of the first bad module and of the `TREND_MODULES` largest ones (series with no value at all left out)."""
-        ring = list(self._ring)
-        if not ring:
-            return []
-        out = [StepSeries(name, kind, tuple(p.step for p, v in pairs), tuple(v for _, v in pairs), unit)
-               for name, kind, unit, pairs in (
-                   ("module-output max-abs", "max_abs", "", _present(ring, lambda p: p.max_abs)),
-                   ("loss", "loss", "", _present(ring, lambda p: p.loss)),
-                   ("gradient norm", "grad_norm", "", _present(ring, lambda p: p.grad_norm)),
-                   ("gradient max-abs", "max_abs", "", _present(ring, lambda p: p.grad_max_abs)),
-                   ("step time", "step_time", "µs",
-                    _present(ring, lambda p: p.seconds * 1e6 if p.seconds is not None else None)))
-               if pairs]
-        latest: dict[str, float] = {}
-        for p in ring:
-            for m, v in zip(dict.fromkeys(p.modules), p.module_max_abs):
-                latest[m] = v if math.isnan(v) or math.isinf(v) else max(v, latest.get(m, 0.0))
+        """The trend ring as series (see `live.step_trend.StepTrend.series`), the first bad module's first."""
         first_bad = next((f.module for f in self.findings if f.severity == "error" and f.check == CHECK
                           and not f.node.startswith("grad:") and f.node != "<device>"), None)
-        chosen = sorted(latest, key=lambda m: (m != first_bad, -_rank(latest[m])))[:TREND_MODULES]
-        for m in chosen:
-            pairs = _present(ring, lambda p: dict(zip(dict.fromkeys(p.modules), p.module_max_abs)).get(m))
-            out.append(StepSeries(f"{m or '<model>'} max-abs", "max_abs", tuple(p.step for p, _ in pairs),
-                                  tuple(v for _, v in pairs)))
-        return out
+        return self._trend.series(first_bad)
 
     def _findings(self, step: int, values: list[float], grad_names: list[str], flag: bool) -> list[Finding]:
         out: list[Finding] = []
@@ -414,65 +371,6 @@ class Watch:
             torch.set_rng_state(rng_now[0])
             if cuda:
                 torch.cuda.set_rng_state(rng_now[1], self._index)
-
-
-@dataclass(frozen=True, slots=True)
-class StepPoint:
-    """One step's scalars in the trend ring (None where the step had none: no gradients, no loss, the first step's
-    time; NaN is a NaN the step made); `modules` is shared between steps whose measured modules did not change."""
-
-    step: int
-    max_abs: float | None
-    grad_max_abs: float | None
-    grad_norm: float | None
-    loss: float | None
-    seconds: float | None
-    modules: tuple[str, ...]
-    module_max_abs: tuple[float, ...]
-
-
-def _present(ring: list[StepPoint], value: Callable[[StepPoint], float | None]) -> list[tuple[StepPoint, float]]:
-    """(point, value) for the points that have the value."""
-    return [(p, v) for p in ring if (v := value(p)) is not None]
-
-
-def _peak(mn: float, mx: float) -> float:
-    """max(|min|, |max|), NaN when either is NaN."""
-    return math.nan if math.isnan(mn) or math.isnan(mx) else max(abs(mn), abs(mx))
-
-
-def _nanmax(values: list[float]) -> float | None:
-    """The largest value, NaN when any is NaN (a NaN step must show in the trend), None for none."""
-    if not values:
-        return None
-    if any(math.isnan(v) for v in values):
-        return math.nan
-    return max(values)
-
-
-def _rank(v: float) -> float:
-    return math.inf if math.isnan(v) or math.isinf(v) else v
-
-
-def _grad_norm(torch: Any, grads: list[Any]) -> Any:
-    """The norm of all gradients together, as a 0-d tensor on the device (one foreach kernel, no sync)."""
-    try:
-        norms = torch._foreach_norm(grads)
-    except (AttributeError, RuntimeError, TypeError):  # a backend without the foreach kernel
-        norms = [torch.linalg.vector_norm(g.float()) for g in grads]
-    devs = {n.device for n in norms}
-    if len(devs) > 1:  # parameters on several devices: meet on the first
-        first = norms[0].device
-        norms = [n.to(first) for n in norms]
-    return torch.linalg.vector_norm(torch.stack([n.float() for n in norms]))
-
-
-def _scalar_loss(out: Any) -> Any:
-    """A model output that is a loss: a one-element floating tensor, or an output object's `.loss` one."""
-    cand = getattr(out, "loss", None) if not hasattr(out, "numel") else out
-    if cand is not None and hasattr(cand, "numel") and cand.numel() == 1 and cand.is_floating_point():
-        return cand
-    return None
 
 
 @dataclass(frozen=True, slots=True)
