@@ -18,7 +18,7 @@ APP_BINDINGS: list[Binding] = [
     Binding("y", "copy_summary", "copy summary", id="app.copy-summary", show=False),
     Binding("O", "open_dialog", "open file", id="app.open", show=False),
     Binding("i", "pick_point", "steps/ranks", id="app.pick-point", show=False,
-            tooltip="pick another step or rank of the dump on screen: one line each, opened in the background"),
+            tooltip="pick another step or rank of the dump or profile on screen: one line each, opened in the background"),
     Binding("escape", "cancel", "cancel", id="app.cancel", show=False),
 ]
 

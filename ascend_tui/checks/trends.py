@@ -43,7 +43,8 @@ class Anomaly:
             word = "NaN" if math.isnan(self.value) else ("+Inf" if self.value > 0 else "-Inf")
             return f"step {self.step}: {word}"
         side = "above" if self.value > self.high else "below"
-        return f"step {self.step}: {self.value:.4g}, {side} the band {self.low:.4g}–{self.high:.4g} of the steps before"
+        return (f"step {self.step}: {self.value:.4g}, {side} the band {self.low:.4g}–{self.high:.4g} of the steps "
+                f"before")
 
 
 def first_anomaly(values: Sequence[float] | np.ndarray, steps: Sequence[int] | None = None, *, k: float = DEFAULT_K,
@@ -91,7 +92,8 @@ class SeriesVerdict:
 
 def judge(series: Sequence[StepSeries], **band_options: float) -> list[SeriesVerdict]:
     """`first_anomaly` of every series, in the order given (a `nonfinite` series is a count: above 0 is bad)."""
-    return [SeriesVerdict(s, first_anomaly(s.values, s.steps, counts=s.kind == COUNT_KIND, **band_options))  # type: ignore[arg-type]
+    return [SeriesVerdict(s, first_anomaly(s.values, s.steps, counts=s.kind == COUNT_KIND,
+                                           **band_options))  # type: ignore[arg-type]
             for s in series]
 
 

@@ -321,7 +321,8 @@ def _profile_lines(inv: Investigation, picks: Sequence[Pick]) -> list[PointSumma
             parts.append("slowest")
         if anomaly is not None and anomaly.step == k:
             parts.append("first anomalous step")
-        out.append(PointSummary(pick, pick.label == here, " · ".join(parts), anomaly is not None and anomaly.step == k))
+        flagged = anomaly is not None and anomaly.step == k
+        out.append(PointSummary(pick, pick.label == here, " · ".join(parts), flagged))
     return out
 
 

@@ -1,4 +1,4 @@
-"""Small modal dialogs: open a path, pick a step/rank of a dump, and show an unexpected error without closing the app."""
+"""Small modal dialogs: open a path, pick a step or rank, and show an unexpected error without closing the app."""
 
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ class PointList(RowTable):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "choose", "open", id="picker.open")]
 
 
-class PointPicker(ModalScreen["str | None"]):
+class PointPicker(ModalScreen[str | None]):
     """The steps and ranks on screen, one line each (read in a worker), dismissed with the chosen entry's key (a folder
     to open, or a step of the profile)."""
 
@@ -214,7 +214,8 @@ class PointPicker(ModalScreen["str | None"]):
         if len(lines) < len(self.points):
             return
         bad = sum(1 for s in lines if s.bad)
-        self._title(f"{plural(len(lines), 'step/rank', 'steps/ranks')} · {bad} flagged (red) · ● is the one on screen")
+        self._title(f"{plural(len(lines), 'step/rank', 'steps/ranks')} · {bad} flagged (red) · "
+                    f"● is the one on screen")
 
     @on(RowTable.Chosen)
     def _chosen(self, event: RowTable.Chosen) -> None:
