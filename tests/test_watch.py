@@ -243,6 +243,10 @@ def test_trend_ring_is_bounded_and_step_loss_wins(tmp_path: Path) -> None:
             w.step(loss=torch.tensor(float(i)))
     loss = next(s for s in w.trend if s.name == "loss")
     assert loss.steps == (2, 3, 4) and loss.values == (2.0, 3.0, 4.0)
+    with ascend_tui.watch(model, save=False) as w:  # a plain number is taken as it is
+        model(torch.ones(1, 4)).sum().backward()
+        w.step(loss=0.25)
+    assert next(s for s in w.trend if s.name == "loss").values == (0.25,)
 
 
 def test_detail_full_keeps_every_operator_in_the_rerun(tmp_path: Path) -> None:

@@ -202,8 +202,8 @@ class Watch:
         loss = self._model_loss if loss is None else loss
         self._model_loss = None
         loss_on_device = isinstance(loss, torch.Tensor) and loss.numel() == 1
-        if loss_on_device:
-            parts.append(loss.detach().reshape(()))
+        if loss_on_device:  # into the same transfer, on the device the rest is on (a CPU loss: a copy, no sync)
+            parts.append(loss.detach().reshape(()).to(parts[0].device) if parts else loss.detach().reshape(()))
         values = torch.stack([p.float() for p in parts]).cpu().tolist() if parts else []
         if loss_on_device:
             loss = values.pop()
