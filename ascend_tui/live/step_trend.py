@@ -19,8 +19,8 @@ TREND_MODULES = 16  # modules whose own max-abs series the trend carries (the fi
 
 @dataclass(frozen=True, slots=True)
 class StepPoint:
-    """One step's scalars in the trend ring (None where the step had none: no gradients, no loss, the first step's
-    time; NaN is a NaN the step made); `modules` is shared between steps whose measured modules did not change."""
+    """One step's scalars in the trend ring (None where the step had none: no gradients, no loss; NaN is a NaN the
+    step made); `modules` is shared between steps whose measured modules did not change."""
 
     step: int
     max_abs: float | None

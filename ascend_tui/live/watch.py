@@ -122,6 +122,7 @@ class Watch:
                 self._handles.append(mod.register_forward_hook(self._make_hook(name, type(mod).__name__)))
         self._handles.append(self.model.register_forward_pre_hook(self._remember, with_kwargs=True))
         self.device.clear_overflow_flag()
+        self._clock = time.perf_counter()  # the first step's time runs from here
         return self
 
     def __exit__(self, *exc: Any) -> None:
