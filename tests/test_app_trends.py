@@ -51,10 +51,10 @@ def test_the_dump_trend_marks_the_planted_nan_at_step_2() -> None:
     series, notes = trend_series(dump.load(STEPS))
     by = {s.name: s for s in series}
     assert notes == []
-    assert {"loss", "gradient norm", "non-finite module outputs", "fc1 max-abs", "fc2 max-abs", "fc2 norm"} <= set(by)
+    assert {"loss", "gradient norm", "non-finite outputs", "fc1 max-abs", "fc2 max-abs", "fc2 norm"} <= set(by)
     assert by["loss"].steps == (0, 1, 2) and by["loss"].values[0] == pytest.approx(0.97656, rel=1e-4)
     assert math.isnan(by["fc2 max-abs"].values[2]) and math.isfinite(by["fc1 max-abs"].values[2])
-    assert by["non-finite module outputs"].values == (0.0, 0.0, 1.0)
+    assert by["non-finite outputs"].values == (0.0, 0.0, 1.0)
     verdicts = {v.series.name: v.anomaly for v in judge(series)}
     assert verdicts["fc2 max-abs"].step == 2 and verdicts["loss"].step == 2 and verdicts["fc1 max-abs"] is None
     assert earliest(judge(series)).anomaly.step == 2

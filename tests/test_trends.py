@@ -63,3 +63,12 @@ def test_a_series_round_trips_through_json_with_its_nan() -> None:
     s = StepSeries("fc2 max-abs", "max_abs", (0, 1, 2), (1.0, 2.0, math.nan), "")
     back = StepSeries.from_json(s.to_json())
     assert back.steps == s.steps and back.values[:2] == s.values[:2] and math.isnan(back.values[2])
+
+
+def test_series_names_fit_the_list_by_shortening_the_path_first() -> None:
+    from ascend_tui.app.screens.trends import tail
+
+    assert tail("loss", 10) == "loss"
+    assert tail("model.layers.0.self_attn.q_proj max-abs", 30) == "m.l.0.self_attn.q_proj max-abs"
+    assert tail("model.layers.0.self_attn.q_proj max-abs", 22) == "m.l.0.s.q_proj max-abs"
+    assert tail("model.layers.0.self_attn.q_proj max-abs", 12) == "…roj max-abs"

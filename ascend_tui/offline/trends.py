@@ -228,7 +228,7 @@ def dump_series(points: Sequence[DumpPoint], report: Report | None = None,
         return [], skipped
     steps = [s.point.step if s.point.step is not None else i for i, s in enumerate(stats)]
     names = list(dict.fromkeys(n for s in stats for n in s.names))
-    out = [_series("non-finite module outputs", "nonfinite", steps, [float(s.nonfinite.sum()) for s in stats]),
+    out = [_series("non-finite outputs", "nonfinite", steps, [float(s.nonfinite.sum()) for s in stats]),
            _series("loss", "loss", steps, [s.loss for s in stats]),
            _series("gradient norm", "grad_norm", steps, [s.grad_norm for s in stats])]
     for column, kind in (("max_abs", "max-abs"), ("norm", "norm")):

@@ -30,6 +30,24 @@ if TYPE_CHECKING:
 TREND_GROUP = "trends"
 DEFAULT_KINDS = ("loss", "grad_norm", "step_time", "nonfinite")
 DEFAULT_CHARTS = 6
+NAME_CHROME = 14  # the list's cells beside the name: the mark, the anomaly column, gaps and the scrollbar
+
+
+def tail(name: str, room: int) -> str:
+    """`name` fitted to `room` cells: the module path's segments shortened to their first letter from the left
+    (`m.l.0.s.q_proj max-abs`; numbers and the last segment kept, as they tell modules apart), then cut from the
+    left with `…`."""
+    if len(name) <= room:
+        return name
+    path, sep, rest = name.partition(" ")
+    parts = path.split(".")
+    for i in range(len(parts) - 1):
+        if len(".".join(parts) + sep + rest) <= room:
+            break
+        if not parts[i].isdigit():
+            parts[i] = parts[i][:1]
+    short = ".".join(parts) + sep + rest
+    return short if len(short) <= room else "…" + short[len(short) - room + 1:]
 
 
 def has_trend(inv: Investigation | None) -> bool:
@@ -105,6 +123,13 @@ class TrendsScreen(CheckView):
         self.query_one(RowTable).focus()
         self._load()
 
+    def on_resize(self) -> None:
+        if self.verdicts:
+            table = self.query_one(SeriesList)
+            at = table.cursor
+            table.set_rows(self._rows())
+            table.move_to(at)
+
     @work(thread=True, exclusive=True, group=TREND_GROUP, exit_on_error=False, description="reading the steps")
     def _load(self) -> None:
         from textual.worker import get_current_worker
@@ -141,7 +166,8 @@ class TrendsScreen(CheckView):
         return text + (f" · {'; '.join(self.notes)}" if self.notes else "")
 
     def _rows(self) -> list[Row]:
-        return [Row(("●" if i in self.chosen else " ", v.series.name,
+        room = max(12, self.query_one(SeriesList).size.width - NAME_CHROME)
+        return [Row(("●" if i in self.chosen else " ", tail(v.series.name, room),
                      f"step {v.anomaly.step}" if v.anomaly is not None else ""),
                     tone="error" if v.anomaly is not None else "", data=i) for i, v in enumerate(self.verdicts)]
 
