@@ -215,3 +215,49 @@ async def test_module_tree_and_step_table_sort_too() -> None:
         comm = [r.data[3] for r in steps.rows]
         assert len(comm) == 16 and comm == sorted(comm, reverse=True)
         assert steps.columns[3].label == "comm (exposed) ▼" and steps.rows[0].cells[1] == "11"
+
+
+async def test_advice_computing_then_filled_in_when_the_job_ends() -> None:
+    """Opened while its findings are still computed, the view says so, then shows them when the job's newer
+    investigation (the same profile) arrives."""
+    import threading
+
+    from textual import work
+
+    done = inv_final = profile_inv(baseline=False)
+    first = inv_final.snapshot()
+    first.findings, first._by_node = [], {}
+    release = threading.Event()
+
+    class Opening(Host):
+        def on_mount(self) -> None:
+            self.inv = first
+            self._job()
+            super().on_mount()
+
+        @work(thread=True, group="job")
+        def _job(self) -> None:
+            release.wait(10)
+            self.call_from_thread(setattr, self, "inv", done)
+
+    app = Opening(first)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ProfileScreen) and screen.pending
+        assert "advice: computing" in str(screen.query_one("#profile-summary").render())
+        assert table(app, "advice-table").rows == [] and "computing" in table(app, "advice-table").empty
+        release.set()
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.5)
+        assert not screen.pending and "computing" not in str(screen.query_one("#profile-summary").render())
+        kinds = [r.data[1] for r in table(app, "advice-table").rows]
+        assert kinds and set(kinds) == {f.kind for f in done.findings if f.check == "profile"}
+
+
+def test_open_hands_over_what_was_read_before_the_findings() -> None:
+    """The app's open job shows the profile first and computes the advice after (the same profile object)."""
+    seen: list[Investigation] = []
+    inv = open_path(PROF / "level1_2025-01", on_partial=seen.append)
+    assert seen and not any(f.check == "profile" for f in seen[-1].findings)
+    assert any(f.check == "profile" for f in inv.findings) and seen[-1].profile is inv.profile

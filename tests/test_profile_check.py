@@ -90,6 +90,34 @@ def test_boundness_from_pmu_and_roofline() -> None:
     assert (est.at(0), est.at(1)) == ("~compute", "~memory")
 
 
+def test_fusion_matches_equal_a_regex_over_every_row() -> None:
+    """The fusion rule searches only the rows whose type holds a pattern word; it finds what a search over the
+    ';'-joined types of every row finds (types that hold a word mid-name, empty types, `;` in a type)."""
+    import random
+    import re
+
+    from ascend_tui.checks.profile_advice import FUSIONS, _matches
+
+    vocab = ["MatMulV2", "BatchMatMulV2", "aclnnMatMul", "Add", "AddV2", "BiasAdd", "Relu", "ReluGrad", "Gelu",
+             "FastGeluV2", "Cast", "TransData", "", "Mul", "Muls", "Softmax", "SoftmaxV2", "Dropout", "DropOutDoMask",
+             "Pow", "Square", "ReduceMeanD", "Sub", "Rsqrt", "Sqrt", "RealDiv", "Conv2D", "Relu6", "x-y", "Add;Add",
+             "Adds", "Div"]
+    rng = random.Random(5)
+    found = 0
+    for _ in range(150):
+        values = rng.sample(vocab, rng.randint(1, len(vocab)))
+        codes = np.array([rng.randrange(len(values)) for _ in range(rng.randint(1, 300))])
+        starts = np.concatenate([[0], np.cumsum([len(values[c]) + 1 for c in codes])])
+        text = ";".join(values[c] for c in codes)
+        for _, pattern, _ in FUSIONS:
+            spans = np.array([m.span() for m in re.finditer(pattern, text)], np.int64).reshape(-1, 2)
+            first, stop = _matches(pattern, values, codes)
+            assert first.tolist() == (np.searchsorted(starts, spans[:, 0], side="right") - 1).tolist()
+            assert stop.tolist() == np.searchsorted(starts, spans[:, 1], side="left").tolist()
+            found += len(first)
+    assert found > 200  # the patterns did match
+
+
 def test_advice_on_the_seed_workflow() -> None:
     t = seed_profile()
     findings = advise(Profile("test", t))
@@ -141,3 +169,26 @@ def test_attribution_by_name() -> None:
                     {"fc/addmm.0": "aten.addmm", "softmax.0": "aten._softmax"})
     assert got == {"aten::addmm": "fc/addmm.0", "fc/addmm.0": "fc/addmm.0", "Softmax_3": "softmax.0"}
     assert normalize("aten.addmm.default") == normalize("aten::addmm") == "addmm"
+
+
+def test_idle_time_in_chunks_equals_the_whole_sweep() -> None:
+    """The host-bound rule's idle time, summed a chunk of rows at a time, equals one sweep over every row."""
+    from ascend_tui.checks.profile_advice import _idle_ns
+
+    rng = np.random.default_rng(4)
+    start = np.sort(rng.integers(0, 10**12, 200_001))
+    dur = rng.random(len(start)) * rng.choice([1.0, 1e3, 1e6], len(start))
+    end = np.maximum.accumulate(start + (dur * 1000).astype(np.int64))
+    whole = int(np.maximum(start[1:] - end[:-1], 0).sum())
+    assert _idle_ns(start, dur, chunk=1000) == _idle_ns(start, dur) == (whole, int(end[-1]))
+
+
+def test_block_dim_spares_mix_kernels_whose_vector_blocks_divide() -> None:
+    rows = [k("mix_ok", "FlashAttention", 100, "MIX_AIC", block=20),
+            k("mix_bad", "FlashAttentionGrad", 100, "MIX_AIC", block=20, mix=30),
+            k("cpu", "Cast", 100, "AI_CPU", block=7)]
+    t = table(rows)
+    t = KernelTable(t.n, t.text, {**{c: t.ints[c] for c in t.ints}, "mix_block_dim": np.array([48, 30, -1])},
+                    t.floats)
+    found = [f for f in advise(Profile("test", t)) if f.kind == "block_dim"]
+    assert [f.op_type for f in found] == ["FlashAttentionGrad"]

@@ -233,7 +233,9 @@ def test_a_large_folder_shows_its_first_block_before_the_rest(tmp_path: Path, mo
     monkeypatch.setattr(fast_csv, "BLOCK", 64 * 1024)  # ~9 blocks
     seen: list[Investigation] = []
     inv = open_path(tmp_path / "big_ascend_pt", on_partial=seen.append)
-    assert len(seen) == 1 and 0 < seen[0].profile.kernels.n < inv.profile.kernels.n == 2000
+    # the first block, then the whole read before its advice is computed
+    assert len(seen) == 2 and 0 < seen[0].profile.kernels.n < inv.profile.kernels.n == 2000
+    assert seen[1].profile is inv.profile and not any(f.check == "profile" for f in seen[1].findings)
     assert seen[0].profile.extra["partial"] and seen[0].profile.op_stats == inv.profile.op_stats
     assert open_path(tmp_path / "big_ascend_pt").profile.kernels.n == 2000  # no callback, no partial work
     # the app's open worker hands its partial-results callback through, so the first screen shows early
@@ -245,4 +247,4 @@ def test_a_large_folder_shows_its_first_block_before_the_rest(tmp_path: Path, mo
     seen.clear()
     loaded = load_paths([str(tmp_path / "big_ascend_pt")], RunOptions(), lambda *a: None, threading.Event(),
                         seen.append)
-    assert len(seen) == 1 and loaded.inv.profile.kernels.n == 2000
+    assert len(seen) == 2 and loaded.inv.profile.kernels.n == 2000

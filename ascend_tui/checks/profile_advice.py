@@ -19,10 +19,10 @@ from typing import Mapping
 import numpy as np
 
 from ascend_tui import fmt
-from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, summarize
+from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, stream_order, summarize
 from ascend_tui.checks.affinity_api import affinity
 from ascend_tui.evidence import Finding
-from ascend_tui.graph.profile import Codes, KernelTable, Profile
+from ascend_tui.graph.profile import NO_INT, Codes, KernelTable, Profile
 
 MIN_TASK_US = 20.0  # msprof-analyze's _MIN_TASK_DURATION for the bound and AI CPU checkers
 HOTSPOT_SHARE = 0.05
@@ -30,11 +30,12 @@ LAYOUT_SHARE = 0.05
 IDLE_SHARE = 0.10
 SYNC_PER_STEP = 10
 FUSIONS: tuple[tuple[str, str, str], ...] = (
-    # (name, regex over the ';'-joined op types, hint)
-    ("MatMul + bias + activation", r"(?:Batch)?MatMul\w*;(?:BiasAdd|Add|AddV2);(?:Relu|Gelu|FastGelu\w*|Swish|Silu|"
+    # (name, regex over the ';'-joined op types, hint). Every kernel type a match touches must hold one of its
+    # pattern's words (the letter-and-digit runs outside escapes) or be empty: `_matches` skips the others.
+    ("MatMul + bias + activation", r"(?:BatchMatMul|MatMul)\w*;(?:BiasAdd|Add|AddV2);(?:Relu|Gelu|FastGelu\w*|Swish|Silu|"
      r"Sigmoid|Tanh|GeluV2)", "use a fused linear (torch_npu.npu_linear / aclnnMatmulAddRelu style) or let the "
      "graph compiler fuse it (torch.compile / torchair)"),
-    ("MatMul + bias", r"(?:Batch)?MatMul\w*;(?:BiasAdd|Add|AddV2)(?=;|$)", "pass the bias to the matmul "
+    ("MatMul + bias", r"(?:BatchMatMul|MatMul)\w*;(?:BiasAdd|Add|AddV2)(?=;|$)", "pass the bias to the matmul "
      "(F.linear with bias, torch.addmm) instead of adding it afterwards"),
     ("Conv + bias + activation", r"Conv2D\w*;(?:BiasAdd|Add|AddV2);(?:Relu|Relu6|LeakyRelu|Swish|Silu)",
      "fold the bias and activation into the convolution (conv with bias=True, graph-mode fusion)"),
@@ -123,7 +124,7 @@ def _layout(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> lis
     code = cats.code("layout")
     rows = np.flatnonzero(cats.codes == code) if code >= 0 else np.zeros(0, np.int64)
     time = float(t.dur_us[rows].sum())
-    if _step_median(t, rows, time / total) < LAYOUT_SHARE:  # one noisy step does not decide it
+    if not len(rows) or _step_median(t, rows, time / total) < LAYOUT_SHARE:  # one noisy step does not decide it
         return []
     types = _summed(t.text["type"], rows, t.dur_us[rows])
     causes = _causes(t, rows)
@@ -157,7 +158,7 @@ def _causes(t: KernelTable, rows: np.ndarray) -> list[tuple[str, float]]:
     if any(modules.values[modules.codes[r]] for r in rows[:1000]):
         return _summed(modules, rows, t.dur_us[rows], "(no module)").most_common()
     stream = t.ints["stream"]
-    order = np.lexsort((t.start_ns, stream))
+    order = stream_order(t)
     pos = np.empty(t.n, np.int64)
     pos[order] = np.arange(t.n)
     cats = categories(t)
@@ -242,16 +243,20 @@ def _aicpu(t: KernelTable, nodes: Mapping[str, str]) -> list[Finding]:
 
 def _block_dim(t: KernelTable, nodes: Mapping[str, str], cores: Cores, total: float) -> list[Finding]:
     core = t.text["core"]
-    bd = t.ints["block_dim"]
-    mix = t.ints["mix_block_dim"]
     n_of = {"AI_CORE": cores.aic, "MIX_AIC": cores.aic, "AI_VECTOR_CORE": cores.aiv}
+    bd = np.full(t.n, NO_INT, np.int64)
+    on = np.flatnonzero(np.isin(core.codes, [core.code(name) for name in n_of]))
+    if len(on):  # block dims of the AI-core rows only (the other rows' are never read)
+        bd[on] = t.ints["block_dim"] if len(on) == t.n else t.ints.rows("block_dim", on)
     bad = np.zeros(t.n, bool)
     for name, n in n_of.items():
         c = core.code(name)
         if c >= 0:
             sel = (core.codes == c) & (bd > 0) & (bd % n != 0)
-            if name == "MIX_AIC":
-                sel &= ~((mix > 0) & (mix % cores.aiv == 0))
+            if name == "MIX_AIC" and sel.any():  # a mix kernel whose vector blocks divide evenly is fine
+                rows = np.flatnonzero(sel)
+                mix = t.ints.rows("mix_block_dim", rows)
+                sel[rows[(mix > 0) & (mix % cores.aiv == 0)]] = False
             bad |= sel
     out = []
     for typ, rs in _per_type(t, np.flatnonzero(bad))[:5]:
@@ -269,22 +274,16 @@ def _block_dim(t: KernelTable, nodes: Mapping[str, str], cores: Cores, total: fl
 
 
 def _fusion(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Finding]:
-    order = np.lexsort((t.start_ns, t.ints["stream"]))
+    order = stream_order(t)
     typ = t.text["type"]
     codes = typ.codes[order]
-    types = np.array(typ.values, dtype=object)[codes] if len(typ.values) else np.zeros(0, object)
-    lengths = np.fromiter((len(v) + 1 for v in typ.values), np.int64, len(typ.values))
-    starts = np.concatenate([[0], np.cumsum(lengths[codes])])  # where each row's type starts in `text`
-    text = ";".join(types.tolist())
     out = []
-    taken = np.zeros(len(types), bool)
+    taken = np.zeros(len(codes), bool)
     dur = None
     for name, pattern, hint in FUSIONS:
-        spans = np.array([m.span() for m in re.finditer(pattern, text)], np.int64).reshape(-1, 2)
-        if not len(spans):
+        first, stop = _matches(pattern, typ.values, codes)
+        if not len(first):
             continue
-        first = np.searchsorted(starts, spans[:, 0], side="right") - 1
-        stop = np.searchsorted(starts, spans[:, 1], side="left")
         before = np.concatenate([[0], np.cumsum(taken)])
         earlier = (before[np.maximum(stop, first)] - before[first] > 0).tolist()  # rows an earlier rule took
         kept: list[tuple[int, int]] = []
@@ -300,15 +299,59 @@ def _fusion(t: KernelTable, nodes: Mapping[str, str], total: float) -> list[Find
         if not hits:
             continue
         rows = np.concatenate(hits)
-        # what fusing saves: the kernels after the first of each sequence
+        # what fusing saves: the kernels after the first of each sequence, summed in order as plain floats
+        # (only those rows become Python floats: a list of every row would hold 32 MB a million rows)
         if dur is None:
-            dur = t.dur_us[order].tolist()
-        saved = float(sum(sum(dur[a + 1:b]) for a, b in kept))
+            dur = t.dur_us[order]
+        after = np.array([b - a - 1 for a, b in kept], np.int64)
+        firsts = np.array([a + 1 for a, _ in kept], np.int64)
+        at = np.repeat(firsts - np.cumsum(after) + after, after) + np.arange(int(after.sum()))
+        picked = dur[at].tolist()
+        saved, k = 0, 0
+        for m in after.tolist():
+            saved += sum(picked[k:k + m])
+            k += m
+        saved = float(saved)
         out.append(_finding("fusion", "warning" if saved / total >= 0.02 else "info", t, rows, nodes,
                             f"{name}: {fmt.plural(len(hits), 'sequence')} of {len(hits[0])} kernels could be one "
                             f"(up to {fmt.duration_us(saved)}, {fmt.percent(saved / total)} of kernel time)",
                             hint, count=len(hits), saved_us=saved))
     return out
+
+
+def _matches(pattern: str, values: list[str], codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first row, row after the last) of each `re.finditer` match of `pattern` over the ';'-joined `values[codes]`.
+
+    A row whose type holds none of the pattern's words takes no part in a match, so each run of
+    such rows is searched as one `#` (no word, no `;`): the text shrinks to the rows that matter,
+    decided once per distinct type. A match that touches a `#` anyway is searched again in full.
+    """
+    words = set(re.findall(r"\w+", re.sub(r"\\.|\(\?[:=!<]*", " ", pattern)))
+    relevant = np.fromiter((not v or any(w in v for w in words) for v in values), bool, len(values))
+    keep = relevant[codes] if len(codes) else np.zeros(0, bool)
+    if not keep.any():
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    after_skipped = np.concatenate([[False], ~keep[:-1]])
+    tokens = np.flatnonzero(keep | ~after_skipped)  # the kept rows, and the first row of each skipped run (its `#`)
+    label = np.where(keep[tokens], codes[tokens], len(values))
+    spans, starts = _spans(pattern, [*values, "#"], label)
+    if not len(spans):
+        return spans[:, 0], spans[:, 1]
+    first = np.searchsorted(starts, spans[:, 0], side="right") - 1
+    stop = np.searchsorted(starts, spans[:, 1], side="left")
+    skipped = np.concatenate([[0], np.cumsum(label == len(values))])
+    if (skipped[stop] - skipped[first]).any():  # a match through a skipped run: the pattern breaks the rule above
+        spans, starts = _spans(pattern, values, codes)
+        return np.searchsorted(starts, spans[:, 0], side="right") - 1, np.searchsorted(starts, spans[:, 1], "left")
+    return tokens[first], tokens[stop - 1] + 1
+
+
+def _spans(pattern: str, values: list[str], codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The match spans of `pattern` over the ';'-joined `values[codes]`, and where each row starts in that text."""
+    lengths = np.fromiter((len(v) + 1 for v in values), np.int64, len(values))
+    starts = np.concatenate([[0], np.cumsum(lengths[codes])])
+    text = ";".join(np.array(values, dtype=object)[codes].tolist())
+    return np.array([m.span() for m in re.finditer(pattern, text)], np.int64).reshape(-1, 2), starts
 
 
 def _memcpy(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> list[Finding]:
@@ -366,13 +409,15 @@ def _host_bound(profile: Profile, nodes: Mapping[str, str]) -> list[Finding]:
     ok = t.start_ns != np.iinfo(np.int64).min
     if ok.sum() < 2:
         return []
-    s = t.start_ns[ok]
-    e = s + (t.dur_us[ok] * 1000).astype(np.int64)
-    order = np.argsort(s)
-    s, e = s[order], np.maximum.accumulate(e[order])
-    gaps = np.maximum(s[1:] - e[:-1], 0)
-    wall = float(e[-1] - s[0]) or 1.0
-    idle = float(gaps.sum())
+    every = bool(ok.all())
+    s = t.start_ns if every else t.start_ns[ok]
+    dur = t.dur_us if every else t.dur_us[ok]
+    if not bool((s[1:] >= s[:-1]).all()):  # sorted only when the rows are not in time order yet
+        order = np.argsort(s)
+        s, dur = s[order], dur[order]
+    idle, end = _idle_ns(s, dur)
+    wall = float(end - s[0]) or 1.0
+    idle = float(idle)
     if idle / wall < IDLE_SHARE * 2:
         return []
     return [Finding("profile", "host_bound", "warning", "", "", "", -1,
@@ -380,6 +425,26 @@ def _host_bound(profile: Profile, nodes: Mapping[str, str]) -> list[Finding]:
                     f"({fmt.duration_us(idle / 1000)} in gaps): the host does not keep it fed",
                     metrics={"free_share": idle / wall},
                     hint="larger batches, fewer small ops, graph mode, or remove host synchronisations")]
+
+
+def _idle_ns(start: np.ndarray, dur_us: np.ndarray, chunk: int = 1 << 16) -> tuple[int, int]:
+    """(ns between kernels with nothing running, the last end) of rows in start order, a chunk of rows at a time
+    (a million rows' ends would be 8 MB more at the command's peak)."""
+    idle, last = 0, None
+    for a in range(0, len(start), chunk):
+        b = min(a + chunk, len(start))
+        e = np.empty(b - a, np.int64)
+        np.multiply(dur_us[a:b], 1000, out=e, casting="unsafe")  # as .astype(np.int64)
+        e += start[a:b]
+        if last is not None:
+            e[0] = max(int(e[0]), last)
+        np.maximum.accumulate(e, out=e)
+        following = start[a + 1:b + 1]  # the next row's start for each row (none after the last)
+        gaps = np.subtract(following, e[:len(following)])
+        np.maximum(gaps, 0, out=gaps)
+        idle += int(gaps.sum())
+        last = int(e[-1])
+    return idle, int(last if last is not None else 0)
 
 
 def _sync(profile: Profile) -> list[Finding]:

@@ -67,10 +67,19 @@ def analysis(name: str) -> Callable[[Investigation], Investigation] | None:
 def open_path(path: str | Path, progress: Progress | None = None, cancel: threading.Event | None = None,
               on_partial: Callable[[Investigation], None] | None = None) -> Investigation:
     """Read any artifact the project understands into an `Investigation` with its findings (readers that
-    stream also hand partial investigations, analysed the same way, to `on_partial` while they read)."""
+    stream also hand partial investigations, analysed the same way, to `on_partial` while they read).
+
+    With `on_partial`, what was read is handed over before the analysis runs (a copy, without its
+    findings), so a front-end shows it while the findings are computed (seconds on a million kernels).
+    """
     reader = readers.choose(path, all_readers())
     analyse = analysis(reader.name)
     if analyse is None:
         return readers.read_with(reader, path, progress, cancel, on_partial)
     partial = None if on_partial is None else (lambda inv: on_partial(analyse(inv)))
-    return analyse(readers.read_with(reader, path, progress, cancel, partial))
+    inv = readers.read_with(reader, path, progress, cancel, partial)
+    if on_partial is not None:
+        on_partial(inv.snapshot())
+        if progress is not None:
+            progress(f"computing the findings on {Path(path).name}", 0, None)
+    return analyse(inv)

@@ -115,6 +115,9 @@ class ProfileScreen(CheckView):
                                                    "steps-table": (0, False)}
         self.diff_by = "type"
         self.segments = segments_of(self.profile)
+        self.pending = False  # the advice is still being computed by the job that opened this profile
+        self._modules_filled = False
+        self._grouped: dict[tuple[str, tuple[tuple[str, str, str], ...]], list[Row]] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -123,14 +126,15 @@ class ProfileScreen(CheckView):
             with TabPane("1 Ops", id="ops"):
                 yield RowTable(*self._ops(), empty="no kernel rows", id="ops-table")
             with TabPane("2 Modules", id="modules"):
-                yield RowTable(*self._modules(), empty="no module attribution in this profile "
+                # filled when first shown: the module tree summarises every kernel row again
+                yield RowTable(empty="no module attribution in this profile "
                                "(profile with with_modules=True, or run it live)", id="modules-table")
             with TabPane("3 Timeline", id="timeline"):
                 yield TimelineStrip(self.segments, id="timeline-strip")
                 yield Static("", id="timeline-info", markup=False)
                 yield RowTable(*self._steps(), empty="no step_trace_time in this profile", id="steps-table")
             with TabPane("4 Advice", id="advice"):
-                yield RowTable(*self._advice(), empty="no advice: nothing stands out", id="advice-table")
+                yield RowTable(*self._advice(), empty=self._advice_empty(), id="advice-table")
             with TabPane("5 Diff", id="diff"):
                 yield RowTable(*self._diff(), empty="no baseline: run `ascend-tui profile NEW --baseline OLD --open`",
                                id="diff-table")
@@ -142,6 +146,41 @@ class ProfileScreen(CheckView):
         table = self.query_one("#ops-table", RowTable)
         table.focus()
         self._status(table)
+        if self._job_running():
+            self.pending = True
+            self._show_advice()
+            self._waiting = self.set_interval(0.2, self._advice_arrived)
+
+    # -- advice computed after the first screen -----------------------------------------------
+
+    def _job_running(self) -> bool:
+        """Whether the app's job (opening or running checks) is still at work: its findings are not all in yet."""
+        return any(w.group == "job" and not w.is_finished for w in self.app.workers)
+
+    def _advice_arrived(self) -> None:
+        """Take the findings of the newer investigation the job made from this profile; stop waiting when it ends."""
+        newer = getattr(self.app, "inv", None)
+        if newer is not None and newer is not self.inv and newer.profile is self.profile:
+            self.inv = newer
+            self.pending = self._job_running()
+            self._show_advice()
+        elif not self._job_running():
+            self.pending = False
+            self._show_advice()
+        if not self.pending:
+            self._waiting.stop()
+
+    def _advice_empty(self) -> str:
+        return "advice: computing …" if self.pending else "no advice: nothing stands out"
+
+    def _show_advice(self) -> None:
+        self.query_one("#profile-summary", Static).update(self._summary())
+        table = self.query_one("#advice-table", RowTable)
+        table.empty = self._advice_empty()
+        columns, rows = self._advice()
+        table.set_rows(rows, columns)
+        if self._active_table() is table:
+            self._status(table)
 
     # -- content ----------------------------------------------------------------------------
 
@@ -150,7 +189,7 @@ class ProfileScreen(CheckView):
         assert s is not None
         parts = ", ".join(f"{g.key} {fmt.percent(g.share)}" for g in s.by_category[:5])
         return (f"{self.profile.kind} profile · {fmt.plural(s.kernels, 'kernel')} · {fmt.duration_us(s.total_us)} · "
-                f"{fmt.plural(s.steps, 'step')} · {parts}")
+                f"{fmt.plural(s.steps, 'step')} · {parts}" + (" · advice: computing …" if self.pending else ""))
 
     def _rows_mask(self) -> np.ndarray | None:
         t = self.profile.kernels
@@ -162,11 +201,21 @@ class ProfileScreen(CheckView):
         return mask
 
     def _ops(self) -> tuple[list[Column], list[Row]]:
-        mask = self._rows_mask()
-        groups = summarize(self.profile.kernels, self.group, np.flatnonzero(mask) if mask is not None else None)
         labels = [GROUP_LABEL[self.group], "calls", "total", "share", "mean", "max", "category", "bound"]
-        rows = [self._group_row(g) for g in groups]
-        return self._sorted("ops-table", labels, rows, grow=0)
+        return self._sorted("ops-table", labels, self._group_rows(), grow=0)
+
+    def _group_rows(self) -> list[Row]:
+        """The rows of the current grouping and drill-down, summarised once (a sort or a way back reuses them)."""
+        key = (self.group, tuple(self.filters))
+        rows = self._grouped.pop(key, None)
+        if rows is None:
+            mask = self._rows_mask()
+            groups = summarize(self.profile.kernels, self.group, np.flatnonzero(mask) if mask is not None else None)
+            rows = [self._group_row(g) for g in groups]
+        self._grouped[key] = rows  # the most recent last; a few kept (thousands of rows each on a big profile)
+        while len(self._grouped) > 8:
+            self._grouped.pop(next(iter(self._grouped)))
+        return rows
 
     def _group_row(self, g: Group) -> Row:
         key = g.key if self.group == "name" and g.key in self.inv.graph else None
@@ -357,6 +406,9 @@ class ProfileScreen(CheckView):
 
     @on(TabbedContent.TabActivated)
     def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "modules" and not self._modules_filled:
+            self._modules_filled = True
+            self._refresh("modules-table")
         if event.pane.id == "timeline":
             self.query_one(TimelineStrip).focus()
             return

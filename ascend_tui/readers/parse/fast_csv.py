@@ -408,7 +408,7 @@ def _short_decimals(words: np.ndarray, s: np.ndarray, lengths: np.ndarray
     digits = n - dot
     value, ok = _parse8(x, digits)
     ok &= ((lengths - 1).view(np.uint64) < _U(8)) & (digits != _U(0))  # 1 to 8 bytes, a digit among them
-    return value.astype(np.float64) / _POW10F[(n - _U(1) - p) * dot], ok, word
+    return value.astype(np.float64) / _POW10F[((n - _U(1) - p) * dot).view(np.int64)], ok, word  # intp: a fast gather
 
 
 def _matrix(full: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
