@@ -16,6 +16,7 @@ import torch  # in the test command (.[live,test]): a missing torch fails, never
 import ascend_tui
 from ascend_tui.live.coarse import MODULE, coarse_capture
 from ascend_tui.live.device import select
+from test_npu_api import fake_npu  # noqa: F401 - the fake torch_npu fixture
 from test_real_models import ARCHS, inputs, model
 
 nn = torch.nn
@@ -262,3 +263,65 @@ def test_cancel_stops_the_module_pass() -> None:
     stop.set()
     with pytest.raises(Cancelled):
         coarse_capture(model("gpt2"), inputs(), select("cpu"), cancel=stop)
+
+
+class LogThenRelu(nn.Module):
+    """`log` of zeros is -Inf; the in-place ReLU after it turns the -Inf into 0 in the same tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.log = Log()
+        self.relu = nn.ReLU(inplace=True)
+        self.out = nn.Linear(8, 2)
+
+    def forward(self, x: Any) -> Any:
+        return self.out(self.relu(self.log(self.fc(x).relu())))
+
+
+class Log(nn.Module):
+    def forward(self, x: Any) -> Any:
+        return torch.log(x)
+
+
+def test_an_output_an_inplace_module_changes_is_measured_before_it_runs() -> None:
+    """Module outputs are measured in batches; one handed to an in-place module is measured first, so the -Inf the
+    ReLU overwrites is still seen, at the module that made it."""
+    torch.manual_seed(0)
+    cap = coarse_capture(LogThenRelu(), (torch.randn(16, 8),), select("cpu"), backward=True)
+    assert cap.window is not None and cap.recorder.events[cap.window[1]].module == "log"
+    assert not cap.notes
+
+
+class DeepSqrtHead(nn.Module):
+    """Forty layers, then the gradient of sqrt(0) in backward: Inf, which saturation mode clamps and a zero product
+    hides from every module's gradient; only the overflow flag tells."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre = nn.Sequential(*(nn.Linear(8, 8) for _ in range(40)))
+        self.head = SqrtHead()
+
+    def forward(self, x: Any) -> Any:
+        return self.head(self.pre(x))
+
+
+def test_an_overflow_born_in_backward_is_found_by_the_flag_read_per_batch_of_modules(fake_npu: Any) -> None:
+    """Fake NPU in saturation mode: the coarse path finds the backward operator the full capture names, reading the
+    flag once per batch of module events (and per operator only inside the window), not after every module."""
+    fake_npu._fake_state.inf_nan = False
+    found = {}
+    for detail in ("full", "module"):
+        torch.manual_seed(0)
+        model, x = DeepSqrtHead(), torch.rand(4, 8)
+        fake_npu._fake_state.flag_reads = 0
+        with fake_npu._fake_saturation():
+            inv = ascend_tui.investigate(model, (x,), device="npu", dtype="float16", checks=("overflow",),
+                                         detail=detail, backward=True, reference=None)
+        err = first_error(inv)
+        found[detail] = (err.node, err.kind, err.module, fake_npu._fake_state.flag_reads, inv.run.extra.get("capture"))
+    assert found["full"][:3] == found["module"][:3] == ("backward:head.root/div.0", "saturation", "head.root")
+    capture = found["module"][4]
+    assert capture["passes"] == 3 and capture["window"]["phase"] == "backward"
+    reads = found["module"][3]  # the passes' own, one per two events in the flag's pass, one per windowed op
+    assert reads <= capture["module_events"] // 2 + capture["operators"] + 8 and reads < capture["module_events"]

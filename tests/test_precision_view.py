@@ -37,7 +37,7 @@ def _table(app: Any) -> RowTable:
     return app.screen.query_one(RowTable)
 
 
-async def test_rows_sort_by_any_column_filter_to_introduced_and_enter_focuses_the_op(compared: Investigation) -> None:
+async def test_rows_sort_by_any_column_and_filter_to_introduced(compared: Investigation) -> None:
     # the CNN bf16 pair differs only by bf16 rounding: its old "introduced" conv1 bias gradient (cosine 0.35 on a
     # near-zero gradient) was a false error, so nothing is introduced and the one count is explained
     app = Host(lambda: PrecisionScreen(compared))
@@ -72,6 +72,10 @@ async def test_an_introduced_error_filters_and_focuses_its_op_and_the_chart_show
         rows = _table(app).rows
         assert rows and all(r.data["attribution"] == "introduced" for r in rows)
         assert {r.key for r in rows} == {NOISE_AT}
+        await pilot.press("enter")  # the tensor pair; Enter there focuses its op on the graph
+        await pilot.pause()
+        assert type(app.screen).__name__ == "TensorPairScreen"
+        await app.workers.wait_for_complete()
         await pilot.press("enter")
         await pilot.pause()
     assert app.results == [NOISE_AT]

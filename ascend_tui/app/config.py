@@ -232,3 +232,56 @@ def variable_defaults(theme: Theme) -> dict[str, str]:
     # which hides it, so they get the terminal's grey; other themes keep Textual's blurred cursor.
     out["cursor-blurred"] = "ansi_bright_black" if theme.ansi else colours["block-cursor-blurred-background"]
     return out
+
+
+# -- per-view choices (the precision view's columns), kept in `<config dir>/views.toml` ---------------------------
+
+VIEWS_FILE = "views.toml"
+_BARE_KEY = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def load_view_choice(view: str, name: str, *, path: Path | None = None) -> list[str] | None:
+    """The list of strings saved under `[view] name` in views.toml, or None when none is saved (or it is unreadable)."""
+    path = path if path is not None else config_dir() / VIEWS_FILE
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        _log.warning("%s", InputError(path, _reason(exc)))
+        return None
+    value = data.get(view, {}).get(name) if isinstance(data.get(view), dict) else None
+    return [str(v) for v in value] if isinstance(value, list) and all(isinstance(v, str) for v in value) else None
+
+
+def save_view_choice(view: str, name: str, values: list[str], *, path: Path | None = None) -> None:
+    """Save a list of strings under `[view] name` in views.toml, keeping the file's other entries; OSError on failure."""
+    path = path if path is not None else config_dir() / VIEWS_FILE
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        data = {}  # a broken file is replaced rather than kept broken
+    table = data.get(view) if isinstance(data.get(view), dict) else {}
+    table[name] = list(values)
+    data[view] = table
+    lines = ["# ascend-tui's remembered view choices (written by the app)"]
+    for section, entries in data.items():
+        if not isinstance(entries, dict):
+            continue
+        lines.append(f"\n[{_toml_key(str(section))}]")
+        for key, value in entries.items():
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                lines.append(f"{_toml_key(str(key))} = [{', '.join(_toml_string(v) for v in value)}]")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _toml_key(key: str) -> str:
+    return key if key and set(key) <= _BARE_KEY else _toml_string(key)
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's, apart from `\\/`, which json.dumps never writes)."""
+    import json
+
+    return json.dumps(text, ensure_ascii=False)

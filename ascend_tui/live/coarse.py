@@ -1,51 +1,34 @@
 """Coarse-to-fine capture: module-level evidence for the whole step, operators recorded only where it matters.
 
-Pass 1 runs the step with no dispatch mode at all: each module call's outputs (and, with
-backward, the gradient that reaches each of them) are measured on their own device and
-queued (`StatRows`), then brought to the host together at the end of the pass; each
-measurement is an *event*, numbered in the order it happened. `checks.suspects.first_bad_event`
-names the first event whose values went bad (NaN, Inf, saturation, the NPU overflow flag).
-Pass 2 replays the same step — same inputs, the RNG states saved before pass 1, buffers and
-gradients put back, the same grad mode, autocast and train/eval mode — under a dispatch mode
-that records operators only in the *window* between the event before that one and that one
-(every op that ran there, whichever module owns it), and module-level nodes everywhere else
-(`attrs["detail"] == "module"`). If the window's inputs are already bad (the bad value came
+Pass 1 (`live.coarse_pass.step_pass`, no dispatch mode at all) measures each module call's
+outputs (and, with backward, the gradient that reaches each of them) through `BatchStats` and
+brings the rows to the host together at the end of the pass; each measurement is an *event*,
+numbered in the order it happened. `checks.suspects.first_bad_event` names the first event whose
+values went bad (NaN, Inf, saturation, the NPU overflow flag). Pass 2 replays the same step —
+same inputs, the RNG states saved before pass 1, buffers and gradients put back, the same grad
+mode, autocast and train/eval mode — recording operators only in the *window* between the event
+before that one and that one (every op that ran there, whichever module owns it), and
+module-level nodes everywhere else (`attrs["detail"] == "module"`); a forward window's replay
+stops where the window closes and takes the rest of the step from pass 1
+(`live.coarse_merge.adopt_rest`). If the window's inputs are already bad (the bad value came
 from code that ran before the event in front of it) the window widens to the enclosing
 module's call and the step is replayed again.
 """
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-import numpy as np
-
-from ascend_tui.checks.suspects import first_bad_event, first_zeroed_event
-from ascend_tui.errors import Cancelled
-from ascend_tui.graph.opgraph import derive, op_node
-from ascend_tui.live.capture import ABSENT, CaptureResult, Recorder, SlotRef, Unshadow, call_model, tensor_leaves, \
-    tensor_meta
-from ascend_tui.progress import frozen_gc
+from ascend_tui.checks.suspects import first_bad_event
+from ascend_tui.live.capture import CaptureResult
+from ascend_tui.live.coarse_merge import adopt_rest, event_rows, merged, result_of, widened, window_inputs_bad, zeroed
+from ascend_tui.live.coarse_pass import FLAG_READS, MODULE, Event, StepRecorder, step_pass
 
 if TYPE_CHECKING:
     from ascend_tui.live.device import Device
 
-MODULE = "module"  # the value of `attrs["detail"]` on nodes that stand for a whole module call
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One module-level measurement: a module call's outputs (forward) or the gradient reaching them (backward)."""
-
-    index: int
-    module: str
-    module_class: str
-    phase: str
-    node: str  # "" for events inside the window (their operators are nodes instead)
-    entered_at: int  # events finished when the call started (forward); the event's own index in backward
+__all__ = ["MODULE", "CoarseCapture", "Event", "Side", "StepState", "coarse_capture", "saturation_limit", "step_pass"]
 
 
 @dataclass(slots=True)
@@ -59,8 +42,24 @@ class StepState:
 
     @classmethod
     def save(cls, model: Any, device: Device) -> StepState:
-        buffers = [(b, b.detach().clone()) for b in model.buffers()] if hasattr(model, "buffers") else []
-        params = [p for p in model.parameters() if p.requires_grad] if hasattr(model, "parameters") else []
+        import torch
+
+        buffers: list[tuple[Any, Any]] = []
+        params: list[Any] = []
+        if isinstance(model, torch.nn.Module):  # one walk for both (`buffers()` and `parameters()` would make two)
+            seen: set[int] = set()
+            for mod in model.modules():
+                for b in mod._buffers.values():
+                    if b is not None and id(b) not in seen:
+                        seen.add(id(b))
+                        buffers.append((b, b.detach().clone()))
+                for p in mod._parameters.values():
+                    if p is not None and p.requires_grad and id(p) not in seen:
+                        seen.add(id(p))
+                        params.append(p)
+        else:
+            buffers = [(b, b.detach().clone()) for b in model.buffers()] if hasattr(model, "buffers") else []
+            params = [p for p in model.parameters() if p.requires_grad] if hasattr(model, "parameters") else []
         return cls(device, device.rng_state(), buffers, [(p, p.grad) for p in params])
 
     def restore(self, *, grads_cleared: bool = False) -> None:
@@ -73,276 +72,6 @@ class StepState:
                 b.copy_(kept)
         for p, g in self.grads:
             p.grad = None if grads_cleared else g
-
-
-class StepRecorder(Recorder):
-    """A recorder that makes one node per module call (and per module gradient), and operator nodes only inside its
-    window of events (none when `window` is None: pass 1)."""
-
-    def __init__(self, model: Any, inputs: Any, *, window: tuple[int, int] | None = None, grads: bool = False,
-                 flag_device: Device | None = None, module_stats: bool = True, **kwargs: Any) -> None:
-        super().__init__(model, inputs, **kwargs)
-        self.module_stats = module_stats  # False on a replay: the module pass measured those already
-        self.window = window  # operators between event window[0] (-1: the start) and event window[1] are recorded
-        self.active = window is not None and window[0] < 0
-        self.events: list[Event] = []
-        self.grads = grads
-        self.flag_device = flag_device  # read and clear the overflow flag at every event (one sync each)
-        self.event_flags: list[bool] = []
-        self.outputs: Any = None
-        self._frames: list[list[SlotRef]] = [[]]  # per module call: the module nodes its children made
-        self._frame_ops: list[SlotRef | None] = [None]  # per module call: the last operator node recorded in it
-        self._hooked: dict[int, Any] = {}
-        self._last: SlotRef | None = None
-
-    # -- events ---------------------------------------------------------------------------------
-
-    def attribute_modules(self, model: Any) -> list[Any]:
-        """Shadow every module's `_call_impl` (the model's own too) to attribute ops and end each call with an event."""
-        pairs = list(model.named_modules())
-        thread = threading.get_ident()
-        shadowed: list[tuple[dict[str, Any], Any]] = []
-        for name, mod in pairs:
-            own = getattr(mod, "__dict__", None)
-            if not isinstance(own, dict):
-                continue
-            prior = own.get("_call_impl", ABSENT)
-            own["_call_impl"] = self._wrapped(mod._call_impl, name, type(mod).__name__, thread)
-            shadowed.append((own, prior))
-        return [Unshadow(shadowed)]
-
-    def _wrapped(self, call: Callable[..., Any], name: str, cls: str, thread: int) -> Callable[..., Any]:
-        stack, frames, frame_ops, get_ident = self.module_stack, self._frames, self._frame_ops, threading.get_ident
-
-        def _call_impl(*args: Any, **kwargs: Any) -> Any:
-            if get_ident() != thread:
-                return call(*args, **kwargs)
-            entered = len(self.events)
-            stack.append(name)
-            frames.append([])
-            frame_ops.append(None)
-            try:
-                out = call(*args, **kwargs)
-            finally:
-                stack.pop()
-                children = frames.pop()
-                last_op = frame_ops.pop()
-            if last_op is not None:
-                children.append(last_op)
-                if frame_ops[-1] is None or frame_ops[-1].index < last_op.index:
-                    frame_ops[-1] = last_op
-            self._exit(name, cls, args, kwargs, out, children, entered)
-            return out
-
-        return _call_impl
-
-    def _in_window(self, index: int) -> bool:
-        return self.window is not None and self.window[0] < index <= self.window[1]
-
-    def _advance(self, index: int) -> None:
-        if self.cancel is not None and self.cancel.is_set():
-            raise Cancelled("capture cancelled")
-        if self.progress is not None and (index & 15) == 0:
-            self.progress(self.phase_label, index, None)
-        if self.window is not None:
-            if index == self.window[0]:
-                self.active = True
-            if index == self.window[1]:
-                self.active = False
-        if self.flag_device is not None:
-            self.event_flags.append(bool(self.flag_device.read_overflow_flag()))
-            self.flag_device.clear_overflow_flag()
-
-    def _exit(self, name: str, cls: str, args: Any, kwargs: Any, out: Any, children: list[SlotRef],
-              entered: int) -> None:
-        tensor = self._tensor
-        outs = [out] if isinstance(out, tensor) else tensor_leaves([out], tensor)
-        index = len(self.events)
-        node = "" if self._in_window(index) else self._module_node(name, cls, args, kwargs, outs, children)
-        self.events.append(Event(index, name, cls, self.phase, node, entered))
-        if node:
-            self._frames[-1].append(self._producers[id(outs[0])][1] if outs else SlotRef(node, 0, self.op_count - 1))
-        if self.grads and self.phase == "forward" and self._torch.is_grad_enabled():
-            for t in outs:
-                if t.requires_grad and t.is_floating_point():
-                    seen = self._hooked.get(id(t))
-                    if seen is None or seen() is not t:  # a parent returning its child's output: the child's event
-                        self._hooked[id(t)] = weakref.ref(t)
-                        t.register_hook(self._grad_hook(name, cls, tensor_meta(t)))
-        self._advance(index)
-
-    def _known(self, x: Any) -> SlotRef | None:
-        ref = self._producer(x)
-        if ref is None and id(x) in self._named:
-            ref = self.source_of(x)  # a named input, parameter or buffer: its placeholder
-        return ref
-
-    def _input_refs(self) -> list[SlotRef]:
-        """The placeholders of the run's own inputs: where data made before any node must have come from."""
-        return [self.source_of(t) for t in self._keepalive if self._named.get(id(t), ("",))[0] == "input"]
-
-    def _module_node(self, name: str, cls: str, args: Any, kwargs: Any, outs: list[Any],
-                     children: list[SlotRef]) -> str:
-        """A node for one module call: fed by its inputs, its children and what made its outputs; outputs measured."""
-        tensor = self._tensor
-        refs: list[SlotRef] = []
-        unknown = False
-        for x in tensor_leaves(args, tensor) + (tensor_leaves(kwargs.values(), tensor) if kwargs else []):
-            ref = self._known(x)
-            if ref is None:
-                unknown = True
-            elif all(r.node != ref.node or r.slot != ref.slot for r in refs):
-                refs.append(ref)
-        for ref in children:
-            if all(r.node != ref.node for r in refs):
-                refs.append(ref)
-        for t in outs:
-            ref = self._producer(t)
-            if ref is None:
-                unknown = True
-            elif all(r.node != ref.node for r in refs):
-                refs.append(ref)
-        if unknown:  # made by code no node stands for (the caller's own): anything the caller made so far may feed it
-            made = [*self._frames[-1], *([self._frame_ops[-1]] if self._frame_ops[-1] is not None else [])]
-            if not made:
-                made = [self._last] if self._last is not None else self._input_refs()
-            for ref in made:
-                if all(r.node != ref.node for r in refs):
-                    refs.append(ref)
-        node_id = self.next_id(name, MODULE)
-        metas = tuple(map(tensor_meta, outs))
-        index = self.op_count
-        self.op_count += 1
-        self.graph.add_node(op_node(node_id, f"module.{cls}", name, index, "op", tuple(r.meta for r in refs), metas,
-                                    None, self.phase, cls, {"detail": MODULE}))
-        for slot, ref in enumerate(refs):
-            self.graph.add_edge(ref.node, node_id, ref.slot, slot)
-        for slot, t in enumerate(outs):
-            self._set_producer(t, SlotRef(node_id, slot, index, metas[slot]))
-            if t.is_floating_point():
-                for tap in self.taps:  # observers' evidence (underflow in the reference) per module output too
-                    tap(node_id, slot, t)
-                if self.want_stats and self.module_stats:
-                    self.stat_rows.take((node_id, slot), t)
-        self._last = SlotRef(node_id, 0, index, metas[0] if metas else None)
-        return node_id
-
-    def _grad_hook(self, name: str, cls: str, meta: Any) -> Callable[[Any], None]:
-        def hook(grad: Any) -> None:
-            index = len(self.events)
-            node = ""
-            if not self._in_window(index):
-                node = self.next_id(name, "module_grad")
-                i = self.op_count
-                self.op_count += 1
-                self.graph.add_node(op_node(node, f"module_grad.{cls}", name, i, "op", (), (meta,), None, "backward",
-                                            cls, {"detail": MODULE, "gradient_of": name}))
-                for tap in self.taps:
-                    tap(node, 0, grad)
-                if self.want_stats and self.module_stats:
-                    self.stat_rows.take((node, 0), grad)
-                self._last = SlotRef(node, 0, i, meta)
-            self.events.append(Event(index, name, cls, "backward", node, index))
-            self.module_stack[:] = [name] if name else []  # what runs next is this module's backward
-            self._advance(index)
-        return hook
-
-    # -- operators inside the window ------------------------------------------------------------
-
-    def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str:
-        node_id = super().record(func, args, kwargs, out)
-        self._last = self._frame_ops[-1] = SlotRef(node_id, 0, self.op_count - 1)
-        return node_id
-
-    def _placeholder(self, t: Any) -> SlotRef:
-        """A placeholder; one the backward window reads from unrecorded backward code (an incoming gradient) is a
-        backward tensor, and says so (the underflow check's loss-scaling hint goes by the phase)."""
-        ref = super()._placeholder(t)
-        if self.phase == "backward":
-            node = self.graph.node(ref.node)
-            if node.kind == "const":
-                self.graph.replace_node(derive(node, phase="backward"))
-        return ref
-
-    def param_grads(self, model: Any) -> None:
-        """One module-level node per parameter gradient (`grad:fc.weight`), with its statistics."""
-        for name, p in model.named_parameters():
-            if p.grad is None or f"grad:{name}" in self.graph:
-                continue
-            node_id, meta = f"grad:{name}", tensor_meta(p.grad)
-            self.graph.add_node(op_node(node_id, "grad", name.rsplit(".", 1)[0] if "." in name else "",
-                                        self.op_count, "output", (meta,), (meta,), None, "backward", "",
-                                        {"forward": f"param:{name}", "detail": MODULE}))
-            self.op_count += 1
-            for tap in self.taps:
-                tap(node_id, 0, p.grad)
-            if self.want_stats and self.module_stats:
-                self.stat_rows.take((node_id, 0), p.grad)
-
-
-def _window_mode(base: type) -> type:
-    class WindowMode(base):  # type: ignore[misc, valid-type]
-        """`RecordingMode` that lets operators outside the recorder's window run untouched."""
-
-        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-            if not self.recorder.active:
-                return func(*args, **(kwargs or {}))
-            return super().__torch_dispatch__(func, types, args, kwargs)
-
-    return WindowMode
-
-
-_WINDOW_MODES: dict[type, type] = {}
-
-
-def window_mode(base: type) -> type:
-    if base not in _WINDOW_MODES:
-        _WINDOW_MODES[base] = _window_mode(base)
-    return _WINDOW_MODES[base]
-
-
-def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backward: bool = False,
-              loss: Callable[[Any], Any] | None = None, observers: Sequence[Any] = (), progress: Any = None,
-              cancel: Any = None, flag_device: Device | None = None, phase_label: str = "capturing",
-              module_stats: bool = True) -> StepRecorder:
-    """One run of the step (forward, and backward when asked) under a `StepRecorder`; a dispatch mode only when there
-    is a window to record operators in."""
-    import torch
-
-    from ascend_tui.live.overflow import default_loss
-    from ascend_tui.live.recording import recording
-
-    rec = StepRecorder(model, inputs, window=window, grads=backward, flag_device=flag_device, progress=progress,
-                       cancel=cancel, phase_label=phase_label, source=window is not None, module_stats=module_stats)
-
-    def body() -> None:
-        rec.outputs = call_model(model, inputs)
-        if backward:
-            value = (loss or default_loss)(rec.outputs)
-            rec.phase = "backward"
-            rec.module_stack.clear()
-            value.backward()
-            rec.module_stack.clear()
-
-    if flag_device is not None:
-        flag_device.clear_overflow_flag()
-    if window is None:
-        from ascend_tui.live.recording import overrides
-
-        rec.taps = [o.output for o in observers if overrides(o, "output")]
-        handles = rec.attribute_modules(model) if hasattr(model, "named_modules") else []
-        try:
-            with frozen_gc(), torch.set_grad_enabled(backward):
-                body()
-        finally:
-            for h in handles:
-                h.remove()
-    else:
-        with recording(model, rec, observers, grad=backward, mode_class=window_mode):
-            body()
-    if backward and hasattr(model, "named_parameters"):
-        rec.param_grads(model)
-    return rec
 
 
 @dataclass(slots=True)
@@ -378,80 +107,6 @@ def _is_module(node: Any) -> bool:
     return bool(node.attrs) and node.attrs.get("detail") == MODULE
 
 
-def event_rows(rec: StepRecorder, stats: Any) -> tuple[np.ndarray, ...]:
-    """(event index, min, max, NaN count, Inf count) per measured output of every event with a node."""
-    idx, keys = [], []
-    for ev in rec.events:
-        if not ev.node:
-            continue
-        for slot in range(len(rec.graph.node(ev.node).outputs)):
-            if (ev.node, slot) in stats:
-                idx.append(ev.index)
-                keys.append((ev.node, slot))
-    if not keys:
-        empty = np.zeros(0)
-        return empty, empty, empty, empty, empty
-    rows = [stats.get(*k) for k in keys]
-    return (np.asarray(idx), np.array([r.min for r in rows]), np.array([r.max for r in rows]),
-            np.array([r.nan_count for r in rows]), np.array([r.inf_count for r in rows]))
-
-
-def zeroed(target: tuple[StepRecorder, Any], reference: tuple[StepRecorder, Any]) -> int | None:
-    """The first event whose output the target zeroed where the reference did not (`first_zeroed_event`)."""
-    (rt, st), (rr, sr) = target, reference
-    idx, zeros, ref_zeros, numel = [], [], [], []
-    for et, er in zip(rt.events, rr.events):
-        if not (et.node and er.node):
-            continue
-        for slot in range(len(rt.graph.node(et.node).outputs)):
-            a = st.get(et.node, slot) if (et.node, slot) in st else None
-            b = sr.get(er.node, slot) if (er.node, slot) in sr else None
-            if a is not None and b is not None and a.numel == b.numel:
-                idx.append(et.index)
-                zeros.append(a.zero_count)
-                ref_zeros.append(b.zero_count)
-                numel.append(a.numel)
-    if not idx:
-        return None
-    return first_zeroed_event(np.asarray(idx), np.asarray(zeros, dtype=float), np.asarray(ref_zeros, dtype=float),
-                              np.asarray(numel, dtype=float))
-
-
-def widened(events: list[Event], window: tuple[int, int]) -> tuple[int, int]:
-    """The window started where the call enclosing the current start began (backward: the backward's start)."""
-    start, end = window
-    target = events[end]
-    if target.phase == "backward":
-        first = next((e.index for e in events if e.phase == "backward"), end)
-        return (first - 1 if start >= first else -1), end
-    probe = events[start] if start >= 0 else None
-    while probe is not None:
-        parent = next((e for e in events[probe.index + 1:] if e.phase == "forward" and e.entered_at <= probe.entered_at
-                       and _encloses(e.module, probe.module)), None)
-        if parent is None:
-            return -1, end
-        if parent.entered_at - 1 < start:
-            return parent.entered_at - 1, end
-        probe = parent
-    return -1, end
-
-
-def _encloses(outer: str, inner: str) -> bool:
-    return outer == "" or inner.startswith(outer + ".") or outer == inner
-
-
-def window_inputs_bad(rec: StepRecorder, stats: Any) -> bool:
-    """Whether a tensor the window read from outside (a placeholder) already held NaN or Inf."""
-    for node in rec.graph.nodes:
-        if node.is_placeholder:
-            for slot in range(max(1, len(node.outputs))):
-                if (node.id, slot) in stats:
-                    r = stats.get(node.id, slot)
-                    if r.nan_count > 0 or r.inf_count > 0 or not (np.isfinite(r.min) and np.isfinite(r.max)):
-                        return True
-    return False
-
-
 @dataclass(frozen=True, slots=True)
 class Side:
     """One run a coarse-to-fine capture replays: the model, its inputs, its device and the observers of its window."""
@@ -478,23 +133,34 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
     passes = 1
     flag_set = False
     notes: list[str] = []
+    first: list[tuple[StepRecorder, Any]] = []
+    starts: dict[int, int] = {}  # a suspect event -> where its window starts, when not at the event before it
 
     def run(i: int, window: tuple[int, int] | None, **kw: Any) -> tuple[StepRecorder, Any]:
-        states[i].restore(grads_cleared=True)
         side = sides[i]
-        rec = step_pass(side.model, side.inputs, window=window, backward=backward, loss=loss,
-                        observers=side.observers, progress=progress if i == 0 else None,
-                        cancel=cancel, **kw)
+        # A window in the forward is replayed up to where it closes (pass 1 measured the rest), recording only while
+        # it is open.
+        forward = window is not None and first[i][0].events[window[1]].phase == "forward"
+        for lazy in ((True, False) if forward else (False,)):
+            states[i].restore(grads_cleared=True)
+            rec = step_pass(side.model, side.inputs, window=window, backward=backward, loss=loss,
+                            observers=side.observers, progress=progress if i == 0 else None,
+                            cancel=cancel, forward_only=lazy, stop_after_window=lazy, **kw)
+            if not lazy or adopt_rest(rec, first[i][0]):
+                break
+            notes.append("the replay's forward made other module calls than the module pass's: replayed whole")
         return rec, rec.finish_stats()
 
     try:
         if device.read_overflow_flag() is not None:
             device.clear_overflow_flag()
         recs = [run(0, None, phase_label="module pass")]
-        first = list(recs)
+        first[:] = recs
+        if recs[0][0].unmeasured:
+            notes.append(f"{recs[0][0].unmeasured} module outputs could not be measured: no statistics for them")
         flag_set = bool(device.read_overflow_flag())
         if on_target is not None:
-            on_target(_result(*recs[0]))
+            on_target(result_of(*recs[0]))
         if len(sides) > 1:
             recs.append(run(1, None, phase_label="module pass of the reference"))
             first.append(recs[1])
@@ -503,86 +169,38 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
             bads.append(first_bad_event(*event_rows(*recs[1]), saturation_limit=saturation_limit))
             bads.append(zeroed(recs[0], recs[1]))
         if all(b is None for b in bads) and flag_set:  # saturation mode: the flag says something overflowed, not where
-            flagged, _ = run(0, None, flag_device=device, phase_label="finding the overflow flag")
+            every = max(1, len(recs[0][0].events) // FLAG_READS)
+            flagged, _ = run(0, None, flag_device=device, flag_every=every, phase_label="finding the overflow flag")
             passes += 1
-            bads.append(first_bad_event(np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0),
-                                        flagged=np.asarray(flagged.event_flags, dtype=bool)))
-            if bads[-1] is None:
+            reads = flagged.flag_reads
+            hit = next((k for k, (_, flag) in enumerate(reads) if flag), None)
+            if hit is None or reads[hit][0] < 0:
                 notes.append("the overflow flag was set outside every module call")
+            else:  # the window: the events since the read before
+                bads.append(reads[hit][0])
+                starts[reads[hit][0]] = reads[hit - 1][0] if hit else -1
         bads += [judge(recs[0][0].events) for judge in suspects]
         bad = min((b for b in bads if b is not None), default=None)
-        window = None if bad is None else (bad - 1, bad)
+        window = None if bad is None else (starts.get(bad, bad - 1), bad)
         for attempt in range(max_widen + 1):
             if window is None:
                 break
             recs[0] = run(0, window, phase_label="recording the suspect module", module_stats=False)
             passes += 1
             if on_target is not None:
-                on_target(_result(*recs[0]))
+                on_target(result_of(*recs[0]))
             if window[0] < 0 or not window_inputs_bad(*recs[0]) or attempt == max_widen:
                 break
             window = widened(recs[0][0].events, window)
         if window is not None and len(recs) > 1:
             recs[1] = run(1, window, phase_label="recording the suspect module in the reference", module_stats=False)
-        results = [_result(r, st) if r is f[0] else merged(f, (r, st)) for (r, st), f in zip(recs, first)]
+        results = [result_of(r, st) if r is f[0] else merged(f, (r, st)) for (r, st), f in zip(recs, first)]
         out = CoarseCapture(results[0], recs[0][0], window, passes, flag_set, notes)
         out.reference = results[1] if len(results) > 1 else None
         return out
     finally:
         for state in states:
             state.restore()
-
-
-def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) -> CaptureResult:
-    """The replay's capture with its module nodes' statistics and histograms taken from the module pass (the same
-    events of the same step: measuring them twice would double the cost of the replay)."""
-    from ascend_tui.evidence import HistogramTable, StatsTable
-
-    (r1, s1), (r2, s2) = first, replay
-    h1, h2 = r1.finish_histograms(), r2.finish_histograms()
-    same: dict[str, str] = {e2.node: e1.node for e1, e2 in zip(r1.events, r2.events) if e1.node and e2.node}
-    same.update({n.id: n.id for n in r2.graph.nodes if n.id.startswith("grad:")})
-    copy_of = dict(r2.stat_rows.copies)  # views of a module's output hold its values: the module pass's row
-    keys, rows, hkeys, hrows = [], [], [], []
-    for node in r2.graph.nodes:
-        for slot in range(max(1, len(node.outputs))):
-            key, src = (node.id, slot), (same.get(node.id, ""), slot)
-            hop, seen = key, 0
-            while hop not in s2 and hop in copy_of and seen < 64:  # a view of a view of a module's output
-                hop, seen = copy_of[hop], seen + 1
-            if hop != key and hop not in s2 and hop[0] in same:
-                src = (same[hop[0]], hop[1])
-            row = s2.get(*key) if key in s2 else (s1.get(*src) if src in s1 else None)
-            if row is not None:
-                keys.append(key)
-                rows.append(row.to_row())
-            hist = h2.get(*key) or (h1.get(*src) if src[0] else None)
-            if hist is not None:
-                hkeys.append(key)
-                hrows.append(np.append(hist[0], hist[1]))
-    stats = StatsTable()
-    if keys:
-        stats.add_many(keys, np.array(rows, dtype=np.float64))
-    hists = HistogramTable(hkeys, np.array(hrows, dtype=np.int64)) if hkeys else HistogramTable()
-    return CaptureResult(r2.graph, stats, r2.outputs, r2.op_count, recorder=r2, histograms=hists)
-
-
-def _result(rec: StepRecorder, stats: Any) -> CaptureResult:
-    return CaptureResult(rec.graph, stats, rec.outputs, rec.op_count, recorder=rec, histograms=rec.finish_histograms())
-
-
-def reference_pass(model: Any, inputs: Any, device: Device, *, window: tuple[int, int] | None, backward: bool,
-                   loss: Callable[[Any], Any] | None, observers: Sequence[Any], cancel: Any = None) -> CaptureResult:
-    """The reference run of a coarse-to-fine capture: the same module events, operators in the same window."""
-    state = StepState.save(model, device)
-    try:
-        state.restore(grads_cleared=True)
-        rec = step_pass(model, inputs, window=window, backward=backward, loss=loss, observers=observers,
-                        cancel=cancel, phase_label="capturing reference")
-        return CaptureResult(rec.graph, rec.finish_stats(), rec.outputs, rec.op_count, recorder=rec,
-                             histograms=rec.finish_histograms())
-    finally:
-        state.restore()
 
 
 def saturation_limit(dtype: Any) -> float | None:

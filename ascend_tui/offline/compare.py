@@ -25,6 +25,7 @@ from ascend_tui.offline.compare_band import assign_bands, band_verdicts, depth_p
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import Finding, StatsTable
 from ascend_tui.readers.msprobe import dump
+from ascend_tui.readers.msprobe.compare_columns import EXTRA_KEYS
 from ascend_tui.offline import compare_rows
 from ascend_tui.offline.compare_rows import Item, Row, Unmatched
 from ascend_tui.readers.msprobe.mapping import MappingOptions, renamer
@@ -379,8 +380,12 @@ def _rank_compare(td: Path, gd: Path, header: Mapping[str, Any], data: Mapping[s
                           "inf_nan_mode": None},
                   extra={"task": header.get("task"), "mode": mode, "rank": td.name, "golden": str(gd),
                          "thresholds": {k: getattr(t, k) for k in t.__slots__},
-                         "precision": {"columns": list(VIEW_COLUMNS), "rows": _view_rows(rows),
-                                       "rows_total": len(rows), "growth": growth}})
+                         "precision": {"columns": [*VIEW_COLUMNS, *EXTRA_KEYS],
+                                       "rows": _view_rows(rows, mode, stack_text),
+                                       "rows_total": len(rows), "growth": growth,
+                                       "tensor_dirs": [str(td / "dump_tensor_data"), str(gd / "dump_tensor_data")]
+                                       if mode == "tensor" else None,
+                                       "stacks": stack_text}})
     graph.name = f"msprobe compare {td.parent.name}/{td.name}"
     inv = Investigation(graph, stats=built.stats, reference=reference, run=run,
                         findings=[*_shape_findings(graph, rows), *found,
@@ -469,9 +474,10 @@ def _cell(x: Any) -> Any:
     return x
 
 
-def _view_rows(rows: Sequence[Row]) -> list[list[Any]]:
-    """Compact rows for the app's precision view (tensor rows that were compared)."""
+def _view_rows(rows: Sequence[Row], mode: str = "tensor", stacks: Mapping[str, str] | None = None) -> list[list[Any]]:
+    """Compact rows for the app's precision view (tensor rows that were compared): VIEW_COLUMNS then EXTRA_KEYS."""
     out: list[list[Any]] = []
+    stacks = stacks or {}
     for r in rows:
         if r.golden is None or r.target.leaf is None:
             continue
@@ -481,8 +487,40 @@ def _view_rows(rows: Sequence[Row]) -> list[list[Any]]:
             vals = [m.cosine, m.max_abs, m.max_rel, m.rmse, m.one_thousandth]
         elif isinstance(m, StatsMetrics):
             vals = [N_A, m.max_diff, m.norm_rel, N_A, N_A]
-        out.append([r.target.name, r.node, r.slot, *(_cell(v) for v in vals), r.result, r.attribution])
+        out.append([r.target.name, r.node, r.slot, *(_cell(v) for v in vals), r.result, r.attribution,
+                    *_view_extra(r, mode, r.target.entry if r.target.entry in stacks else N_A)])
     return out
+
+
+def _view_extra(r: Row, mode: str, stack: str) -> list[Any]:
+    """The row's cells under `EXTRA_KEYS`: msprobe's columns the first ten leave out (N/A where a mode has none).
+
+    The stack cell names the record (a key of the table's `stacks`), so a saved investigation holds each stack once.
+    """
+    t, g = r.target, r.golden
+    assert g is not None
+    m = r.metrics
+    tensor = [m.euc_dist, m.five_thousandths] if isinstance(m, TensorMetrics) else [N_A, N_A]
+    stats = [m.max_diff, m.min_diff, m.mean_diff, m.norm_diff, m.max_rel, m.min_rel, m.mean_rel, m.norm_rel] \
+        if isinstance(m, StatsMetrics) else [N_A] * 8
+    md5 = [t.leaf.md5 if t.leaf and t.leaf.md5 else N_A, g.leaf.md5 if g.leaf and g.leaf.md5 else N_A]
+    summary = [*_side_stats(t), *_side_stats(g)]
+    consistent = N_A if t.requires_grad is None or g.requires_grad is None else str(t.requires_grad == g.requires_grad)
+    names = [t.leaf.data_name if t.leaf and t.leaf.data_name else N_A,
+             g.leaf.data_name if g.leaf and g.leaf.data_name else N_A] if mode == "tensor" else [N_A, N_A]
+    return [g.name, t.dtype, g.dtype, t.shape, g.shape, _grad(t.requires_grad), _grad(g.requires_grad),
+            *(_cell(v) for v in tensor), *(_cell(v) for v in stats), *md5, *(_cell(v) for v in summary),
+            consistent, N_A, "; ".join(r.messages) if r.messages else N_A, stack, *names]
+
+
+def _side_stats(item: Item) -> list[Any]:
+    """Max, Min, Mean, Norm of one side as dump.json recorded them (N/A where it did not)."""
+    raw = item.raw_stats or (item.leaf.stats if item.leaf is not None and item.leaf.stats is not None else ())
+    return [N_A if v is None else v for v in raw] if raw else [N_A] * 4
+
+
+def _grad(v: Any) -> str:
+    return N_A if v is None else str(bool(v))
 
 
 # -- across ranks ----------------------------------------------------------------------------------

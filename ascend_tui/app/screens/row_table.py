@@ -31,12 +31,16 @@ _AUTO_CAP = 48
 
 @dataclass(frozen=True, slots=True)
 class Column:
-    """A column: its header, a fixed width or None to fit the content, and its alignment."""
+    """A column: its header, a fixed width or None to fit the content, its alignment, and which end a cut keeps.
+
+    `cut="start"` keeps a too-long cell's tail (`…forward.output.2`): names that differ at their end.
+    """
 
     label: str
     width: int | None = None
     align: Literal["left", "right"] = "left"
     grow: bool = False
+    cut: Literal["end", "start"] = "end"
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +300,10 @@ class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
                 segments.append(Segment(" ", style))
             text = cells[i] if i < len(cells) else ""
             if cell_len(text) > w:
-                text = set_cell_size(text, max(0, w - 1)) + "…" if w > 0 else ""
+                if w > 0 and self.columns[i].cut == "start":
+                    text = "…" + _tail(text, w - 1)
+                else:
+                    text = set_cell_size(text, max(0, w - 1)) + "…" if w > 0 else ""
             pad = w - cell_len(text)
             if self.columns[i].align == "right":
                 text = " " * pad + text
@@ -378,3 +385,11 @@ def _sections(rows: Sequence[Row]) -> list[int]:
     if not isinstance(rows, (list, tuple)):
         return []
     return [i for i, r in enumerate(rows) if r.tone == "section"]
+
+
+def _tail(text: str, width: int) -> str:
+    """The end of `text` that fits in `width` cells."""
+    out = text[-width:] if width > 0 else ""
+    while out and cell_len(out) > width:
+        out = out[1:]
+    return out

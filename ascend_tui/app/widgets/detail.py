@@ -227,7 +227,8 @@ def _precision(out: Text, inv: Investigation, node_id: str, slot: int, style: St
     index = _PRECISION_INDEX.get(inv)
     if index is None:
         raw = (inv.run.extra or {}).get("precision")
-        cols = list(raw.get("columns") or []) if isinstance(raw, dict) else []
+        # the first ten columns hold what is shown here; the rest (msprobe's full row) stay out of the index
+        cols = list(raw.get("columns") or [])[:10] if isinstance(raw, dict) else []
         index = {}
         for r in raw.get("rows", []) if cols else []:
             row = dict(zip(cols, r))

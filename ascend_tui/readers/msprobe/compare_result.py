@@ -29,6 +29,7 @@ from ascend_tui.evidence import Finding, SourceLocation, StatsTable, TensorMeta
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.progress import Progress
 from ascend_tui.readers.base import FunctionReader, head
+from ascend_tui.readers.msprobe.compare_columns import COLUMNS, EXTRA_KEYS, FROM_HEADER, STATISTICS_HEADER
 from ascend_tui.readers.msprobe.dump import dominant_dtype, parse_entry, source_from_lines
 from ascend_tui.readers.msprobe.graph import Builder, Leaf, stats_rows
 from ascend_tui.readers.msprobe.mapping import canonical_dtype
@@ -278,6 +279,58 @@ def _messages(text: str) -> list[str]:
     return [str(m) for m in found] if isinstance(found, list) else [str(found)]
 
 
+def _extra_cells(header: list[str], mode: str) -> Any:
+    """A function giving a row's cells under `EXTRA_KEYS` (N/A for a column this file does not have)."""
+    by_key = {**{k: h for h, k in FROM_HEADER.items() if h in header},
+              **({STATISTICS_HEADER[h]: h for h in STATISTICS_HEADER if h in header} if mode == "statistics" else {})}
+    numeric = {c.key for c in COLUMNS if c.numeric}
+    plan = [(by_key.get(k), k in numeric) for k in EXTRA_KEYS[:-2]]
+    message = EXTRA_KEYS.index("err_message") if "err_message" in by_key else None
+
+    def cells(row: dict[str, str]) -> list[Any]:
+        out: list[Any] = [(_cell_number(row.get(h, NA)) if num else row.get(h, NA)) if h else NA for h, num in plan]
+        if message is not None:
+            out[message] = "; ".join(_messages(str(out[message]))) or NA
+        return out + _data_names(row.get("Data_name", NA))
+    return cells
+
+
+def _stack_cells(table: list[list[Any]], entry_of: dict[str, str]) -> dict[str, str]:
+    """Record -> its NPU_Stack_Info (msprobe writes it on the record's first row); each row's stack cell then
+    names its record, so every row of a record shows the stack and the text is kept once."""
+    at = len(VIEW_COLUMNS) + EXTRA_KEYS.index("stack")
+    stacks: dict[str, str] = {}
+    for row in table:
+        entry = entry_of.get(str(row[0]), str(row[0]))
+        text = row[at]
+        if isinstance(text, str) and text not in ("", NA):
+            stacks.setdefault(entry, text)
+    for row in table:
+        entry = entry_of.get(str(row[0]), str(row[0]))
+        row[at] = entry if entry in stacks else NA
+    return stacks
+
+
+def _cell_number(text: str) -> Any:
+    """A number cell as a float where it is a plain finite number; as written otherwise (`12.5%`, `N/A`, `inf`)."""
+    try:
+        v = float(text)
+    except ValueError:
+        return text
+    return v if math.isfinite(v) else text.strip()
+
+
+def _data_names(text: str) -> list[str]:
+    """msprobe's Data_name cell (`['a.pt', 'b.pt']`, `-1` for none) as the two file names, N/A where absent."""
+    try:
+        names = ast.literal_eval(text) if text.startswith("[") else None
+    except (ValueError, SyntaxError):
+        names = None
+    if not isinstance(names, list) or len(names) != 2:
+        return [NA, NA]
+    return [str(n) if str(n) not in ("-1", "", NA) else NA for n in names]
+
+
 # -- load ------------------------------------------------------------------------------------------
 
 
@@ -288,6 +341,7 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
         progress("reading msprobe compare result", 0, None)
     header, rows, skipped, first_bad = read_table(path)
     mode = _mode(header)
+    extra = _extra_cells(header, mode)
     data, entry_of = records(rows)
     entries = [e for name, rec in data.items() if (e := parse_entry(name, rec, path)) is not None]
     builder = Builder(entries, {}, _stacks(rows, entry_of))
@@ -314,10 +368,12 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                 ref_keys.append(key)
                 ref_leaves.append(Leaf.make(name, TensorMeta(tuple(bench["shape"]), canonical_dtype(bench["dtype"])),
                                             stats))
-        table.append([name, node, slot, *_metrics(row, mode), result, row.get("Attribution", "")])  # ours: kept
+        table.append([name, node, slot, *_metrics(row, mode), result, row.get("Attribution", ""),  # ours: kept
+                      *extra(row)])
         if result in ("error", "warning") and node in graph and (node not in worst or
                                                                   (worst[node][0] == "warning" and result == "error")):
             worst[node] = (result, row)
+    stacks = _stack_cells(table, entry_of)
     findings = [_finding(graph.node(nid), sev, row, mode) for nid, (sev, row) in worst.items()]
     notes = ["construct.json is not part of a compare result: operators have no module paths"]
     if skipped:
@@ -343,7 +399,8 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                   dtype=dominant_dtype(graph), reference="msprobe's bench side",
                   device={"backend": "offline", "name": "msprobe compare result", "inf_nan_mode": None},
                   extra={"mode": mode, "notes": notes, "skipped_rows": skipped, "first_skipped_row": first_bad,
-                         "precision": {"columns": list(VIEW_COLUMNS), "rows": table},
+                         "precision": {"columns": [*VIEW_COLUMNS, *EXTRA_KEYS], "rows": table, "tensor_dirs": None,
+                                       "stacks": stacks},
                          "unmatched": {"target": {"rows": len(rows), "unmatched": len(unmatched),
                                                   "first_unmatched": entries_left[:5]},
                                        "golden": {"rows": len(rows) - len(unmatched), "unmatched": 0}},

@@ -1,0 +1,293 @@
+"""Statistics of many tensors with the least work per tensor: the module-level pass's reductions.
+
+`BatchStats.add(t)` measures a floating tensor and returns its row; `finish()` gives every row at
+once. On the CPU a tensor costs a handful of numpy reductions over a raw view of its memory (no
+torch call, and no copy for float32), and its histogram sample is copied into one array that a
+single `bincount` bins for the whole run. `add(t, later=True)` keeps a CPU tensor until the next
+`flush` (a byte budget, or `finish`) and measures the batch in one loop; a kept tensor changed in
+place before its flush (its version moved) is not measured, and its row is listed in `changed` (as
+is one no route can measure). The coarse pass measures at once: on the CPU a batch measured no
+faster than measuring between two modules (the tensor is hot in the cache then), and a caller may
+change a module's output in place. On an accelerator the reductions stay queued on the device (`statistics.tensor_stats_row`
+/ `histogram_row`), and `finish()` brings them to the host in one transfer per device. A histogram
+bins a sample of `HIST_SAMPLE` values as every other route does, or fewer (`sample`): binning costs
+about 4 ns a value, more than the statistics of a mid-sized output. Rows are (min, max, sum, norm,
+nan, inf, zeros), as `stat_rows.finish_rows` takes them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Any
+
+import numpy as np
+
+from ascend_tui.evidence import HIST_BINS, HIST_EDGES_LOG2, HIST_SAMPLE
+from ascend_tui.live.statistics import histogram_row, raw_view, sample_of, tensor_stats_row
+
+_RUN = 64  # consecutive values per run of a histogram sample (a cache line or four)
+
+_COLUMNS = 1024  # a sum of squares as per-row dot products of this length: vectorised, and never BLAS's threads
+# Below this magnitude neither a float32 sum nor a row's sum of squares (`_COLUMNS` values) can overflow:
+# 1024 * (5e17)**2 = 2.6e38 < 3.4e38.
+_NO_OVERFLOW = 5e17
+_ONES = np.ones(_COLUMNS, dtype=np.float32)
+_STEP = HIST_EDGES_LOG2[1] - HIST_EDGES_LOG2[0]
+_CODE = np.clip((np.arange(256) - 127 - HIST_EDGES_LOG2[0]) // _STEP + 1, 0, HIST_BINS - 1)  # bin of each exponent
+_FIRST_EXPONENT = np.searchsorted(_CODE, np.arange(HIST_BINS))  # bins are runs of exponents: where each starts
+
+
+class BatchStats:
+    """Rows of statistics (and sampled log2 histograms) of floating tensors, in the order they were added."""
+
+    def __init__(self, torch: Any, *, histograms: bool = True, sample: int = HIST_SAMPLE, host: bool = True,
+                 budget: int = 64 << 20) -> None:
+        self._torch = torch
+        self.host = host  # False: CPU tensors too take the accelerator's route (queued torch reductions)
+        self.sample = sample  # values per histogram: `HIST_SAMPLE` as every other route, or fewer (module-level)
+        self._runs = max(1, sample // _RUN)
+        self._float32 = torch.float32
+        self._float64 = torch.float64
+        self._strided = torch.strided
+        self.histograms = histograms
+        self.numel: list[int] = []
+        self._host = np.empty((256, 7), dtype=np.float64)
+        self._device: list[tuple[int, Any, Any]] = []  # (row, values, counts) queued on an accelerator
+        self._device_hist: list[tuple[int, Any]] = []
+        self._samples = np.empty(HIST_SAMPLE * 64, dtype=np.float32)
+        self._sample_rows: list[int] = []
+        self._sample_lens: list[int] = []
+        self._used = 0
+        self._flags = np.empty(1 << 16, dtype=bool)
+        self.budget = budget  # bytes of CPU tensors kept for later before a flush
+        self._pending: list[tuple[int, Any, int]] = []  # (row, tensor, its version when handed over)
+        self.pending_ids: set[int] = set()
+        self._pending_bytes = 0
+        self.changed: list[int] = []  # rows not measured: changed in place before their flush (no values)
+
+    def __len__(self) -> int:
+        return len(self.numel)
+
+    def add(self, t: Any, *, later: bool = False) -> int | None:
+        """Measure a floating tensor (a CPU one `later`: at the next `flush`, with the rest of the batch); its row,
+        or None when it holds nothing to measure (empty, complex, meta)."""
+        n = t.numel()
+        if n == 0 or not t.is_floating_point():
+            return None
+        row = len(self.numel)
+        if self.host and t.is_cpu and t.layout == self._strided:
+            self.numel.append(n)
+            if later:
+                self._pending.append((row, t, t._version))
+                self.pending_ids.add(id(t))
+                self._pending_bytes += n * t.element_size()
+                if self._pending_bytes > self.budget:
+                    self.flush()
+            else:
+                self._measure_host(row, t)
+            return row
+        if not self._queue(row, t):
+            return None
+        self.numel.append(n)
+        return row
+
+    def flush(self) -> None:
+        """Measure every tensor kept for later, in one tight loop; one changed in place since it was handed over
+        (its version moved) is not measured: its row goes to `changed`."""
+        pending, self._pending = self._pending, []
+        self.pending_ids.clear()
+        self._pending_bytes = 0
+        for row, t, version in pending:
+            if t._version != version:
+                self.changed.append(row)
+            else:
+                self._measure_host(row, t)
+
+    def _measure_host(self, row: int, t: Any) -> None:
+        keep = None
+        if t.dtype == self._float32 and t.is_contiguous() and not t.is_neg():  # most outputs: read in place
+            try:
+                ptr = t.data_ptr()
+            except RuntimeError:  # a wrapper subclass without storage: the torch route measures it
+                ptr = 0
+            a = np.asarray(_Memory(ptr, t.numel())) if ptr else None
+        else:
+            a, keep = self._host_view(t)
+        if a is None:
+            if not self._queue(row, t):
+                self.changed.append(row)
+            return
+        if row >= self._host.shape[0]:
+            self._host = np.concatenate([self._host, np.empty((max(row + 1, self._host.shape[0]), 7))])
+        self._host[row] = self._cpu_row(a)
+        if self.histograms:
+            self._sample(row, a)
+        del keep
+
+    def _queue(self, row: int, t: Any) -> bool:
+        """The accelerator's route: reductions queued on `t`'s device, brought over at `finish`."""
+        found = tensor_stats_row(self._torch, t)
+        if found is None:
+            return False
+        self._device.append((row, found[0], found[1]))
+        if self.histograms:
+            hist = histogram_row(self._torch, t)
+            if hist is not None:
+                self._device_hist.append((row, hist))
+        return True
+
+    def _host_view(self, t: Any) -> tuple[np.ndarray | None, Any]:
+        """A float32 numpy view of `t`'s values (its own memory when it is contiguous float32, else a copy of
+        ours) and the tensor that owns that memory (kept alive while it is read); None without plain storage."""
+        x = t.detach()
+        if x.dtype == self._float64:  # its own range: float32 would turn 1e300 into Inf
+            x = x.to(memory_format=self._torch.contiguous_format, copy=True).resolve_neg()
+            return x.numpy().reshape(-1), x  # our copy: numpy may share its storage
+        if x.dtype != self._float32 or x.is_neg() or not x.is_contiguous():
+            x = x.to(self._float32, memory_format=self._torch.contiguous_format, copy=True).resolve_neg()
+        a = raw_view(x)
+        return (a, x) if a is not None else (None, None)
+
+    def _cpu_row(self, a: np.ndarray) -> tuple[float, ...]:
+        """(min, max, sum, norm, nan, inf, zeros) of a float32 (or float64) array: min and max first; the counts only where
+        they can be non-zero (NaN/Inf when the range is not finite, zeros when it holds 0)."""
+        lo, hi = float(np.minimum.reduce(a)), float(np.maximum.reduce(a))
+        nan = inf = zeros = 0
+        if -_NO_OVERFLOW < lo and hi < _NO_OVERFLOW:  # the common case (False for NaN too): float32 partials
+            k = a.size
+            if k % _COLUMNS == 0 and a.dtype == np.float32:  # sum and squares as dot products of 1024-value rows
+                rows = a.reshape(-1, _COLUMNS)
+                s = float(np.vecdot(rows, _ONES).sum(dtype=np.float64))
+                sq = float(np.vecdot(rows, rows).sum(dtype=np.float64))
+            else:
+                s, sq = float(np.add.reduce(a)), _squares(a)
+        elif lo != lo or hi != hi or lo == -math.inf or hi == math.inf:  # NaN or Inf: count them; no sum to widen
+            nan = int(np.count_nonzero(np.isnan(a, out=self._mask(a.size))))
+            inf = int(np.count_nonzero(np.isinf(a, out=self._mask(a.size))))
+            if nan:
+                s = sq = math.nan
+            else:
+                with np.errstate(invalid="ignore"):  # +Inf and -Inf together sum to NaN
+                    s, sq = float(np.add.reduce(a)), math.inf
+        else:  # huge finite values: float32 partial sums could overflow, so in float64
+            with np.errstate(over="ignore"):
+                wide = a.astype(np.float64)
+                s, sq = float(wide.sum()), float(np.dot(wide, wide))
+        if not lo > 0 and not hi < 0:  # 0 lies in [lo, hi] (or NaN hides the range): count the zeros
+            zeros = int(np.count_nonzero(np.equal(a, 0, out=self._mask(a.size))))
+        return lo, hi, s, math.sqrt(sq), nan, inf, zeros
+
+    def _mask(self, n: int) -> np.ndarray:
+        if n > self._flags.size:
+            self._flags = np.empty(max(n, 2 * self._flags.size), dtype=bool)
+        return self._flags[:n]
+
+    def _sample(self, row: int, a: np.ndarray) -> None:
+        """Copy `a`'s histogram sample (the runs `statistics.sample_of` names) into the run's sample array."""
+        sample = sample_of(a) if self.sample == HIST_SAMPLE else _strided_sample(a, self._runs)
+        if sample.dtype != np.float32:  # float64: what a float32 cast makes of it, as `histogram_row` bins
+            with np.errstate(over="ignore"):
+                sample = sample.astype(np.float32)
+        k = sample.size
+        if self._used + k > self._samples.size:
+            bigger = np.empty(max(2 * self._samples.size, self._used + k), dtype=np.float32)
+            bigger[: self._used] = self._samples[: self._used]
+            self._samples = bigger
+        if sample.ndim == 1:
+            ctypes.memmove(self._samples.ctypes.data + 4 * self._used, sample.ctypes.data, 4 * k)
+        else:
+            self._samples[self._used: self._used + k].reshape(sample.shape)[...] = sample
+        self._used += k
+        self._sample_rows.append(row)
+        self._sample_lens.append(k)
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(rows [n, 7], numels [n], histogram rows' indices [h], histograms [h, HIST_BINS + 1]): one transfer per
+        device for what was queued there, one `bincount` for every CPU sample. Rows in `changed` hold NaN."""
+        self.flush()
+        n = len(self.numel)
+        if n > self._host.shape[0]:
+            self._host = np.concatenate([self._host, np.empty((n - self._host.shape[0], 7))])
+        raw = self._host[:n].copy()
+        raw[self.changed] = np.nan
+        by_device: dict[Any, list[tuple[int, Any, Any]]] = {}
+        for entry in self._device:
+            by_device.setdefault(entry[1].device, []).append(entry)
+        for entries in by_device.values():
+            rows = [e[0] for e in entries]
+            raw[rows, :4] = self._torch.stack([e[1] for e in entries]).cpu().double().numpy()
+            raw[rows, 4:] = self._torch.stack([e[2] for e in entries]).cpu().numpy()
+        hist_rows, hists = self._host_histograms()
+        if self._device_hist:
+            extra_rows = [r for r, _ in self._device_hist]
+            extra = np.zeros((len(extra_rows), HIST_BINS + 1), dtype=np.int64)
+            on_device: dict[Any, list[int]] = {}
+            for i, (_, h) in enumerate(self._device_hist):
+                if isinstance(h, np.ndarray):
+                    extra[i] = h
+                else:
+                    on_device.setdefault(h.device, []).append(i)
+            for idx in on_device.values():
+                extra[idx] = self._torch.stack([self._device_hist[i][1] for i in idx]).cpu().numpy()
+            hist_rows = np.concatenate([hist_rows, np.asarray(extra_rows, dtype=np.int64)])
+            hists = np.concatenate([hists, extra])
+        return raw, np.asarray(self.numel, dtype=np.float64), hist_rows, hists
+
+    def _host_histograms(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every CPU sample binned at once: one `bincount` of (row, biased exponent), then zeros and NaN (exponents
+        0 and 255 hold them among subnormals and Inf) taken out of the rows that have any."""
+        rows = np.asarray(self._sample_rows, dtype=np.int64)
+        out = np.zeros((len(rows), HIST_BINS + 1), dtype=np.int64)
+        if not len(rows):
+            return rows, out
+        bits = self._samples[: self._used].view(np.uint32) & np.uint32(0x7FFFFFFF)  # |x|
+        lens = np.asarray(self._sample_lens, dtype=np.int64)
+        key = bits >> np.uint32(23)
+        key += np.repeat(np.arange(len(rows), dtype=np.uint32) * np.uint32(256), lens)
+        exponents = np.bincount(key, minlength=256 * len(rows)).reshape(len(rows), 256)
+        out[:, :HIST_BINS] = np.add.reduceat(exponents, _FIRST_EXPONENT, axis=1)
+        kept = lens.copy()
+        if exponents[:, 0].any() or exponents[:, 255].any():  # zeros and NaN out of their bins, every row at once
+            starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+            zeros = np.add.reduceat(bits == 0, starts, dtype=np.int64)
+            nan = np.add.reduceat(bits > 0x7F800000, starts, dtype=np.int64)
+            out[:, _CODE[0]] -= zeros
+            out[:, _CODE[255]] -= nan
+            kept -= zeros + nan
+        out[:, HIST_BINS] = kept
+        return rows, out
+
+
+class _Memory:
+    """Raw float32 memory numpy can read through (`__array_interface__`), without numpy owning or pinning it: never
+    `.numpy()` on a caller's tensor, which would make its storage refuse `resize_`."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, ptr: int, n: int) -> None:
+        self.__array_interface__ = {"data": (ptr, True), "shape": (n,), "typestr": "<f4", "version": 3}
+
+
+def _strided_sample(a: np.ndarray, runs: int) -> np.ndarray:
+    """`runs` evenly spaced runs of `_RUN` consecutive values of flat `a` (a strided view, no copy); all of `a`
+    when it is no longer than that."""
+    n = a.size
+    if n <= runs * _RUN:
+        return a
+    step = (n - _RUN) // (runs - 1) if runs > 1 else 0
+    return np.ndarray((runs, _RUN), a.dtype, a, 0, (step * a.itemsize, a.itemsize))
+
+
+def _squares(a: np.ndarray) -> float:
+    """The sum of squares of a float32 array: a dot product per `_COLUMNS`-value row, added in float64."""
+    k = a.size
+    whole = k - k % _COLUMNS
+    sq = 0.0
+    if whole:
+        rows = a[:whole].reshape(-1, _COLUMNS)
+        sq = float(np.vecdot(rows, rows).sum(dtype=np.float64))
+    if whole < k:
+        tail = a[whole:]
+        sq += float(np.vecdot(tail, tail))
+    return sq

@@ -1,0 +1,151 @@
+"""`live.batch_stats.BatchStats` gives the rows and histograms the per-output route (`StatRows`) gives."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import torch  # in the test command (.[live,test]): a missing torch fails, never skips
+
+from ascend_tui.evidence import HIST_BINS
+from ascend_tui.live.batch_stats import BatchStats
+from ascend_tui.live.stat_rows import StatRows
+
+pytestmark = pytest.mark.live
+
+
+def tensors() -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    big = torch.randn(3, 70_001, generator=g)
+    with_nan = torch.randn(5000, generator=g)
+    with_nan[7] = math.nan
+    with_nan[9] = math.inf
+    with_inf = torch.randn(300, generator=g)
+    with_inf[[1, 2]] = torch.tensor([math.inf, -math.inf])
+    relu = torch.relu(torch.randn(40_000, generator=g))  # many zeros, -0.0 among them
+    relu[:10] = -0.0
+    return [
+        torch.randn(16, 128, generator=g),  # small
+        big,  # many histogram runs, a tail past the 1024-value rows
+        big.t(),  # not contiguous
+        torch.randn(64, generator=g).neg(),  # plain, then a negated view
+        torch.randn(64, generator=g)._neg_view(),
+        with_nan,
+        with_inf,
+        relu,
+        torch.full((2048,), 3e37),  # its sum and squares overflow float32 partial sums
+        torch.randn(4096, generator=g).half() * 60000,  # float16, near its max
+        torch.randn(513, generator=g).to(torch.bfloat16),
+        torch.ones(5) + 1,  # no zeros: 0 is outside [min, max]
+    ]
+
+
+def reference(ts: list[torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+    rows = StatRows(torch)
+    for i, t in enumerate(ts):
+        rows.take((str(i), 0), t)
+    table, hists = rows.finish_stats(), rows.finish_histograms()
+    keys = [(str(i), 0) for i in range(len(ts))]
+    return (np.array([table.get(*k).to_row() for k in keys]),
+            [np.append(*h) if (h := hists.get(*k)) is not None else None for k in keys])
+
+
+def test_rows_and_histograms_match_the_per_output_route() -> None:
+    from ascend_tui.live.stat_rows import finish_rows
+
+    ts = tensors()
+    batch = BatchStats(torch)
+    assert [batch.add(t) for t in ts] == list(range(len(ts)))
+    raw, numel, hist_rows, hists = batch.finish()
+    got = finish_rows(raw, numel)
+    want, want_hist = reference(ts)
+    # min, max, abs max, counts and numel exactly; mean and norm to float32 summation order
+    for col in (0, 1, 4, 5, 6, 7, 8):
+        np.testing.assert_array_equal(got[:, col], want[:, col], err_msg=f"column {col}")
+    np.testing.assert_allclose(got[:, 2:4], want[:, 2:4], rtol=2e-5, atol=1e-6)
+    assert list(hist_rows) == list(range(len(ts)))
+    assert hists.shape == (len(ts), HIST_BINS + 1)
+    for i, t in enumerate(ts):
+        if want_hist[i] is not None and t.dtype != torch.float64:
+            np.testing.assert_array_equal(hists[i], want_hist[i], err_msg=f"histogram {i}")
+        assert hists[i, HIST_BINS] == hists[i, :HIST_BINS].sum()
+
+
+def test_float64_keeps_its_range() -> None:
+    """Values beyond float32's range stay finite (the per-output route casts them to float32: Inf)."""
+    t = torch.randn(7, 100, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 1e300
+    batch = BatchStats(torch)
+    batch.add(t)
+    raw, *_ = batch.finish()
+    a = t.numpy()
+    assert (raw[0, 0], raw[0, 1], raw[0, 4], raw[0, 5]) == (a.min(), a.max(), 0, 0)
+    assert math.isfinite(raw[0, 2])
+
+
+def test_values_are_taken_when_added_not_when_finished() -> None:
+    t = torch.ones(1000)
+    batch = BatchStats(torch)
+    batch.add(t)
+    t.mul_(float("nan"))  # an in-place change after the hand-over (ReLU(inplace=True) on a module's output)
+    raw, *_ = batch.finish()
+    assert raw[0, 0] == raw[0, 1] == 1.0 and raw[0, 4] == 0
+
+
+def test_nothing_to_measure_gives_no_row() -> None:
+    batch = BatchStats(torch)
+    assert batch.add(torch.zeros(0)) is None
+    assert batch.add(torch.arange(5)) is None
+    assert len(batch) == 0
+    raw, numel, hist_rows, hists = batch.finish()
+    assert raw.shape == (0, 7) and numel.shape == (0,) and hist_rows.shape == (0,)
+
+
+def test_the_accelerator_route_queues_and_agrees() -> None:
+    """The device route (forced on CPU tensors) gives the same rows as the numpy route."""
+    ts = [t for t in tensors() if t.dtype == torch.float32]
+    host = BatchStats(torch)
+    dev = BatchStats(torch, host=False)
+    for t in ts:
+        host.add(t)
+        dev.add(t)
+    assert len(dev._device) == len(ts)
+    a, b = host.finish()[0], dev.finish()[0]
+    np.testing.assert_array_equal(a[:, [0, 1, 4, 5, 6]], b[:, [0, 1, 4, 5, 6]])
+    summed = np.isfinite(a[:, 2]) & np.isfinite(b[:, 2])
+    assert (np.isfinite(a[:, 2]) != summed).sum() == 1  # the device sums in float32: 2048 * 3e37 is Inf there
+    np.testing.assert_allclose(a[summed, 2:4], b[summed, 2:4], rtol=2e-5, atol=1e-6)
+
+
+def test_a_smaller_sample_bins_evenly_spaced_runs() -> None:
+    """`sample=512`: eight runs of 64 values across the tensor, the same bins as the full sample's."""
+    from ascend_tui.evidence import HIST_EDGES_LOG2
+
+    t = torch.cat([torch.full((50_000,), 2.0 ** -30), torch.full((50_000,), 1000.0)])  # two bins, half each
+    batch = BatchStats(torch, sample=512)
+    batch.add(t)
+    batch.add(torch.full((100,), 3.0))  # shorter than the sample: all of it
+    _, _, rows, hists = batch.finish()
+    assert list(rows) == [0, 1] and list(hists[:, HIST_BINS]) == [512, 100]
+    low = 0  # (0, 2**-24): 2**-30
+    high = next(i for i, e in enumerate(HIST_EDGES_LOG2) if 2.0 ** e > 1000.0)  # [2**8, 2**12)
+    assert hists[0, low] == hists[0, high] == 256
+
+
+def test_later_measures_at_the_flush_and_skips_what_changed_in_place() -> None:
+    kept, changed = torch.full((1000,), 2.0), torch.ones(1000)
+    batch = BatchStats(torch)
+    assert batch.add(kept, later=True) == 0 and batch.add(changed, later=True) == 1
+    assert id(changed) in batch.pending_ids
+    changed.mul_(float("nan"))
+    raw, numel, rows, _ = batch.finish()
+    assert (raw[0, 0], raw[0, 1], raw[0, 4]) == (2.0, 2.0, 0) and list(numel) == [1000, 1000]
+    assert batch.changed == [1] and np.isnan(raw[1]).all() and list(rows) == [0]  # no values, no histogram
+
+
+def test_a_byte_budget_flushes() -> None:
+    batch = BatchStats(torch, budget=10_000)
+    for _ in range(5):
+        batch.add(torch.ones(1000), later=True)  # 4000 bytes each: flushed every third
+    assert len(batch._pending) == 2 and not batch.changed
