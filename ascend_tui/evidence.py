@@ -365,3 +365,27 @@ class MemorySample:
     allocated_bytes: float
     reserved_bytes: float
     label: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StepSeries:
+    """One scalar per step (a module output's max-abs, the loss, the gradient norm, the step time): a trend's line.
+
+    `kind` groups the series (`max_abs`, `norm`, `nonfinite`, `loss`, `grad_norm`, `step_time`); `unit` labels
+    the y axis (`µs` for times, "" for values); `steps` are the dump's or run's own step numbers.
+    """
+
+    name: str
+    kind: str
+    steps: tuple[int, ...]
+    values: tuple[float, ...]
+    unit: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "unit": self.unit, "steps": list(self.steps),
+                "values": [_json_float(v) for v in self.values]}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> StepSeries:
+        return cls(str(d["name"]), str(d.get("kind", "")), tuple(int(s) for s in d["steps"]),
+                   tuple(_from_json_float(v) for v in d["values"]), str(d.get("unit", "")))

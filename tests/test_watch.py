@@ -173,3 +173,88 @@ def test_rerun_under_autocast_keeps_autocast_grad_and_train_mode(tmp_path: Path)
     assert "autocast float16, grad off, eval mode" == inv.run.extra["modes"]
     assert {"input:0", "input:scale"} <= {n.id for n in inv.graph if n.kind == "input"}
     assert not model.training and not torch.is_autocast_enabled("cpu")
+
+
+class Regression(nn.Module):
+    """A two-layer regression whose forward returns the loss (a 0-d tensor): watch() takes it for the trend."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 1)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return nn.functional.mse_loss(self.fc2(torch.relu(self.fc1(x))), y)
+
+
+def regression_loop(tmp_path: Path, **options: object) -> object:
+    """Five passing steps on one batch, then one whose fc2 weight holds a NaN (planted before the forward), then one
+    more."""
+    torch.manual_seed(0)
+    model = Regression().train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(4, 8, generator=g), torch.randn(4, 1, generator=g)
+    losses = []
+    with ascend_tui.watch(model, save=tmp_path / "w{step}.atui.json", **options) as w:
+        for i in range(7):
+            if i == 5:
+                with torch.no_grad():
+                    model.fc2.weight[0, 3] = float("nan")
+            loss = model(x, y)
+            losses.append(loss.item())
+            loss.backward()
+            if w.step():
+                opt.zero_grad()
+                continue
+            opt.step()
+            opt.zero_grad()
+    w.losses = losses  # type: ignore[attr-defined]
+    return w
+
+
+def test_trend_keeps_the_passing_steps_and_marks_the_bad_one(tmp_path: Path) -> None:
+    from ascend_tui.checks.trends import earliest, judge
+    from ascend_tui.offline.trends import trend_series
+
+    w = regression_loop(tmp_path)
+    assert w.bad_steps == [5, 6]
+    series = {s.name: s for s in w.trend}
+    assert {"module-output max-abs", "loss", "gradient norm", "gradient max-abs", "step time", "fc2 max-abs"} \
+        <= set(series)
+    loss = series["loss"]
+    assert loss.steps == tuple(range(7)) and loss.values[:5] == pytest.approx(w.losses[:5])
+    assert loss.values[5] != loss.values[5], "the bad step's loss is NaN"
+    time = series["step time"]
+    assert time.steps == tuple(range(7)) and all(v > 0 for v in time.values) and time.unit == "µs"
+    assert all(0 < v < 1e3 for v in series["fc2 max-abs"].values[:5])
+    assert earliest(judge(w.trend)).anomaly.step == 5
+    inv = open_path(w.saved)  # the saved re-run carries the trend up to the bad step, for the trend view
+    saved, _notes = trend_series(inv)
+    assert [s.steps for s in saved if s.name == "loss"] == [tuple(range(6))]
+    assert inv.run.extra["capture"]["detail"] == "module", "the re-run is coarse-to-fine by default"
+
+
+def test_trend_ring_is_bounded_and_step_loss_wins(tmp_path: Path) -> None:
+    model = nn.Linear(4, 2)
+    with ascend_tui.watch(model, save=False, trend_steps=3) as w:
+        for i in range(5):
+            model(torch.ones(1, 4)).sum().backward()
+            w.step(loss=torch.tensor(float(i)))
+    loss = next(s for s in w.trend if s.name == "loss")
+    assert loss.steps == (2, 3, 4) and loss.values == (2.0, 3.0, 4.0)
+    with ascend_tui.watch(model, save=False) as w:  # a plain number is taken as it is
+        model(torch.ones(1, 4)).sum().backward()
+        w.step(loss=0.25)
+    assert next(s for s in w.trend if s.name == "loss").values == (0.25,)
+
+
+def test_detail_full_keeps_every_operator_in_the_rerun(tmp_path: Path) -> None:
+    w = regression_loop(tmp_path, detail="full")
+    inv = w.investigation
+    assert "capture" not in inv.run.extra
+    assert not any((n.attrs or {}).get("detail") == "module" for n in inv.graph)
+    err = inv.first_finding("overflow")
+    assert err is not None and err.module == "fc2"
+    with pytest.raises(ValueError):
+        ascend_tui.watch(nn.Linear(2, 2), detail="everything")

@@ -342,6 +342,39 @@ class InvestigatorApp(App[None]):
 
         self.push_screen(OpenDialog(), chosen)
 
+    def action_pick_point(self) -> None:
+        """List the steps and ranks on screen; the one chosen is opened in a background job."""
+        from ascend_tui.app.screens.dialogs import PointPicker
+        from ascend_tui.offline.trends import PROFILE_STEP, picks_of
+
+        picks = picks_of(self.inv)
+        if len(picks) < 2:
+            why = "one step and one rank in this dump: nothing to pick" if picks or (
+                self.inv is not None and self.inv.run.source == "msprobe") else "no steps or ranks to pick here"
+            self.notify(f"{why} (open an msprobe dump root with step*/rank*/ folders, a cluster profile's rank "
+                        f"folders or a profile of several steps)", markup=False, severity="warning", timeout=8)
+            return
+
+        def chosen(key: str | None) -> None:
+            here = self.inv.run.extra.get("rank_dir") if self.inv is not None else None
+            if not key or self.inv is None:
+                return
+            if key.startswith(PROFILE_STEP):
+                self._pick_job(self.inv, key)
+            elif not (here and Path(key).resolve() == Path(str(here)).resolve()):
+                self.open_paths([key])
+
+        self.push_screen(PointPicker(self.inv, picks), chosen)
+
+    @work(thread=True, exclusive=True, group=JOB_GROUP, exit_on_error=False, description="opening the step")
+    def _pick_job(self, inv: Investigation, key: str) -> None:
+        from ascend_tui.offline.trends import open_pick
+
+        worker = get_current_worker()
+        out = open_pick(inv, key, ProgressPoster(self.post_message, "open"), worker.cancelled_event)
+        if not worker.is_cancelled:
+            self.post_message(InvestigationLoaded(out, source=key, notes=tuple(out.run.extra.get("notes", ())[-1:])))
+
     def action_focus_node(self, node_id: str) -> None:
         """Show the graph view with `node_id` focused (what views and palette commands call)."""
         if self.screen is not self.main:

@@ -56,6 +56,8 @@ APP_COMMANDS: tuple[Command, ...] = (
             "show the patch (X)", "fix", on_app=True),
     Command("file: open", "an investigation, a dump folder, a sanitizer log or a model file", "open_dialog",
             on_app=True),
+    Command("steps: pick a step or rank", "the steps and ranks of the dump or profile on screen, one line each",
+            "pick_point", on_app=True),
     Command("help: show keys", "every key that works here, with the id to remap it", "help", on_app=True),
 )
 

@@ -54,6 +54,9 @@ def header_parts(inv: Investigation, *, following: bool = False) -> list[tuple[i
             parts.append((3, "with backward", "+bwd"))
     else:
         parts.append((2, run.source, run.source))
+    point = str(run.extra.get("point") or "")  # one step/rank of a dump or profile with several (`i` picks another)
+    if point:
+        parts.append((0, point, point.rpartition("/")[0] or point))
     ops = len(inv.graph.execution_order())
     parts.append((2, plural(ops, "op"), plural(ops, "op")))
     if any("torch.compile" in str(n) for n in run.extra.get("notes", ()) or ()):

@@ -20,6 +20,8 @@ APP_BINDINGS: list[Binding] = [
     Binding("X", "fix", "fix", id="app.fix", show=False,
             tooltip="re-run the model with the remedy for the focused finding's cause (or the story's cause under "
                     "the cursor), verify it and show the patch"),
+    Binding("i", "pick_point", "steps/ranks", id="app.pick-point", show=False,
+            tooltip="pick another step or rank of the dump or profile on screen: one line each, opened in the background"),
     Binding("escape", "cancel", "cancel", id="app.cancel", show=False),
 ]
 

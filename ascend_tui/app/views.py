@@ -17,12 +17,13 @@ from ascend_tui.app.screens.precision import PrecisionScreen
 from ascend_tui.app.screens.profile import ProfileScreen
 from ascend_tui.app.screens.story import StoryScreen
 from ascend_tui.app.screens.timeline import TimelineScreen
+from ascend_tui.app.screens.trends import TrendsScreen
 from ascend_tui.errors import InputError
 from ascend_tui.plugins import VIEWS as VIEWS_GROUP
 from ascend_tui.plugins import plugins
 
 VIEWS: list[type[CheckView]] = [StoryScreen, PrecisionScreen, OverflowScreen, MemoryScreen, ProfileScreen,
-                                CommunicationScreen, TimelineScreen, GraphScreen]
+                                CommunicationScreen, TimelineScreen, GraphScreen, TrendsScreen]
 
 
 def plugin_view_ids() -> tuple[str, ...]:

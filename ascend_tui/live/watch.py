@@ -15,24 +15,33 @@ Every module's output (but those of `BOUNDED` ones like ReLU, which cannot make 
 bad) and every parameter gradient is reduced on the device to its min and max (one `aminmax`,
 which NaN and Inf reach, each); `step()` brings them all to
 the host in one transfer, the step's only synchronization. On the first bad step the model is
-re-run on that step's inputs under full per-op capture (buffers and RNG restored, so the run
-is undisturbed) and the investigation is saved for `ascend-tui open`. Call `step()` before
-`optimizer.step()` so the re-run sees the parameters that produced the bad values.
+re-run on that step's inputs under the coarse-to-fine capture (`live.coarse`: module level, then
+operators around the first bad module; `detail="full"` records every operator), buffers and RNG
+restored, so the run is undisturbed, and the investigation is saved for `ascend-tui open`. Call
+`step()` before `optimizer.step()` so the re-run sees the parameters that produced the bad values.
+
+Every step, good or bad, also leaves a few scalars in a bounded ring (`trend_steps` long): the
+largest module-output max-abs and each module's, the gradients' max-abs and norm, the loss (given
+to `step(loss=...)` or returned by the model as a 0-d tensor) and the time since the previous
+`step()`; they travel in the same transfer. `w.trend` turns them into `StepSeries` and the saved
+investigation carries them (`sections["trend"]`) for the app's trend view.
 """
 
 from __future__ import annotations
 
 import math
+import time
 import warnings
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ascend_tui.checks.overflow import CHECK, num, range_of
-from ascend_tui.evidence import Finding, RootCause
+from ascend_tui.evidence import Finding, RootCause, StepSeries
 from ascend_tui.live.capture import dtype_name, iter_tensors
+from ascend_tui.live.step_trend import TREND_STEPS, StepTrend, grad_norm_tensor, scalar_loss
 
 DEFAULT_SAVE = "ascend-tui-watch-step{step}.atui.json"
 # Modules whose output is finite and no larger than their input when the input is: not measured, so
@@ -48,7 +57,8 @@ class Watch:
     `saved` / `investigation`: the re-run of the first bad step (when its inputs were seen).
     Options: `save` (a path, `{step}` filled in; False: no re-run), `dtype` (range to check when
     outputs carry none), `headroom_bits`, `grads` (check parameter gradients), `loss` (re-run the
-    backward too), `inf_nan_mode` (override the device's answer).
+    backward too), `inf_nan_mode` (override the device's answer), `detail` (the re-run's capture:
+    "module", coarse-to-fine, or "full", every operator), `trend_steps` (length of the trend ring).
     """
 
     def __init__(
@@ -61,9 +71,13 @@ class Watch:
         grads: bool = True,
         loss: Callable[[Any], Any] | None = None,
         inf_nan_mode: bool | None = None,
+        detail: str = "module",
+        trend_steps: int = TREND_STEPS,
     ) -> None:
         import torch
 
+        if detail not in ("module", "full"):
+            raise ValueError(f"detail must be 'module' or 'full', not {detail!r}")
         self._torch = torch
         self.model = model
         self.save = save
@@ -75,6 +89,10 @@ class Watch:
         self.saved: Path | None = None
         self.investigation: Any = None
         self.steps = 0
+        self.detail = detail
+        self._trend = StepTrend(trend_steps)
+        self._clock: float | None = None
+        self._model_loss: Any = None
         params = list(model.parameters())
         first = next((p for p in params if p.is_floating_point()), None)
         self._dtype = dtype or (dtype_name(first.dtype) if first is not None else "float32")
@@ -104,6 +122,7 @@ class Watch:
                 self._handles.append(mod.register_forward_hook(self._make_hook(name, type(mod).__name__)))
         self._handles.append(self.model.register_forward_pre_hook(self._remember, with_kwargs=True))
         self.device.clear_overflow_flag()
+        self._clock = time.perf_counter()  # the first step's time runs from here
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -116,9 +135,13 @@ class Watch:
     def _make_hook(self, name: str, cls: str) -> Callable[..., None]:
         torch = self._torch
 
+        root = name == ""
+
         def hook(_mod: Any, _args: Any, out: Any) -> None:
             if self._paused:
                 return
+            if root:
+                self._model_loss = scalar_loss(out)
             for t in iter_tensors(out):
                 if t is self._last() or not t.is_floating_point() or t.numel() == 0:
                     continue
@@ -160,23 +183,36 @@ class Watch:
 
     # -- the per-step check ------------------------------------------------------------------------
 
-    def step(self, inputs: Any = None) -> list[Finding]:
+    def step(self, inputs: Any = None, *, loss: Any = None) -> list[Finding]:
         """Check this step (one synchronization); its findings when it is bad (NaN, Inf, saturation), else [].
 
         Bad steps land in `bad_steps`; every finding, low-headroom warnings included, in `findings`.
+        `loss` (a tensor or a number) goes into the trend; without it a 0-d tensor the model returned is used.
         """
         torch = self._torch
         step = self.steps
         self.steps += 1
+        now = time.perf_counter()
+        took, self._clock = (now - self._clock if self._clock is not None else math.nan), now
         grads = [(n, p.grad) for n, p in self._params if p.grad is not None] if self.grads else []
         parts = list(self._values)
         if grads:
             for _, g in grads:
                 parts += torch.aminmax(g.detach())
+            parts.append(grad_norm_tensor(torch, [g.detach() for _, g in grads]))
+        loss = self._model_loss if loss is None else loss
+        self._model_loss = None
+        loss_on_device = isinstance(loss, torch.Tensor) and loss.numel() == 1
+        if loss_on_device:  # into the same transfer, on the device the rest is on (a CPU loss: a copy, no sync)
+            parts.append(loss.detach().reshape(()).to(parts[0].device) if parts else loss.detach().reshape(()))
         values = torch.stack([p.float() for p in parts]).cpu().tolist() if parts else []
+        if loss_on_device:
+            loss = values.pop()
+        grad_norm = values.pop() if grads else math.nan
         device = self.device
         flag = device.read_overflow_flag()
         found = self._findings(step, values, [n for n, _ in grads], bool(flag))
+        self._trend.add(step, self._names, values, len(grads), grad_norm, loss, took)
         self._values, self._names, self._classes, self._dtypes, self._last = [], [], [], [], _dead
         if flag is not None:
             device.clear_overflow_flag()
@@ -186,7 +222,15 @@ class Watch:
         self.bad_steps.append(step)
         if len(self.bad_steps) == 1 and self.save is not False:
             self._rerun(step, inputs)
+            self._clock = time.perf_counter()  # the next step's time leaves the re-run out
         return found
+
+    @property
+    def trend(self) -> list[StepSeries]:
+        """The trend ring as series (see `live.step_trend.StepTrend.series`), the first bad module's first."""
+        first_bad = next((f.module for f in self.findings if f.severity == "error" and f.check == CHECK
+                          and not f.node.startswith("grad:") and f.node != "<device>"), None)
+        return self._trend.series(first_bad)
 
     def _findings(self, step: int, values: list[float], grad_names: list[str], flag: bool) -> list[Finding]:
         out: list[Finding] = []
@@ -286,9 +330,20 @@ class Watch:
                 if cuda:
                     torch.cuda.set_rng_state(self._rng[1], self._index)
             modes = self._modes or call_state(torch, self._backend, self.model)
-            with modes.applied(self.model):
-                result = capture(self.model, inputs, phase_label=f"re-running step {step}", grad=modes.grad,
-                                 autocast=(modes.device_type, modes.autocast_dtype) if modes.autocast else None)
+            coarse = None
+            if self.detail == "full":
+                with modes.applied(self.model):
+                    result = capture(self.model, inputs, phase_label=f"re-running step {step}", grad=modes.grad,
+                                     autocast=(modes.device_type, modes.autocast_dtype) if modes.autocast else None)
+            else:
+                from ascend_tui.live.coarse import coarse_capture, saturation_limit
+
+                cast = torch.autocast(device_type=modes.device_type, dtype=modes.autocast_dtype) \
+                    if modes.autocast else nullcontext()
+                with modes.applied(self.model), cast:
+                    coarse = coarse_capture(self.model, inputs, self.device, backward=self.loss is not None,
+                                            loss=self.loss, saturation_limit=saturation_limit(self.dtype))
+                result = coarse.result
             device = self.device
             info = device.info().to_json() if device.backend in ("cpu", "cuda", "npu") else \
                 {"backend": device.backend, "name": device.backend, "inf_nan_mode": True}
@@ -296,6 +351,9 @@ class Watch:
                 target=type(self.model).__name__, device=info, checks=("overflow",), dtype=self.dtype,
                 reference=None, source="watch", extra={"step": step, "rng_restored": self._rng is not None,
                                                        "modes": modes.describe()}))
+            if coarse is not None:
+                inv.run.extra["capture"] = coarse.describe()
+            inv.sections["trend"] = [t.to_json() for t in self.trend]
             settings: dict[str, Any] = {"headroom_bits": self.headroom_bits, "overflow_evidence": False}
             if self._inf_nan is not None:
                 settings["inf_nan_mode"] = self._inf_nan
@@ -303,6 +361,7 @@ class Watch:
                                  loss=self.loss, settings=settings)
             ctx = LiveContext(options, device, getattr(torch, self.dtype, torch.float32), self.model, inputs,
                               self.model, inputs, target=result)
+            ctx.coarse = coarse
             OverflowCheck().run(ctx, inv)
             return inv
         finally:

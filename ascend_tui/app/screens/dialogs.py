@@ -1,21 +1,30 @@
-"""Small modal dialogs: open a path, and show an unexpected error without closing the app."""
+"""Small modal dialogs: open a path, pick a step or rank, and show an unexpected error without closing the app."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
+from textual.worker import get_current_worker
+
+from ascend_tui.app.screens.row_table import Column, Row, RowTable
+from ascend_tui.fmt import plural
+
+if TYPE_CHECKING:
+    from ascend_tui.investigation import Investigation
+    from ascend_tui.offline.trends import Pick, PointSummary
 
 
 COMPLETIONS_SHOWN = 8
+PICKER_CHUNK = 64  # step/rank summaries read between two updates of the picker's rows
 
 
 def complete_path(text: str) -> tuple[str, list[str]]:
@@ -133,4 +142,86 @@ class ErrorDialog(ModalScreen[None]):
                         id="hint", markup=False)
 
     def action_close(self) -> None:
+        self.dismiss(None)
+
+
+
+class PointList(RowTable):
+    """The picker's list: Enter opens the step/rank under the cursor."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "choose", "open", id="picker.open")]
+
+
+class PointPicker(ModalScreen[str | None]):
+    """The steps and ranks on screen, one line each (read in a worker), dismissed with the chosen entry's key (a folder
+    to open, or a step of the profile)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "dismiss_none", "close", id="dialog.close")]
+    DEFAULT_CSS = """
+    PointPicker { align: center middle; }
+    PointPicker > Vertical { width: 90%; max-width: 140; height: 80%; border: round $accent; padding: 0 1;
+                             background: $surface; }
+    PointPicker #picker-title { color: $text-muted; }
+    PointPicker RowTable { height: 1fr; }
+    """
+
+    def __init__(self, inv: Investigation, points: list[Pick]) -> None:
+        super().__init__()
+        self.inv = inv
+        self.points = points
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"{plural(len(self.points), 'step/rank', 'steps/ranks')} · reading their statistics …",
+                        id="picker-title", markup=False)
+            yield PointList([Column("", 1), Column("step/rank"), Column("summary", grow=True)],
+                            [Row(("", p.label, "…"), data=p.key) for p in self.points], id="picker-table")
+            yield Label("enter opens the step/rank · space shows a cut line whole · esc closes", markup=False)
+
+    def on_mount(self) -> None:
+        table = self.query_one(RowTable)
+        table.focus()
+        table.move_to(next((i for i, p in enumerate(self.points) if p.label == self.inv.run.extra.get("point")), 0))
+        self._summarise()
+
+    @work(thread=True, exclusive=True, group="picker", exit_on_error=False, description="reading steps and ranks")
+    def _summarise(self) -> None:
+        from ascend_tui.offline.trends import summaries
+
+        worker = get_current_worker()
+        lines: list[PointSummary] = []
+        total = len(self.points)
+        for start in range(0, total, PICKER_CHUNK):  # rows fill in as they are read: thousands of ranks take a while
+
+            def report(text: str, done: int, _n: int | None, at: int = start) -> None:
+                self.app.call_from_thread(self._title, f"{text} ({at + done + 1} of {total}) …")
+
+            lines += summaries(self.inv, self.points[start:start + PICKER_CHUNK], report, worker.cancelled_event)
+            if worker.is_cancelled:
+                return
+            self.app.call_from_thread(self._show, list(lines))
+
+    def _title(self, text: str) -> None:
+        self.query_one("#picker-title", Label).update(text)
+
+    def _show(self, lines: list[PointSummary]) -> None:
+        table = self.query_one(RowTable)
+        at = table.cursor
+        table.set_rows([Row(("●" if s.current else "", s.pick.label, s.text), tone="error" if s.bad else "",
+                            data=s.pick.key) for s in lines]
+                       + [Row(("", p.label, "…"), data=p.key) for p in self.points[len(lines):]])
+        table.move_to(at)
+        if len(lines) < len(self.points):
+            return
+        bad = sum(1 for s in lines if s.bad)
+        self._title(f"{plural(len(lines), 'step/rank', 'steps/ranks')} · {bad} flagged (red) · "
+                    f"● is the one on screen")
+
+    @on(RowTable.Chosen)
+    def _chosen(self, event: RowTable.Chosen) -> None:
+        self.workers.cancel_group(self, "picker")
+        self.dismiss(str(event.row.data) if event.row.data else None)  # a `Pick.key`
+
+    def action_dismiss_none(self) -> None:
+        self.workers.cancel_group(self, "picker")
         self.dismiss(None)

@@ -11,6 +11,7 @@ import itertools
 import re
 import threading
 from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -86,8 +87,8 @@ def rank_folders(path: Path) -> tuple[list[Path], list[str]]:
             ranks = [d for d in _numbered(step, _RANK_DIR) if (d / "dump.json").is_file()]
             if ranks:
                 if len(steps) > 1:
-                    notes.append(f"{len(steps)} steps in {path.name}; showing {step.name} (open a step folder "
-                                 f"to see another)")
+                    notes.append(f"{len(steps)} steps in {path.name}; showing {step.name} (i in the app picks "
+                                 f"another; or open a step folder)")
                 break
     except OSError as exc:
         raise InputError(path, exc.strerror or str(exc)) from None
@@ -101,8 +102,8 @@ def locate(path: Path) -> tuple[Path, list[str]]:
     """The rank folder to read for `path` (a dump root, a step folder, a rank folder or dump.json) and notes."""
     ranks, notes = rank_folders(path)
     if len(ranks) > 1:
-        notes.append(f"{len(ranks)} ranks in {ranks[0].parent.name}; showing {ranks[0].name} (open a rank "
-                     f"folder to see another)")
+        notes.append(f"{len(ranks)} ranks in {ranks[0].parent.name}; showing {ranks[0].name} (i in the app picks "
+                     f"another; or open a rank folder)")
     return ranks[0], notes
 
 
@@ -190,6 +191,11 @@ def _number(value: Any, where: str, path: Path) -> float | None:
         return float(str(value).replace("Infinity", "inf"))
     except ValueError:
         raise InputError(path, f"{where}: statistic {value!r} is not a number") from None
+
+
+def statistic(value: Any, where: str, path: Path) -> float | None:
+    """One Max/Min/Mean/Norm value of a record as a float (None when absent; a non-number is an InputError)."""
+    return _number(value, where, path)
 
 
 _INT_TYPES = frozenset({int, bool})  # what isinstance(d, int) accepts among JSON's types
@@ -367,10 +373,24 @@ def load(path: Path, progress: Progress | None = None, cancel: threading.Event |
                 "inf_nan_mode": True if nonfinite else None},
         extra={"task": header.get("task"), "level": header.get("level"), "framework": header.get("framework"),
                "rank_dir": str(rank_dir), "step": rank_dir.parent.name, "rank": rank_dir.name,
-               "edges": dict(built.match_counts), "exact_counts_from_payloads": exact, "notes": notes},
+               "edges": dict(built.match_counts), "exact_counts_from_payloads": exact, "notes": notes,
+               **_point_extra(path, rank_dir)},
     )
     built.graph.name = f"msprobe {rank_dir.parent.name}/{rank_dir.name}"
     return Investigation(built.graph, stats=built.stats, run=run)
+
+
+def _point_extra(path: Path, rank_dir: Path) -> dict[str, Any]:
+    """`run.extra` of a dump with several steps or ranks: the root and this folder's place among them."""
+    try:
+        points = dump_points(path)
+    except InputError:
+        return {}
+    here = next((p for p in points if p.folder.resolve() == rank_dir.resolve()), None)
+    if len(points) < 2 or here is None:
+        return {}
+    return {"dump_root": str(dump_root(path)), "points": len(points), "point": here.label,
+            "steps": len({p.step for p in points}), "ranks": len({p.rank for p in points})}
 
 
 READER = FunctionReader("msprobe dump", sniff, load)
@@ -386,3 +406,54 @@ def step_folders(path: Path) -> list[Path]:
                 if any((r / "dump.json").is_file() for r in _numbered(s, _RANK_DIR))]
     except OSError as exc:
         raise InputError(path, exc.strerror or str(exc)) from None
+
+
+# -- steps and ranks ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DumpPoint:
+    """One step x rank folder of a dump root (`step`/`rank` None where the layout has no such level)."""
+
+    step: int | None
+    rank: int | None
+    folder: Path
+
+    @property
+    def label(self) -> str:
+        """`step1/rank0` (the folder names msprobe wrote), `rank0` or `dump` for a lone folder."""
+        parts = ([self.folder.parent.name] if self.step is not None else []) + \
+                ([self.folder.name] if self.rank is not None else [])
+        return "/".join(parts) or "dump"
+
+
+def dump_root(path: Path) -> Path:
+    """The dump root above `path` (dump.json, a rank folder, a step folder or the root itself)."""
+    path = Path(path)
+    here = path.parent if path.is_file() else path
+    if _RANK_DIR.match(here.name) and (here / "dump.json").is_file():
+        here = here.parent
+    if _STEP_DIR.match(here.name) and here.parent != here:
+        here = here.parent
+    return here
+
+
+def dump_points(path: Path) -> list[DumpPoint]:
+    """Every step x rank folder holding a dump.json under the root of `path`, in step then rank order."""
+    root = dump_root(path)
+    try:
+        if (root / "dump.json").is_file():
+            return [DumpPoint(None, None, root)]
+        points = [DumpPoint(None, _num(r.name, _RANK_DIR), r) for r in _numbered(root, _RANK_DIR)
+                  if (r / "dump.json").is_file()]
+        for step in _numbered(root, _STEP_DIR):
+            points += [DumpPoint(_num(step.name, _STEP_DIR), _num(r.name, _RANK_DIR), r)
+                       for r in _numbered(step, _RANK_DIR) if (r / "dump.json").is_file()]
+    except OSError as exc:
+        raise InputError(root, exc.strerror or str(exc)) from None
+    return points
+
+
+def _num(name: str, pattern: re.Pattern[str]) -> int:
+    m = pattern.match(name)
+    return int(m.group(1) or 0) if m else 0
