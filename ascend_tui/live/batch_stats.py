@@ -173,7 +173,7 @@ class BatchStats:
         else:  # huge finite values: float32 partial sums could overflow, so in float64
             with np.errstate(over="ignore"):
                 wide = a.astype(np.float64)
-                s, sq = float(wide.sum()), float(np.dot(wide, wide))
+                s, sq = float(wide.sum()), _squares(wide)  # by rows: one long np.dot wakes every BLAS thread
         if not lo > 0 and not hi < 0:  # 0 lies in [lo, hi] (or NaN hides the range): count the zeros
             zeros = int(np.count_nonzero(np.equal(a, 0, out=self._mask(a.size))))
         return lo, hi, s, math.sqrt(sq), nan, inf, zeros
@@ -280,7 +280,7 @@ def _strided_sample(a: np.ndarray, runs: int) -> np.ndarray:
 
 
 def _squares(a: np.ndarray) -> float:
-    """The sum of squares of a float32 array: a dot product per `_COLUMNS`-value row, added in float64."""
+    """The sum of squares of a float32 (or float64) array: a dot product per `_COLUMNS`-value row, added in float64."""
     k = a.size
     whole = k - k % _COLUMNS
     sq = 0.0
