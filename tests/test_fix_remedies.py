@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
 import subprocess
 import sys
 from contextlib import redirect_stdout
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ascend_tui.cli.main import main
+from tests.test_fix import fix  # the one in-process `ascend-tui fix` runner both files use
 
 pytestmark = pytest.mark.live
 import torch  # noqa: E402 - a missing torch fails, never skips
@@ -22,15 +21,6 @@ import torch  # noqa: E402 - a missing torch fails, never skips
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
 DATA = ROOT / "tests" / "data" / "fix"
-
-
-def fix(tmp_path: Path, target: Path | str, *flags: str) -> tuple[int, dict[str, Any], str, Path]:
-    out, patch = tmp_path / "fix.json", tmp_path / "fix.patch"
-    buf = io.StringIO()
-    with redirect_stdout(buf):
-        code = main(["fix", str(target), "-q", "--json", str(out), "--patch", str(patch), *flags])
-    report = json.loads(out.read_text()) if out.exists() else {}
-    return code, report.get("fix", {}), buf.getvalue(), patch
 
 
 def check(model: Path, *flags: str) -> subprocess.CompletedProcess[str]:
