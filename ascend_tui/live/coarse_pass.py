@@ -217,14 +217,18 @@ class StepRecorder(Recorder):
             if ref.node not in nodes:
                 nodes.add(ref.node)
                 refs.append(ref)
+        made_inside = False
         for t in outs:
             entry = producers.get(id(t))
             if entry is None or entry[0]() is not t:
-                unknown = True
+                made_inside = True
             elif entry[1].node not in nodes:
                 nodes.add(entry[1].node)
                 refs.append(entry[1])
-        if unknown:  # made by code no node stands for (the caller's own): anything the caller made so far may feed it
+        # an output no node made was computed inside this module (a leaf's own ops are not recorded in this
+        # pass): from its inputs when it has any, so only an unknown input (or none at all) brings in the caller's
+        # earlier values; linking every leaf to all its siblings made a 600-layer Sequential quadratic (180k edges)
+        if unknown or made_inside and not refs:  # made by code no node stands for: what the caller made may feed it
             made = [*self._frames[-1], *([self._frame_ops[-1]] if self._frame_ops[-1] is not None else [])]
             if not made:
                 made = [self._last] if self._last is not None else self._input_refs()
