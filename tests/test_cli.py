@@ -180,3 +180,17 @@ def test_every_output_option_inside_an_input_folder_is_refused(tmp_path: Path, f
     assert proc.returncode == 2 and "overwrite" in one_line_error(proc)
     assert digest() == before and not (inner[0].parent / "new-report.json").exists()
     assert log.read_bytes() == (fixtures / "sanitizer" / "mssanitizer_memcheck_doc_examples.log").read_bytes()
+
+
+def test_one_file_of_a_dump_or_profiler_folder_names_the_folder_to_open(fixtures: Path) -> None:
+    # real files users point at: a dump's stack.json, a tensor of it, a profiler folder's communication.json
+    dump = fixtures / "msprobe" / "dump_bf16" / "step0"
+    proc_dir = next(dump.iterdir())
+    cases = [(proc_dir / "stack.json", proc_dir, "msprobe dump"),
+             (next((proc_dir / "dump_tensor_data").glob("*.pt")), proc_dir, "msprobe dump"),
+             (fixtures / "profiler" / "level1_2025-01" / "ASCEND_PROFILER_OUTPUT" / "communication.json",
+              fixtures / "profiler" / "level1_2025-01" / "ASCEND_PROFILER_OUTPUT", "profiler")]
+    for path, folder, kind in cases:
+        proc = run_cli("check", str(path))
+        line = one_line_error(proc)
+        assert proc.returncode == 2 and f"one file of a {kind} folder" in line and f"open {folder}" in line, line

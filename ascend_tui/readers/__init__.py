@@ -120,6 +120,9 @@ def choose(path: str | Path, readers: Sequence[LazyReader] | None = None) -> Laz
     readers = all_readers() if readers is None else readers
     reader = reader_for(p, readers)
     if reader is None:
+        whole = _enclosing(p, readers)
+        if whole is not None:  # one file of a dump or profiler folder: the folder is what reads
+            raise InputError(p, f"one file of a {whole[1]} folder, not read alone: open {whole[0]}")
         names = ", ".join(r.name for r in readers)
         raise InputError(p, f"not a format ascend-tui reads (expected one of: {names})")
     return reader
@@ -140,3 +143,12 @@ def read_path(path: str | Path, progress: Progress | None = None,
               cancel: threading.Event | None = None) -> Investigation:
     """What the reader for `path` reads from it, without the analyses (`offline.open.open_path` adds those)."""
     return read_with(choose(path), path, progress, cancel)
+
+
+def _enclosing(p: Path, readers: Sequence[LazyReader], depth: int = 4) -> tuple[Path, str] | None:
+    """The nearest folder above `p` (up to `depth` levels) that a reader opens, and its format's name."""
+    for folder in list(p.resolve().parents)[:depth]:
+        reader = reader_for(folder, readers)
+        if reader is not None:
+            return folder, reader.name
+    return None
