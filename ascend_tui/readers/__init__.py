@@ -120,7 +120,7 @@ def choose(path: str | Path, readers: Sequence[LazyReader] | None = None) -> Laz
     readers = all_readers() if readers is None else readers
     reader = reader_for(p, readers)
     if reader is None:
-        whole = _enclosing(p, readers)
+        whole = _enclosing(p, readers) if p.is_file() else None
         if whole is not None:  # one file of a dump or profiler folder: the folder is what reads
             raise InputError(p, f"one file of a {whole[1]} folder, not read alone: open {whole[0]}")
         names = ", ".join(r.name for r in readers)
@@ -145,10 +145,14 @@ def read_path(path: str | Path, progress: Progress | None = None,
     return read_with(choose(path), path, progress, cancel)
 
 
-def _enclosing(p: Path, readers: Sequence[LazyReader], depth: int = 4) -> tuple[Path, str] | None:
-    """The nearest folder above `p` (up to `depth` levels) that a reader opens, and its format's name."""
-    for folder in list(p.resolve().parents)[:depth]:
+def _enclosing(p: Path, readers: Sequence[LazyReader]) -> tuple[Path, str] | None:
+    """The folder a reader opens that holds the file `p` (its own folder, or the one above it), and its format's name.
+
+    Two levels cover the layouts the tools write (`proc*/dump_tensor_data/x.pt`, `*_ascend_pt/ASCEND_PROFILER_OUTPUT/
+    x.csv`); a cluster folder counts only as the file's own folder, since the rank folders two levels up are
+    themselves what reads (a loose CSV beside them is no part of the cluster)."""
+    for level, folder in enumerate(list(p.resolve().parents)[:2]):
         reader = reader_for(folder, readers)
-        if reader is not None:
+        if reader is not None and not (level and reader.name == "cluster profile"):
             return folder, reader.name
     return None
