@@ -151,7 +151,7 @@ def _enclosing(p: Path, readers: Sequence[LazyReader]) -> tuple[Path, str] | Non
     Two levels cover the layouts the tools write (`proc*/dump_tensor_data/x.pt`, `*_ascend_pt/ASCEND_PROFILER_OUTPUT/
     x.csv`); a cluster folder counts only as the file's own folder, since the rank folders two levels up are
     themselves what reads (a loose CSV beside them is no part of the cluster)."""
-    for level, folder in enumerate(list(p.resolve().parents)[:2]):
+    for level, folder in enumerate(list(p.absolute().parents)[:2]):  # as the user named it, links kept
         reader = reader_for(folder, readers)
         if reader is not None and not (level and reader.name == "cluster profile"):
             return folder, reader.name
