@@ -9,9 +9,8 @@ diff tab lists regressions first, deltas coloured.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
-import numpy as np
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -21,14 +20,13 @@ from ascend_tui import fmt
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
-from ascend_tui.app.widgets.timeline_strip import KINDS, TimelineStrip, segments_of
-from ascend_tui.checks.profile import Group, column, summarize
-from ascend_tui.graph.profile import Profile
+# module_tree is imported by those who import it from here
+from ascend_tui.app.screens.profile_data import GROUPS, data_for, module_tree  # noqa: F401
+from ascend_tui.app.widgets.timeline_strip import KINDS, TimelineStrip
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
-GROUPS = ("type", "name", "module", "category")
 GROUP_LABEL = {"type": "op type", "name": "op", "module": "module", "category": "category"}
 BAR = 12
 _SEVERITY_TONE: dict[str, Tone] = {"error": "error", "warning": "warning", "info": "info"}
@@ -39,34 +37,6 @@ def share_bar(share: float, width: int = BAR) -> str:
     eighths = int(round(max(0.0, min(1.0, share)) * width * 8))
     full, part = divmod(eighths, 8)
     return ("█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")).ljust(width)
-
-
-def module_tree(profile: Profile) -> list[tuple[str, int, float, int]]:
-    """(module path, depth, time including submodules µs, calls) in tree order, children by time; [] without modules."""
-    t = profile.kernels
-    groups = [g for g in summarize(t, "module") if g.key]
-    if not groups:
-        return []
-    total: dict[str, float] = {}
-    calls: dict[str, int] = {}
-    for g in groups:
-        parts = g.key.split(".")
-        for i in range(1, len(parts) + 1):
-            p = ".".join(parts[:i])
-            total[p] = total.get(p, 0.0) + g.total_us
-            calls[p] = calls.get(p, 0) + g.count
-    children: dict[str, list[str]] = {}
-    for p in total:
-        children.setdefault(p.rpartition(".")[0], []).append(p)
-    out: list[tuple[str, int, float, int]] = []
-
-    def walk(parent: str, depth: int) -> None:
-        for child in sorted(children.get(parent, ()), key=lambda c: -total[c]):
-            out.append((child, depth, total[child], calls[child]))
-            walk(child, depth + 1)
-
-    walk("", 0)
-    return out
 
 
 class ProfileScreen(CheckView):
@@ -104,6 +74,12 @@ class ProfileScreen(CheckView):
     def available(cls, inv: Investigation | None) -> bool:
         return inv is not None and inv.profile is not None
 
+    @classmethod
+    def prepare(cls, inv: Investigation, cancelled: Callable[[], bool]) -> None:
+        """Group and format the profile's rows, its strip and module tree ahead (see `profile_data`)."""
+        if inv.profile is not None:
+            data_for(inv.profile).prepare(inv.graph, cancelled)
+
     def __init__(self, inv: Investigation) -> None:
         super().__init__(inv)
         assert inv.profile is not None
@@ -114,10 +90,10 @@ class ProfileScreen(CheckView):
                                                    "diff-table": (3, True), "modules-table": (-1, True),
                                                    "steps-table": (0, False)}
         self.diff_by = "type"
-        self.segments = segments_of(self.profile)
+        self.data = data_for(self.profile)
+        self.segments = self.data.segments()
         self.pending = False  # the advice is still being computed by the job that opened this profile
         self._modules_filled = False
-        self._grouped: dict[tuple[str, tuple[tuple[str, str, str], ...]], list[Row]] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -191,39 +167,10 @@ class ProfileScreen(CheckView):
         return (f"{self.profile.kind} profile · {fmt.plural(s.kernels, 'kernel')} · {fmt.duration_us(s.total_us)} · "
                 f"{fmt.plural(s.steps, 'step')} · {parts}" + (" · advice: computing …" if self.pending else ""))
 
-    def _rows_mask(self) -> np.ndarray | None:
-        t = self.profile.kernels
-        mask = None
-        for col, value, _ in self.filters:
-            codes = column(t, col)
-            sel = codes.codes == codes.code(value)
-            mask = sel if mask is None else mask & sel
-        return mask
-
     def _ops(self) -> tuple[list[Column], list[Row]]:
         labels = [GROUP_LABEL[self.group], "calls", "total", "share", "mean", "max", "category", "bound"]
-        return self._sorted("ops-table", labels, self._group_rows(), grow=0)
-
-    def _group_rows(self) -> list[Row]:
-        """The rows of the current grouping and drill-down, summarised once (a sort or a way back reuses them)."""
-        key = (self.group, tuple(self.filters))
-        rows = self._grouped.pop(key, None)
-        if rows is None:
-            mask = self._rows_mask()
-            groups = summarize(self.profile.kernels, self.group, np.flatnonzero(mask) if mask is not None else None)
-            rows = [self._group_row(g) for g in groups]
-        self._grouped[key] = rows  # the most recent last; a few kept (thousands of rows each on a big profile)
-        while len(self._grouped) > 8:
-            self._grouped.pop(next(iter(self._grouped)))
-        return rows
-
-    def _group_row(self, g: Group) -> Row:
-        key = g.key if self.group == "name" and g.key in self.inv.graph else None
-        values = (g.key, g.count, g.total_us, g.share, g.avg_us, g.max_us, g.category, g.bound)
-        cells = (g.key or "(none)", fmt.count(g.count), fmt.duration_us(g.total_us), fmt.percent(g.share),
-                 fmt.duration_us(g.avg_us), fmt.duration_us(g.max_us), g.category, g.bound)
-        tone: Tone = "bad" if g.category == "layout" and g.share >= 0.05 else ""
-        return Row(cells, key=key, tone=tone, data=values)
+        rows = self.data.rows(self.group, tuple((c, v) for c, v, _ in self.filters), self.inv.graph)
+        return self._sorted("ops-table", labels, rows, grow=0)
 
     def _sorted(self, table_id: str, labels: list[str], rows: list[Row], grow: int) -> tuple[list[Column], list[Row]]:
         col, desc = self.sorts[table_id]
@@ -237,7 +184,7 @@ class ProfileScreen(CheckView):
 
     def _modules(self) -> tuple[list[Column], list[Row]]:
         """The module tree (children by time); sorted by a column it becomes a flat list of full paths."""
-        tree = module_tree(self.profile)
+        tree = self.data.tree()
         total = self.profile.kernels.total_us() or 1.0
         col, desc = self.sorts["modules-table"]
         if col < 0:
