@@ -141,7 +141,7 @@ async def _app_timings(source: Path | Investigation, repeat: int) -> dict[str, f
 PROFILE_KEYS = (("open profile view", "T"), ("page down", "pagedown"), ("cursor down", "j"), ("last row", "G"),
                 ("sort", "s"), ("group by op", "v"), ("page down (by op)", "pagedown"), ("last row (by op)", "G"),
                 ("sort (by op)", "s"), ("group by module", "v"), ("group by category", "v"), ("modules tab", "2"),
-                ("advice tab", "4"), ("page down (advice)", "pagedown"), ("ops tab", "1"))
+                ("timeline tab", "3"), ("strip: later", "l"), ("advice tab", "4"), ("page down (advice)", "pagedown"), ("ops tab", "1"))
 
 
 async def _profile_keys(app: object, pilot: object, out: dict[str, list[float]]) -> None:

@@ -15,6 +15,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Header, Static, TabbedContent, TabPane
+from textual.widgets._tabs import Underline
 
 from ascend_tui import fmt
 from ascend_tui.app.screens.check_view import CheckView
@@ -79,6 +80,7 @@ class ProfileScreen(CheckView):
         """Group and format the profile's rows, its strip and module tree ahead (see `profile_data`)."""
         if inv.profile is not None:
             data_for(inv.profile).prepare(inv.graph, cancelled)
+            inv.profile_summary()  # the line above the tabs
 
     def __init__(self, inv: Investigation) -> None:
         super().__init__(inv)
@@ -119,6 +121,10 @@ class ProfileScreen(CheckView):
 
     def on_mount(self) -> None:
         self.title = "Profile"
+        # the bar under the tabs jumps to the tab chosen instead of sliding there: a slide repaints ~20 frames,
+        # 50 ms of a tab switch's CPU
+        bar = self.query_one(Underline)
+        bar.animate = lambda attribute, value, **_: setattr(bar, attribute, value)  # type: ignore[method-assign]
         table = self.query_one("#ops-table", RowTable)
         table.focus()
         self._status(table)

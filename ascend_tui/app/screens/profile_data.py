@@ -111,8 +111,13 @@ class ProfileData:
         return summarize(t, by, np.flatnonzero(mask) if mask is not None else None)
 
     def segments(self) -> Segments:
-        """The timeline strip's segments (`segments_of`)."""
-        return self._memo("segments", lambda: segments_of(self.profile))  # type: ignore[return-value]
+        """The timeline strip's segments (`segments_of`), their running sums built."""
+        def make() -> Segments:
+            segments = segments_of(self.profile)
+            segments.share(0.0, 0.0)
+            return segments
+
+        return self._memo("segments", make)  # type: ignore[return-value]
 
     def tree(self) -> list[tuple[str, int, float, int]]:
         """The module tree (`module_tree`)."""
