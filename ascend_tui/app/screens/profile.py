@@ -102,7 +102,7 @@ class ProfileScreen(CheckView):
         yield Static(self._summary(), id="profile-summary", markup=False)
         with TabbedContent(initial="ops"):
             with TabPane("1 Ops", id="ops"):
-                yield RowTable(*self._ops(), empty="no kernel rows", id="ops-table")
+                yield RowTable(*self._ops(), empty="no kernel rows", id="ops-table", cell_widths=self._ops_widths())
             yield TabPane("2 Modules", id="modules")  # these three are filled when first shown (`_pane`)
             yield TabPane("3 Timeline", id="timeline")
             with TabPane("4 Advice", id="advice"):
@@ -181,8 +181,15 @@ class ProfileScreen(CheckView):
 
     def _ops(self) -> tuple[list[Column], list[Row]]:
         labels = [GROUP_LABEL[self.group], "calls", "total", "share", "mean", "max", "category", "bound"]
-        rows = self.data.rows(self.group, tuple((c, v) for c, v, _ in self.filters), self.inv.graph)
+        rows = self.data.rows(self.group, self._drills(), self.inv.graph)
         return self._sorted("ops-table", labels, rows, grow=0)
+
+    def _drills(self) -> tuple[tuple[str, str], ...]:
+        return tuple((c, v) for c, v, _ in self.filters)
+
+    def _ops_widths(self) -> list[int]:
+        """The ops table's widest cells, measured once over its rows in their first order (a sort keeps them)."""
+        return self.data.widths(self.group, self._drills(), self.inv.graph)
 
     def _sorted(self, table_id: str, labels: list[str], rows: list[Row], grow: int) -> tuple[list[Column], list[Row]]:
         col, desc = self.sorts[table_id]
@@ -253,7 +260,7 @@ class ProfileScreen(CheckView):
                  "modules-table": self._modules, "steps-table": self._steps}[table_id]
         columns, rows = build()
         table = self.query_one(f"#{table_id}", RowTable)
-        table.set_rows(rows, columns)
+        table.set_rows(rows, columns, cell_widths=self._ops_widths() if table_id == "ops-table" else None)
         self._status(table)
 
     def _active_table(self) -> RowTable | None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from ascend_tui import fmt
-from ascend_tui.app.screens.row_table import Row, Tone
+from ascend_tui.app.screens.row_table import Row, Tone, cell_widths
 from ascend_tui.app.widgets.timeline_strip import Segments, segments_of
 from ascend_tui.checks.profile import Group, column, summarize
 
@@ -97,9 +97,18 @@ class ProfileData:
 
     def rows(self, by: str, filters: Filters, graph: OpGraph) -> list[Row]:
         """The rows of grouping `by` within the drill-downs `filters`, largest total first (made once per graph)."""
-        made = self._memo((by, filters), lambda: (graph, [group_row(g, by, graph) for g in self._summarize(by, filters)]),
-                          lambda v: v[0] is graph)  # type: ignore[index]
-        return made[1]  # type: ignore[index]
+        return self._grouped(by, filters, graph)[1]
+
+    def widths(self, by: str, filters: Filters, graph: OpGraph) -> list[int]:
+        """The widest cell of each column of those rows (a sort shows the same rows: no measuring again)."""
+        return self._grouped(by, filters, graph)[2]
+
+    def _grouped(self, by: str, filters: Filters, graph: OpGraph) -> tuple[OpGraph, list[Row], list[int]]:
+        def make() -> tuple[OpGraph, list[Row], list[int]]:
+            rows = [group_row(g, by, graph) for g in self._summarize(by, filters)]
+            return graph, rows, cell_widths(rows, len(rows[0].cells) if rows else 0)
+
+        return self._memo((by, filters), make, lambda v: v[0] is graph)  # type: ignore[index,return-value]
 
     def _summarize(self, by: str, filters: Filters) -> list[Group]:
         t = self.profile.kernels

@@ -65,13 +65,17 @@ class KeyFooter(Footer):
         if not self._bindings_ready:
             return
         self._composed = plan = self._plan()
+        compact = "-compact" if self.compact else ""
         for key, display, description, action, enabled, tooltip, is_palette in plan:
             if is_palette:
                 yield FooterKey(key, display, description, action, classes="-command-palette",
                                 disabled=not enabled, tooltip=tooltip)
-            else:
-                yield FooterKey(key, display, description, action, disabled=not enabled,
-                                tooltip=tooltip).data_bind(compact=Footer.compact)
+                continue
+            # born compact: its watcher setting the class on mount restyled every key once more (3 ms a key)
+            widget = FooterKey(key, display, description, action, disabled=not enabled, tooltip=tooltip,
+                               classes=compact)
+            widget.set_reactive(FooterKey.compact, self.compact)
+            yield widget.data_bind(compact=Footer.compact)
 
     async def _recompose_if_changed(self) -> None:
         if self.is_attached and self._plan() != self._composed:
