@@ -6,10 +6,9 @@ go; this screen only moves the cursor there and repaints.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
-
 import gc
 import time
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, on, work
 from textual.app import ComposeResult

@@ -120,13 +120,8 @@ class ProfileData:
         return summarize(t, by, np.flatnonzero(mask) if mask is not None else None)
 
     def segments(self) -> Segments:
-        """The timeline strip's segments (`segments_of`), their running sums built."""
-        def make() -> Segments:
-            segments = segments_of(self.profile)
-            segments.share(0.0, 0.0)
-            return segments
-
-        return self._memo("segments", make)  # type: ignore[return-value]
+        """The timeline strip's segments (`segments_of`)."""
+        return self._memo("segments", lambda: segments_of(self.profile))  # type: ignore[return-value]
 
     def tree(self) -> list[tuple[str, int, float, int]]:
         """The module tree (`module_tree`)."""
@@ -134,7 +129,8 @@ class ProfileData:
 
     def prepare(self, graph: OpGraph, cancelled: Callable[[], bool] = lambda: False) -> None:
         """Make what the view opens on, then what its keys ask for next; stop early when `cancelled()`."""
-        steps: list[Callable[[], object]] = [lambda: self.rows("type", (), graph), self.segments]
+        # the strip's running sums are built on its first share (the timeline tab)
+        steps: list[Callable[[], object]] = [lambda: self.rows("type", (), graph), lambda: self.segments().share(0, 0)]
         steps += [lambda by=by: self.rows(by, (), graph) for by in GROUPS[1:]]
         steps.append(self.tree)
         for step in steps:
