@@ -16,6 +16,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Header, Input
+from textual.worker import get_current_worker
 
 from ascend_tui.app.keys import GRAPH_BINDINGS, view_binding
 from ascend_tui.app.views import VIEWS
@@ -129,15 +130,18 @@ class MainScreen(Screen[None]):
 
         One such worker at a time: it goes on with whatever investigation was shown while it worked.
         """
+        worker = get_current_worker()
         prepared = None
         while (inv := self._to_prepare) is not prepared and inv is not None:
-            while self._job_busy():
+            while self._job_busy() and not worker.is_cancelled:
                 time.sleep(0.05)  # the job's own work first (its findings are what the user waits for)
+            if worker.is_cancelled:  # the app is closing
+                return
             if self._to_prepare is not inv:
                 continue
             for view in VIEWS:
                 if view.available(inv):
-                    view.prepare(inv, lambda: self._to_prepare is not inv)
+                    view.prepare(inv, lambda: worker.is_cancelled or self._to_prepare is not inv)
             prepared = inv
         # What is alive now (the modules, the graph, the prepared rows: 150k+ objects) stays alive while it is on
         # screen; the collector's full passes walked all of it, 50-90 ms inside a key press, several a minute.
