@@ -1,18 +1,14 @@
 """Statistics of many tensors with the least work per tensor: the module-level pass's reductions.
 
 `BatchStats.add(t)` measures a floating tensor and returns its row; `finish()` gives every row at
-once. On the CPU a tensor of up to `_STAGE_MAX` values is copied (one `memmove`, its values as
-they are when handed over) into a staging arena of `_ARENA` values (1 MiB of float32: it stays in
-L2), each tensor padded with zeros to whole 1024-value rows; a full arena is reduced at once, a
-handful of numpy passes for every tensor in it (`reduceat` over the tensors' bounds for min, max
-and zeros, one `vecdot` per 1024-value row for sums and squares) and one gather of every tensor's
-histogram sample. A tensor holding NaN, Inf or huge values, or a longer one, is measured alone
-(`_cpu_row`). Measured one by one, the numpy calls (a dozen a tensor) cost more than the reductions
-of a mid-sized module output. `add(t, later=True)` keeps a CPU tensor until the next
+once. On the CPU a tensor costs a handful of numpy reductions over a raw view of its memory (no
+torch call, and no copy for float32), and its histogram sample is copied into one array that a
+single `bincount` bins for the whole run. `add(t, later=True)` keeps a CPU tensor until the next
 `flush` (a byte budget, or `finish`) and measures the batch in one loop; a kept tensor changed in
 place before its flush (its version moved) is not measured, and its row is listed in `changed` (as
-is one no route can measure). The coarse pass measures at once (a caller may change a module's
-output in place). On an accelerator the reductions stay queued on the device (`statistics.tensor_stats_row`
+is one no route can measure). The coarse pass measures at once: on the CPU a batch measured no
+faster than measuring between two modules (the tensor is hot in the cache then), and a caller may
+change a module's output in place. On an accelerator the reductions stay queued on the device (`statistics.tensor_stats_row`
 / `histogram_row`), and `finish()` brings them to the host in one transfer per device. A histogram
 bins a sample of `HIST_SAMPLE` values as every other route does, or fewer (`sample`): binning costs
 about 4 ns a value, more than the statistics of a mid-sized output. Rows are (min, max, sum, norm,
@@ -22,7 +18,6 @@ nan, inf, zeros), as `stat_rows.finish_rows` takes them.
 from __future__ import annotations
 
 import ctypes
-import functools
 import math
 from typing import Any
 
@@ -41,8 +36,6 @@ _ONES = np.ones(_COLUMNS, dtype=np.float32)
 _STEP = HIST_EDGES_LOG2[1] - HIST_EDGES_LOG2[0]
 _CODE = np.clip((np.arange(256) - 127 - HIST_EDGES_LOG2[0]) // _STEP + 1, 0, HIST_BINS - 1)  # bin of each exponent
 _FIRST_EXPONENT = np.searchsorted(_CODE, np.arange(HIST_BINS))  # bins are runs of exponents: where each starts
-_ARENA = 1 << 18  # float32 values staged before one batched reduction: 1 MiB, which stays in L2 for every pass
-_STAGE_MAX = 1 << 16  # a longer tensor is measured alone: its own passes outweigh a dozen numpy calls
 
 
 class BatchStats:
@@ -72,13 +65,6 @@ class BatchStats:
         self.pending_ids: set[int] = set()
         self._pending_bytes = 0
         self.changed: list[int] = []  # rows not measured: changed in place before their flush (no values)
-        # the staging arena: tensors' values back to back, each padded with zeros to whole `_COLUMNS`-value rows
-        self._arena = np.zeros(_ARENA + _STAGE_MAX + _COLUMNS, dtype=np.float32)
-        self._arena_addr = self._arena.ctypes.data
-        self._staged = 0  # values staged (a multiple of `_COLUMNS`)
-        self._staged_rows: list[int] = []
-        self._staged_starts: list[int] = []
-        self._staged_lens: list[int] = []
 
     def __len__(self) -> int:
         return len(self.numel)
@@ -120,103 +106,24 @@ class BatchStats:
 
     def _measure_host(self, row: int, t: Any) -> None:
         keep = None
-        n = t.numel()
         if t.dtype == self._float32 and t.is_contiguous() and not t.is_neg():  # most outputs: read in place
             try:
                 ptr = t.data_ptr()
             except RuntimeError:  # a wrapper subclass without storage: the torch route measures it
                 ptr = 0
-            if ptr and n <= _STAGE_MAX:
-                self._stage(row, ptr, n)
-                return
-            a = np.asarray(_Memory(ptr, n)) if ptr else None
+            a = np.asarray(_Memory(ptr, t.numel())) if ptr else None
         else:
             a, keep = self._host_view(t)
-            if a is not None and a.dtype == np.float32 and n <= _STAGE_MAX:
-                self._stage(row, a.ctypes.data, n)
-                return
         if a is None:
             if not self._queue(row, t):
                 self.changed.append(row)
             return
-        self._host_row(row, a)
-        del keep
-
-    def _host_row(self, row: int, a: np.ndarray) -> None:
-        """Measure one array alone: its row and its histogram sample."""
         if row >= self._host.shape[0]:
             self._host = np.concatenate([self._host, np.empty((max(row + 1, self._host.shape[0]), 7))])
         self._host[row] = self._cpu_row(a)
         if self.histograms:
             self._sample(row, a)
-
-    def _stage(self, row: int, ptr: int, n: int) -> None:
-        """Copy `n` float32 values at `ptr` into the arena (zeros up to the row's end); reduce it when full."""
-        at = self._staged
-        ctypes.memmove(self._arena_addr + 4 * at, ptr, 4 * n)
-        end = at + n
-        padded = end + (-end) % _COLUMNS
-        if padded > end:
-            ctypes.memset(self._arena_addr + 4 * end, 0, 4 * (padded - end))
-        self._staged = padded
-        self._staged_rows.append(row)
-        self._staged_starts.append(at)
-        self._staged_lens.append(n)
-        if padded >= _ARENA:
-            self._reduce_staged()
-
-    def _reduce_staged(self) -> None:
-        """Rows of every staged tensor at once; one holding NaN, Inf or huge values is measured alone (`_cpu_row`)."""
-        k = len(self._staged_rows)
-        if not k:
-            return
-        used = self._staged
-        a = self._arena[:used]
-        starts = np.asarray(self._staged_starts, dtype=np.int64)
-        lens = np.asarray(self._staged_lens, dtype=np.int64)
-        rows = np.asarray(self._staged_rows, dtype=np.int64)
-        ends = starts + lens
-        bounds = np.empty(2 * k, dtype=np.int64)  # each tensor, then its padding (left out)
-        bounds[0::2], bounds[1::2] = starts, ends
-        if ends[-1] == used:
-            bounds = bounds[:-1]
-        out = np.empty((k, 7), dtype=np.float64)
-        lo = out[:, 0] = np.minimum.reduceat(a, bounds)[0::2]
-        hi = out[:, 1] = np.maximum.reduceat(a, bounds)[0::2]
-        lines = a.reshape(-1, _COLUMNS)
-        first_line = starts // _COLUMNS
-        with np.errstate(over="ignore", invalid="ignore"):  # those rows are measured again below
-            out[:, 2] = np.add.reduceat(np.vecdot(lines, _ONES), first_line, dtype=np.float64)
-            out[:, 3] = np.sqrt(np.add.reduceat(np.vecdot(lines, lines), first_line, dtype=np.float64))
-        out[:, 4:6] = 0
-        zero = np.equal(a, 0, out=self._mask(used))
-        words = np.add.reduce(zero.view(np.uint64).reshape(-1, _COLUMNS // 8), axis=1)  # byte lanes: <= 128 each
-        per_line = np.add.reduce(words.view(np.uint8).reshape(-1, 8), axis=1, dtype=np.int64)
-        padding = np.append(starts[1:], used) - ends
-        out[:, 6] = np.add.reduceat(per_line, first_line) - padding
-        if self._host.shape[0] <= rows[-1]:
-            self._host = np.concatenate([self._host, np.empty((max(int(rows[-1]) + 1, self._host.shape[0]), 7))])
-        self._host[rows] = out
-        for j in np.flatnonzero(~((-_NO_OVERFLOW < lo) & (hi < _NO_OVERFLOW))):  # NaN, Inf, huge: counted, widened
-            self._host[rows[j]] = self._cpu_row(a[starts[j]: ends[j]])
-        if self.histograms:
-            self._staged_samples(a, rows, starts, lens)
-        self._staged = 0
-        self._staged_rows, self._staged_starts, self._staged_lens = [], [], []
-
-    def _staged_samples(self, a: np.ndarray, rows: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> None:
-        """Every staged tensor's histogram sample (the runs `_sample` takes), gathered together per length."""
-        for n in np.unique(lens):
-            pick = lens == n
-            offsets = _sample_offsets(int(n), self._runs)
-            values = a[(starts[pick][:, None] + offsets).ravel()]
-            k = values.size
-            if self._used + k > self._samples.size:
-                self._grow_samples(k)
-            self._samples[self._used: self._used + k] = values
-            self._used += k
-            self._sample_rows.extend(rows[pick].tolist())
-            self._sample_lens.extend([offsets.size] * int(pick.sum()))
+        del keep
 
     def _queue(self, row: int, t: Any) -> bool:
         """The accelerator's route: reductions queued on `t`'s device, brought over at `finish`."""
@@ -284,7 +191,9 @@ class BatchStats:
                 sample = sample.astype(np.float32)
         k = sample.size
         if self._used + k > self._samples.size:
-            self._grow_samples(k)
+            bigger = np.empty(max(2 * self._samples.size, self._used + k), dtype=np.float32)
+            bigger[: self._used] = self._samples[: self._used]
+            self._samples = bigger
         if sample.ndim == 1:
             ctypes.memmove(self._samples.ctypes.data + 4 * self._used, sample.ctypes.data, 4 * k)
         else:
@@ -293,16 +202,10 @@ class BatchStats:
         self._sample_rows.append(row)
         self._sample_lens.append(k)
 
-    def _grow_samples(self, k: int) -> None:
-        bigger = np.empty(max(2 * self._samples.size, self._used + k), dtype=np.float32)
-        bigger[: self._used] = self._samples[: self._used]
-        self._samples = bigger
-
     def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(rows [n, 7], numels [n], histogram rows' indices [h], histograms [h, HIST_BINS + 1]): one transfer per
         device for what was queued there, one `bincount` for every CPU sample. Rows in `changed` hold NaN."""
         self.flush()
-        self._reduce_staged()
         n = len(self.numel)
         if n > self._host.shape[0]:
             self._host = np.concatenate([self._host, np.empty((n - self._host.shape[0], 7))])
@@ -329,9 +232,6 @@ class BatchStats:
                 extra[idx] = self._torch.stack([self._device_hist[i][1] for i in idx]).cpu().numpy()
             hist_rows = np.concatenate([hist_rows, np.asarray(extra_rows, dtype=np.int64)])
             hists = np.concatenate([hists, extra])
-        if len(hist_rows) > 1 and (np.diff(hist_rows) < 0).any():  # staged rows were binned after later ones
-            order = np.argsort(hist_rows, kind="stable")
-            hist_rows, hists = hist_rows[order], hists[order]
         return raw, np.asarray(self.numel, dtype=np.float64), hist_rows, hists
 
     def _host_histograms(self) -> tuple[np.ndarray, np.ndarray]:
@@ -367,15 +267,6 @@ class _Memory:
 
     def __init__(self, ptr: int, n: int) -> None:
         self.__array_interface__ = {"data": (ptr, True), "shape": (n,), "typestr": "<f4", "version": 3}
-
-
-@functools.lru_cache(maxsize=256)
-def _sample_offsets(n: int, runs: int) -> np.ndarray:
-    """Offsets into a tensor of `n` values of the sample `_strided_sample` (and `statistics.sample_of`) takes."""
-    if n <= runs * _RUN:
-        return np.arange(n, dtype=np.int64)
-    step = (n - _RUN) // (runs - 1) if runs > 1 else 0
-    return (np.arange(runs, dtype=np.int64)[:, None] * step + np.arange(_RUN)).ravel()
 
 
 def _strided_sample(a: np.ndarray, runs: int) -> np.ndarray:
