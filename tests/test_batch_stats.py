@@ -197,3 +197,12 @@ def test_values_are_kept_when_the_tensor_is_changed_and_freed() -> None:
     del t
     raw, *_ = batch.finish()
     assert (raw[0, 0], raw[0, 1], raw[0, 2], raw[0, 4]) == (2.0, 2.0, 6000.0, 0)
+
+
+def test_the_module_sample_offsets_take_the_strided_runs() -> None:
+    """`sample=512` gathers the cached offsets: the same values as the strided view of evenly spaced runs."""
+    from ascend_tui.live.batch_stats import _sample_offsets, _strided_sample
+
+    for n in (1, 63, 511, 512, 513, 4097, 16_384, 70_001):
+        a = np.arange(n, dtype=np.float32)
+        np.testing.assert_array_equal(a[_sample_offsets(n, 8)], _strided_sample(a, 8).ravel(), err_msg=str(n))
