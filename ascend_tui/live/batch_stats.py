@@ -192,7 +192,7 @@ class BatchStats:
             k = offsets.size
             if self._used + k > self._samples.size:
                 self._grow_samples(k)
-            np.take(a, offsets, out=self._samples[self._used: self._used + k])
+            np.take(a, offsets, out=self._samples[self._used: self._used + k], mode="clip")  # in range: unbuffered
             self._used += k
             self._sample_rows.append(row)
             self._sample_lens.append(k)

@@ -136,7 +136,7 @@ def _copy_node(rec: StepRecorder, node: Any) -> None:
 def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) -> CaptureResult:
     """The replay's capture with its module nodes' statistics and histograms taken from the module pass (the same
     events of the same step: measuring them twice would double the cost of the replay)."""
-    from ascend_tui.evidence import STAT_FIELDS, HistogramTable, StatsTable
+    from ascend_tui.evidence import HIST_BINS, STAT_FIELDS, HistogramTable, StatsTable
 
     (r1, s1), (r2, s2) = first, replay
     h1, h2 = r1.finish_histograms(), r2.finish_histograms()
@@ -182,7 +182,7 @@ def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) ->
     hists = HistogramTable()
     if hkeys:
         at, from1 = np.asarray(hrows, dtype=np.int64), np.asarray(hfirst, dtype=bool)
-        rows = np.empty((len(hkeys), h2._data.shape[1] if len(h2) else h1._data.shape[1]), dtype=np.int64)
+        rows = np.empty((len(hkeys), HIST_BINS + 1), dtype=np.int64)
         rows[from1] = h1._data[at[from1]]
         rows[~from1] = h2._data[at[~from1]]
         hists = HistogramTable(hkeys, rows)
