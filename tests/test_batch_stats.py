@@ -149,3 +149,60 @@ def test_a_byte_budget_flushes() -> None:
     for _ in range(5):
         batch.add(torch.ones(1000), later=True)  # 4000 bytes each: flushed every third
     assert len(batch._pending) == 2 and not batch.changed
+
+
+def test_many_module_sized_tensors_match_the_per_output_route() -> None:
+    """Hundreds of module-sized float32 tensors of lengths around the 1024-value rows, with NaN, Inf, huge values,
+    zeros and -0.0 among them, and a float16 one: every row and histogram as the per-output route gives it."""
+    from ascend_tui.live.stat_rows import finish_rows
+
+    g = torch.Generator().manual_seed(2)
+    ts: list[torch.Tensor] = []
+    for i in range(300):
+        n = [1, 7, 1023, 1024, 1025, 4096, 5000, 16_384, 40_000][i % 9]
+        t = torch.randn(n, generator=g) * 10.0 ** (i % 7 - 3)
+        if i % 11 == 0:
+            t = torch.relu(t)
+        if i % 13 == 0:
+            t[n // 2] = -0.0
+        if i % 17 == 0:
+            t[-1] = math.nan
+        if i % 19 == 0:
+            t[0] = -math.inf
+        if i % 23 == 0:
+            t[: max(1, n // 3)] = 3e37  # huge: float32 row sums of squares overflow
+        ts.append(t)
+    ts.append(torch.randn(3000, generator=g).half())
+    batch = BatchStats(torch)
+    assert [batch.add(t) for t in ts] == list(range(len(ts)))
+    raw, numel, hist_rows, hists = batch.finish()
+    got = finish_rows(raw, numel)
+    want, want_hist = reference(ts)
+    for col in (0, 1, 4, 5, 6, 7, 8):
+        np.testing.assert_array_equal(got[:, col], want[:, col], err_msg=f"column {col}")
+    finite = np.isfinite(want[:, 2])
+    np.testing.assert_array_equal(np.isfinite(got[:, 2]), finite)
+    np.testing.assert_allclose(got[finite, 2:4], want[finite, 2:4], rtol=2e-5, atol=1e-6)
+    assert list(hist_rows) == list(range(len(ts)))
+    for i in range(len(ts)):
+        np.testing.assert_array_equal(hists[i], want_hist[i], err_msg=f"histogram {i}")
+
+
+def test_values_are_kept_when_the_tensor_is_changed_and_freed() -> None:
+    """A tensor changed in place and freed after it was added keeps the values it was added with."""
+    batch = BatchStats(torch)
+    t = torch.full((3000,), 2.0)
+    batch.add(t)
+    t.fill_(math.nan)
+    del t
+    raw, *_ = batch.finish()
+    assert (raw[0, 0], raw[0, 1], raw[0, 2], raw[0, 4]) == (2.0, 2.0, 6000.0, 0)
+
+
+def test_the_module_sample_offsets_take_the_strided_runs() -> None:
+    """`sample=512` gathers the cached offsets: the same values as the strided view of evenly spaced runs."""
+    from ascend_tui.live.batch_stats import _sample_offsets, _strided_sample
+
+    for n in (1, 63, 511, 512, 513, 4097, 16_384, 70_001):
+        a = np.arange(n, dtype=np.float32)
+        np.testing.assert_array_equal(a[_sample_offsets(n, 8)], _strided_sample(a, 8).ravel(), err_msg=str(n))

@@ -18,6 +18,7 @@ nan, inf, zeros), as `stat_rows.finish_rows` takes them.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 from typing import Any
 
@@ -33,6 +34,7 @@ _COLUMNS = 1024  # a sum of squares as per-row dot products of this length: vect
 # 1024 * (5e17)**2 = 2.6e38 < 3.4e38.
 _NO_OVERFLOW = 5e17
 _ONES = np.ones(_COLUMNS, dtype=np.float32)
+_add = np.add.reduce
 _STEP = HIST_EDGES_LOG2[1] - HIST_EDGES_LOG2[0]
 _CODE = np.clip((np.arange(256) - 127 - HIST_EDGES_LOG2[0]) // _STEP + 1, 0, HIST_BINS - 1)  # bin of each exponent
 _FIRST_EXPONENT = np.searchsorted(_CODE, np.arange(HIST_BINS))  # bins are runs of exponents: where each starts
@@ -158,8 +160,8 @@ class BatchStats:
             k = a.size
             if k % _COLUMNS == 0 and a.dtype == np.float32:  # sum and squares as dot products of 1024-value rows
                 rows = a.reshape(-1, _COLUMNS)
-                s = float(np.vecdot(rows, _ONES).sum(dtype=np.float64))
-                sq = float(np.vecdot(rows, rows).sum(dtype=np.float64))
+                s = float(_add(np.vecdot(rows, _ONES), dtype=np.float64))  # the ufunc: `.sum` is a Python wrapper
+                sq = float(_add(np.vecdot(rows, rows), dtype=np.float64))
             else:
                 s, sq = float(np.add.reduce(a)), _squares(a)
         elif lo != lo or hi != hi or lo == -math.inf or hi == math.inf:  # NaN or Inf: count them; no sum to widen
@@ -185,15 +187,23 @@ class BatchStats:
 
     def _sample(self, row: int, a: np.ndarray) -> None:
         """Copy `a`'s histogram sample (the runs `statistics.sample_of` names) into the run's sample array."""
+        if self.sample != HIST_SAMPLE and a.dtype == np.float32:  # one gather of the cached offsets, into place
+            offsets = _sample_offsets(a.size, self._runs)
+            k = offsets.size
+            if self._used + k > self._samples.size:
+                self._grow_samples(k)
+            np.take(a, offsets, out=self._samples[self._used: self._used + k], mode="clip")  # in range: unbuffered
+            self._used += k
+            self._sample_rows.append(row)
+            self._sample_lens.append(k)
+            return
         sample = sample_of(a) if self.sample == HIST_SAMPLE else _strided_sample(a, self._runs)
         if sample.dtype != np.float32:  # float64: what a float32 cast makes of it, as `histogram_row` bins
             with np.errstate(over="ignore"):
                 sample = sample.astype(np.float32)
         k = sample.size
         if self._used + k > self._samples.size:
-            bigger = np.empty(max(2 * self._samples.size, self._used + k), dtype=np.float32)
-            bigger[: self._used] = self._samples[: self._used]
-            self._samples = bigger
+            self._grow_samples(k)
         if sample.ndim == 1:
             ctypes.memmove(self._samples.ctypes.data + 4 * self._used, sample.ctypes.data, 4 * k)
         else:
@@ -201,6 +211,11 @@ class BatchStats:
         self._used += k
         self._sample_rows.append(row)
         self._sample_lens.append(k)
+
+    def _grow_samples(self, k: int) -> None:
+        bigger = np.empty(max(2 * self._samples.size, self._used + k), dtype=np.float32)
+        bigger[: self._used] = self._samples[: self._used]
+        self._samples = bigger
 
     def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(rows [n, 7], numels [n], histogram rows' indices [h], histograms [h, HIST_BINS + 1]): one transfer per
@@ -267,6 +282,15 @@ class _Memory:
 
     def __init__(self, ptr: int, n: int) -> None:
         self.__array_interface__ = {"data": (ptr, True), "shape": (n,), "typestr": "<f4", "version": 3}
+
+
+@functools.lru_cache(maxsize=256)
+def _sample_offsets(n: int, runs: int) -> np.ndarray:
+    """The offsets of the values `_strided_sample` takes from a flat array of `n` (a module's shapes repeat)."""
+    if n <= runs * _RUN:
+        return np.arange(n, dtype=np.intp)
+    step = (n - _RUN) // (runs - 1) if runs > 1 else 0
+    return (np.arange(runs, dtype=np.intp)[:, None] * step + np.arange(_RUN, dtype=np.intp)).ravel()
 
 
 def _strided_sample(a: np.ndarray, runs: int) -> np.ndarray:

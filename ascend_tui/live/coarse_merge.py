@@ -136,7 +136,7 @@ def _copy_node(rec: StepRecorder, node: Any) -> None:
 def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) -> CaptureResult:
     """The replay's capture with its module nodes' statistics and histograms taken from the module pass (the same
     events of the same step: measuring them twice would double the cost of the replay)."""
-    from ascend_tui.evidence import STAT_FIELDS, HistogramTable, StatsTable
+    from ascend_tui.evidence import HIST_BINS, STAT_FIELDS, HistogramTable, StatsTable
 
     (r1, s1), (r2, s2) = first, replay
     h1, h2 = r1.finish_histograms(), r2.finish_histograms()
@@ -145,7 +145,8 @@ def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) ->
                  or (n.is_placeholder and n.kind in ("input", "param", "buffer"))})  # named: the same tensor
     copy_of = dict(r2.stat_rows.copies)  # views of a module's output hold its values: the module pass's row
     pos1, pos2 = _positions(s1), _positions(s2)
-    keys, rows1, rows2, hkeys, hrows = [], [], [], [], []
+    hist1, hist2 = h1._rows, h2._rows  # histogram rows by key: gathered at the end, not copied one key at a time
+    keys, rows1, rows2, hkeys, hrows, hfirst = [], [], [], [], [], []
     for node in r2.graph.nodes:
         for slot in range(max(1, len(node.outputs))):
             key, src = (node.id, slot), (same.get(node.id, ""), slot)
@@ -160,10 +161,17 @@ def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) ->
                 keys.append(key)
                 rows2.append(-1 if i is None else i)
                 rows1.append(-1 if j is None else j)
-            hist = h2.get(*key) or (h1.get(*src) if src[0] else None)
-            if hist is not None:
+            h = hist2.get(key)
+            if h is None and src[0]:
+                h = hist1.get(src)
+                if h is not None:
+                    hkeys.append(key)
+                    hrows.append(h)
+                    hfirst.append(True)
+            elif h is not None:
                 hkeys.append(key)
-                hrows.append(np.append(hist[0], hist[1]))
+                hrows.append(h)
+                hfirst.append(False)
     stats = StatsTable()
     if keys:
         a, b = np.asarray(rows2), np.asarray(rows1)
@@ -171,7 +179,13 @@ def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) ->
         data[a >= 0] = _matrix(s2)[a[a >= 0]]
         data[b >= 0] = _matrix(s1)[b[b >= 0]]
         stats.add_many(keys, data)
-    hists = HistogramTable(hkeys, np.array(hrows, dtype=np.int64)) if hkeys else HistogramTable()
+    hists = HistogramTable()
+    if hkeys:
+        at, from1 = np.asarray(hrows, dtype=np.int64), np.asarray(hfirst, dtype=bool)
+        rows = np.empty((len(hkeys), HIST_BINS + 1), dtype=np.int64)
+        rows[from1] = h1._data[at[from1]]
+        rows[~from1] = h2._data[at[~from1]]
+        hists = HistogramTable(hkeys, rows)
     return CaptureResult(r2.graph, stats, r2.outputs, r2.op_count, recorder=r2, histograms=hists)
 
 
