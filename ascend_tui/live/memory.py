@@ -298,20 +298,106 @@ class MemoryCheck:
     """The `memory` live check: index bounds, reads of unwritten memory and leaks over `--iterations`.
 
     It watches the target run (its first iteration), makes the other iterations itself, and
-    keeps every other run of the same model safe by clamping bad indices there too.
+    keeps every other run of the same model safe by clamping bad indices there too. In a
+    coarse-to-fine capture (`live.memory_guard`) its guard mode checks every pass, pass 1
+    measures each module call's bytes, and the sanitizer records operators only in the suspect:
+    the first call with a finding, else the call whose bytes stand out against its peers.
     """
 
     name = "memory"
     needs_reference = False
+    coarse = True
+    measures = ("memory",)  # what pass 1 measures per module call (`live.coarse_meter`)
 
     def __init__(self) -> None:
         self.session: SanitizeSession | None = None
+        self.meter: Any = None
+        self.first: Sanitizer | None = None  # pass 1's guard sanitizer: what it found, labelled by position
+        self.window_observers: dict[int, SanitizeObserver] = {}  # side -> the observer recording its window
+        self.modes: list[Any] = []  # the guard modes of the passes so far
+        self.why: dict[str, Any] | None = None
 
     def observers(self, ctx: LiveContext, run: Run) -> list[Watcher]:
         if run.role == "target":
             self.session = SanitizeSession(run.model, run.inputs, run.device, ctx.options.iterations)
-            return [self.session.observer()]
-        return [SanitizeObserver(Sanitizer(run.model, run.inputs))]
+            self.window_observers[0] = self.session.observer()
+            return [self.window_observers[0]]
+        obs = SanitizeObserver(Sanitizer(run.model, run.inputs))
+        if run.role == "reference":
+            self.window_observers[1] = obs
+        return [obs]
+
+    def use_meter(self, meter: Any) -> None:
+        """The module pass's meter: on the CPU its bytes are those the guard mode saw created."""
+        self.meter = meter
+        if meter.device.backend == "cpu":
+            meter.created = lambda: self.modes[0].created if self.modes else 0
+
+    def coarse_around(self, ctx: LiveContext, side: int, stage: str) -> Any:
+        """The guard mode for one pass (`live.memory_guard`): pass 1 of the target keeps what it found."""
+        from ascend_tui.live.memory_guard import guard_mode_class
+
+        busy = [self.window_observers[side]] if stage == "window" and side in self.window_observers else []
+        if side == 0 and stage == "module":
+            self.first = Sanitizer(ctx.model, ctx.inputs)
+            meter = self.meter
+            mode = guard_mode_class()(SanitizeObserver(self.first), lambda: meter.calls if meter is not None else -1)
+        elif side == 0 and stage == "window" and self.session is not None:
+            self.session.san.reset()
+            mode = guard_mode_class()(self.session.observer(), lambda: -1, busy)
+        else:  # the pass that looks for the overflow flag, the reference's passes: clamped the same way
+            ref = self.window_observers.get(1) if side == 1 else None
+            run_of = ref.sanitizer.run if ref is not None else (ctx.model, ctx.inputs)
+            mode = guard_mode_class()(SanitizeObserver(Sanitizer(*run_of)), lambda: -1, busy)
+        self.modes.append(mode)
+        return mode
+
+    def coarse_suspect(self, ctx: LiveContext, events: Sequence[Any]) -> tuple[int, int] | None:
+        """The first module call with a sanitizer finding in pass 1, else the one whose bytes stand out."""
+        from ascend_tui.live.coarse_meter import MEMORY, call_window, choose, reason
+        from ascend_tui.live.memory_guard import bug_window, enclosing_node, first_found
+
+        if self.first is not None:
+            k = first_found(self.first.violations, self.first.reads)
+            if k is not None:
+                window = bug_window(k, events)
+                call = next((e for e in events if e.node == enclosing_node(k, events)), None)
+                what = "an index out of range" if self.first.violations else "a read of never-written memory"
+                self.why = {"measure": "memory", "module": call.module if call is not None else "",
+                            "text": f"the sanitizer's module pass found {what} in "
+                                    f"{(call.module or '<model>') if call is not None else 'the step'}",
+                            "events": list(window)}
+                return window
+        found = choose(events, MEMORY)
+        if found is None:
+            return None
+        window = call_window(found[0])
+        self.why = {**reason(*found, MEMORY), "events": list(window)}
+        return window
+
+    def _coarse_evidence(self, ctx: LiveContext) -> None:
+        """The window's findings as recorded, pass 1's outside the window at their module calls' nodes."""
+        from ascend_tui.live.memory_guard import LABEL, enclosing_node, position, relabel
+
+        assert self.session is not None and ctx.target is not None and ctx.target.recorder is not None
+        san, coarse = self.session.san, ctx.coarse
+        events, graph = ctx.target.recorder.events, ctx.target.graph
+        first = self.first or Sanitizer(ctx.model, ctx.inputs)
+        allocs = {(r.alloc_op, r.alloc): r.alloc_node for r in first.reads}  # pass 1 knew where each was made
+        reads = []
+        for r in san.reads:
+            if r.node not in graph:
+                continue
+            if r.alloc_node not in graph:
+                k = position(allocs.get((r.alloc_op, r.alloc), ""))
+                node = enclosing_node(k, events) if k is not None else ""
+                r = dataclasses.replace(r, alloc_node=node or r.alloc_node.lstrip(LABEL))
+            reads.append(r)
+        san.violations = [v for v in san.violations if v.node in graph] + [
+            dataclasses.replace(v, slot=0, indexed_slot=-1)
+            for v in relabel(first.violations, events, coarse.window, ("node",))]
+        san.reads = reads + relabel(first.reads, events, coarse.window, ("node", "alloc_node"))
+        san.leaks.born = {k: b for k, b in san.leaks.born.items() if b.node in graph}
 
     def run(self, ctx: LiveContext, inv: Investigation) -> None:
         """Sanitizer findings, memory events and the per-iteration trend into `inv`."""
@@ -319,10 +405,24 @@ class MemoryCheck:
             cap = capture_sanitized(ctx.model, ctx.inputs, progress=ctx.progress, cancel=ctx.cancel,
                                     iterations=ctx.options.iterations, device=ctx.device)
         else:
+            if ctx.coarse is not None:
+                self._coarse_evidence(ctx)
             self.session.first_done(ctx.target)
             self.session.run_rest(ctx.progress, ctx.cancel, "sanitizing",
                                   [o for o in ctx.rerun_observers() if not isinstance(o, SanitizeObserver)])
             cap = self.session.result()
-        inv.replace_findings("memory", [_on_graph(f, inv.graph) for f in cap.findings])
+        found = [_on_graph(f, inv.graph) for f in cap.findings]
+        if ctx.coarse is not None:
+            found = [_module_level(f, inv.graph) for f in found]
+        inv.replace_findings("memory", found)
         inv.memory_events[:] = [e for e in inv.memory_events if e.tool != "live"] + list(cap.events)
         inv.memory_samples[:] = [s for s in inv.memory_samples if not s.label.startswith("live: ")] + list(cap.samples)
+
+
+def _module_level(f: Finding, graph: OpGraph) -> Finding:
+    """A finding on a whole module call says its operators were not recorded (coarse-to-fine, outside the window)."""
+    node = graph.get(f.node)
+    if node is None or not node.attrs or node.attrs.get("detail") != "module":
+        return f
+    return dataclasses.replace(f, message=f"{f.message} [module level: found in the module pass; this call's "
+                                          "operators were not recorded]")

@@ -87,12 +87,17 @@ class Sanitizer:
         import torch
 
         self._torch = torch
-        self.init = InitTracker(torch)
-        self.leaks = LeakTracker(model, inputs)
+        self.run = (model, inputs)  # the model and inputs it watches
+        self._plans: dict[Any, Plan] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget what was tracked and found (a coarse-to-fine replay starts the step again)."""
+        self.init = InitTracker(self._torch)
+        self.leaks = LeakTracker(*self.run)
         self.violations: list[IndexViolation] = []
         self.reads: list[UninitRead] = []
         self.iteration = 0
-        self._plans: dict[Any, Plan] = {}
 
     def plan(self, func: Any) -> Plan:
         """What matters about `func` for the checks, cached per overload."""

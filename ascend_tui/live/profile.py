@@ -43,6 +43,22 @@ class ProfileCheck:
 
     name = "profile"
     needs_reference = False
+    coarse = True  # pass 1 times every module call; the one that stands out is recorded operator by operator
+    measures = ("time",)  # what pass 1 measures per module call (`live.coarse_meter`)
+
+    def __init__(self) -> None:
+        self.why: dict[str, Any] | None = None
+
+    def coarse_suspect(self, ctx: LiveContext, events: Sequence[Any]) -> tuple[int, int] | None:
+        """The window of the forward module call whose time stands out against its peers' (`coarse_meter.choose`)."""
+        from ascend_tui.live.coarse_meter import TIME, call_window, choose, reason
+
+        found = choose(events, TIME)
+        if found is None:
+            return None
+        window = call_window(found[0])
+        self.why = {**reason(*found, TIME), "events": list(window)}
+        return window
 
     def observers(self, ctx: LiveContext, run: Run) -> list[Any]:
         return []  # profiling runs its own steps: observers on the capture would time the capture instead
@@ -80,6 +96,11 @@ class ProfileCheck:
         structural = layout_pairs.finding(inv.graph, profile)  # the graph says whether layout is a problem
         if structural is not None:
             found = [f for f in found if f.kind != "layout_conversion"] + [structural]
+        if ctx.coarse is not None and profile.extra.get("module_level_rows"):
+            inv.run.extra.setdefault("notes", []).append(
+                f"profile: {profile.extra['module_level_rows']} profiled operator rows belong to module calls whose "
+                "operators were not recorded (coarse-to-fine: operators only in the suspect module); the graph's "
+                "layout-pair check saw only the suspect's: --detail full records every operator")
         inv.replace_findings("profile", found)
 
 
@@ -239,8 +260,12 @@ def attribute_nodes(profile: Profile, graph: OpGraph) -> Profile:
     if t.n == 0 or len(graph) == 0:
         return profile
     by_key: dict[tuple[str, str], list[str]] = {}
+    calls: dict[str, str] = {}  # module path -> its first module-level node (a coarse-to-fine capture)
     for node in graph:
         if node.is_placeholder or node.phase != "forward":
+            continue
+        if node.attrs and node.attrs.get("detail") == "module":
+            calls.setdefault(node.module, node.id)
             continue
         by_key.setdefault((node.module, normalize(node.op_type)), []).append(node.id)
     seen: dict[tuple[int, str, str], int] = {}
@@ -248,6 +273,7 @@ def attribute_nodes(profile: Profile, graph: OpGraph) -> Profile:
     aliases: dict[str, list[str]] = profile.extra.get("aliases", {})
     out: list[str] = []
     unmatched: dict[str, int] = {}
+    at_module = 0
     for i in range(t.n):
         name, module = names.values[names.codes[i]], modules.values[modules.codes[i]]
         key = next(((module, normalize(a)) for a in (name, *aliases.get(name, ())) if (module, normalize(a)) in by_key),
@@ -255,15 +281,32 @@ def attribute_nodes(profile: Profile, graph: OpGraph) -> Profile:
         k = seen.get((int(steps[i]), *key), 0)
         seen[(int(steps[i]), *key)] = k + 1
         ids = by_key.get(key)
+        call = _module_call(module, calls) if not ids and calls else None
         if ids:
             out.append(ids[k % len(ids)])
+        elif call is not None:  # its operators were not recorded: the row belongs to the whole call
+            out.append(call)
+            at_module += 1
         else:
             out.append("")
             where = f"{module}/{name}" if module else name
             unmatched[where] = unmatched.get(where, 0) + 1
     profile.kernels = t.with_text("node", Codes.of(out))
     profile.unmatched = tuple(sorted(unmatched))
+    if at_module:
+        profile.extra["module_level_rows"] = at_module
     return profile
+
+
+def _module_call(module: str, calls: dict[str, str]) -> str | None:
+    """The module-level node of `module`'s call, or of the nearest enclosing module that has one."""
+    path = module
+    while True:
+        if path in calls:
+            return calls[path]
+        if not path:
+            return None
+        path = path.rsplit(".", 1)[0] if "." in path else ""
 
 
 def _npu_profile(model: Any, inputs: Any, device: Device, *, steps: int, warmup: int,

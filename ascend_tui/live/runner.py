@@ -116,12 +116,17 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
         ref_run = Run("reference", r_model, r_inputs, r_dev)
         ref_side = Side(r_model, r_inputs, r_dev, [o for c in checks for o in c.observers(ctx, ref_run)])
     if coarse:
+        meter, around = _coarse_hooks(checks, ctx)
         ctx.coarse = guarded(options.target, "the model's step", lambda: coarse_capture(
             t_model, t_inputs, dev, backward=options.backward, loss=options.loss, observers=observers,
             saturation_limit=saturation_limit(options.setting("range_dtype") or run_dtype), progress=progress,
             cancel=cancel, reference=ref_side, on_target=lambda r: setattr(ctx, "target", r),
-            suspects=[_suspect(c, ctx) for c in checks if hasattr(c, "coarse_suspect")]))
+            suspects=[_suspect(c, ctx) for c in checks if hasattr(c, "coarse_suspect")], meter=meter,
+            around=around))
         ctx.target, ctx.reference = ctx.coarse.result, ctx.coarse.reference
+        end = ctx.coarse.window[1] if ctx.coarse.window is not None else None
+        ctx.coarse.why.extend(w for c in checks if isinstance(w := getattr(c, "why", None), dict)
+                              and w.get("events", (None, None))[1] == end)
     else:
         step = {"backward": options.backward, "loss": options.loss}  # a training step: forward and backward at once
         ctx.target = guarded(options.target, "the model's step" if options.backward else "the model's forward",
@@ -155,8 +160,35 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
     return inv
 
 
-def _suspect(check: Any, ctx: LiveContext) -> Callable[[Any], int | None]:
+def _suspect(check: Any, ctx: LiveContext) -> Callable[[Any], int | tuple[int, int] | None]:
     return lambda events: check.coarse_suspect(ctx, events)
+
+
+def _coarse_hooks(checks: tuple[LiveCheck, ...], ctx: LiveContext) -> tuple[Any, Any]:
+    """The module pass's meter (when a check measures time or memory per module call) and the checks' wrappers
+    around each pass (`coarse_capture`'s `meter` and `around`)."""
+    import contextlib
+
+    from ascend_tui.live.coarse_meter import MEMORY, TIME, Meter
+
+    measures = {m for c in checks for m in getattr(c, "measures", ())}
+    meter = Meter(ctx.device, seconds=TIME in measures, nbytes=MEMORY in measures) if measures else None
+    if meter is not None:
+        for c in checks:
+            if hasattr(c, "use_meter"):
+                c.use_meter(meter)
+    wrappers = [c.coarse_around for c in checks if hasattr(c, "coarse_around")]
+    if not wrappers:
+        return meter, None
+
+    @contextlib.contextmanager
+    def around(side: int, stage: str) -> Any:
+        with contextlib.ExitStack() as stack:
+            for wrap in wrappers:
+                stack.enter_context(wrap(ctx, side, stage))
+            yield
+
+    return meter, around
 
 
 def investigate(model: Any, inputs: Any = (), options: RunOptions | Mapping[str, Any] | None = None, *,

@@ -1,0 +1,144 @@
+"""The memory check in a coarse-to-fine capture: a light dispatch mode over every pass, the sanitizer's full rules
+where they can matter, and each pass-1 finding placed at its module call.
+
+`GuardMode` runs every aten call of a pass. Calls the sanitizer has nothing to say about — no index argument, no
+`empty`-family allocation, no `resize_`, and no never-written allocation alive (the common case: `empty` buffers are
+written at once) — run straight through, the bytes of the storages they create counted for the meter
+(`live.coarse_meter`); the others go through `SanitizeObserver` exactly as in a full capture, so a bad index
+anywhere in the model is found (and clamped) in pass 1 and an uninitialised read is found wherever it happens. Each
+of its findings is labelled `#<k>`: the number of module calls finished when it happened (`Meter.calls`), which is
+the window of events its operator ran in. Surviving-tensor (leak) evidence, an info with one iteration, is
+followed only inside the window; `--iterations` > 1 runs the full capture.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from ascend_tui.checks.memory import ALLOC_OPS
+from ascend_tui.live.recording import Call
+
+if TYPE_CHECKING:
+    from ascend_tui.live.coarse_pass import Event
+    from ascend_tui.live.memory import SanitizeObserver
+
+LABEL = "#"
+_RESIZE = frozenset({"resize_", "resize_as_"})
+
+
+class _Stub:
+    """What `SanitizeObserver` asks of a recorder, with nothing recorded."""
+
+    module = ""
+
+    def source_of(self, _t: Any) -> None:
+        return None
+
+
+def guard_mode_class() -> type:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class GuardMode(TorchDispatchMode):
+        """Runs every call; only those the sanitizer's rules touch go through `observer` (see the module docstring)."""
+
+        def __init__(self, observer: SanitizeObserver, where: Callable[[], int],
+                     busy: Sequence[SanitizeObserver] = ()) -> None:
+            super().__init__()
+            self.observer = observer
+            self.san = observer.sanitizer
+            self.where = where  # module calls finished so far
+            self.busy = tuple(busy)  # a recording observer in the middle of this call: it is checked there
+            self.created = 0  # bytes of the storages the calls created
+            self.stub = _Stub()
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            for b in self.busy:
+                if b._pending is not None:
+                    return func(*args, **kwargs)
+            san = self.san
+            plan = san.plan(func)
+            if plan.rule is None and not san.init.entries and plan.name not in ALLOC_OPS and plan.name not in _RESIZE:
+                out = func(*args, **kwargs)
+                if plan.fresh:
+                    self.created += _nbytes(out)
+                return out
+            call = Call(self.stub, func, args, kwargs, args, kwargs)  # type: ignore[arg-type]
+            self.observer.before(call)
+            out = func(*call.run_args, **call.run_kwargs)
+            self.observer.after(call, f"{LABEL}{self.where()}", out)
+            if plan.fresh:
+                self.created += _nbytes(out)
+            return out
+
+    return GuardMode
+
+
+def _nbytes(out: Any) -> int:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return int(out.untyped_storage().nbytes())
+    if isinstance(out, (tuple, list)):
+        return sum(_nbytes(o) for o in out)
+    return 0
+
+
+def position(label: str) -> int | None:
+    """The module calls finished when a guarded call ran, from its `#<k>` label; None for a recorded node's id."""
+    if label.startswith(LABEL) and label[1:].isdigit():
+        return int(label[1:])
+    return None
+
+
+def first_found(violations: Sequence[Any], reads: Sequence[Any]) -> int | None:
+    """The earliest position of a pass-1 finding (an index out of range, a read of never-written elements)."""
+    found = [p for x in (*violations, *reads) if (p := position(x.node)) is not None]
+    return min(found) if found else None
+
+
+def bug_window(k: int, events: Sequence[Event]) -> tuple[int, int]:
+    """The window holding an operator that ran after `k` module calls: between event k-1 and event k; after the
+    forward (the loss, the backward), from the forward's last event to the step's last."""
+    forward = [e for e in events if e.phase == "forward"]
+    if k < len(forward):
+        return k - 1, k
+    return (forward[-1].index if forward else -1), len(events) - 1
+
+
+def enclosing_node(k: int, events: Sequence[Event]) -> str:
+    """The module node of the innermost call that was running after `k` module calls (the model's call, after the
+    forward); "" when none has a node."""
+    for e in events:
+        if e.phase == "forward" and e.index >= k and e.entered_at <= k and e.node:
+            return e.node
+    forward = [e for e in events if e.phase == "forward" and e.node]
+    return forward[-1].node if forward else ""
+
+
+def relabel(items: Sequence[Any], events: Sequence[Event], window: tuple[int, int] | None,
+            fields: tuple[str, ...]) -> list[Any]:
+    """Pass-1 findings (`IndexViolation`s or `UninitRead`s) outside the window, placed at their module calls' nodes
+    (the window's own were found again operator by operator); labels in `fields` become module nodes."""
+    out = []
+    for x in items:
+        k = position(x.node)
+        if k is None or (window is not None and window[0] < k <= window[1]):
+            continue
+        changes = {f: enclosing_node(p, events) for f in fields if (p := position(getattr(x, f))) is not None}
+        if all(changes.values()):
+            out.append(dataclasses.replace(x, **changes))
+    return out
+
+
+def placed(items: Sequence[Any], events: Sequence[Event], field: str) -> list[Any]:
+    """Window findings whose `field` (an allocation made outside the window) is a label, placed at its module call."""
+    out = []
+    for x in items:
+        k = position(getattr(x, field))
+        if k is not None:
+            node = enclosing_node(k, events)
+            x = dataclasses.replace(x, **{field: node}) if node else x
+        out.append(x)
+    return out
