@@ -48,7 +48,9 @@ class Meter:
         self._end = 0.0
         self._made_end = 0
         self._frames: list[list[int]] = []  # per open call on an accelerator: [allocated at its start, peak so far]
-        self.calls = 0
+        self.calls = 0  # calls ended so far (forward module events)
+        self.started = 0  # calls started so far
+        self.ordinals: list[int] = []  # per call, in the order they ended: its place in the order they started
 
     @property
     def source(self) -> str:
@@ -59,7 +61,8 @@ class Meter:
             return "bytes of the storages the call's operators created (the CPU has no allocated-memory counter)"
         return "bytes of the call's outputs that are not its inputs' (the CPU has no allocated-memory counter)"
 
-    def enter(self) -> tuple[float, float, int]:
+    def enter(self) -> tuple[float, float, int, int]:
+        self.started += 1
         if self.sync:
             self.device.synchronize()
         made = 0
@@ -72,14 +75,14 @@ class Meter:
                 self._frames.append([start, start])
             elif self.created is not None:
                 made = self.created()
-        return time.perf_counter(), self.overhead, made - self.made_overhead
+        return time.perf_counter(), self.overhead, made - self.made_overhead, self.started - 1
 
-    def exit(self, token: tuple[float, float, int], args: Any, kwargs: Any, out: Any) -> tuple[float, int]:
+    def exit(self, token: tuple[float, float, int, int], args: Any, kwargs: Any, out: Any) -> tuple[float, int]:
         """(the call's own seconds, its bytes) once it returned; `done` after the recorder's bookkeeping of it."""
         if self.sync:
             self.device.synchronize()
         end = time.perf_counter()
-        start, overhead, made = token
+        start, overhead, made, ordinal = token
         seconds = end - start - (self.overhead - overhead)
         nbytes = -1
         if self.nbytes:
@@ -95,8 +98,13 @@ class Meter:
             else:
                 nbytes = self._new_output_bytes(args, kwargs, out)
         self.calls += 1
+        self.ordinals.append(ordinal)
         self._end = end
         return seconds, nbytes
+
+    def where(self) -> str:
+        """Where the run is between module calls: `<calls ended>:<calls started>` (`live.memory_guard` labels)."""
+        return f"{self.calls}:{self.started}"
 
     def done(self) -> None:
         self.overhead += time.perf_counter() - self._end
@@ -141,8 +149,10 @@ def reason(event: Event, found: Standout, what: str) -> dict[str, Any]:
     """Why the call was chosen, for `run.extra["capture"]["window"]["why"]`."""
     unit = (lambda x: f"{x * 1e3:.3g} ms") if what == TIME else _bytes
     name = event.module or "<model>"
-    data: dict[str, Any] = {"measure": what, "module": name, "value": float(found.value), "share": round(float(found.share), 4),
-                            "peer_median": float(found.median), "peers": int(found.peers), "outlier": found.outlier}
+    data: dict[str, Any] = {"measure": what, "module": name, "value": float(found.value),
+                            "share": round(float(found.share), 4) if found.share == found.share else None,
+                            "peer_median": float(found.median) if found.median == found.median else None,
+                            "peers": int(found.peers), "outlier": found.outlier}
     if found.outlier:
         data["text"] = (f"{name} ({event.module_class}) took {unit(found.value)} against a median of "
                         f"{unit(found.median)} over its {found.peers} peers (the same class at the same depth), "

@@ -341,27 +341,30 @@ class MemoryCheck:
         if side == 0 and stage == "module":
             self.first = Sanitizer(ctx.model, ctx.inputs)
             meter = self.meter
-            mode = guard_mode_class()(SanitizeObserver(self.first), lambda: meter.calls if meter is not None else -1)
+            mode = guard_mode_class()(SanitizeObserver(self.first), meter.where if meter is not None else lambda: "")
         elif side == 0 and stage == "window" and self.session is not None:
             self.session.san.reset()
-            mode = guard_mode_class()(self.session.observer(), lambda: -1, busy)
+            mode = guard_mode_class()(self.session.observer(), lambda: "", busy)
         else:  # the pass that looks for the overflow flag, the reference's passes: clamped the same way
             ref = self.window_observers.get(1) if side == 1 else None
             run_of = ref.sanitizer.run if ref is not None else (ctx.model, ctx.inputs)
-            mode = guard_mode_class()(SanitizeObserver(Sanitizer(*run_of)), lambda: -1, busy)
+            mode = guard_mode_class()(SanitizeObserver(Sanitizer(*run_of)), lambda: "", busy)
         self.modes.append(mode)
         return mode
 
     def coarse_suspect(self, ctx: LiveContext, events: Sequence[Any]) -> tuple[int, int] | None:
         """The first module call with a sanitizer finding in pass 1, else the one whose bytes stand out."""
         from ascend_tui.live.coarse_meter import MEMORY, call_window, choose, reason
-        from ascend_tui.live.memory_guard import bug_window, enclosing_node, first_found
+        from ascend_tui.live.memory_guard import bug_window, enclosing_node, first_found, position
 
         if self.first is not None:
             k = first_found(self.first.violations, self.first.reads)
             if k is not None:
                 window = bug_window(k, events)
-                call = next((e for e in events if e.node == enclosing_node(k, events)), None)
+                label = min((x.node for x in (*self.first.violations, *self.first.reads) if position(x.node) == k),
+                            key=lambda n: int(n.rpartition(":")[2] or 0))
+                node = enclosing_node(label, events, self.meter.ordinals if self.meter is not None else ())
+                call = next((e for e in events if e.node == node), None)
                 what = "an index out of range" if self.first.violations else "a read of never-written memory"
                 self.why = {"measure": "memory", "module": call.module if call is not None else "",
                             "text": f"the sanitizer's module pass found {what} in "
@@ -377,11 +380,12 @@ class MemoryCheck:
 
     def _coarse_evidence(self, ctx: LiveContext) -> None:
         """The window's findings as recorded, pass 1's outside the window at their module calls' nodes."""
-        from ascend_tui.live.memory_guard import LABEL, enclosing_node, position, relabel
+        from ascend_tui.live.memory_guard import LABEL, enclosing_node, relabel
 
         assert self.session is not None and ctx.target is not None and ctx.target.recorder is not None
         san, coarse = self.session.san, ctx.coarse
         events, graph = ctx.target.recorder.events, ctx.target.graph
+        ordinals = self.meter.ordinals if self.meter is not None else []
         first = self.first or Sanitizer(ctx.model, ctx.inputs)
         allocs = {(r.alloc_op, r.alloc): r.alloc_node for r in first.reads}  # pass 1 knew where each was made
         reads = []
@@ -389,14 +393,13 @@ class MemoryCheck:
             if r.node not in graph:
                 continue
             if r.alloc_node not in graph:
-                k = position(allocs.get((r.alloc_op, r.alloc), ""))
-                node = enclosing_node(k, events) if k is not None else ""
+                node = enclosing_node(allocs.get((r.alloc_op, r.alloc), ""), events, ordinals)
                 r = dataclasses.replace(r, alloc_node=node or r.alloc_node.lstrip(LABEL))
             reads.append(r)
         san.violations = [v for v in san.violations if v.node in graph] + [
             dataclasses.replace(v, slot=0, indexed_slot=-1)
-            for v in relabel(first.violations, events, coarse.window, ("node",))]
-        san.reads = reads + relabel(first.reads, events, coarse.window, ("node", "alloc_node"))
+            for v in relabel(first.violations, events, ordinals, coarse.window, ("node",))]
+        san.reads = reads + relabel(first.reads, events, ordinals, coarse.window, ("node", "alloc_node"))
         san.leaks.born = {k: b for k, b in san.leaks.born.items() if b.node in graph}
 
     def run(self, ctx: LiveContext, inv: Investigation) -> None:

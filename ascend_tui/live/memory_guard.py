@@ -6,8 +6,8 @@ where they can matter, and each pass-1 finding placed at its module call.
 written at once) — run straight through, the bytes of the storages they create counted for the meter
 (`live.coarse_meter`); the others go through `SanitizeObserver` exactly as in a full capture, so a bad index
 anywhere in the model is found (and clamped) in pass 1 and an uninitialised read is found wherever it happens. Each
-of its findings is labelled `#<k>`: the number of module calls finished when it happened (`Meter.calls`), which is
-the window of events its operator ran in. Surviving-tensor (leak) evidence, an info with one iteration, is
+of its findings is labelled `#<k>:<s>`: the module calls ended and started when it happened (`Meter.where`): `k`
+is the window of events its operator ran in, and with `s` the innermost module call it ran inside. Surviving-tensor (leak) evidence, an info with one iteration, is
 followed only inside the window; `--iterations` > 1 runs the full capture.
 """
 
@@ -21,7 +21,6 @@ from ascend_tui.live.recording import Call
 
 if TYPE_CHECKING:
     from ascend_tui.live.coarse_pass import Event
-    from ascend_tui.live.memory import SanitizeObserver
 
 LABEL = "#"
 _RESIZE = frozenset({"resize_", "resize_as_"})
@@ -42,12 +41,12 @@ def guard_mode_class() -> type:
     class GuardMode(TorchDispatchMode):
         """Runs every call; only those the sanitizer's rules touch go through `observer` (see the module docstring)."""
 
-        def __init__(self, observer: SanitizeObserver, where: Callable[[], int],
-                     busy: Sequence[SanitizeObserver] = ()) -> None:
+        def __init__(self, observer: Any, where: Callable[[], str], busy: Sequence[Any] = ()) -> None:
+            """`observer`: a `live.memory.SanitizeObserver`; `busy`: the observers of a recording mode above."""
             super().__init__()
             self.observer = observer
             self.san = observer.sanitizer
-            self.where = where  # module calls finished so far
+            self.where = where  # `<calls ended>:<calls started>` so far
             self.busy = tuple(busy)  # a recording observer in the middle of this call: it is checked there
             self.created = 0  # bytes of the storages the calls created
             self.stub = _Stub()
@@ -86,10 +85,16 @@ def _nbytes(out: Any) -> int:
 
 
 def position(label: str) -> int | None:
-    """The module calls finished when a guarded call ran, from its `#<k>` label; None for a recorded node's id."""
-    if label.startswith(LABEL) and label[1:].isdigit():
-        return int(label[1:])
-    return None
+    """The module calls ended when a guarded call ran, from its `#<k>:<s>` label; None for a recorded node's id."""
+    k, _ = _parts(label)
+    return k
+
+
+def _parts(label: str) -> tuple[int | None, int]:
+    if not label.startswith(LABEL):
+        return None, -1
+    k, _, s = label[1:].partition(":")
+    return (int(k), int(s)) if k.isdigit() and s.isdigit() else (None, -1)
 
 
 def first_found(violations: Sequence[Any], reads: Sequence[Any]) -> int | None:
@@ -107,17 +112,25 @@ def bug_window(k: int, events: Sequence[Event]) -> tuple[int, int]:
     return (forward[-1].index if forward else -1), len(events) - 1
 
 
-def enclosing_node(k: int, events: Sequence[Event]) -> str:
-    """The module node of the innermost call that was running after `k` module calls (the model's call, after the
-    forward); "" when none has a node."""
+def enclosing_node(label: str, events: Sequence[Event], ordinals: Sequence[int]) -> str:
+    """The module node of the innermost call that was running where `label` says (`#<k>:<s>`: the call started
+    before the `s`-th start and ended after the `k`-th end); the model's call after the forward; "" when none has a
+    node. `ordinals`: `Meter.ordinals`, each forward call's place in the order calls started."""
+    k, s = _parts(label)
+    if k is None:
+        return ""
+    best, node = -1, ""
     for e in events:
-        if e.phase == "forward" and e.index >= k and e.entered_at <= k and e.node:
-            return e.node
+        if e.phase == "forward" and e.index >= k and e.index < len(ordinals) and ordinals[e.index] < s \
+                and ordinals[e.index] > best and e.node:
+            best, node = ordinals[e.index], e.node
+    if node:
+        return node
     forward = [e for e in events if e.phase == "forward" and e.node]
     return forward[-1].node if forward else ""
 
 
-def relabel(items: Sequence[Any], events: Sequence[Event], window: tuple[int, int] | None,
+def relabel(items: Sequence[Any], events: Sequence[Event], ordinals: Sequence[int], window: tuple[int, int] | None,
             fields: tuple[str, ...]) -> list[Any]:
     """Pass-1 findings (`IndexViolation`s or `UninitRead`s) outside the window, placed at their module calls' nodes
     (the window's own were found again operator by operator); labels in `fields` become module nodes."""
@@ -126,19 +139,8 @@ def relabel(items: Sequence[Any], events: Sequence[Event], window: tuple[int, in
         k = position(x.node)
         if k is None or (window is not None and window[0] < k <= window[1]):
             continue
-        changes = {f: enclosing_node(p, events) for f in fields if (p := position(getattr(x, f))) is not None}
+        changes = {f: enclosing_node(getattr(x, f), events, ordinals) for f in fields
+                   if position(getattr(x, f)) is not None}
         if all(changes.values()):
             out.append(dataclasses.replace(x, **changes))
-    return out
-
-
-def placed(items: Sequence[Any], events: Sequence[Event], field: str) -> list[Any]:
-    """Window findings whose `field` (an allocation made outside the window) is a label, placed at its module call."""
-    out = []
-    for x in items:
-        k = position(getattr(x, field))
-        if k is not None:
-            node = enclosing_node(k, events)
-            x = dataclasses.replace(x, **{field: node}) if node else x
-        out.append(x)
     return out

@@ -1,0 +1,130 @@
+"""The live memory check coarse-to-fine: each module call's bytes in pass 1, the sanitizer's operators recorded
+only in the suspect, and a bad index or an uninitialised read found wherever it is.
+
+Real architectures from `transformers` configs (random weights, 4 layers): one layer made to allocate far more
+than its peers; an out-of-range index and a read of never-written memory planted away from it; each compared with
+the full capture (`--detail full`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import torch  # in the test command (.[live,test]): a missing torch fails, never skips
+
+import ascend_tui
+from ascend_tui.live.coarse import MODULE
+from test_coarse_profile import ARCHS, inputs
+
+pytestmark = pytest.mark.live
+HUNGRY = 1  # the layer that allocates far more than its peers
+
+
+def net_of(arch: str) -> Any:
+    torch.manual_seed(0)
+    return ARCHS[arch][0]().eval()
+
+
+def layer(net: Any, arch: str, k: int) -> tuple[Any, str]:
+    path = f"{ARCHS[arch][1]}.{k}"
+    return net.get_submodule(path), path
+
+
+def wrap(mod: Any, before: Any) -> None:
+    own = mod.forward
+
+    def forward(hidden: Any, *args: Any, **kwargs: Any) -> Any:
+        return own(before(hidden), *args, **kwargs)
+
+    mod.forward = forward
+
+
+def hungry(net: Any, arch: str) -> str:
+    """Layer `HUNGRY` makes (and drops) 8 MiB of scratch before its own forward."""
+    mod, path = layer(net, arch, HUNGRY)
+    wrap(mod, lambda h: h + 0 * torch.ones(1024, 2048).sum())
+    return path
+
+
+def module_level(node: Any) -> bool:
+    return bool(node.attrs) and node.attrs.get("detail") == MODULE
+
+
+def recorded_modules(inv: Any) -> set[str]:
+    return {n.module for n in inv.graph.nodes if n.kind == "op" and not module_level(n)}
+
+
+def investigate(net: Any, **kw: Any) -> Any:
+    return ascend_tui.investigate(net, inputs(), checks=("memory",), device="cpu", **kw)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_the_layer_that_allocates_most_is_the_suspect(arch: str) -> None:
+    net = net_of(arch)
+    path = hungry(net, arch)
+    inv = investigate(net)
+    cap = inv.run.extra["capture"]
+    assert cap["window"]["suspect"] == path and cap["passes"] == 2
+    (why,) = cap["window"]["why"]
+    assert why["measure"] == "memory" and why["outlier"] and why["value"] >= 8 * 2 ** 20 > 3 * why["peer_median"]
+    assert "storages" in cap["module_level"]["bytes"], "the report says what the CPU's bytes are"
+    assert all(m == path or m.startswith(path + ".") for m in recorded_modules(inv))
+    assert [f for f in inv.findings if f.severity == "error"] == []
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_an_index_out_of_range_away_from_the_suspect_is_found_at_its_operator(arch: str) -> None:
+    def planted() -> tuple[Any, str]:
+        net = net_of(arch)
+        hungry(net, arch)
+        mod, path = layer(net, arch, 3)
+        wrap(mod, lambda h: h + 0 * h.index_select(-1, torch.tensor([0, 64, 2])).sum())  # 64 columns: 0..63
+        return net, path
+
+    net, path = planted()
+    coarse = investigate(net)
+    full = investigate(planted()[0], detail="full")
+    f, c = ([x for x in inv.findings if x.severity == "error"] for inv in (full, coarse))
+    assert [(x.kind, x.module, x.op_type) for x in c] == [(x.kind, x.module, x.op_type) for x in f]
+    assert c[0].kind == "out_of_bounds" and c[0].module == path and c[0].op_type.startswith("aten.index_select")
+    assert not module_level(coarse.graph.node(c[0].node)), "found again operator by operator"
+    assert coarse.run.extra["capture"]["window"]["why"][0]["text"].startswith("the sanitizer's module pass found")
+
+
+def test_an_uninitialised_read_is_found_and_its_allocation_placed_at_its_module_call() -> None:
+    """Layer 0 allocates a buffer with `empty` and writes half of it; layer 2 reads all of it."""
+    net = net_of("llama")
+    store: dict[str, Any] = {}
+
+    def alloc(h: Any) -> Any:
+        buf = torch.empty(4, 8)
+        buf[:2] = 1.0
+        store["buf"] = buf
+        return h
+
+    def read(h: Any) -> Any:
+        return h + 0 * store.pop("buf").sum()
+
+    wrap(layer(net, "llama", 0)[0], alloc)
+    wrap(layer(net, "llama", 2)[0], read)
+    inv = investigate(net)
+    (err,) = [f for f in inv.findings if f.severity == "error"]
+    assert err.kind == "uninitialized_read" and err.module == "layers.2" and not module_level(inv.graph.node(err.node))
+    assert err.metrics["unwritten_read"] == 16
+    alloc_node = inv.graph.node(err.metrics["alloc_node"])
+    assert module_level(alloc_node) and alloc_node.module == "layers.0", "the allocation, at its module call"
+
+
+def test_an_index_out_of_range_outside_the_window_is_reported_at_module_level() -> None:
+    """Two bad indices: the first becomes the window, the second is reported on its module call's node."""
+    net = net_of("llama")
+    for k, col in ((1, 70), (3, 90)):
+        wrap(layer(net, "llama", k)[0], lambda h, col=col: h + 0 * h.index_select(-1, torch.tensor([col])).sum())
+    inv = investigate(net)
+    errors = sorted((f for f in inv.findings if f.kind == "out_of_bounds"), key=lambda f: f.index)
+    assert [f.module for f in errors] == ["layers.1", "layers.3"]
+    assert not module_level(inv.graph.node(errors[0].node))
+    assert module_level(inv.graph.node(errors[1].node)) and "module level" in errors[1].message
+    assert "90" in errors[1].message
