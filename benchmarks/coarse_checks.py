@@ -1,10 +1,11 @@
 """The memory and profile checks on the 16-layer Llama training step: wall and CPU time against the plain step.
 
-Run: python benchmarks/coarse_checks.py [--reps 3] [--checks memory,profile] [--detail module]
+Run: python benchmarks/coarse_checks.py [--reps 3] [--checks memory,profile] [--details module,full]
 The model is `capture_vs_msprobe.llama()` (transformers config, random weights, forward and
 backward). Each round times the plain step and `investigate(model, inputs, checks=(name,))` for
-every check asked, alternated, in one process; every round is printed, then the medians and the
-ratio to the plain step of the same round (the VM's speed cancels).
+every check and detail asked (`full`: every operator recorded, what these checks always did
+before issue 24's coarse memory/profile), alternated, in one process; every round is printed,
+then the medians and the ratios to the plain step and to `full` (the VM's speed cancels).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--checks", default="memory,profile")
-    ap.add_argument("--detail", default="module")
+    ap.add_argument("--details", default="module,full")
     ap.add_argument("--layers", type=int, default=16)
     args = ap.parse_args(argv)
     from ascend_tui import investigate
@@ -47,15 +48,19 @@ def main(argv: list[str] | None = None) -> int:
             p.grad = None
         llama_loss(model(**inputs)).backward()
 
-    def check(name: str) -> Callable[[], Any]:
+    def check(variant: str) -> Callable[[], Any]:
+        name, _, detail = variant.partition("/")
         return lambda: investigate(model, inputs, checks=(name,), reference=None, backward=True, loss=llama_loss,
-                                   device="cpu", detail=args.detail, profile_steps=1, profile_warmup=0)
+                                   device="cpu", detail=detail, profile_steps=1, profile_warmup=0)
 
-    names = [c for c in args.checks.split(",") if c]
+    names = [f"{c}/{d}" for c in args.checks.split(",") if c for d in args.details.split(",") if d]
     plain()  # warm-up
     for name in names:
         inv = check(name)()
-        print(f"{name}: capture {inv.run.extra.get('capture', {'detail': 'full'})}"[:400])
+        cap = inv.run.extra.get("capture", {"detail": "full"})
+        why = [w.get("text") for w in cap.get("window", {}).get("why", [])]
+        print(f"{name}: {cap.get('passes', 1)} passes, {cap.get('operators', inv.graph.op_count if hasattr(inv.graph, 'op_count') else len(inv.graph))} "
+              f"operators; {len(inv.findings)} findings; suspect {cap.get('window', {}).get('suspect')}: {why}")
     rows: dict[str, list[tuple[float, float]]] = {"plain": [], **{n: [] for n in names}}
     for r in range(args.reps):
         rows["plain"].append(timed(plain))
@@ -67,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in rows.items():
         w = statistics.median(x for x, _ in v)
         c = statistics.median(x for _, x in v)
-        print(f"median {k}: {w:.3f}s wall, {c:.3f}s cpu, {w / base:.1f}x plain")
+        full = k.rpartition("/")[0] + "/full"
+        vs = f", {w / statistics.median(x for x, _ in rows[full]):.2f}x {full}" if full in rows and full != k else ""
+        print(f"median {k}: {w:.3f}s wall, {c:.3f}s cpu, {w / base:.1f}x plain{vs}")
     return 0
 
 

@@ -128,3 +128,12 @@ def test_an_index_out_of_range_outside_the_window_is_reported_at_module_level() 
     assert not module_level(inv.graph.node(errors[0].node))
     assert module_level(inv.graph.node(errors[1].node)) and "module level" in errors[1].message
     assert "90" in errors[1].message
+
+
+def test_tensors_that_outlive_the_step_are_reported_in_every_layer_as_the_full_capture_does() -> None:
+    """Llama's key/value cache outlives the call: the full capture names each layer's attention; so does the module
+    pass (followed by the guard mode), at the module call where the operators were not recorded."""
+    full, coarse = (investigate(net_of("llama"), detail=d) for d in ("full", "module"))
+    kept = [{f.module for f in inv.findings if f.kind == "leak"} for inv in (full, coarse)]
+    assert kept[0] and kept[1] == kept[0]
+    assert all(f.severity == "info" for f in coarse.findings if f.kind == "leak")

@@ -341,7 +341,8 @@ class MemoryCheck:
         if side == 0 and stage == "module":
             self.first = Sanitizer(ctx.model, ctx.inputs)
             meter = self.meter
-            mode = guard_mode_class()(SanitizeObserver(self.first), meter.where if meter is not None else lambda: "")
+            mode = guard_mode_class()(SanitizeObserver(self.first), meter.where if meter is not None else lambda: "",
+                                      follow=True)
         elif side == 0 and stage == "window" and self.session is not None:
             self.session.san.reset()
             mode = guard_mode_class()(self.session.observer(), lambda: "", busy)
@@ -380,7 +381,7 @@ class MemoryCheck:
 
     def _coarse_evidence(self, ctx: LiveContext) -> None:
         """The window's findings as recorded, pass 1's outside the window at their module calls' nodes."""
-        from ascend_tui.live.memory_guard import LABEL, enclosing_node, relabel
+        from ascend_tui.live.memory_guard import LABEL, adopt_leaks, enclosing_node, relabel
 
         assert self.session is not None and ctx.target is not None and ctx.target.recorder is not None
         san, coarse = self.session.san, ctx.coarse
@@ -401,6 +402,7 @@ class MemoryCheck:
             for v in relabel(first.violations, events, ordinals, coarse.window, ("node",))]
         san.reads = reads + relabel(first.reads, events, ordinals, coarse.window, ("node", "alloc_node"))
         san.leaks.born = {k: b for k, b in san.leaks.born.items() if b.node in graph}
+        adopt_leaks(first.leaks, san.leaks, events, ordinals, graph, coarse.window)
 
     def run(self, ctx: LiveContext, inv: Investigation) -> None:
         """Sanitizer findings, memory events and the per-iteration trend into `inv`."""

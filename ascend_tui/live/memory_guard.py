@@ -7,8 +7,10 @@ written at once) — run straight through, the bytes of the storages they create
 (`live.coarse_meter`); the others go through `SanitizeObserver` exactly as in a full capture, so a bad index
 anywhere in the model is found (and clamped) in pass 1 and an uninitialised read is found wherever it happens. Each
 of its findings is labelled `#<k>:<s>`: the module calls ended and started when it happened (`Meter.where`): `k`
-is the window of events its operator ran in, and with `s` the innermost module call it ran inside. Surviving-tensor (leak) evidence, an info with one iteration, is
-followed only inside the window; `--iterations` > 1 runs the full capture.
+is the window of events its operator ran in, and with `s` the innermost module call it ran inside. In pass 1 the
+mode also follows every storage the calls create (`LeakTracker`, by weak reference), so a tensor that outlives the
+step is reported at the module call that made it (an info with one iteration; `--iterations` > 1 runs the full
+capture).
 """
 
 from __future__ import annotations
@@ -36,18 +38,21 @@ class _Stub:
 
 
 def guard_mode_class() -> type:
+    from torch import Tensor
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class GuardMode(TorchDispatchMode):
         """Runs every call; only those the sanitizer's rules touch go through `observer` (see the module docstring)."""
 
-        def __init__(self, observer: Any, where: Callable[[], str], busy: Sequence[Any] = ()) -> None:
+        def __init__(self, observer: Any, where: Callable[[], str], busy: Sequence[Any] = (),
+                     follow: bool = False) -> None:
             """`observer`: a `live.memory.SanitizeObserver`; `busy`: the observers of a recording mode above."""
             super().__init__()
             self.observer = observer
             self.san = observer.sanitizer
             self.where = where  # `<calls ended>:<calls started>` so far
             self.busy = tuple(busy)  # a recording observer in the middle of this call: it is checked there
+            self.leaks = observer.sanitizer.leaks if follow else None  # storages followed on the fast path too
             self.created = 0  # bytes of the storages the calls created
             self.stub = _Stub()
 
@@ -62,6 +67,11 @@ def guard_mode_class() -> type:
                 out = func(*args, **kwargs)
                 if plan.fresh:
                     self.created += _nbytes(out)
+                if self.leaks is not None:
+                    outs = [out] if isinstance(out, Tensor) else [t for t in out if isinstance(t, Tensor)] \
+                        if isinstance(out, (tuple, list)) else []
+                    if outs:
+                        self.leaks.on_outputs(outs, f"{LABEL}{self.where()}", "", f"aten.{plan.name}", plan.fresh)
                 return out
             call = Call(self.stub, func, args, kwargs, args, kwargs)  # type: ignore[arg-type]
             self.observer.before(call)
@@ -144,3 +154,36 @@ def relabel(items: Sequence[Any], events: Sequence[Event], ordinals: Sequence[in
         if all(changes.values()):
             out.append(dataclasses.replace(x, **changes))
     return out
+
+
+def adopt_leaks(first: Any, target: Any, events: Sequence[Event], ordinals: Sequence[int], graph: Any,
+                window: tuple[int, int] | None) -> None:
+    """Pass 1's surviving storages (`first`, a `LeakTracker`) into the window's (`target`), at their module calls'
+    nodes; those made inside the window only when the window's replay kept none of its own alive."""
+    own = any(b.node in graph and not b.ref.expired() for b in target.born.values())
+    for key, born in first.born.items():
+        k = position(born.node)
+        if born.ref.expired() or key in target.born or k is None or \
+                (own and window is not None and window[0] < k <= window[1]):
+            continue
+        call = _innermost(born.node, events, ordinals)
+        if call is not None and not call.node:  # inside the window: its operators are nodes (same module, same op)
+            born.node, born.module = "", call.module
+            target.born[key] = born
+            continue
+        node = enclosing_node(born.node, events, ordinals)
+        if node and node in graph:
+            born.node, born.module = node, graph.node(node).module
+            target.born[key] = born
+
+
+def _innermost(label: str, events: Sequence[Event], ordinals: Sequence[int]) -> Event | None:
+    k, s = _parts(label)
+    if k is None:
+        return None
+    best: Event | None = None
+    for e in events:
+        if e.phase == "forward" and k <= e.index < len(ordinals) and ordinals[e.index] < s and (
+                best is None or ordinals[e.index] > ordinals[best.index]):
+            best = e
+    return best
