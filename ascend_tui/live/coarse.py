@@ -107,7 +107,7 @@ class CoarseCapture:
             data["window"] = {"suspect": end.module or "<model>", "phase": end.phase,
                               "after": (start.module or "<model>") if start is not None else None,
                               "events": [self.window[0], self.window[1]],
-                              "operators": sorted({e.module or "<model>" for e in ev[self.window[0] + 1:
+                              "recorded_modules": sorted({e.module or "<model>" for e in ev[self.window[0] + 1:
                                                                                         self.window[1] + 1]})}
             if self.why:
                 data["window"]["why"] = [dict(w) for w in self.why]

@@ -1,9 +1,13 @@
 """What a coarse-to-fine module pass measures for the timing and memory checks: each forward module call's own time
 and the bytes it allocated, put on its `coarse_pass.Event`; and the choice of the call that stands out.
 
-Time is the host's `perf_counter` around the call, the recorder's own bookkeeping for the calls inside it (their
-module nodes and measurements) taken out; on an accelerator the device is synchronised when a call starts and ends
-(a sync per module call, only in a run that asked for the timing check). Bytes are, on CUDA and NPU, the allocator's
+Time is, on the CPU, the calling thread's CPU time during the call (`thread_time`: not the moments a loaded machine
+took the core away, which made a random layer "slow" by 80 ms on the 2-CPU VM, nor intra-op worker threads spinning
+after a parallel region, which `process_time` charged to whatever call came next; the calling thread does its share
+of every parallel operator, so peers compare alike); on an
+accelerator, the host's `perf_counter` with the device synchronised when a call starts and ends (a sync per module
+call, only in a run that asked for the timing check); either way the recorder's own bookkeeping for the calls
+inside it (their module nodes and measurements) taken out. Bytes are, on CUDA and NPU, the allocator's
 peak during the call above what was allocated when it started (`memory_allocated` / `max_memory_allocated`, the peak
 counter reset at each call and the enclosing call's peak carried over); on the CPU, which has no counter, the bytes
 of the storages the operators inside the call created (counted by the memory check's guard mode, `live.memory_guard`),
@@ -37,6 +41,7 @@ class Meter:
         self.seconds, self.nbytes = seconds, nbytes
         self.device = device
         self.sync = seconds and device.backend != "cpu"
+        self.clock = time.perf_counter if device.backend != "cpu" else time.thread_time
         self.peak: Any = None  # (max_memory_allocated, reset_peak_memory_stats) on an accelerator
         if nbytes and device.has_memory_counters:
             mod = getattr(torch, device.backend, None)
@@ -75,13 +80,13 @@ class Meter:
                 self._frames.append([start, start])
             elif self.created is not None:
                 made = self.created()
-        return time.perf_counter(), self.overhead, made - self.made_overhead, self.started - 1
+        return self.clock(), self.overhead, made - self.made_overhead, self.started - 1
 
     def exit(self, token: tuple[float, float, int, int], args: Any, kwargs: Any, out: Any) -> tuple[float, int]:
         """(the call's own seconds, its bytes) once it returned; `done` after the recorder's bookkeeping of it."""
         if self.sync:
             self.device.synchronize()
-        end = time.perf_counter()
+        end = self.clock()
         start, overhead, made, ordinal = token
         seconds = end - start - (self.overhead - overhead)
         nbytes = -1
@@ -107,7 +112,7 @@ class Meter:
         return f"{self.calls}:{self.started}"
 
     def done(self) -> None:
-        self.overhead += time.perf_counter() - self._end
+        self.overhead += self.clock() - self._end
         if self.created is not None and self.nbytes:
             self.made_overhead += self.created() - self._made_end
 

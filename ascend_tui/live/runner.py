@@ -152,6 +152,10 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
         inv.run.extra.setdefault("notes", []).extend(notes)
     if ctx.coarse is not None:
         inv.run.extra["capture"] = ctx.coarse.describe()
+        for why in ctx.coarse.why:  # the report's notes say where operators were recorded, and why there
+            inv.run.extra.setdefault("notes", []).append(
+                f"operators recorded only in {why.get('module') or '<model>'} (every other module call is module "
+                f"level): {why.get('text', '')}")
     for i, check in enumerate(checks):
         if on_partial is not None:
             on_partial(inv.snapshot())
