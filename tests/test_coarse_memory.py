@@ -33,12 +33,14 @@ def layer(net: Any, arch: str, k: int) -> tuple[Any, str]:
 
 
 def wrap(mod: Any, before: Any) -> None:
-    own = mod.forward
+    """`before(hidden_states)` runs inside the module's call, ahead of its forward (a hook: it survives the copy
+    a run in another dtype makes)."""
+    def pre(_m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if args:
+            return (before(args[0]), *args[1:]), kwargs
+        return args, {**kwargs, "hidden_states": before(kwargs["hidden_states"])}
 
-    def forward(hidden: Any, *args: Any, **kwargs: Any) -> Any:
-        return own(before(hidden), *args, **kwargs)
-
-    mod.forward = forward
+    mod.register_forward_pre_hook(pre, with_kwargs=True)
 
 
 def hungry(net: Any, arch: str) -> str:
@@ -137,3 +139,22 @@ def test_tensors_that_outlive_the_step_are_reported_in_every_layer_as_the_full_c
     kept = [{f.module for f in inv.findings if f.kind == "leak"} for inv in (full, coarse)]
     assert kept[0] and kept[1] == kept[0]
     assert all(f.severity == "info" for f in coarse.findings if f.kind == "leak")
+
+
+def test_an_overflow_outranks_the_layer_that_allocates_most() -> None:
+    """With the overflow check beside it, the window goes to the overflow's origin, not to the hungry layer."""
+    def planted() -> Any:
+        net = net_of("llama")
+        hungry(net, "llama")
+        with torch.no_grad():
+            net.get_submodule("layers.3.mlp.up_proj").weight.mul_(4e5)
+        return net
+
+    kw = dict(checks=("overflow", "memory"), device="cpu", dtype="float16")
+    full = ascend_tui.investigate(planted(), inputs(), detail="full", **kw)
+    coarse = ascend_tui.investigate(planted(), inputs(), **kw)
+    f, c = (next(x for x in inv.findings if x.severity == "error") for inv in (full, coarse))
+    assert (c.module, c.op_type, c.kind) == (f.module, f.op_type, f.kind) and c.module.startswith("layers.3.mlp")
+    assert not module_level(coarse.graph.node(c.node))
+    assert coarse.run.extra["capture"]["window"]["suspect"].startswith("layers.3")
+    assert "why" not in coarse.run.extra["capture"]["window"], "no outlier was asked for"

@@ -139,13 +139,16 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
                    reference: Side | None = None, max_widen: int = 4,
                    suspects: Sequence[Callable[[list[Event]], int | tuple[int, int] | None]] = (),
                    on_target: Callable[[CaptureResult], None] | None = None, meter: Any = None,
-                   around: Callable[[int, str], ContextManager[Any]] | None = None) -> CoarseCapture:
+                   around: Callable[[int, str], ContextManager[Any]] | None = None,
+                   outliers: Sequence[Callable[[list[Event]], int | tuple[int, int] | None]] = ()) -> CoarseCapture:
     """Pass 1 at module level (on the reference too, when given: a module whose float32 values leave the checked
     dtype's range is as suspect as one that went bad); if some event is, replay the step with operators recorded in
     its window (both runs, the same window). `suspects` are the checks' own verdicts on pass 1 (the precision
     check's first module out of band), each given the target's events after the reference's pass 1; `on_target`
     sees each target capture before the reference replays it (the precision check reads the target's graph). A
-    suspect given as `(start, end)` is recorded from event `start` on (a whole module call). `meter` measures pass 1
+    suspect given as `(start, end)` is recorded from event `start` on (a whole module call). `outliers` (the timing and
+    memory checks' call that stands out) are asked only when no suspect was found: a bad value outranks a slow or
+    hungry module. `meter` measures pass 1
     of the target (`live.coarse_meter.Meter`); `around(side, stage)` is entered around each pass of side 0 (the
     target) or 1 (the reference), `stage` one of "module", "flag" (the pass that looks for the overflow flag) and
     "window" (a replay)."""
@@ -202,12 +205,15 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
             else:  # the window: the events since the read before
                 bads.append(reads[hit][0])
                 starts[reads[hit][0]] = reads[hit - 1][0] if hit else -1
-        for judge in suspects:
-            got = judge(recs[0][0].events)
-            if isinstance(got, tuple):  # a whole call: its window starts where the call did
-                starts[got[1]] = min(got[0], starts.get(got[1], got[0]))
-                got = got[1]
-            bads.append(got)
+        for judges in (suspects, outliers):
+            if judges is outliers and any(b is not None for b in bads):
+                break
+            for judge in judges:
+                got = judge(recs[0][0].events)
+                if isinstance(got, tuple):  # a whole call: its window starts where the call did
+                    starts[got[1]] = min(got[0], starts.get(got[1], got[0]))
+                    got = got[1]
+                bads.append(got)
         bad = min((b for b in bads if b is not None), default=None)
         window = None if bad is None else (starts.get(bad, bad - 1), bad)
         for attempt in range(max_widen + 1):

@@ -354,8 +354,7 @@ class MemoryCheck:
         return mode
 
     def coarse_suspect(self, ctx: LiveContext, events: Sequence[Any]) -> tuple[int, int] | None:
-        """The first module call with a sanitizer finding in pass 1, else the one whose bytes stand out."""
-        from ascend_tui.live.coarse_meter import MEMORY, call_window, choose, reason
+        """The window around the first operator pass 1's guard mode found a memory error in."""
         from ascend_tui.live.memory_guard import bug_window, enclosing_node, first_found, position
 
         if self.first is not None:
@@ -366,12 +365,19 @@ class MemoryCheck:
                             key=lambda n: int(n.rpartition(":")[2] or 0))
                 node = enclosing_node(label, events, self.meter.ordinals if self.meter is not None else ())
                 call = next((e for e in events if e.node == node), None)
-                what = "an index out of range" if self.first.violations else "a read of never-written memory"
+                what = "an index out of range" if any(v.node == label for v in self.first.violations) else \
+                    "a read of never-written memory"
                 self.why = {"measure": "memory", "module": call.module if call is not None else "",
                             "text": f"the sanitizer's module pass found {what} in "
                                     f"{(call.module or '<model>') if call is not None else 'the step'}",
                             "events": list(window)}
                 return window
+        return None
+
+    def coarse_outlier(self, ctx: LiveContext, events: Sequence[Any]) -> tuple[int, int] | None:
+        """The forward module call whose bytes stand out against its peers' (`coarse_meter.choose`)."""
+        from ascend_tui.live.coarse_meter import MEMORY, call_window, choose, reason
+
         found = choose(events, MEMORY)
         if found is None:
             return None

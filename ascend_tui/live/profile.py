@@ -49,7 +49,7 @@ class ProfileCheck:
     def __init__(self) -> None:
         self.why: dict[str, Any] | None = None
 
-    def coarse_suspect(self, ctx: LiveContext, events: Sequence[Any]) -> tuple[int, int] | None:
+    def coarse_outlier(self, ctx: LiveContext, events: Sequence[Any]) -> tuple[int, int] | None:
         """The window of the forward module call whose time stands out against its peers' (`coarse_meter.choose`)."""
         from ascend_tui.live.coarse_meter import TIME, call_window, choose, reason
 

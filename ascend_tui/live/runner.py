@@ -122,7 +122,7 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
             saturation_limit=saturation_limit(options.setting("range_dtype") or run_dtype), progress=progress,
             cancel=cancel, reference=ref_side, on_target=lambda r: setattr(ctx, "target", r),
             suspects=[_suspect(c, ctx) for c in checks if hasattr(c, "coarse_suspect")], meter=meter,
-            around=around))
+            around=around, outliers=[_outlier(c, ctx) for c in checks if hasattr(c, "coarse_outlier")]))
         ctx.target, ctx.reference = ctx.coarse.result, ctx.coarse.reference
         end = ctx.coarse.window[1] if ctx.coarse.window is not None else None
         ctx.coarse.why.extend(w for c in checks if isinstance(w := getattr(c, "why", None), dict)
@@ -166,6 +166,10 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
 
 def _suspect(check: Any, ctx: LiveContext) -> Callable[[Any], int | tuple[int, int] | None]:
     return lambda events: check.coarse_suspect(ctx, events)
+
+
+def _outlier(check: Any, ctx: LiveContext) -> Callable[[Any], int | tuple[int, int] | None]:
+    return lambda events: check.coarse_outlier(ctx, events)
 
 
 def _coarse_hooks(checks: tuple[LiveCheck, ...], ctx: LiveContext) -> tuple[Any, Any]:
