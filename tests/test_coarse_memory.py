@@ -17,6 +17,9 @@ import torch  # in the test command (.[live,test]): a missing torch fails, never
 import ascend_tui
 from ascend_tui.live.coarse import MODULE
 from test_coarse_profile import ARCHS, inputs
+from test_npu_api import fake_npu  # noqa: F401 - the fake torch_npu fixture
+from test_real_models import inputs as real_inputs
+from test_real_models import model
 
 pytestmark = pytest.mark.live
 HUNGRY = 1  # the layer that allocates far more than its peers
@@ -158,3 +161,15 @@ def test_an_overflow_outranks_the_layer_that_allocates_most() -> None:
     assert not module_level(coarse.graph.node(c.node))
     assert coarse.run.extra["capture"]["window"]["suspect"].startswith("layers.3")
     assert "why" not in coarse.run.extra["capture"]["window"], "no outlier was asked for"
+
+
+def test_on_the_fake_npu_the_memory_and_profile_checks_run_coarse_to_fine(fake_npu: Any) -> None:
+    """The device path: module times with the device synchronised, bytes from the allocator's counter, the guard
+    mode clamping the bad token on the 'NPU' as on the CPU."""
+    inv = ascend_tui.investigate(model("llama"), real_inputs(bad_token=True), checks=("memory", "profile"),
+                                 device="npu", profile_steps=1, profile_warmup=0)
+    assert inv.run.device["backend"] == "npu"
+    cap = inv.run.extra["capture"]
+    assert sorted(cap["module_level"]["measured"]) == ["memory", "time"] and "allocator" in cap["module_level"]["bytes"]
+    (err,) = [f for f in inv.findings if f.severity == "error"]
+    assert err.kind == "out_of_bounds" and err.op_type == "aten.embedding" and not module_level(inv.graph.node(err.node))

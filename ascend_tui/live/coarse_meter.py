@@ -4,14 +4,14 @@ and the bytes it allocated, put on its `coarse_pass.Event`; and the choice of th
 Time is, on the CPU, the calling thread's CPU time during the call (`thread_time`: not the moments a loaded machine
 took the core away, which made a random layer "slow" by 80 ms on the 2-CPU VM, nor intra-op worker threads spinning
 after a parallel region, which `process_time` charged to whatever call came next; the calling thread does its share
-of every parallel operator, so peers compare alike); on an
-accelerator, the host's `perf_counter` with the device synchronised when a call starts and ends (a sync per module
-call, only in a run that asked for the timing check); either way the recorder's own bookkeeping for the calls
-inside it (their module nodes and measurements) taken out. Bytes are, on CUDA and NPU, the allocator's
-peak during the call above what was allocated when it started (`memory_allocated` / `max_memory_allocated`, the peak
-counter reset at each call and the enclosing call's peak carried over); on the CPU, which has no counter, the bytes
-of the storages the operators inside the call created (counted by the memory check's guard mode, `live.memory_guard`),
-or, without it, of the call's outputs that are not its inputs'.
+of every parallel operator, so peers compare alike); on an accelerator, the host's `perf_counter` with the device
+synchronised when a call starts and ends (a sync per module call, only in a run that asked for the timing check);
+either way the recorder's own bookkeeping for the calls inside it (their module nodes and measurements) is taken
+out. Bytes are, on CUDA and NPU, the allocator's peak during the call above what was allocated when it started
+(`memory_allocated` / `max_memory_allocated`, the peak counter reset at each call and the enclosing call's peak
+carried over; with no peak counter, the net change of `memory_allocated`); on the CPU, which has no counter, the
+bytes of the storages the operators inside the call created (counted by the memory check's guard mode,
+`live.memory_guard`), or, without it, of the call's outputs that are not its inputs'. `Meter.source` says which.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class Meter:
             if mod is not None and hasattr(mod, "max_memory_allocated") and hasattr(mod, "reset_peak_memory_stats"):
                 self.peak = (mod.max_memory_allocated, mod.reset_peak_memory_stats)
         self.created = created if device.backend == "cpu" else None
+        self.net = nbytes and self.peak is None and device.has_memory_counters  # no peak counter: the net change
         self.overhead = 0.0  # seconds of bookkeeping (the recorder's, after each call) so far
         self.made_overhead = 0  # bytes the bookkeeping's own operators created (the CPU's count)
         self._end = 0.0
@@ -62,6 +63,8 @@ class Meter:
         """What the bytes are, for the report."""
         if self.peak is not None:
             return "the allocator's peak during the call above what it held at the call's start"
+        if self.net:
+            return "bytes the allocator held after the call more than before it (no peak counter here)"
         if self.created is not None:
             return "bytes of the storages the call's operators created (the CPU has no allocated-memory counter)"
         return "bytes of the call's outputs that are not its inputs' (the CPU has no allocated-memory counter)"
@@ -78,6 +81,8 @@ class Meter:
                     self._frames[-1][1] = max(self._frames[-1][1], int(self.peak[0](self.device.index)))
                 self.peak[1](self.device.index)
                 self._frames.append([start, start])
+            elif self.net:
+                made = self.device.memory_allocated()
             elif self.created is not None:
                 made = self.created()
         return self.clock(), self.overhead, made - self.made_overhead, self.started - 1
@@ -97,6 +102,8 @@ class Meter:
                 if self._frames:
                     self._frames[-1][1] = max(self._frames[-1][1], peak)
                 nbytes = peak - base
+            elif self.net:
+                nbytes = self.device.memory_allocated() - made
             elif self.created is not None:
                 self._made_end = self.created()
                 nbytes = self._made_end - self.made_overhead - made
