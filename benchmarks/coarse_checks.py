@@ -1,6 +1,6 @@
 """The memory and profile checks on the 16-layer Llama training step: wall and CPU time against the plain step.
 
-Run: python benchmarks/coarse_checks.py [--reps 3] [--checks memory,profile] [--details module,full]
+Run: python benchmarks/coarse_checks.py [--reps 3] [--checks memory,profile] [--details module,full] [--forward]
 The model is `capture_vs_msprobe.llama()` (transformers config, random weights, forward and
 backward). Each round times the plain step and `investigate(model, inputs, checks=(name,))` for
 every check and detail asked (`full`: every operator recorded, what these checks always did
@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checks", default="memory,profile")
     ap.add_argument("--details", default="module,full")
     ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--forward", action="store_true",
+                    help="the forward only: `investigate(model, inputs, checks=(name,))` as called by default")
     args = ap.parse_args(argv)
     from ascend_tui import investigate
 
@@ -44,14 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     inputs = {"input_ids": torch.randint(3, 512, (2, 64), generator=torch.Generator().manual_seed(0))}
 
     def plain() -> None:
+        if args.forward:
+            model(**inputs)
+            return
         for p in model.parameters():
             p.grad = None
         llama_loss(model(**inputs)).backward()
 
     def check(variant: str) -> Callable[[], Any]:
         name, _, detail = variant.partition("/")
-        return lambda: investigate(model, inputs, checks=(name,), reference=None, backward=True, loss=llama_loss,
-                                   device="cpu", detail=detail, profile_steps=1, profile_warmup=0)
+        step = {} if args.forward else {"backward": True, "loss": llama_loss}
+        return lambda: investigate(model, inputs, checks=(name,), reference=None, device="cpu", detail=detail,
+                                   profile_steps=1, profile_warmup=0, **step)
 
     names = [f"{c}/{d}" for c in args.checks.split(",") if c for d in args.details.split(",") if d]
     plain()  # warm-up
