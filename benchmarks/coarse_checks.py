@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         name, _, detail = variant.partition("/")
         step = {} if args.forward else {"backward": True, "loss": llama_loss}
         return lambda: investigate(model, inputs, checks=(name,), reference=None, device="cpu", detail=detail,
-                                   profile_steps=1, profile_warmup=0, **step)
+                                   profile_steps=1, profile_warmup=0, settings={"profile_coarse": True}, **step)
 
     names = [f"{c}/{d}" for c in args.checks.split(",") if c for d in args.details.split(",") if d]
     plain()  # warm-up
@@ -65,14 +65,16 @@ def main(argv: list[str] | None = None) -> int:
         inv = check(name)()
         cap = inv.run.extra.get("capture", {"detail": "full"})
         why = [w.get("text") for w in cap.get("window", {}).get("why", [])]
-        print(f"{name}: {cap.get('passes', 1)} passes, {cap.get('operators', inv.graph.op_count if hasattr(inv.graph, 'op_count') else len(inv.graph))} "
-              f"operators; {len(inv.findings)} findings; suspect {cap.get('window', {}).get('suspect')}: {why}")
+        ops = cap.get("operators", sum(1 for n in inv.graph.nodes if n.kind == "op"))
+        print(f"{name}: {cap.get('passes', 1)} passes, {ops} operators recorded; {len(inv.findings)} findings; "
+              f"suspect {cap.get('window', {}).get('suspect')}: {why}")
     rows: dict[str, list[tuple[float, float]]] = {"plain": [], **{n: [] for n in names}}
     for r in range(args.reps):
         rows["plain"].append(timed(plain))
         for name in names:
             rows[name].append(timed(check(name)))
-        print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1][0]:.3f}s wall / {v[-1][1]:.3f}s cpu ({v[-1][0] / rows['plain'][-1][0]:.1f}x)"
+        base = rows["plain"][-1][0]
+        print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1][0]:.3f}s wall / {v[-1][1]:.3f}s cpu ({v[-1][0] / base:.1f}x)"
                                              for k, v in rows.items()))
     base = statistics.median(w for w, _ in rows["plain"])
     for k, v in rows.items():

@@ -74,7 +74,8 @@ def module_level(inv: Any, node: Any) -> bool:
 @pytest.mark.parametrize("arch", sorted(ARCHS))
 def test_the_slow_layer_is_the_suspect_and_only_its_operators_are_recorded(arch: str) -> None:
     net, path = slowed(arch)
-    inv = ascend_tui.investigate(net, inputs(), checks=("profile",), device="cpu", profile_steps=1, profile_warmup=0)
+    inv = ascend_tui.investigate(net, inputs(), checks=("profile",), device="cpu", profile_steps=1, profile_warmup=0,
+                                 settings={"profile_coarse": True})
     cap = inv.run.extra["capture"]
     assert cap["detail"] == "module" and cap["passes"] == 2
     window = cap["window"]

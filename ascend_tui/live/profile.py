@@ -49,6 +49,12 @@ class ProfileCheck:
     def __init__(self) -> None:
         self.why: dict[str, Any] | None = None
 
+    @staticmethod
+    def coarse_when(options: Any) -> bool:
+        """Coarse-to-fine only when asked (setting `profile_coarse`): the fix workflow patches the layout pairs'
+        source lines, which only a capture of every operator in those modules has."""
+        return bool(options.setting("profile_coarse", False))
+
     def coarse_outlier(self, ctx: LiveContext, events: Sequence[Any]) -> tuple[int, int] | None:
         """The window of the forward module call whose time stands out against its peers' (`coarse_meter.choose`)."""
         from ascend_tui.live.coarse_meter import TIME, call_window, choose, reason
@@ -94,6 +100,8 @@ class ProfileCheck:
         inv.profile = profile
         found = advise(profile)
         structural = layout_pairs.finding(inv.graph, profile)  # the graph says whether layout is a problem
+        if ctx.coarse is not None and any(f.kind == "layout_conversion" for f in found):
+            structural = self._layout_over_every_operator(ctx, inv, profile) or structural
         if structural is not None:
             found = [f for f in found if f.kind != "layout_conversion"] + [structural]
         if ctx.coarse is not None and profile.extra.get("module_level_rows"):
@@ -102,6 +110,30 @@ class ProfileCheck:
                 "operators were not recorded (coarse-to-fine: operators only in the suspect module); the graph's "
                 "layout-pair check saw only the suspect's: --detail full records every operator")
         inv.replace_findings("profile", found)
+
+
+    def _layout_over_every_operator(self, ctx: LiveContext, inv: Investigation, profile: Profile) -> Any:
+        """The layout-pair finding read off a capture of every operator (a coarse graph holds the suspect's only),
+        put on `inv.graph`: the pair's own node when the window recorded it, else its module call's node."""
+        import dataclasses
+
+        from ascend_tui.live.context import guarded
+        from ascend_tui.live.recording import capture
+
+        whole = guarded(ctx.options.target, "the layout pass", lambda: capture(
+            ctx.model, ctx.inputs, observers=ctx.rerun_observers(), cancel=ctx.cancel, phase_label="layout pass"))
+        found = layout_pairs.finding(whole.graph, profile)
+        if found is None:
+            return None
+        graph = inv.graph
+        if found.node in graph and graph.node(found.node).op_type == found.op_type:
+            return found
+        calls = {n.module: n.id for n in graph if n.attrs and n.attrs.get("detail") == "module"}
+        node = _module_call(found.module, calls)
+        if node is None:
+            return None
+        n = graph.node(node)
+        return dataclasses.replace(found, node=node, op_type=n.op_type, index=n.index)
 
 
 def profile_model(model: Any, inputs: Any, device: Device, *, steps: int = 3, warmup: int = 1,

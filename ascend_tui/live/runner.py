@@ -100,7 +100,8 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
     observers = [o for c in checks for o in c.observers(ctx, target_run)]
     api_ids = bool(options.setting("api_ids", False))
     coarse = options.detail != "full" and bool(checks) and options.iterations == 1 and not api_ids \
-        and all(getattr(c, COARSE, False) for c in checks)
+        and all(getattr(c, COARSE, False) and (not hasattr(c, "coarse_when") or c.coarse_when(options))
+                for c in checks)
     ref_stats = None
     ref_spec = None
     if options.reference and any(c.needs_reference for c in checks):
