@@ -101,7 +101,8 @@ def profile_target(spec: str, *, device: str = "auto", steps: int = 3, warmup: i
     from ascend_tui.live.targets import load_target
 
     target = load_target(spec)
-    options = RunOptions(checks=(ProfileCheck(),), device=device, reference=None, target=spec,
+    # every kernel row on an operator node (the layout pairs are read off the graph): the full capture
+    options = RunOptions(checks=(ProfileCheck(),), device=device, reference=None, target=spec, detail="full",
                          settings={"profile_steps": steps, "profile_warmup": warmup})
     return investigate(target.model, target.inputs, options, progress=progress)
 

@@ -25,8 +25,9 @@ def add_run_settings(parser: argparse.ArgumentParser, checks: str | None, iterat
                                                                               if iterations != 1 else ""))
     parser.add_argument("--backward", action="store_true", help="also run backward and check the gradients")
     parser.add_argument("--detail", choices=("module", "full"), default="module",
-                        help="module: module-level evidence, operators recorded only around the first bad module "
-                             "(a replay of the step); full: every operator of the step")
+                        help="module: module-level evidence, operators recorded only around the first bad module, "
+                             "or the module whose time (profile) or memory stands out (a replay of the step); "
+                             "full: every operator of the step")
 
 
 def run_options(args: argparse.Namespace, **fields: Any) -> Any:

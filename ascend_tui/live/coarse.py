@@ -13,12 +13,18 @@ stops where the window closes and takes the rest of the step from pass 1
 (`live.coarse_merge.adopt_rest`). If the window's inputs are already bad (the bad value came
 from code that ran before the event in front of it) the window widens to the enclosing
 module's call and the step is replayed again.
+
+The timing and memory checks add a `live.coarse_meter.Meter` to pass 1 (each forward module call's own time and
+allocated bytes on its event) and name a whole module call as their suspect — the call that stands out against its
+peers — with a window of its own, `(start, end)`: every operator of that call is recorded. The memory check also
+wraps every pass in its guard mode (`live.memory_guard`: bad indices found and clamped everywhere, in every pass).
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
 from ascend_tui.checks.suspects import first_bad_event
 from ascend_tui.live.capture import CaptureResult
@@ -85,6 +91,9 @@ class CoarseCapture:
     flag_set: bool = False
     notes: list[str] = field(default_factory=list)
     reference: CaptureResult | None = None
+    why: list[dict[str, Any]] = field(default_factory=list)  # the checks' reasons for their suspects
+    meter: str = ""  # what the module pass's bytes are, when it measured them
+    measured: tuple[str, ...] = ()  # what the module pass measured per forward call beside values: time, memory
 
     def describe(self) -> dict[str, Any]:
         """`run.extra["capture"]`: what was recorded operator by operator and what only per module."""
@@ -97,7 +106,14 @@ class CoarseCapture:
             start = ev[self.window[0]] if self.window[0] >= 0 else None
             data["window"] = {"suspect": end.module or "<model>", "phase": end.phase,
                               "after": (start.module or "<model>") if start is not None else None,
-                              "events": [self.window[0], self.window[1]]}
+                              "events": [self.window[0], self.window[1]],
+                              "recorded_modules": sorted({e.module or "<model>" for e in ev[self.window[0] + 1:
+                                                                                        self.window[1] + 1]})}
+            if self.why:
+                data["window"]["why"] = [dict(w) for w in self.why]
+        if self.measured:
+            data["module_level"] = {"calls": sum(1 for e in ev if e.phase == "forward"),
+                                    "measured": list(self.measured), **({"bytes": self.meter} if self.meter else {})}
         if self.notes:
             data["notes"] = list(self.notes)
         return data
@@ -121,13 +137,21 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
                    loss: Callable[[Any], Any] | None = None, observers: Sequence[Any] = (),
                    saturation_limit: float | None = None, progress: Any = None, cancel: Any = None,
                    reference: Side | None = None, max_widen: int = 4,
-                   suspects: Sequence[Callable[[list[Event]], int | None]] = (),
-                   on_target: Callable[[CaptureResult], None] | None = None) -> CoarseCapture:
+                   suspects: Sequence[Callable[[list[Event]], int | tuple[int, int] | None]] = (),
+                   on_target: Callable[[CaptureResult], None] | None = None, meter: Any = None,
+                   around: Callable[[int, str], ContextManager[Any]] | None = None,
+                   outliers: Sequence[Callable[[list[Event]], int | tuple[int, int] | None]] = ()) -> CoarseCapture:
     """Pass 1 at module level (on the reference too, when given: a module whose float32 values leave the checked
     dtype's range is as suspect as one that went bad); if some event is, replay the step with operators recorded in
     its window (both runs, the same window). `suspects` are the checks' own verdicts on pass 1 (the precision
     check's first module out of band), each given the target's events after the reference's pass 1; `on_target`
-    sees each target capture before the reference replays it (the precision check reads the target's graph)."""
+    sees each target capture before the reference replays it (the precision check reads the target's graph). A
+    suspect given as `(start, end)` is recorded from event `start` on (a whole module call). `outliers` (the timing and
+    memory checks' call that stands out) are asked only when no suspect was found: a bad value outranks a slow or
+    hungry module. `meter` measures pass 1
+    of the target (`live.coarse_meter.Meter`); `around(side, stage)` is entered around each pass of side 0 (the
+    target) or 1 (the reference), `stage` one of "module", "flag" (the pass that looks for the overflow flag) and
+    "window" (a replay)."""
     sides = [Side(model, inputs, device, observers)] + ([reference] if reference is not None else [])
     states = [StepState.save(s.model, s.device) for s in sides]
     passes = 1
@@ -141,11 +165,13 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
         # A window in the forward is replayed up to where it closes (pass 1 measured the rest), recording only while
         # it is open.
         forward = window is not None and first[i][0].events[window[1]].phase == "forward"
+        stage = "window" if window is not None else "flag" if "flag_device" in kw else "module"
         for lazy in ((True, False) if forward else (False,)):
             states[i].restore(grads_cleared=True)
-            rec = step_pass(side.model, side.inputs, window=window, backward=backward, loss=loss,
-                            observers=side.observers, progress=progress if i == 0 else None,
-                            cancel=cancel, forward_only=lazy, stop_after_window=lazy, **kw)
+            with (around(i, stage) if around is not None else contextlib.nullcontext()):
+                rec = step_pass(side.model, side.inputs, window=window, backward=backward, loss=loss,
+                                observers=side.observers, progress=progress if i == 0 else None,
+                                cancel=cancel, forward_only=lazy, stop_after_window=lazy, **kw)
             if not lazy or adopt_rest(rec, first[i][0]):
                 break
             notes.append("the replay's forward made other module calls than the module pass's: replayed whole")
@@ -154,7 +180,7 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
     try:
         if device.read_overflow_flag() is not None:
             device.clear_overflow_flag()
-        recs = [run(0, None, phase_label="module pass")]
+        recs = [run(0, None, phase_label="module pass", **({"meter": meter} if meter is not None else {}))]
         first[:] = recs
         if recs[0][0].unmeasured:
             notes.append(f"{recs[0][0].unmeasured} module outputs could not be measured: no statistics for them")
@@ -179,7 +205,15 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
             else:  # the window: the events since the read before
                 bads.append(reads[hit][0])
                 starts[reads[hit][0]] = reads[hit - 1][0] if hit else -1
-        bads += [judge(recs[0][0].events) for judge in suspects]
+        for judges in (suspects, outliers):
+            if judges is outliers and any(b is not None for b in bads):
+                break
+            for judge in judges:
+                got = judge(recs[0][0].events)
+                if isinstance(got, tuple):  # a whole call: its window starts where the call did
+                    starts[got[1]] = min(got[0], starts.get(got[1], got[0]))
+                    got = got[1]
+                bads.append(got)
         bad = min((b for b in bads if b is not None), default=None)
         window = None if bad is None else (starts.get(bad, bad - 1), bad)
         for attempt in range(max_widen + 1):
@@ -195,7 +229,10 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
         if window is not None and len(recs) > 1:
             recs[1] = run(1, window, phase_label="recording the suspect module in the reference", module_stats=False)
         results = [result_of(r, st) if r is f[0] else merged(f, (r, st)) for (r, st), f in zip(recs, first)]
-        out = CoarseCapture(results[0], recs[0][0], window, passes, flag_set, notes)
+        out = CoarseCapture(results[0], recs[0][0], window, passes, flag_set, notes,
+                            meter=meter.source if meter is not None and meter.nbytes else "",
+                            measured=() if meter is None else tuple(
+                                m for m, on in (("time", meter.seconds), ("memory", meter.nbytes)) if on))
         out.reference = results[1] if len(results) > 1 else None
         return out
     finally:

@@ -44,6 +44,8 @@ class Event:
     phase: str
     node: str  # "" for events inside the window (their operators are nodes instead)
     entered_at: int  # events finished when the call started (forward); the event's own index in backward
+    seconds: float | None = None  # the call's own time, when a meter was asked (`live.coarse_meter`)
+    nbytes: int | None = None  # bytes the call allocated, when a meter was asked
 
 
 class StepRecorder(Recorder):
@@ -81,6 +83,7 @@ class StepRecorder(Recorder):
         self._measured: dict[int, tuple[Any, int, tuple[str, int]]] = {}
         self._finished: tuple[Any, Any, Any, Any] | None = None
         self.unmeasured = 0  # module-level tensors BatchStats gave a row but no values (`BatchStats.changed`)
+        self.meter: Any = None  # times / sizes each forward module call (`live.coarse_meter.Meter`); None: neither
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -109,6 +112,8 @@ class StepRecorder(Recorder):
             if get_ident() != thread:
                 return call(*args, **kwargs)
             entered = len(self.events)
+            meter = self.meter
+            token = meter.enter() if meter is not None else None
             stack.append(name)
             frames.append([])
             frame_ops.append(None)
@@ -122,7 +127,11 @@ class StepRecorder(Recorder):
                 children.append(last_op)
                 if frame_ops[-1] is None or frame_ops[-1].index < last_op.index:
                     frame_ops[-1] = last_op
-            self._exit(name, cls, args, kwargs, out, children, entered)
+            if meter is None:
+                self._exit(name, cls, args, kwargs, out, children, entered)
+            else:
+                self._exit(name, cls, args, kwargs, out, children, entered, meter.exit(token, args, kwargs, out))
+                meter.done()
             return out
 
         return _call_impl
@@ -161,7 +170,7 @@ class StepRecorder(Recorder):
         self.flag_device.clear_overflow_flag()
 
     def _exit(self, name: str, cls: str, args: Any, kwargs: Any, out: Any, children: list[SlotRef],
-              entered: int) -> None:
+              entered: int, measured: tuple[float, int] | tuple[()] = ()) -> None:
         tensor = self._tensor
         outs = [out] if isinstance(out, tensor) else tensor_leaves([out], tensor)
         index = len(self.events)
@@ -170,7 +179,7 @@ class StepRecorder(Recorder):
         node = "" if inside else self._module_node(name, cls, args, kwargs, outs, children)
         if inside and self.stop_after_window:
             self.window_outputs[index] = [self.source_of(t) for t in outs]
-        self.events.append(Event(index, name, cls, self.phase, node, entered))
+        self.events.append(Event(index, name, cls, self.phase, node, entered, *measured))
         if node:
             self._frames[-1].append(self._producers[id(outs[0])][1] if outs else SlotRef(node, 0, self.op_count - 1))
         if self.grads and self.phase == "forward" and self._grad_enabled():
@@ -431,11 +440,12 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
               loss: Callable[[Any], Any] | None = None, observers: Sequence[Any] = (), progress: Any = None,
               cancel: Any = None, flag_device: Device | None = None, phase_label: str = "capturing",
               module_stats: bool = True, forward_only: bool = False,
-              stop_after_window: bool = False, flag_every: int = 1) -> StepRecorder:
+              stop_after_window: bool = False, flag_every: int = 1, meter: Any = None) -> StepRecorder:
     """One run of the step (forward, and backward when asked) under a `StepRecorder`; a dispatch mode only when there
     is a window to record operators in. `forward_only`: a window in the forward, replayed without the backward (in the
     same grad mode), the dispatch mode entered when the window opens and left when it closes; `stop_after_window`: and
-    stopped there (`rec.stopped`; `adopt_rest` gives it the rest of the step from the module pass)."""
+    stopped there (`rec.stopped`; `adopt_rest` gives it the rest of the step from the module pass); `meter`: each
+    forward module call's time and bytes on its event (`live.coarse_meter`)."""
     import torch
 
     from ascend_tui.live.overflow import default_loss
@@ -444,6 +454,7 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
     rec = StepRecorder(model, inputs, window=window, grads=backward and not forward_only, flag_device=flag_device, progress=progress,
                        cancel=cancel, phase_label=phase_label, source=window is not None, module_stats=module_stats)
     rec.flag_every = flag_every
+    rec.meter = meter
 
     def body(run_backward: bool) -> None:
         rec.outputs = call_model(model, inputs)

@@ -17,12 +17,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ascend_tui.checks.memory import (
-    ALLOC_OPS,
-    BETA_OPS,
-    INDEX_RULES,
-    METADATA_OPS,
-    IndexRule,
-    IndexViolation,
     LeakRecord,
     UninitRead,
     dedupe,
@@ -31,32 +25,21 @@ from ascend_tui.checks.memory import (
     out_of_bounds_finding,
     place,
     uninitialized_finding,
-    write_kind,
 )
 from ascend_tui.evidence import Finding, MemoryEvent, MemorySample, StatsTable
 from ascend_tui.graph.opgraph import OpGraph
-from ascend_tui.live.aten import storage_key, write_positions
-from ascend_tui.live.capture import CaptureResult, Recorder, call_model, dtype_name, iter_tensors
+from ascend_tui.live.aten import storage_key
+from ascend_tui.live.capture import CaptureResult, Recorder, call_model, iter_tensors
 from ascend_tui.live.context import LiveContext, Run
 from ascend_tui.live.device import Device
+from ascend_tui.live.memory_rules import Bad, Bound, Plan, Sanitizer, bind_arguments, replace_argument
+from ascend_tui.live.memory_tracking import MAX_VIEWS, BornStorage, UnwrittenRead, holders
 from ascend_tui.live.recording import Call, Watcher, capture, recording
-from ascend_tui.live.memory_tracking import (
-    MAX_VIEWS,
-    BornStorage,
-    InitTracker,
-    LeakTracker,
-    UnwrittenRead,
-    holders,
-)
-
 from ascend_tui.progress import Progress
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
-_MAX_REPORTS_PER_ALLOC = 3
-Bound = dict[str, tuple[Any, int | str | None]]  # schema argument -> (value, position or keyword)
-_ALIASING_OPS = frozenset({"_unsafe_view", "_reshape_alias", "alias", "detach", "set_"})
 _CPU_COUNTER = "bytes of surviving tensors: the cpu has no allocated-memory counter"
 
 
@@ -70,240 +53,6 @@ class SanitizedCapture(CaptureResult):
     iterations: int = 1
 
 
-@dataclass(slots=True)
-class _Plan:
-    """What the sanitizer needs to know about one aten overload, computed once."""
-
-    name: str
-    names: tuple[str, ...]
-    outs: frozenset[str]
-    written: frozenset[str]
-    view: bool
-    metadata: bool
-    rule: IndexRule | None
-    fresh: bool
-
-
-@dataclass(slots=True)
-class _Bad:
-    """An index argument found out of range before the op ran."""
-
-    where: tuple[int | str, int | None]
-    tensor: Any
-    indexed: Any
-    violation: IndexViolation
-
-
-def bind_arguments(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Bound:
-    """Each schema argument's value and where it sits (position, keyword, or None for a default)."""
-    out: Bound = {}
-    for i, arg in enumerate(func._schema.arguments):
-        if i < len(args):
-            out[arg.name] = (args[i], i)
-        elif arg.name in kwargs:
-            out[arg.name] = (kwargs[arg.name], arg.name)
-        else:
-            out[arg.name] = (arg.default_value if arg.has_default_value() else None, None)
-    return out
-
-
-def _replace(args: tuple[Any, ...], kwargs: dict[str, Any], where: tuple[int | str, int | None],
-             new: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """`args`/`kwargs` with the argument at `where` (or one element of a list argument) swapped for `new`."""
-    pos, elem = where
-    holder = args[pos] if isinstance(pos, int) else kwargs[pos]
-    if elem is not None:
-        items = list(holder)
-        items[elem] = new
-        new = items
-    if isinstance(pos, int):
-        return args[:pos] + (new,) + args[pos + 1:], kwargs
-    return args, {**kwargs, pos: new}
-
-
-class Sanitizer:
-    """The checks and bookkeeping behind the dispatch mode, shared by every iteration of one run."""
-
-    def __init__(self, model: Any, inputs: Any) -> None:
-        import torch
-
-        self._torch = torch
-        self.init = InitTracker(torch)
-        self.leaks = LeakTracker(model, inputs)
-        self.violations: list[IndexViolation] = []
-        self.reads: list[UninitRead] = []
-        self.iteration = 0
-        self._plans: dict[Any, _Plan] = {}
-
-    def plan(self, func: Any) -> _Plan:
-        """What matters about `func` for the checks, cached per overload."""
-        plan = self._plans.get(func)
-        if plan is None:
-            schema = func._schema
-            name = func.overloadpacket.__name__
-            plan = _Plan(
-                name, tuple(a.name for a in schema.arguments),
-                frozenset(a.name for a in schema.arguments if a.is_out),
-                frozenset(name for _, name in write_positions(func)),
-                bool(func.is_view), name in METADATA_OPS, INDEX_RULES.get(name),
-                fresh=name in ("lift_fresh", "lift") or not (
-                    name in _ALIASING_OPS or any(r.alias_info is not None for r in schema.returns)))
-            self._plans[func] = plan
-        return plan
-
-    # -- index bounds -----------------------------------------------------------------------
-
-    def bounds(self, plan: _Plan, bound: Bound) -> list[_Bad]:
-        """Index arguments of this call that hold values outside their valid range."""
-        rule = plan.rule
-        torch = self._torch
-        if rule is None or rule.index not in bound or rule.indexed not in bound:
-            return []
-        indexed, _ = bound[rule.indexed]
-        index, pos = bound[rule.index]
-        if not isinstance(indexed, torch.Tensor) or pos is None:
-            return []
-        checks: list[tuple[Any, int | None, int, int | None, int | None]] = []
-        if rule.mode == "list":
-            dim = 0
-            for k, idx in enumerate(index):
-                if idx is None:
-                    dim += 1
-                elif idx.dtype in (torch.bool, torch.uint8):
-                    dim += idx.dim()
-                else:
-                    checks.append((idx, k, indexed.shape[dim] if dim < indexed.dim() else 0, dim, None))
-                    dim += 1
-        elif rule.mode == "dim":
-            d = bound.get("dim", (0, None))[0]
-            if not isinstance(d, int):
-                return []
-            d = d % max(indexed.dim(), 1)
-            checks.append((index, None, indexed.shape[d] if indexed.dim() else 1, d, None))
-        elif rule.mode == "rows":
-            checks.append((index, None, indexed.shape[0], 0, None))
-        elif rule.mode == "flat":
-            checks.append((index, None, indexed.numel(), None, None))
-        else:
-            classes = indexed.shape[0] if indexed.dim() == 1 else indexed.shape[1]
-            ignore = bound.get("ignore_index", (-100, None))[0]
-            checks.append((index, None, classes, 1 if indexed.dim() > 1 else 0, ignore))
-        found = []
-        for idx, k, n, dim, ignore in checks:
-            bad = self._check(idx, n, dim, ignore, indexed, rule)
-            if bad is not None:
-                found.append(_Bad((pos, k), idx, indexed, bad))
-        return found
-
-    def _check(self, idx: Any, n: int, dim: int | None, ignore: int | None, indexed: Any,
-               rule: IndexRule) -> IndexViolation | None:
-        """The violation when `idx` holds values outside [low, n) (ignoring `ignore`), else None."""
-        torch = self._torch
-        if not isinstance(idx, torch.Tensor) or idx.numel() == 0 or idx.is_floating_point() or idx.dtype == torch.bool:
-            return None
-        low = -n if rule.negative else 0
-        bad = (idx < low) | (idx >= n)
-        if ignore is not None:
-            bad &= idx != ignore
-        if not bool(bad.any()):
-            return None
-        values = idx[bad]
-        count = int(values.numel())
-        lo, hi = (int(v) for v in torch.stack([values.min(), values.max()]).tolist())
-        return IndexViolation(
-            node="", slot=-1, arg=rule.index, value=int(values[0]), low=low, high=n, bad_count=count,
-            numel=idx.numel(), bad_min=lo, bad_max=hi,
-            indexed=f"{dtype_name(indexed.dtype)}[{','.join(str(d) for d in indexed.shape)}]",
-            dim=dim, mode=rule.mode, ignore_index=ignore, clamped=n > 0, iteration=self.iteration)
-
-    def clamp(self, bad: _Bad) -> Any:
-        """The index with bad values clamped into range (ignored targets kept), for the op to run on."""
-        v = bad.violation
-        fixed = bad.tensor.clamp(v.low, v.high - 1)
-        if v.ignore_index is not None:
-            fixed = self._torch.where(bad.tensor == v.ignore_index, bad.tensor, fixed)
-        return fixed
-
-    # -- initialization ---------------------------------------------------------------------
-
-    def _touched(self, plan: _Plan, self_t: Any, bound: Bound) -> Any:
-        """Which elements of `self_t` a partial writer touches, replayed on a boolean tensor."""
-        torch = self._torch
-        z = torch.zeros(self_t.shape, dtype=torch.bool, device=self_t.device)
-        get = {k: v[0] for k, v in bound.items()}
-        name = plan.name
-        if name in ("index_put_", "_index_put_impl_"):
-            torch.ops.aten.index_put_.default(z, list(get["indices"]), torch.tensor(True, device=self_t.device))
-        elif name.startswith("scatter"):
-            z.scatter_(get["dim"], get["index"], True)
-        elif name in ("index_copy_", "index_fill_", "index_add_", "index_reduce_"):
-            z.index_fill_(get["dim"], get["index"], True)
-        elif name in ("masked_fill_", "masked_scatter_"):
-            z |= get["mask"].to(torch.bool).expand_as(z)
-        elif name == "put_":
-            index = get["index"].flatten()
-            z.view(-1).index_fill_(0, torch.where(index < 0, index + z.numel(), index), True)
-        elif name == "fill_diagonal_":
-            z.fill_diagonal_(True, get.get("wrap", False))
-        return z
-
-    def reads_before(self, plan: _Plan, bound: Bound) -> list[UnwrittenRead]:
-        """Never-written elements this call is about to read."""
-        if not self.init.entries or plan.view or plan.metadata:
-            return []
-        torch = self._torch
-        found: list[UnwrittenRead] = []
-        flags = {k: bound[k][0] for k in ("accumulate", "include_self", "reduce", "beta") if k in bound}
-        for name in plan.names:
-            value = bound[name][0]
-            if name in plan.outs or value is None:
-                continue
-            touched = None
-            if name in plan.written:
-                kind = write_kind(plan.name, flags)
-                if kind in ("full", "partial"):
-                    continue
-                if kind == "accumulate":
-                    touched = self._touched(plan, value, bound)
-            elif name == "self" and plan.name in BETA_OPS and flags.get("beta") == 0:
-                continue
-            elif plan.name == "scatter" or plan.name.startswith("scatter_"):
-                if name == "src" and isinstance(value, torch.Tensor):
-                    index = bound["index"][0]
-                    value = value[tuple(slice(0, s) for s in index.shape)]
-            for t in value if isinstance(value, (list, tuple)) else (value,):
-                entry = self.init.lookup(t)
-                if entry is None or entry.reports >= _MAX_REPORTS_PER_ALLOC:
-                    continue
-                read = self.init.unread(entry, t, touched)
-                if read is not None:
-                    entry.reports += 1
-                    found.append(read)
-        return found
-
-    def writes_after(self, plan: _Plan, bound: Bound, out: Any,
-                     node: str, grown: list[tuple[Any, int]]) -> None:
-        """Mark what this call wrote, and start tracking what it allocated uninitialized."""
-        torch = self._torch
-        if plan.name in ALLOC_OPS:
-            for t in iter_tensors(out):
-                self.init.allocate(t, node, f"aten.{plan.name}")
-            return
-        for t, old_elements in grown:
-            if self.init.lookup(t) is None:
-                self.init.allocate(t, node, f"aten.{plan.name}", old_elements)
-        if not self.init.entries or not plan.written or plan.metadata:
-            return
-        flags = {k: bound[k][0] for k in ("accumulate", "include_self", "reduce", "beta") if k in bound}
-        for name in plan.written:
-            value = bound[name][0]
-            for t in value if isinstance(value, (list, tuple)) else (value,):
-                if not isinstance(t, torch.Tensor) or self.init.lookup(t) is None:
-                    continue
-                partial = name not in plan.outs and write_kind(plan.name, flags) in ("partial", "accumulate")
-                self.init.write(t, self._touched(plan, t, bound) if partial else None)
-
-
 class SanitizeObserver(Watcher):
     """Checks each aten call before it runs (clamping bad indices), then notes what it wrote and created."""
 
@@ -312,7 +61,7 @@ class SanitizeObserver(Watcher):
 
         self._torch = torch
         self.sanitizer = sanitizer
-        self._pending: tuple[_Plan, Bound, list[_Bad], list[UnwrittenRead], list[tuple[Any, int]]] | None = None
+        self._pending: tuple[Plan, Bound, list[Bad], list[UnwrittenRead], list[tuple[Any, int]]] | None = None
 
     def before(self, call: Call) -> None:
         s = self.sanitizer
@@ -322,7 +71,7 @@ class SanitizeObserver(Watcher):
         bad = s.bounds(plan, bound) if plan.rule is not None else []
         for b in bad:
             if b.violation.clamped:
-                call.run_args, call.run_kwargs = _replace(call.run_args, call.run_kwargs, b.where, s.clamp(b))
+                call.run_args, call.run_kwargs = replace_argument(call.run_args, call.run_kwargs, b.where, s.clamp(b))
         run_bound = bind_arguments(func, call.run_args, call.run_kwargs) if bad else bound
         for name in plan.written - plan.outs:
             value = bound[name][0]
@@ -549,20 +298,117 @@ class MemoryCheck:
     """The `memory` live check: index bounds, reads of unwritten memory and leaks over `--iterations`.
 
     It watches the target run (its first iteration), makes the other iterations itself, and
-    keeps every other run of the same model safe by clamping bad indices there too.
+    keeps every other run of the same model safe by clamping bad indices there too. In a
+    coarse-to-fine capture (`live.memory_guard`) its guard mode checks every pass, pass 1
+    measures each module call's bytes, and the sanitizer records operators only in the suspect:
+    the first call with a finding, else the call whose bytes stand out against its peers.
     """
 
     name = "memory"
     needs_reference = False
+    coarse = True
+    measures = ("memory",)  # what pass 1 measures per module call (`live.coarse_meter`)
 
     def __init__(self) -> None:
         self.session: SanitizeSession | None = None
+        self.meter: Any = None
+        self.first: Sanitizer | None = None  # pass 1's guard sanitizer: what it found, labelled by position
+        self.window_observers: dict[int, SanitizeObserver] = {}  # side -> the observer recording its window
+        self.modes: list[Any] = []  # the guard modes of the passes so far
+        self.why: dict[str, Any] | None = None
 
     def observers(self, ctx: LiveContext, run: Run) -> list[Watcher]:
         if run.role == "target":
             self.session = SanitizeSession(run.model, run.inputs, run.device, ctx.options.iterations)
-            return [self.session.observer()]
-        return [SanitizeObserver(Sanitizer(run.model, run.inputs))]
+            self.window_observers[0] = self.session.observer()
+            return [self.window_observers[0]]
+        obs = SanitizeObserver(Sanitizer(run.model, run.inputs))
+        if run.role == "reference":
+            self.window_observers[1] = obs
+        return [obs]
+
+    def use_meter(self, meter: Any) -> None:
+        """The module pass's meter: on the CPU its bytes are those the guard mode saw created."""
+        self.meter = meter
+        if meter.device.backend == "cpu":
+            meter.created = lambda: self.modes[0].created if self.modes else 0
+
+    def coarse_around(self, ctx: LiveContext, side: int, stage: str) -> Any:
+        """The guard mode for one pass (`live.memory_guard`): pass 1 of the target keeps what it found."""
+        from ascend_tui.live.memory_guard import guard_mode_class
+
+        busy = [self.window_observers[side]] if stage == "window" and side in self.window_observers else []
+        if side == 0 and stage == "module":
+            self.first = Sanitizer(ctx.model, ctx.inputs)
+            meter = self.meter
+            mode = guard_mode_class()(SanitizeObserver(self.first), meter.where if meter is not None else lambda: "",
+                                      follow=True)
+        elif side == 0 and stage == "window" and self.session is not None:
+            self.session.san.reset()
+            mode = guard_mode_class()(self.session.observer(), lambda: "", busy)
+        else:  # the pass that looks for the overflow flag, the reference's passes: clamped the same way
+            ref = self.window_observers.get(1) if side == 1 else None
+            run_of = ref.sanitizer.run if ref is not None else (ctx.model, ctx.inputs)
+            mode = guard_mode_class()(SanitizeObserver(Sanitizer(*run_of)), lambda: "", busy)
+        self.modes.append(mode)
+        return mode
+
+    def coarse_suspect(self, ctx: LiveContext, events: Sequence[Any]) -> tuple[int, int] | None:
+        """The window around the first operator pass 1's guard mode found a memory error in."""
+        from ascend_tui.live.memory_guard import bug_window, enclosing_node, first_found, position
+
+        if self.first is not None:
+            k = first_found(self.first.violations, self.first.reads)
+            if k is not None:
+                window = bug_window(k, events)
+                label = min((x.node for x in (*self.first.violations, *self.first.reads) if position(x.node) == k),
+                            key=lambda n: int(n.rpartition(":")[2] or 0))
+                node = enclosing_node(label, events, self.meter.ordinals if self.meter is not None else ())
+                call = next((e for e in events if e.node == node), None)
+                what = "an index out of range" if any(v.node == label for v in self.first.violations) else \
+                    "a read of never-written memory"
+                self.why = {"measure": "memory", "module": call.module if call is not None else "",
+                            "text": f"the sanitizer's module pass found {what} in "
+                                    f"{(call.module or '<model>') if call is not None else 'the step'}",
+                            "events": list(window)}
+                return window
+        return None
+
+    def coarse_outlier(self, ctx: LiveContext, events: Sequence[Any]) -> tuple[int, int] | None:
+        """The forward module call whose bytes stand out against its peers' (`coarse_meter.choose`)."""
+        from ascend_tui.live.coarse_meter import MEMORY, call_window, choose, reason
+
+        found = choose(events, MEMORY)
+        if found is None:
+            return None
+        window = call_window(found[0])
+        self.why = {**reason(*found, MEMORY), "events": list(window)}
+        return window
+
+    def _coarse_evidence(self, ctx: LiveContext) -> None:
+        """The window's findings as recorded, pass 1's outside the window at their module calls' nodes."""
+        from ascend_tui.live.memory_guard import LABEL, adopt_leaks, enclosing_node, relabel
+
+        assert self.session is not None and ctx.target is not None and ctx.target.recorder is not None
+        san, coarse = self.session.san, ctx.coarse
+        events, graph = ctx.target.recorder.events, ctx.target.graph
+        ordinals = self.meter.ordinals if self.meter is not None else []
+        first = self.first or Sanitizer(ctx.model, ctx.inputs)
+        allocs = {(r.alloc_op, r.alloc): r.alloc_node for r in first.reads}  # pass 1 knew where each was made
+        reads = []
+        for r in san.reads:
+            if r.node not in graph:
+                continue
+            if r.alloc_node not in graph:
+                node = enclosing_node(allocs.get((r.alloc_op, r.alloc), ""), events, ordinals)
+                r = dataclasses.replace(r, alloc_node=node or r.alloc_node.lstrip(LABEL))
+            reads.append(r)
+        san.violations = [v for v in san.violations if v.node in graph] + [
+            dataclasses.replace(v, slot=0, indexed_slot=-1)
+            for v in relabel(first.violations, events, ordinals, coarse.window, ("node",))]
+        san.reads = reads + relabel(first.reads, events, ordinals, coarse.window, ("node", "alloc_node"))
+        san.leaks.born = {k: b for k, b in san.leaks.born.items() if b.node in graph}
+        adopt_leaks(first.leaks, san.leaks, events, ordinals, graph, coarse.window)
 
     def run(self, ctx: LiveContext, inv: Investigation) -> None:
         """Sanitizer findings, memory events and the per-iteration trend into `inv`."""
@@ -570,10 +416,24 @@ class MemoryCheck:
             cap = capture_sanitized(ctx.model, ctx.inputs, progress=ctx.progress, cancel=ctx.cancel,
                                     iterations=ctx.options.iterations, device=ctx.device)
         else:
+            if ctx.coarse is not None:
+                self._coarse_evidence(ctx)
             self.session.first_done(ctx.target)
             self.session.run_rest(ctx.progress, ctx.cancel, "sanitizing",
                                   [o for o in ctx.rerun_observers() if not isinstance(o, SanitizeObserver)])
             cap = self.session.result()
-        inv.replace_findings("memory", [_on_graph(f, inv.graph) for f in cap.findings])
+        found = [_on_graph(f, inv.graph) for f in cap.findings]
+        if ctx.coarse is not None:
+            found = [_module_level(f, inv.graph) for f in found]
+        inv.replace_findings("memory", found)
         inv.memory_events[:] = [e for e in inv.memory_events if e.tool != "live"] + list(cap.events)
         inv.memory_samples[:] = [s for s in inv.memory_samples if not s.label.startswith("live: ")] + list(cap.samples)
+
+
+def _module_level(f: Finding, graph: OpGraph) -> Finding:
+    """A finding on a whole module call says its operators were not recorded (coarse-to-fine, outside the window)."""
+    node = graph.get(f.node)
+    if node is None or not node.attrs or node.attrs.get("detail") != "module":
+        return f
+    return dataclasses.replace(f, message=f"{f.message} [module level: found in the module pass; this call's "
+                                          "operators were not recorded]")

@@ -13,7 +13,7 @@ DTYPES = ("float16", "bfloat16", "float32", "float64")  # float64: a reference o
 # The check settings (`RunOptions.settings`) the built-in checks read; a check of your own passes its
 # knobs inside `settings={...}`, which is taken as it is.
 KNOWN_SETTINGS = frozenset({"api_ids", "headroom_bits", "inf_nan_mode", "overflow_evidence", "precision_replays",
-                            "precision_thresholds", "profile_steps", "profile_warmup", "range_dtype",
+                            "precision_thresholds", "profile_coarse", "profile_steps", "profile_warmup", "range_dtype",
                             "underflow_fraction"})
 
 

@@ -43,6 +43,28 @@ class ProfileCheck:
 
     name = "profile"
     needs_reference = False
+    coarse = True  # pass 1 times every module call; the one that stands out is recorded operator by operator
+    measures = ("time",)  # what pass 1 measures per module call (`live.coarse_meter`)
+
+    def __init__(self) -> None:
+        self.why: dict[str, Any] | None = None
+
+    @staticmethod
+    def coarse_when(options: Any) -> bool:
+        """Coarse-to-fine only when asked (setting `profile_coarse`): the fix workflow patches the layout pairs'
+        source lines, which only a capture of every operator in those modules has."""
+        return bool(options.setting("profile_coarse", False))
+
+    def coarse_outlier(self, ctx: LiveContext, events: Sequence[Any]) -> tuple[int, int] | None:
+        """The window of the forward module call whose time stands out against its peers' (`coarse_meter.choose`)."""
+        from ascend_tui.live.coarse_meter import TIME, call_window, choose, reason
+
+        found = choose(events, TIME)
+        if found is None:
+            return None
+        window = call_window(found[0])
+        self.why = {**reason(*found, TIME), "events": list(window)}
+        return window
 
     def observers(self, ctx: LiveContext, run: Run) -> list[Any]:
         return []  # profiling runs its own steps: observers on the capture would time the capture instead
@@ -78,9 +100,40 @@ class ProfileCheck:
         inv.profile = profile
         found = advise(profile)
         structural = layout_pairs.finding(inv.graph, profile)  # the graph says whether layout is a problem
+        if ctx.coarse is not None and any(f.kind == "layout_conversion" for f in found):
+            structural = self._layout_over_every_operator(ctx, inv, profile) or structural
         if structural is not None:
             found = [f for f in found if f.kind != "layout_conversion"] + [structural]
+        if ctx.coarse is not None and profile.extra.get("module_level_rows"):
+            inv.run.extra.setdefault("notes", []).append(
+                f"profile: {profile.extra['module_level_rows']} profiled operator rows belong to module calls whose "
+                "operators were not recorded (coarse-to-fine: operators only in the suspect module); the graph's "
+                "layout-pair check saw only the suspect's: --detail full records every operator")
         inv.replace_findings("profile", found)
+
+
+    def _layout_over_every_operator(self, ctx: LiveContext, inv: Investigation, profile: Profile) -> Any:
+        """The layout-pair finding read off a capture of every operator (a coarse graph holds the suspect's only),
+        put on `inv.graph`: the pair's own node when the window recorded it, else its module call's node."""
+        import dataclasses
+
+        from ascend_tui.live.context import guarded
+        from ascend_tui.live.recording import capture
+
+        whole = guarded(ctx.options.target, "the layout pass", lambda: capture(
+            ctx.model, ctx.inputs, observers=ctx.rerun_observers(), cancel=ctx.cancel, phase_label="layout pass"))
+        found = layout_pairs.finding(whole.graph, profile)
+        if found is None:
+            return None
+        graph = inv.graph
+        if found.node in graph and graph.node(found.node).op_type == found.op_type:
+            return found
+        calls = {n.module: n.id for n in graph if n.attrs and n.attrs.get("detail") == "module"}
+        node = _module_call(found.module, calls)
+        if node is None:
+            return None
+        n = graph.node(node)
+        return dataclasses.replace(found, node=node, op_type=n.op_type, index=n.index)
 
 
 def profile_model(model: Any, inputs: Any, device: Device, *, steps: int = 3, warmup: int = 1,
@@ -239,8 +292,12 @@ def attribute_nodes(profile: Profile, graph: OpGraph) -> Profile:
     if t.n == 0 or len(graph) == 0:
         return profile
     by_key: dict[tuple[str, str], list[str]] = {}
+    calls: dict[str, str] = {}  # module path -> its first module-level node (a coarse-to-fine capture)
     for node in graph:
         if node.is_placeholder or node.phase != "forward":
+            continue
+        if node.attrs and node.attrs.get("detail") == "module":
+            calls.setdefault(node.module, node.id)
             continue
         by_key.setdefault((node.module, normalize(node.op_type)), []).append(node.id)
     seen: dict[tuple[int, str, str], int] = {}
@@ -248,6 +305,7 @@ def attribute_nodes(profile: Profile, graph: OpGraph) -> Profile:
     aliases: dict[str, list[str]] = profile.extra.get("aliases", {})
     out: list[str] = []
     unmatched: dict[str, int] = {}
+    at_module = 0
     for i in range(t.n):
         name, module = names.values[names.codes[i]], modules.values[modules.codes[i]]
         key = next(((module, normalize(a)) for a in (name, *aliases.get(name, ())) if (module, normalize(a)) in by_key),
@@ -255,15 +313,32 @@ def attribute_nodes(profile: Profile, graph: OpGraph) -> Profile:
         k = seen.get((int(steps[i]), *key), 0)
         seen[(int(steps[i]), *key)] = k + 1
         ids = by_key.get(key)
+        call = _module_call(module, calls) if not ids and calls else None
         if ids:
             out.append(ids[k % len(ids)])
+        elif call is not None:  # its operators were not recorded: the row belongs to the whole call
+            out.append(call)
+            at_module += 1
         else:
             out.append("")
             where = f"{module}/{name}" if module else name
             unmatched[where] = unmatched.get(where, 0) + 1
     profile.kernels = t.with_text("node", Codes.of(out))
     profile.unmatched = tuple(sorted(unmatched))
+    if at_module:
+        profile.extra["module_level_rows"] = at_module
     return profile
+
+
+def _module_call(module: str, calls: dict[str, str]) -> str | None:
+    """The module-level node of `module`'s call, or of the nearest enclosing module that has one."""
+    path = module
+    while True:
+        if path in calls:
+            return calls[path]
+        if not path:
+            return None
+        path = path.rsplit(".", 1)[0] if "." in path else ""
 
 
 def _npu_profile(model: Any, inputs: Any, device: Device, *, steps: int, warmup: int,

@@ -100,7 +100,8 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
     observers = [o for c in checks for o in c.observers(ctx, target_run)]
     api_ids = bool(options.setting("api_ids", False))
     coarse = options.detail != "full" and bool(checks) and options.iterations == 1 and not api_ids \
-        and all(getattr(c, COARSE, False) for c in checks)
+        and all(getattr(c, COARSE, False) and (not hasattr(c, "coarse_when") or c.coarse_when(options))
+                for c in checks)
     ref_stats = None
     ref_spec = None
     if options.reference and any(c.needs_reference for c in checks):
@@ -116,12 +117,17 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
         ref_run = Run("reference", r_model, r_inputs, r_dev)
         ref_side = Side(r_model, r_inputs, r_dev, [o for c in checks for o in c.observers(ctx, ref_run)])
     if coarse:
+        meter, around = _coarse_hooks(checks, ctx)
         ctx.coarse = guarded(options.target, "the model's step", lambda: coarse_capture(
             t_model, t_inputs, dev, backward=options.backward, loss=options.loss, observers=observers,
             saturation_limit=saturation_limit(options.setting("range_dtype") or run_dtype), progress=progress,
             cancel=cancel, reference=ref_side, on_target=lambda r: setattr(ctx, "target", r),
-            suspects=[_suspect(c, ctx) for c in checks if hasattr(c, "coarse_suspect")]))
+            suspects=[_suspect(c, ctx) for c in checks if hasattr(c, "coarse_suspect")], meter=meter,
+            around=around, outliers=[_outlier(c, ctx) for c in checks if hasattr(c, "coarse_outlier")]))
         ctx.target, ctx.reference = ctx.coarse.result, ctx.coarse.reference
+        end = ctx.coarse.window[1] if ctx.coarse.window is not None else None
+        ctx.coarse.why.extend(w for c in checks if isinstance(w := getattr(c, "why", None), dict)
+                              and w.get("events", (None, None))[1] == end)
     else:
         step = {"backward": options.backward, "loss": options.loss}  # a training step: forward and backward at once
         ctx.target = guarded(options.target, "the model's step" if options.backward else "the model's forward",
@@ -147,6 +153,10 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
         inv.run.extra.setdefault("notes", []).extend(notes)
     if ctx.coarse is not None:
         inv.run.extra["capture"] = ctx.coarse.describe()
+        for why in ctx.coarse.why:  # the report's notes say where operators were recorded, and why there
+            inv.run.extra.setdefault("notes", []).append(
+                f"operators recorded only in {why.get('module') or '<model>'} (every other module call is module "
+                f"level): {why.get('text', '')}")
     for i, check in enumerate(checks):
         if on_partial is not None:
             on_partial(inv.snapshot())
@@ -155,8 +165,39 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
     return inv
 
 
-def _suspect(check: Any, ctx: LiveContext) -> Callable[[Any], int | None]:
+def _suspect(check: Any, ctx: LiveContext) -> Callable[[Any], int | tuple[int, int] | None]:
     return lambda events: check.coarse_suspect(ctx, events)
+
+
+def _outlier(check: Any, ctx: LiveContext) -> Callable[[Any], int | tuple[int, int] | None]:
+    return lambda events: check.coarse_outlier(ctx, events)
+
+
+def _coarse_hooks(checks: tuple[LiveCheck, ...], ctx: LiveContext) -> tuple[Any, Any]:
+    """The module pass's meter (when a check measures time or memory per module call) and the checks' wrappers
+    around each pass (`coarse_capture`'s `meter` and `around`)."""
+    import contextlib
+
+    from ascend_tui.live.coarse_meter import MEMORY, TIME, Meter
+
+    measures = {m for c in checks for m in getattr(c, "measures", ())}
+    meter = Meter(ctx.device, seconds=TIME in measures, nbytes=MEMORY in measures) if measures else None
+    if meter is not None:
+        for c in checks:
+            if hasattr(c, "use_meter"):
+                c.use_meter(meter)
+    wrappers = [c.coarse_around for c in checks if hasattr(c, "coarse_around")]
+    if not wrappers:
+        return meter, None
+
+    @contextlib.contextmanager
+    def around(side: int, stage: str) -> Any:
+        with contextlib.ExitStack() as stack:
+            for wrap in wrappers:
+                stack.enter_context(wrap(ctx, side, stage))
+            yield
+
+    return meter, around
 
 
 def investigate(model: Any, inputs: Any = (), options: RunOptions | Mapping[str, Any] | None = None, *,
