@@ -177,6 +177,11 @@ class GradRecorder(Recorder):
         self.current: tuple[str, str] | None = None
         self._pending: list[tuple[str, Any]] = []
         self._hooks: list[Any] = []
+        self._owners: dict[Any, tuple[str, str]] | None = None  # autograd node -> its forward op (node id, module)
+        self._done: Any = None  # the node whose gradients the engine is adding into a consumer's buffer
+        import torch
+
+        self._autograd_node = torch._C._current_autograd_node
 
     def resolve(self) -> None:
         """Map the grad_fn of the last ops' outputs (set once autograd returned them) to their nodes."""
@@ -187,10 +192,29 @@ class GradRecorder(Recorder):
                 self.forward_of[fn] = (node_id, self.graph.node(node_id).module)
         self._pending.clear()
 
+    def before(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._owners is not None:
+            self._own()
+        super().before(func, args, kwargs)
+
     def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str:
-        if self._pending and self.phase == "forward":
+        if self._owners is not None:
+            self._own()
+        elif self._pending and self.phase == "forward":
             self.resolve()
         return super().record(func, args, kwargs, out)
+
+    def _own(self) -> None:
+        """Name the forward op (and module) of the autograd node the engine is running now, if any."""
+        node = self._autograd_node()
+        owner = None if node is None or node is self._done else self._owners.get(node)  # type: ignore[union-attr]
+        self.current = owner
+        stack = self.module_stack
+        if owner is not None and owner[1]:
+            if len(stack) != 1 or stack[0] != owner[1]:
+                stack[:] = [owner[1]]
+        elif stack:
+            stack.clear()
 
     def recorded(self, node_id: str, outputs: list[Any]) -> None:
         if self.phase == "forward":
@@ -209,8 +233,16 @@ class GradRecorder(Recorder):
             attrs["api"] = f"backward:{fwd.attrs['api']}"  # as msprobe names the backward of an API call
         return attrs
 
-    def hook_backward(self) -> None:
-        """Pre/post hooks on every mapped autograd node (and parameters' AccumulateGrad) naming the forward op."""
+    def hook_backward(self, root: Any = None) -> None:
+        """Map every recorded autograd node (and parameters' AccumulateGrad) to the forward op it belongs to.
+
+        While the engine runs a node, `torch._C._current_autograd_node()` names it: a gradient op
+        asks for it instead of a pre and a post hook on every node (two Python calls a node, about
+        a third of a bare dispatch mode's cost on a Llama step). After a node ran, the engine adds
+        its gradients into the buffers of consumers that get more than one (`add` ops no node
+        owns); those are told apart by a post hook, only on the nodes that feed such a buffer
+        (all mapped nodes when `root`, the loss's `grad_fn`, is not given to find them).
+        """
         self.resolve()
         nodes = dict(self.forward_of)
         for fn in list(nodes):
@@ -220,17 +252,14 @@ class GradRecorder(Recorder):
                     kind, name = self._named.get(id(var), ("", ""))
                     if kind == "param":
                         nodes[nxt] = (f"param:{name}", name.rsplit(".", 1)[0] if "." in name else "")
-        for fn, owner in nodes.items():
-            self._hooks.append(fn.register_prehook(self._enter(owner)))
-            self._hooks.append(fn.register_hook(self._leave))
+        self._owners = nodes
+        feeders = _meeting_feeders(root) if root is not None else None
+        for fn in nodes:
+            if feeders is None or fn in feeders:
+                self._hooks.append(fn.register_hook(functools.partial(self._leave, fn)))
 
-    def _enter(self, owner: tuple[str, str]) -> Callable[..., None]:
-        def pre(_grad_outputs: Any) -> None:
-            self.current = owner
-            self.module_stack[:] = [owner[1]] if owner[1] else []
-        return pre
-
-    def _leave(self, _grad_inputs: Any, _grad_outputs: Any) -> None:
+    def _leave(self, fn: Any, _grad_inputs: Any, _grad_outputs: Any) -> None:
+        self._done = fn
         self.current = None
         self.module_stack.clear()
 
@@ -238,6 +267,24 @@ class GradRecorder(Recorder):
         for h in self._hooks:
             h.remove()
         self._hooks.clear()
+        self._owners = self._done = None
+
+
+def _meeting_feeders(root: Any) -> set[Any]:
+    """The autograd nodes (reachable from `root`) that send a gradient into an input another node also sends one to."""
+    senders: dict[tuple[Any, int], list[Any]] = {}
+    seen = {root}
+    todo = [root]
+    while todo:
+        fn = todo.pop()
+        for nxt, slot in getattr(fn, "next_functions", ()):
+            if nxt is None:
+                continue
+            senders.setdefault((nxt, slot), []).append(fn)
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return {fn for fns in senders.values() if len(fns) > 1 for fn in fns}
 
 
 def default_loss(outputs: Any) -> Any:
@@ -270,7 +317,7 @@ def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable
         with recording(model, recorder, observers, grad=True, autocast=autocast):
             outputs = call_model(model, inputs)
             value = (loss or default_loss)(outputs)
-            recorder.hook_backward()
+            recorder.hook_backward(getattr(value, "grad_fn", None))
             recorder.phase = "backward"
             value.backward()
         recorder.current = None
