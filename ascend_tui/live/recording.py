@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 from ascend_tui.graph.opgraph import OpNode
 from ascend_tui.live.aten import overload_facts
 from ascend_tui.live.capture import CaptureResult, Recorder, call_model, iter_tensors
+from ascend_tui.live.frames import stop_at
 from ascend_tui.progress import Progress, frozen_gc
 
 
@@ -330,6 +331,11 @@ def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable
         with torch.no_grad():
             for b, kept in buffers:
                 b.copy_(kept)
+
+
+# The loss and the backward are called from here, not from the model: a gradient op's stack (and the loss's)
+# ends here, where the script that started the run would otherwise be named.
+stop_at(grad_capture)
 
 
 def _grad_nodes(recorder: Recorder, params: list[tuple[str, Any]]) -> None:
