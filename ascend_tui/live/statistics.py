@@ -373,22 +373,26 @@ _BIN_STARTS = np.flatnonzero(np.diff(_BIN_OF_EXPONENT, prepend=-1))  # each bin'
 
 def raw_histogram(view: np.ndarray, sampled: bool = False) -> np.ndarray:
     """`histogram_row` of a raw float32 view (or of its `sample_of`, when `sampled`), binned by numpy:
-    one `bincount` of the biased exponents, then zeros (exponent 0) and NaN (exponent 255) taken out."""
+    one `bincount` of sign and biased exponent (the sign folded after), then zeros (exponent 0) and NaN
+    (exponent 255) taken out; |x| is computed only when there are any."""
     sample = view if sampled else sample_of(view)
-    magnitude = sample.view(np.uint32) & np.uint32(0x7FFFFFFF)
-    exponents = np.bincount((magnitude >> 23).ravel(), minlength=256)
+    bits = sample.view(np.uint32)
+    counts = np.bincount((bits >> 23).ravel(), minlength=512)
+    exponents = counts[:256] + counts[256:]
     row = np.empty(HIST_BINS + 1, dtype=np.int64)
     row[:HIST_BINS] = np.add.reduceat(exponents, _BIN_STARTS)
     left_out = 0
-    if exponents[0]:
-        zeros = int(np.count_nonzero(magnitude == 0))
-        row[_BIN_OF_EXPONENT[0]] -= zeros
-        left_out += zeros
-    if exponents[255]:
-        nan = int(np.count_nonzero(magnitude > 0x7F800000))
-        row[_BIN_OF_EXPONENT[255]] -= nan
-        left_out += nan
-    row[HIST_BINS] = magnitude.size - left_out
+    if exponents[0] or exponents[255]:
+        magnitude = bits & np.uint32(0x7FFFFFFF)
+        if exponents[0]:
+            zeros = int(np.count_nonzero(magnitude == 0))
+            row[_BIN_OF_EXPONENT[0]] -= zeros
+            left_out += zeros
+        if exponents[255]:
+            nan = int(np.count_nonzero(magnitude > 0x7F800000))
+            row[_BIN_OF_EXPONENT[255]] -= nan
+            left_out += nan
+    row[HIST_BINS] = bits.size - left_out
     return row
 
 
