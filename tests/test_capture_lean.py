@@ -191,3 +191,37 @@ def test_gradient_ops_never_name_the_code_that_started_the_capture() -> None:
     assert user_backward and {n.source.function for n in user_backward} == {"backward"}  # Twice.backward
     assert all(n.source.file == here for n in user_backward)
     assert any(n.phase == "backward" and n.source is None for n in nodes)  # the engine's own gradient ops
+
+
+def test_a_host_batch_of_many_blocks_gives_every_tensor_its_own_row_histogram_and_evidence() -> None:
+    from ascend_tui.live.statistics import CHUNK, HostBatch, histogram_row
+
+    g = torch.Generator().manual_seed(3)
+    tensors = []
+    for i in range(300):  # ~1.2M values: several blocks of CHUNK, tensors of every size the batch takes
+        t = torch.randn(int(torch.randint(1, 8193, (1,), generator=g)), generator=g) * 10.0 ** (i % 7 - 3)
+        if i % 5 == 0:
+            t = t.relu()
+        if i % 17 == 0:
+            t[0] = float("nan")
+        if i % 23 == 0:
+            t[-1] = float("-inf")
+        tensors.append(t)
+    assert sum(t.numel() for t in tensors) > 3 * CHUNK
+    batch = HostBatch(torch, flush_below=2.0**-24, flush_dtype="float16")
+    slots = [batch.add(t, True) for t in tensors]
+    values, hists = batch.finish()
+    evidence = batch.evidence()
+    for slot, t in zip(slots, tensors):
+        x = t.double()
+        finite = bool(torch.isfinite(x).all())
+        assert values[slot][4:].tolist() == [int(torch.isnan(x).sum()), int(torch.isinf(x).sum()), int((x == 0).sum())]
+        if not bool(torch.isnan(x).any()):
+            assert values[slot][:2].tolist() == [float(x.min()), float(x.max())]
+        if finite:
+            assert values[slot][2] == pytest.approx(float(x.sum()), rel=1e-9, abs=1e-9)
+            assert values[slot][3] == pytest.approx(float(torch.linalg.vector_norm(x)), rel=1e-9)
+        np.testing.assert_array_equal(hists[slot], histogram_row(torch, t))
+        nonzero = x != 0
+        assert evidence[slot][1] == int(nonzero.sum())
+        assert evidence[slot][0] == int((nonzero & (t.half() == 0)).sum())

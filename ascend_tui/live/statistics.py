@@ -133,16 +133,37 @@ class HostBatch:
         return self._values[: self._n], self._hist[: self._n]
 
     def _reduce(self, arena: _Arena) -> None:
-        """Reduce every pending tensor of `arena` into its rows, then empty the arena."""
+        """Reduce every pending tensor of `arena` into its rows, then empty the arena.
+
+        The tensors are reduced a block of about `CHUNK` values at a time: each block's float64
+        copy and masks stay in the cache for every pass (one pass over the whole 32 MiB arena
+        made temporaries of up to 256 MiB and ran at memory speed, ~40 ns a value on a busy VM).
+        """
         if not arena.starts:
             return
-        data = arena.buf[: arena.used]
+        starts = np.asarray(arena.starts, dtype=np.int64)
+        slots = np.asarray(arena.slots, dtype=np.int64)
+        want = np.asarray(arena.hist, dtype=bool)
+        ends = np.append(starts[1:], arena.used)
+        first = 0
+        while first < len(starts):
+            last = int(np.searchsorted(starts, starts[first] + CHUNK, side="left"))
+            last = max(last, first + 1)
+            self._reduce_block(arena, starts[first:last], ends[first:last], slots[first:last], want[first:last])
+            first = last
+        arena.used = 0
+        arena.starts, arena.slots, arena.hist = [], [], []
+
+    def _reduce_block(self, arena: _Arena, starts: np.ndarray, ends: np.ndarray, slots: np.ndarray,
+                      want: np.ndarray) -> None:
+        """Rows (and histograms) of the consecutive tensors `starts`..`ends` of `arena`."""
+        lo = int(starts[0])
+        data = arena.buf[lo: int(ends[-1])]
+        starts = starts - lo
         if arena.kind == "bf":
             a = (data.astype(np.uint32) << 16).view(np.float32)
         else:
             a = data.astype(np.float32, copy=False)
-        starts = np.asarray(arena.starts, dtype=np.int64)
-        slots = np.asarray(arena.slots, dtype=np.int64)
         out = np.empty((len(starts), 7), dtype=np.float64)
         with np.errstate(invalid="ignore", over="ignore"):
             out[:, 0] = np.minimum.reduceat(a, starts)
@@ -160,12 +181,8 @@ class HostBatch:
         if self.flush_below is not None and arena.kind != "i":
             self._evidence[slots] = _evidence_rows(data if arena.kind == "f" and data.dtype == np.float64 else a,
                                                    starts, self.flush_below, self.flush_dtype)
-        want = np.asarray(arena.hist, dtype=bool)
         if want.any():
-            ends = np.append(starts[1:], arena.used)
-            self._hist[slots[want]] = _batch_histograms(a, starts[want], (ends - starts)[want])
-        arena.used = 0
-        arena.starts, arena.slots, arena.hist = [], [], []
+            self._hist[slots[want]] = _batch_histograms(a, starts[want], (ends - lo - starts)[want])
 
 
 def flushed_by_cast(v: np.ndarray, dtype: str, flush_below: float) -> np.ndarray:
