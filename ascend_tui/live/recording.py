@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from ascend_tui.graph.opgraph import OpNode
 from ascend_tui.live.aten import overload_facts
-from ascend_tui.live.capture import CaptureResult, Recorder, call_model, iter_tensors
+from ascend_tui.live.capture import ABSENT, CaptureResult, Recorder, call_model, iter_tensors
 from ascend_tui.live.frames import stop_at
 from ascend_tui.progress import Progress, frozen_gc
 
@@ -180,6 +180,7 @@ class GradRecorder(Recorder):
         self._hooks: list[Any] = []
         self._owners: dict[Any, tuple[str, str]] | None = None  # autograd node -> its forward op (node id, module)
         self._done: Any = None  # the node whose gradients the engine is adding into a consumer's buffer
+        self._backward_api: dict[str, str | None] = {}  # forward node id -> its gradient ops' msprobe API id
         import torch
 
         self._autograd_node = torch._C._current_autograd_node
@@ -225,13 +226,18 @@ class GradRecorder(Recorder):
 
     def node_attrs(self, func: Any, facts: Any) -> dict[str, Any] | None:
         """A gradient op's attributes name the forward op it belongs to (and msprobe's `backward:` API id)."""
-        attrs = super().node_attrs(func, facts)
-        if self.current is None or self.phase == "forward":
+        current = self.current
+        attrs = facts.attrs if self.api is None else self._attrs(func)
+        if current is None or self.phase == "forward":
             return attrs
-        attrs = {**(attrs or {}), "forward": self.current[0]}
-        fwd = self.graph.get(self.current[0])
-        if fwd is not None and fwd.attrs and "api" in fwd.attrs:
-            attrs["api"] = f"backward:{fwd.attrs['api']}"  # as msprobe names the backward of an API call
+        attrs = {**attrs, "forward": current[0]} if attrs else {"forward": current[0]}
+        api = self._backward_api.get(current[0], ABSENT)
+        if api is ABSENT:
+            fwd = self.graph.get(current[0])
+            api = self._backward_api[current[0]] = (  # as msprobe names the backward of an API call
+                f"backward:{fwd.attrs['api']}" if fwd is not None and fwd.attrs and "api" in fwd.attrs else None)
+        if api is not None:
+            attrs["api"] = api
         return attrs
 
     def hook_backward(self, root: Any = None) -> None:
