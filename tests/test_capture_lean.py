@@ -225,3 +225,20 @@ def test_a_host_batch_of_many_blocks_gives_every_tensor_its_own_row_histogram_an
         nonzero = x != 0
         assert evidence[slot][1] == int(nonzero.sum())
         assert evidence[slot][0] == int((nonzero & (t.half() == 0)).sum())
+
+
+class RootlessGradRecorder(GradRecorder):
+    """The lean recorder when the loss's graph is not known: a post hook on every mapped node."""
+
+    def hook_backward(self, root: Any = None) -> None:
+        super().hook_backward(None)
+
+
+def test_without_the_loss_graph_every_node_gets_the_post_hook_and_the_graph_is_the_same() -> None:
+    torch.manual_seed(0)
+    model = gpt2().train()
+    torch.manual_seed(1)
+    lean = capture(model, inputs(), backward=True, loss=loss, source=False)
+    torch.manual_seed(1)
+    rootless = capture(model, inputs(), backward=True, loss=loss, source=False, recorder_class=RootlessGradRecorder)
+    assert graph_rows(lean.graph) == graph_rows(rootless.graph)
