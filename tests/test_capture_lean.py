@@ -242,3 +242,39 @@ def test_without_the_loss_graph_every_node_gets_the_post_hook_and_the_graph_is_t
     torch.manual_seed(1)
     rootless = capture(model, inputs(), backward=True, loss=loss, source=False, recorder_class=RootlessGradRecorder)
     assert graph_rows(lean.graph) == graph_rows(rootless.graph)
+
+
+class CheckpointedBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)))
+
+
+class Checkpointed(nn.Module):
+    def __init__(self, reentrant: bool) -> None:
+        super().__init__()
+        self.blk, self.out, self.reentrant = CheckpointedBlock(), nn.Linear(8, 1), reentrant
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        return self.out(checkpoint(self.blk, x, use_reentrant=self.reentrant))
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_a_checkpointed_block_recomputed_in_backward_is_recorded_as_the_hooked_recorder_did(reentrant: bool) -> None:
+    # Its recomputation calls modules inside a gradient node (their pushes must survive), and a reentrant one
+    # runs a backward of its own inside that node.
+    def run(recorder_class: Any = None) -> Any:
+        torch.manual_seed(0)
+        model = Checkpointed(reentrant)
+        x = torch.randn(4, 8, requires_grad=True)
+        return capture(model, (x,), backward=True, source=False, recorder_class=recorder_class)
+
+    lean, hooked = run(), run(HookedGradRecorder)
+    assert graph_rows(lean.graph) == graph_rows(hooked.graph)
+    recomputed = [n for n in lean.graph.nodes if n.phase == "backward" and n.module.startswith("blk.")]
+    assert recomputed

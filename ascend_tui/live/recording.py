@@ -181,9 +181,12 @@ class GradRecorder(Recorder):
         self._owners: dict[Any, tuple[str, str]] | None = None  # autograd node -> its forward op (node id, module)
         self._done: Any = None  # the node whose gradients the engine is adding into a consumer's buffer
         self._backward_api: dict[str, str | None] = {}  # forward node id -> its gradient ops' msprobe API id
+        self._base = 0  # 1 while the bottom of the module stack is the running node's owner module (set by `_own`)
         import torch
 
         self._autograd_node = torch._C._current_autograd_node
+        self._graph_task = torch._C._current_graph_task_id
+        self._task: int | None = None  # the id of the step's backward graph task, once it runs
 
     def resolve(self) -> None:
         """Map the grad_fn of the last ops' outputs (set once autograd returned them) to their nodes."""
@@ -208,15 +211,28 @@ class GradRecorder(Recorder):
 
     def _own(self) -> None:
         """Name the forward op (and module) of the autograd node the engine is running now, if any."""
+        task = self._graph_task()
+        if self._task != task:
+            if self._task is None and task >= 0:
+                self._task = task  # the step's own backward
+            elif task >= 0:  # a backward run inside a node (a reentrant checkpoint's): its nodes are nobody's,
+                return  # so its ops stay with the node that runs it, as that node's hooks would have left them
         node = self._autograd_node()
         owner = None if node is None or node is self._done else self._owners.get(node)  # type: ignore[union-attr]
         self.current = owner
+        # The owner's module is the bottom of the stack; module calls the node's own work makes (a
+        # checkpointed block recomputed inside it) push and pop above it and are left alone.
         stack = self.module_stack
-        if owner is not None and owner[1]:
-            if len(stack) != 1 or stack[0] != owner[1]:
-                stack[:] = [owner[1]]
-        elif stack:
-            stack.clear()
+        module = owner[1] if owner is not None else ""
+        if self._base:
+            if not module:
+                del stack[0]
+                self._base = 0
+            elif stack[0] != module:
+                stack[0] = module
+        elif module:
+            stack.insert(0, module)
+            self._base = 1
 
     def recorded(self, node_id: str, outputs: list[Any]) -> None:
         if self.phase == "forward":
@@ -269,12 +285,14 @@ class GradRecorder(Recorder):
         self._done = fn
         self.current = None
         self.module_stack.clear()
+        self._base = 0
 
     def remove_hooks(self) -> None:
         for h in self._hooks:
             h.remove()
         self._hooks.clear()
-        self._owners = self._done = None
+        self._owners = self._done = self._task = None
+        self._base = 0
 
 
 def _meeting_feeders(root: Any) -> set[Any]:
