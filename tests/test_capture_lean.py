@@ -278,3 +278,22 @@ def test_a_checkpointed_block_recomputed_in_backward_is_recorded_as_the_hooked_r
     assert graph_rows(lean.graph) == graph_rows(hooked.graph)
     recomputed = [n for n in lean.graph.nodes if n.phase == "backward" and n.module.startswith("blk.")]
     assert recomputed
+
+
+class Hooked(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.a(x))
+        h.register_hook(lambda g: g * 0.5)  # the user's own hook on a gradient
+        return self.b(h)
+
+
+def test_an_op_of_a_users_gradient_hook_belongs_to_the_backward_that_consumes_the_gradient() -> None:
+    # (The hook-based recorder gave it no forward op: a tensor hook runs before the node's pre hook.)
+    torch.manual_seed(0)
+    result = capture(Hooked(), (torch.randn(2, 4),), backward=True, source=False)
+    scaled = result.graph.node("backward:mul.0")
+    assert (scaled.attrs or {}).get("forward") == "relu.0"
