@@ -105,32 +105,45 @@ def _classify(code: CodeType) -> int:
 
 
 def user_source(skip: int = 2) -> SourceLocation | None:
-    """The innermost frames of the user's code that led to the current call (cached per distinct call stack)."""
+    """The innermost frames of the user's code that led to the current call (cached per distinct call stack).
+
+    The walk keeps only (code id, instruction offset) pairs, the cache key; the frames themselves
+    are walked again only for a stack not seen before.
+    """
     frame: FrameType | None = sys._getframe(skip)
     key: list[int] = []
-    users: list[FrameType] = []
-    user_code = _USER_CODE
+    append = key.append
+    get = _USER_CODE.get
+    depth = 2 * STACK_DEPTH
     while frame is not None:
         code = frame.f_code
-        kind = user_code.get(id(code))
+        kind = get(id(code))
         if kind is None:
             kind = _classify(code)
         if kind == _USER:
-            key.append(id(code))
-            key.append(frame.f_lasti)
-            users.append(frame)
-            if len(users) == STACK_DEPTH:
+            append(id(code))
+            append(frame.f_lasti)
+            if len(key) == depth:
                 break
         elif kind == _STOP:
             break
         frame = frame.f_back
-    if not users:
+    if not key:
         return None
     k = tuple(key)
     found = _LOCATIONS.get(k)
     if found is None:
-        lines = tuple(f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}" for f in users)
-        first = users[0]
-        found = _LOCATIONS[k] = SourceLocation(first.f_code.co_filename, first.f_lineno, first.f_code.co_name,
-                                               lines)
+        found = _LOCATIONS[k] = _location(sys._getframe(skip), len(key) // 2)
     return found
+
+
+def _location(frame: FrameType | None, count: int) -> SourceLocation:
+    """The `SourceLocation` of the first `count` user frames from `frame` outwards."""
+    users: list[FrameType] = []
+    while frame is not None and len(users) < count:
+        if _USER_CODE.get(id(frame.f_code)) == _USER:
+            users.append(frame)
+        frame = frame.f_back
+    lines = tuple(f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}" for f in users)
+    first = users[0]
+    return SourceLocation(first.f_code.co_filename, first.f_lineno, first.f_code.co_name, lines)

@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from ascend_tui.graph.opgraph import OpNode
 from ascend_tui.live.aten import overload_facts
-from ascend_tui.live.capture import CaptureResult, Recorder, call_model, iter_tensors
+from ascend_tui.live.capture import ABSENT, CaptureResult, Recorder, call_model, iter_tensors
+from ascend_tui.live.frames import stop_at
 from ascend_tui.progress import Progress, frozen_gc
 
 
@@ -177,6 +178,15 @@ class GradRecorder(Recorder):
         self.current: tuple[str, str] | None = None
         self._pending: list[tuple[str, Any]] = []
         self._hooks: list[Any] = []
+        self._owners: dict[Any, tuple[str, str]] | None = None  # autograd node -> its forward op (node id, module)
+        self._done: Any = None  # the node whose gradients the engine is adding into a consumer's buffer
+        self._backward_api: dict[str, str | None] = {}  # forward node id -> its gradient ops' msprobe API id
+        self._base = 0  # 1 while the bottom of the module stack is the running node's owner module (set by `_own`)
+        import torch
+
+        self._autograd_node = torch._C._current_autograd_node
+        self._graph_task = torch._C._current_graph_task_id
+        self._task: int | None = None  # the id of the step's backward graph task, once it runs
 
     def resolve(self) -> None:
         """Map the grad_fn of the last ops' outputs (set once autograd returned them) to their nodes."""
@@ -187,10 +197,42 @@ class GradRecorder(Recorder):
                 self.forward_of[fn] = (node_id, self.graph.node(node_id).module)
         self._pending.clear()
 
+    def before(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._owners is not None:
+            self._own()
+        super().before(func, args, kwargs)
+
     def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str:
-        if self._pending and self.phase == "forward":
+        if self._owners is not None:
+            self._own()
+        elif self._pending and self.phase == "forward":
             self.resolve()
         return super().record(func, args, kwargs, out)
+
+    def _own(self) -> None:
+        """Name the forward op (and module) of the autograd node the engine is running now, if any."""
+        task = self._graph_task()
+        if self._task != task:
+            if self._task is None and task >= 0:
+                self._task = task  # the step's own backward
+            elif task >= 0:  # a backward run inside a node (a reentrant checkpoint's): its nodes are nobody's,
+                return  # so its ops stay with the node that runs it, as that node's hooks would have left them
+        node = self._autograd_node()
+        owner = None if node is None or node is self._done else self._owners.get(node)  # type: ignore[union-attr]
+        self.current = owner
+        # The owner's module is the bottom of the stack; module calls the node's own work makes (a
+        # checkpointed block recomputed inside it) push and pop above it and are left alone.
+        stack = self.module_stack
+        module = owner[1] if owner is not None else ""
+        if self._base:
+            if not module:
+                del stack[0]
+                self._base = 0
+            elif stack[0] != module:
+                stack[0] = module
+        elif module:
+            stack.insert(0, module)
+            self._base = 1
 
     def recorded(self, node_id: str, outputs: list[Any]) -> None:
         if self.phase == "forward":
@@ -200,17 +242,30 @@ class GradRecorder(Recorder):
 
     def node_attrs(self, func: Any, facts: Any) -> dict[str, Any] | None:
         """A gradient op's attributes name the forward op it belongs to (and msprobe's `backward:` API id)."""
-        attrs = super().node_attrs(func, facts)
-        if self.current is None or self.phase == "forward":
+        current = self.current
+        attrs = facts.attrs if self.api is None else self._attrs(func)
+        if current is None or self.phase == "forward":
             return attrs
-        attrs = {**(attrs or {}), "forward": self.current[0]}
-        fwd = self.graph.get(self.current[0])
-        if fwd is not None and fwd.attrs and "api" in fwd.attrs:
-            attrs["api"] = f"backward:{fwd.attrs['api']}"  # as msprobe names the backward of an API call
+        attrs = {**attrs, "forward": current[0]} if attrs else {"forward": current[0]}
+        api = self._backward_api.get(current[0], ABSENT)
+        if api is ABSENT:
+            fwd = self.graph.get(current[0])
+            api = self._backward_api[current[0]] = (  # as msprobe names the backward of an API call
+                f"backward:{fwd.attrs['api']}" if fwd is not None and fwd.attrs and "api" in fwd.attrs else None)
+        if api is not None:
+            attrs["api"] = api
         return attrs
 
-    def hook_backward(self) -> None:
-        """Pre/post hooks on every mapped autograd node (and parameters' AccumulateGrad) naming the forward op."""
+    def hook_backward(self, root: Any = None) -> None:
+        """Map every recorded autograd node (and parameters' AccumulateGrad) to the forward op it belongs to.
+
+        While the engine runs a node, `torch._C._current_autograd_node()` names it: a gradient op
+        asks for it instead of a pre and a post hook on every node (two Python calls a node, about
+        a third of a bare dispatch mode's cost on a Llama step). After a node ran, the engine adds
+        its gradients into the buffers of consumers that get more than one (`add` ops no node
+        owns); those are told apart by a post hook, only on the nodes that feed such a buffer
+        (all mapped nodes when `root`, the loss's `grad_fn`, is not given to find them).
+        """
         self.resolve()
         nodes = dict(self.forward_of)
         for fn in list(nodes):
@@ -220,24 +275,41 @@ class GradRecorder(Recorder):
                     kind, name = self._named.get(id(var), ("", ""))
                     if kind == "param":
                         nodes[nxt] = (f"param:{name}", name.rsplit(".", 1)[0] if "." in name else "")
-        for fn, owner in nodes.items():
-            self._hooks.append(fn.register_prehook(self._enter(owner)))
-            self._hooks.append(fn.register_hook(self._leave))
+        self._owners = nodes
+        feeders = _meeting_feeders(root) if root is not None else None
+        for fn in nodes:
+            if feeders is None or fn in feeders:
+                self._hooks.append(fn.register_hook(functools.partial(self._leave, fn)))
 
-    def _enter(self, owner: tuple[str, str]) -> Callable[..., None]:
-        def pre(_grad_outputs: Any) -> None:
-            self.current = owner
-            self.module_stack[:] = [owner[1]] if owner[1] else []
-        return pre
-
-    def _leave(self, _grad_inputs: Any, _grad_outputs: Any) -> None:
+    def _leave(self, fn: Any, _grad_inputs: Any, _grad_outputs: Any) -> None:
+        self._done = fn
         self.current = None
         self.module_stack.clear()
+        self._base = 0
 
     def remove_hooks(self) -> None:
         for h in self._hooks:
             h.remove()
         self._hooks.clear()
+        self._owners = self._done = self._task = None
+        self._base = 0
+
+
+def _meeting_feeders(root: Any) -> set[Any]:
+    """The autograd nodes (reachable from `root`) that send a gradient into an input another node also sends one to."""
+    senders: dict[tuple[Any, int], list[Any]] = {}
+    seen = {root}
+    todo = [root]
+    while todo:
+        fn = todo.pop()
+        for nxt, slot in getattr(fn, "next_functions", ()):
+            if nxt is None:
+                continue
+            senders.setdefault((nxt, slot), []).append(fn)
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return {fn for fns in senders.values() if len(fns) > 1 for fn in fns}
 
 
 def default_loss(outputs: Any) -> Any:
@@ -270,7 +342,7 @@ def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable
         with recording(model, recorder, observers, grad=True, autocast=autocast):
             outputs = call_model(model, inputs)
             value = (loss or default_loss)(outputs)
-            recorder.hook_backward()
+            recorder.hook_backward(getattr(value, "grad_fn", None))
             recorder.phase = "backward"
             value.backward()
         recorder.current = None
@@ -283,6 +355,11 @@ def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable
         with torch.no_grad():
             for b, kept in buffers:
                 b.copy_(kept)
+
+
+# The loss and the backward are called from here, not from the model: a gradient op's stack (and the loss's)
+# ends here, where the script that started the run would otherwise be named.
+stop_at(grad_capture)
 
 
 def _grad_nodes(recorder: Recorder, params: list[tuple[str, Any]]) -> None:
