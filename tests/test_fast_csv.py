@@ -52,6 +52,26 @@ def test_numbers_read_exactly_as_float_reads_them(tmp_path: Path) -> None:
     assert got[0] == 0.186 and got[8] == 123456789.25 and got[9] == -1.5 and got[11] == 2500.0 and got[13] == 3.5
 
 
+def test_start_times_read_exactly_as_to_ns_reads_them(tmp_path: Path) -> None:
+    """µs start times take the word path when their dot sits where the first one's does, else the digit matrix:
+    every cell must give `to_ns`'s exact ns (the decimals past the third cut), `N/A` NO_START."""
+    rng = random.Random(11)
+    cells = ["1736408883704643.212\t", "1736408883704643.2\t", "1736408883704643.\t", "1736408883704643.2125\t",
+             "1736408883704643.212 ", "1736408883704643.212\r", "1736408883704643.212", "1736408883704643.21234567",
+             "N/A", "", "12.5", "9223372036854775.807", " 1736408883704643.212", "1736408883704643.212\t\t",
+             "0000000000000001.001\t", "1736408883704643"]
+    for _ in range(3000):
+        width = rng.choice([16, 16, 16, rng.randint(1, 15)])  # 16 digits under 9.2e15: the ns fit an int64
+        whole = rng.choice("12345678") + "".join(rng.choice("0123456789") for _ in range(width - 1))
+        frac = "".join(rng.choice("0123456789") for _ in range(rng.randint(0, 7)))
+        cells.append(whole + ("." + frac if rng.random() < 0.95 else "") + rng.choice(["\t", "", " ", "\t"]))
+    body = "".join(f"op{i},{c},1\r\n" for i, c in enumerate(cells))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(profiler_csv, "_csv_tables", _refuse)
+        t = read_kernels(_write(tmp_path, "Name,Start Time(us),Duration(us)\r\n" + body))
+    assert t.start_ns.tolist() == [profiler_csv.to_ns(c) for c in cells]
+
+
 def test_quoted_separators_crlf_tabs_and_missing_cells(tmp_path: Path) -> None:
     header = "Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us),Block Dim,Input Shapes,aic_mac_ratio\r\n"
     rows = ['50,"Mat,Mul_1",MatMul,AI_CORE,1736408883704643.212\t,53.741,4294967295,"""32,3,224,224""",0.519\r\n',
