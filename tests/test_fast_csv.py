@@ -133,6 +133,37 @@ def test_rows_of_an_unread_column_decode_alone_across_blocks(tmp_path: Path, mon
     assert read_kernels(path).take(np.zeros(0, np.int64)).text["input_shapes"].values == []
 
 
+def test_a_strict_read_lets_the_bytes_go_and_reads_them_again_for_another_column(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folder reader decodes what the summaries read with the split and drops each block's bytes; a column
+    asked for later (formats, wait times, other counters) reads its blocks again from the file, the same as
+    the csv module reads it; a file changed in between is refused, not misread."""
+    monkeypatch.setattr(fast_csv, "BLOCK", 300)
+    released = []
+    real = fast_csv.Split.release
+    monkeypatch.setattr(fast_csv.Split, "release", lambda self, source: (released.append(self), real(self, source)))
+    header = "Name,Type,Start Time(us),Duration(us),Wait Time(us),Input Formats,aic_mac_ratio,aicore_time(us)\r\n"
+    body = "".join(f'k{i % 13},"T,{i % 3}",17364088837{i:05d}.{i % 1000:03d}\t,{i % 97}.25,{i % 5}.5,'
+                   f'"ND;{i % 4}",0.{i % 9},{i}.{i % 7}\r\n' for i in range(400))
+    path = _write(tmp_path, header + body)
+    from ascend_tui.readers.parse.skipped import Skipped
+
+    t = read_kernels(path, skipped=Skipped(str(path)))
+    assert len(released) > 20 and all(s._buf is None for s in released)  # every whole block let its bytes go
+    rows = range(400)
+    assert t.dur_us.tolist() == [i % 97 + 0.25 for i in rows] and [t.label("type", i) for i in rows] == \
+        [f"T,{i % 3}" for i in rows]
+    assert t.start_ns.tolist() == [profiler_csv.to_ns(f"17364088837{i:05d}.{i % 1000:03d}") for i in rows]
+    assert t.metrics["aic_mac_ratio"].tolist() == [np.float32(f"0.{i % 9}") for i in rows]
+    assert [t.label("input_formats", i) for i in rows] == [f"ND;{i % 4}" for i in rows]  # read again
+    assert t.floats["wait_us"].tolist() == [i % 5 + 0.5 for i in rows]
+    assert t.metrics["aicore_time(us)"].tolist() == [np.float32(f"{i}.{i % 7}") for i in rows]
+    again = read_kernels(path, skipped=Skipped(str(path)))
+    path.write_bytes(path.read_bytes().replace(b"ND;", b"NC;"))
+    with pytest.raises(InputError, match="changed while it was being read"):
+        again.text["input_formats"]
+
+
 def test_hash_collisions_fall_back_to_the_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With every word multiplier zero all cells of a length share a hash: the byte check must catch it."""
     monkeypatch.setattr(fast_csv, "_MIX", np.zeros_like(fast_csv._MIX))

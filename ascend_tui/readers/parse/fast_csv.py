@@ -12,7 +12,8 @@ which names the bad record; a cell that is not a number returns None for that co
 from __future__ import annotations
 
 import mmap
-from typing import Iterator
+import threading
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -98,21 +99,29 @@ class Scratch:
         return a[:n]
 
 
+_REREAD = threading.Lock()  # one block read again at a time: two threads asking for it read it once
+
+
 class Split:
     """The fields of the records in one block: record i's field j spans `bounds(j)[0][i]` to `bounds(j)[1][i]`.
 
     Where each field ends is kept relative to its record's start: the low byte of every offset
     plus a uint16 anchor a GROUP of fields (when no group spans 256 bytes; whole offsets otherwise),
     so the split costs about a fifth of the text it indexes and any column can be decoded later.
+    Once the columns a reader needs now are decoded, `release` lets the block's bytes go; a column
+    asked for later reads them again from their `source` (the file), checked to split the same.
     """
 
-    __slots__ = ("buf", "full", "row", "anchor", "delta", "n", "width", "ragged")  # delta: offsets or their low bytes
+    __slots__ = ("_buf", "_full", "_source", "row", "anchor", "delta", "n", "width", "ragged")  # delta: offsets
+    # or their low bytes
 
     def __init__(self, buf: np.ndarray, row: np.ndarray, ends: np.ndarray, ragged: bool = False) -> None:
         """`ends[i, j]`: where field j of record i ends in `buf`; `row[i]`: where record i starts."""
-        self.buf, self.row, self.ragged = buf, row, ragged
+        self._buf: np.ndarray | None = buf
+        self._source: Callable[[Split], np.ndarray] | None = None
+        self.row, self.ragged = row, ragged
         self.n, self.width = n, w = ends.shape
-        self.full = _padded(buf)
+        self._full: np.ndarray | None = _padded(buf)
         longest = int((ends[:, -1] - row).max()) if n else 0
         rel = np.empty((n, w), np.uint16 if longest < 65536 else np.int64)
         np.subtract(ends, row[:, None], out=rel, casting="unsafe")  # from the record's start
@@ -201,6 +210,40 @@ class Split:
                 first = np.where(blank, first + 1, first)
         return cls(buf, first, mat, ragged)
 
+    @property
+    def buf(self) -> np.ndarray:
+        """The block's bytes (read again from the source when they were released)."""
+        buf = self._buf
+        return buf if buf is not None else self._reread()[0]
+
+    @property
+    def full(self) -> np.ndarray:
+        """The block's bytes and the PAD bytes after them."""
+        full = self._full
+        return full if full is not None else self._reread()[1]
+
+    def release(self, source: Callable[[Split], np.ndarray]) -> None:
+        """Let the block's bytes go; `source(self)` gives them back (the same bytes, or an error) when a column
+        not decoded yet is asked for."""
+        self._source = source
+        self._buf = self._full = None
+
+    def same_records(self, buf: np.ndarray) -> bool:
+        """Whether `buf` ends its records where this block did (what a source checks bytes read again with)."""
+        if len(buf) == 0 or buf[-1] != NL or (self.n and int(self.row[-1]) >= len(buf)):
+            return False
+        return bool((buf[self.row[1:] - 1] == NL).all()) if self.n > 1 else True
+
+    def _reread(self) -> tuple[np.ndarray, np.ndarray]:
+        with _REREAD:
+            buf, full = self._buf, self._full
+            if buf is None or full is None:
+                assert self._source is not None
+                buf = self._source(self)
+                full = _padded(buf)
+                self._full, self._buf = full, buf
+            return buf, full
+
     def bounds(self, j: int, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of field j of every record, or of records `rows` (end excludes the delimiter and a CR
         before the newline)."""
@@ -257,15 +300,18 @@ class Split:
         else:
             raw *= _BYTE_INDEX[:8 * k_words] < lengths[:, None]
         m = raw.view("<u8")
-        x = m * _MIX[:k_words]
-        x ^= x >> _U(29)
-        h = x.sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _U(0x9E3779B97F4A7C15)
-        del x
+        if k_words == 1:  # the cleared word is the cell (with its length): no hash needed
+            h = m[:, 0]
+        else:
+            x = m * _MIX[:k_words]
+            x ^= x >> _U(29)
+            h = x.sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _U(0x9E3779B97F4A7C15)
+            del x
         found = _group(h)
         if found is not None:
             inverse, first = found
             rep = first[inverse]
-            if not (np.array_equal(lengths, lengths[rep]) and np.array_equal(m, m[rep])):
+            if not (np.array_equal(lengths, lengths[rep]) and (k_words == 1 or np.array_equal(m, m[rep]))):
                 found = None  # two values shared a hash: group the bytes themselves
         del m
         if found is None:

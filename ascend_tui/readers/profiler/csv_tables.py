@@ -12,20 +12,21 @@ import contextlib
 import csv
 import gzip
 import itertools
+import mmap
 import re
 import threading
 import zlib
 from decimal import Decimal, InvalidOperation
 from functools import partial
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, Sequence
+from typing import Any, BinaryIO, Callable, Iterator, Sequence
 
 import numpy as np
 
 from ascend_tui import threads
 from ascend_tui.errors import Cancelled, InputError
 import ascend_tui.readers.parse.fast_csv as fast_csv
-from ascend_tui.readers.parse.compressed import open_binary, open_text
+from ascend_tui.readers.parse.compressed import is_gzip, open_binary, open_text
 from ascend_tui.progress import Progress
 from ascend_tui.readers.parse.skipped import Skipped
 from ascend_tui.graph.profile import NO_INT, NO_START, Codes, Decoder, HostOp, KernelTable, Lazy, OpStat, StepTime
@@ -200,7 +201,8 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
     usable = 0
     scratch: dict[int, fast_csv.Scratch] = {}  # one set of work arrays a thread, for this file only
 
-    def split_block(buf: np.ndarray) -> tuple[np.ndarray, fast_csv.Split | None, dict[str, np.ndarray]]:
+    def split_block(buf: np.ndarray, source: Callable[[fast_csv.Split], np.ndarray] | None
+                    ) -> tuple[np.ndarray, fast_csv.Split | None, Ready]:
         if len(buf) and int(buf.max()) >= 0x80:  # ASCII needs no check; anything else must be UTF-8
             try:
                 buf.tobytes().decode("utf-8")
@@ -217,23 +219,34 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
         start = split.starts_ns(cols["start_ns"]) if "start_ns" in cols else None
         if dur is None or ("start_ns" in cols and start is None):
             return buf, None, {}
-        return buf, split, {"dur_us": dur, **({"start_ns": start} if start is not None else {})}
+        ready = _hot(split, cols, metrics)
+        ready["floats"]["dur_us"] = dur
+        if start is not None:
+            ready["ints"]["start_ns"] = start
+        if source is not None:  # what the summaries read is decoded: the bytes go until another column is asked for
+            split.release(source)
+        return buf, split, ready
 
-    def reading(raw: BinaryIO) -> Iterator[Callable[[], tuple[np.ndarray, fast_csv.Split | None,
-                                                                dict[str, np.ndarray]]]]:
+    def reading(raw: BinaryIO) -> Iterator[Callable[[], tuple[np.ndarray, fast_csv.Split | None, Ready]]]:
+        offset = len(first)  # where the next block starts in the file (plain files only)
         for buf in fast_csv.blocks(raw, size=block or fast_csv.BLOCK):
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
-            yield partial(split_block, buf)
+            source = _source(path, offset, len(buf), stamp) if stamp is not None and offset + len(buf) <= stamp[0] \
+                else None  # the last block may end in a newline the file lacks: it keeps its bytes
+            offset += len(buf)
+            yield partial(split_block, buf, source)
 
     try:
         with open_binary(path) as raw:
             first = raw.readline()
             width = len(next(csv.reader([first.decode("utf-8-sig", errors="replace").rstrip("\r\n")])))
+            stamp = _stamp(path) if strict and not is_gzip(path) else None
             # blocks are read here and split on worker threads, a few ahead of the one handed out
             for buf, split, ready in threads.ordered(reading(raw), ahead=1):
                 if split is not None:
                     tables, used = [_fast_table(path, header, split, cols, metrics, records, ready, skipped)], split.n
+                    del buf  # a released block's bytes go now
                 else:
                     tables, used = _csv_tables(path, header, cols, metrics, buf.tobytes(), records, skipped,
                                                width)
@@ -258,21 +271,71 @@ TEXT_KEYS = ("name", "type", "core", "state", "input_shapes", "input_dtypes", "i
 INT_KEYS = ("block_dim", "mix_block_dim", "step", "stream", "device")
 
 
+Ready = dict[str, dict[str, Any]]  # columns decoded with the split: "text", "ints", "floats", "metrics" -> name -> column
+# what the summaries and the advice read, decoded with the split while the block is at hand: the op tables,
+# steps, streams and block dims, bound-ness from the pipes' ratios and, for kernels without counters, the
+# roofline over shapes and dtypes (formats, wait times and the other counters wait until a view asks)
+HOT_TEXT = ("name", "type", "core", "state", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes")
+
+
+def _hot(split: fast_csv.Split, cols: dict[str, int], metrics: dict[str, int]) -> Ready:
+    """The HOT_TEXT, INT_KEYS and `*_ratio` columns of a block that decode the fast way (a column with a cell
+    that is not a number is left to be decoded, and its skipped cells counted, when read)."""
+    out: Ready = {"text": {k: split.codes(cols[k]) for k in HOT_TEXT if k in cols}, "ints": {}, "floats": {},
+                  "metrics": {}}
+    for k in INT_KEYS:
+        f = split.floats(cols[k]) if k in cols else None
+        if f is not None:
+            out["ints"][k] = _as_ints(f)
+    for h, j in metrics.items():
+        f = split.floats(j) if h.endswith("_ratio") else None
+        if f is not None:
+            out["metrics"][h] = f.astype(np.float32)
+    return out
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def _source(path: Path, offset: int, length: int, stamp: tuple[int, int]) -> Callable[[fast_csv.Split], np.ndarray]:
+    """What reads a released block again: its bytes from the file, refused when the file changed meanwhile."""
+    def read(split: fast_csv.Split) -> np.ndarray:
+        changed = InputError(path, "the file changed while it was being read: open it again")
+        if _stamp(path) != stamp:
+            raise changed
+        mem = mmap.mmap(-1, length + fast_csv.PAD)
+        with csv_errors(path), path.open("rb") as fh:
+            fh.seek(offset)
+            got = fh.readinto(memoryview(mem)[:length])
+        buf = np.frombuffer(mem, np.uint8, count=length)
+        if got != length or not split.same_records(buf):
+            raise changed
+        return buf
+
+    return read
+
+
 def _fast_table(path: Path, header: list[str], split: fast_csv.Split, cols: dict[str, int],
-                metrics: dict[str, int], done: int, ready: dict[str, np.ndarray] | None = None,
+                metrics: dict[str, int], done: int, ready: Ready | None = None,
                 skipped: Skipped | None = None) -> KernelTable:
-    """A block's table over numpy-split fields, each column decoded when first read (or some of its rows)."""
+    """A block's table over numpy-split fields: the `ready` columns, the others decoded when first read (or some
+    of their rows)."""
     first = done + 2
     ready = ready or {}
-    text = Lazy({}, {k: Decoder(split.codes, cols[k]) for k in TEXT_KEYS if k in cols})
+    rt, ri, rf, rm = (ready.get(k, {}) for k in ("text", "ints", "floats", "metrics"))
+    text = Lazy(rt, {k: Decoder(split.codes, cols[k]) for k in TEXT_KEYS if k in cols})
     pending = {k: Decoder(_fast_ints, path, header, split, cols[k], first, skipped) for k in INT_KEYS if k in cols}
-    if "start_ns" in cols and "start_ns" not in ready:
+    if "start_ns" in cols:
         pending["start_ns"] = Decoder(_fast_starts, path, header, split, cols["start_ns"], first)
-    ints = Lazy({k: v for k, v in ready.items() if k == "start_ns"}, pending)
-    floats = Lazy({k: v for k, v in ready.items() if k == "dur_us"},
-                  {k: Decoder(_fast_floats, path, header, split, cols[k], first, np.float64, skipped)
-                   for k in ("dur_us", "wait_us") if k in cols and k not in ready})
-    mets = Lazy({}, {h: Decoder(_fast_floats, path, header, split, i, first, np.float32, skipped)
+    ints = Lazy(ri, pending)
+    floats = Lazy(rf, {k: Decoder(_fast_floats, path, header, split, cols[k], first, np.float64, skipped)
+                       for k in ("dur_us", "wait_us") if k in cols})
+    mets = Lazy(rm, {h: Decoder(_fast_floats, path, header, split, i, first, np.float32, skipped)
                      for h, i in metrics.items()})
     return KernelTable(split.n, text, ints, floats, mets)
 
@@ -288,7 +351,11 @@ def _fast_floats(path: Path, header: list[str], split: fast_csv.Split, j: int, f
 
 def _fast_ints(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int,
                skipped: Skipped | None = None, rows: np.ndarray | None = None) -> np.ndarray:
-    f = _fast_floats(path, header, split, j, first, np.float64, skipped, rows)
+    return _as_ints(_fast_floats(path, header, split, j, first, np.float64, skipped, rows))
+
+
+def _as_ints(f: np.ndarray) -> np.ndarray:
+    """Whole numbers read as floats as int64, NO_INT for missing cells and msprof's 4294967295."""
     v = np.full(len(f), NO_INT, np.int64)
     ok = np.isfinite(f)
     v[ok] = f[ok].astype(np.int64)
