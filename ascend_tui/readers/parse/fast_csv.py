@@ -30,7 +30,7 @@ QUOTE, COMMA, NL, CR = ord('"'), ord(","), ord("\n"), ord("\r")
 _U = np.uint64
 _MIX = np.random.default_rng(20261130).integers(1, 2**63 - 1, size=MAX_WIDTH // 8 + 1, dtype=np.int64).astype(
     np.uint64) | np.uint64(1)  # odd multipliers, one a word of a cell
-_BYTE_INDEX = np.arange(MAX_WIDTH + 8, dtype=np.int32)
+_LOW_BYTES = np.array([(1 << (8 * b)) - 1 for b in range(9)], np.uint64)  # [n]: keeps a word's first n bytes
 
 
 def blocks(fh, first: bytes = b"", size: int = BLOCK) -> Iterator[np.ndarray]:  # type: ignore[no-untyped-def]
@@ -293,19 +293,21 @@ class Split:
         k_words = max(1, -(-longest // 8))
         items = np.ndarray(shape=(len(self.full) - 8 * k_words + 1,), dtype=f"S{8 * k_words}", buffer=self.full,
                            strides=(1,))
-        # each cell's bytes as k uint64 words (one gather a row), the bytes past its end cleared, then hashed
-        raw = items[np.minimum(s, len(items) - 1)].view(np.uint8).reshape(n, 8 * k_words)
-        if 8 * k_words <= 255:  # the bytes past each cell cleared (compared as bytes while cells are short)
-            raw *= _BYTE_INDEX[:8 * k_words].astype(np.uint8) < lengths.astype(np.uint8)[:, None]
-        else:
-            raw *= _BYTE_INDEX[:8 * k_words] < lengths[:, None]
-        m = raw.view("<u8")
-        if k_words == 1:  # the cleared word is the cell (with its length): no hash needed
+        # each cell's bytes as k uint64 words (one gather a row), the bytes past its end cleared word by word,
+        # then hashed a word at a time (a cell of one word is its own key, with its length)
+        m = items[np.minimum(s, len(items) - 1)].view("<u8").reshape(n, k_words)
+        if k_words == 1:
+            m[:, 0] &= _LOW_BYTES[np.minimum(lengths, 8)]
             h = m[:, 0]
         else:
-            x = m * _MIX[:k_words]
-            x ^= x >> _U(29)
-            h = x.sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _U(0x9E3779B97F4A7C15)
+            h = lengths.astype(np.uint64) * _U(0x9E3779B97F4A7C15)
+            x = np.empty(n, np.uint64)
+            for i in range(k_words):
+                word = m[:, i]
+                word &= _LOW_BYTES[np.clip(lengths - 8 * i, 0, 8)]
+                np.multiply(word, _MIX[i], out=x)
+                x ^= x >> _U(29)
+                h += x
             del x
         found = _group(h)
         if found is not None:
