@@ -105,23 +105,37 @@ _REREAD = threading.Lock()  # one block read again at a time: two threads asking
 class Split:
     """The fields of the records in one block: record i's field j spans `bounds(j)[0][i]` to `bounds(j)[1][i]`.
 
-    Where each field ends is kept relative to its record's start: the low byte of every offset
-    plus a uint16 anchor a GROUP of fields (when no group spans 256 bytes; whole offsets otherwise),
-    so the split costs about a fifth of the text it indexes and any column can be decoded later.
-    Once the columns a reader needs now are decoded, `release` lets the block's bytes go; a column
-    asked for later reads them again from their `source` (the file), checked to split the same.
+    Where each field ends is first kept as whole offsets (the columns a reader decodes at once read
+    them directly); `compact` then keeps them relative to each record's start: the low byte of every
+    offset plus a uint16 anchor a GROUP of fields (when no group spans 256 bytes; whole offsets
+    otherwise), about a fifth of the text it indexes, so any column can be decoded later. Or, once
+    the columns a reader needs now are decoded, `release` lets the block go (bytes and offsets);
+    a column asked for later reads the bytes again from their `source` (the file) and splits them
+    again, checked to hold the same records.
     """
 
-    __slots__ = ("_buf", "_full", "_source", "row", "anchor", "delta", "n", "width", "ragged")  # delta: offsets
-    # or their low bytes
+    __slots__ = ("_buf", "_full", "_source", "_ends", "_need", "_last", "row", "anchor", "delta", "n", "width",
+                 "ragged")  # delta: offsets or their low bytes
 
-    def __init__(self, buf: np.ndarray, row: np.ndarray, ends: np.ndarray, ragged: bool = False) -> None:
+    def __init__(self, buf: np.ndarray, row: np.ndarray, ends: np.ndarray, ragged: bool = False,
+                 need: int | None = None) -> None:
         """`ends[i, j]`: where field j of record i ends in `buf`; `row[i]`: where record i starts."""
         self._buf: np.ndarray | None = buf
-        self._source: Callable[[Split], np.ndarray] | None = None
-        self.row, self.ragged = row, ragged
-        self.n, self.width = n, w = ends.shape
         self._full: np.ndarray | None = _padded(buf)
+        self._source: Callable[[Split], Split] | None = None
+        self._ends: np.ndarray | None = ends
+        self._need, self._last = need, -1
+        self.row, self.ragged = row, ragged
+        self.n, self.width = ends.shape
+        self.anchor: np.ndarray | None = None
+        self.delta: np.ndarray | None = None
+
+    def compact(self) -> Split:
+        """Keep the field ends as their low bytes and anchors, not whole offsets (a fifth of the memory)."""
+        ends, row = self._ends, self.row
+        if ends is None:
+            return self
+        n, w = ends.shape
         longest = int((ends[:, -1] - row).max()) if n else 0
         rel = np.empty((n, w), np.uint16 if longest < 65536 else np.int64)
         np.subtract(ends, row[:, None], out=rel, casting="unsafe")  # from the record's start
@@ -136,10 +150,12 @@ class Split:
             # (interleaved on the heap they would leave it fragmented, a third more memory than needed)
             keep = _Arena(n * 8 + n * (len(last) - 1) * 2 + n * w)
             self.row = keep.take(row)
-            self.anchor: np.ndarray | None = keep.take(rel[:, last[:-1]].T)
+            self.anchor = keep.take(rel[:, last[:-1]].T)
             self.delta = keep.take(rel.T, np.uint8)  # a field's offsets side by side: a column reads them at once
         else:
             self.anchor, self.delta = None, np.ascontiguousarray(rel.T)
+        self._ends = None
+        return self
 
     @classmethod
     def of(cls, buf: np.ndarray, width: int, need: int | None = None, scratch: Scratch | None = None) -> Split | None:
@@ -208,7 +224,7 @@ class Split:
                 if not blank.any():
                     break
                 first = np.where(blank, first + 1, first)
-        return cls(buf, first, mat, ragged)
+        return cls(buf, first, mat, ragged, need)
 
     @property
     def buf(self) -> np.ndarray:
@@ -222,34 +238,50 @@ class Split:
         full = self._full
         return full if full is not None else self._reread()[1]
 
-    def release(self, source: Callable[[Split], np.ndarray]) -> None:
-        """Let the block's bytes go; `source(self)` gives them back (the same bytes, or an error) when a column
-        not decoded yet is asked for."""
+    def release(self, source: Callable[[Split], Split]) -> None:
+        """Let the block go, bytes and offsets; `source(self)` reads and splits it again (`resplit`), or refuses,
+        when a column not decoded yet is asked for."""
         self._source = source
-        self._buf = self._full = None
+        self._last = int(self.row[-1]) if self.n else -1
+        self._buf = self._full = self._ends = self.anchor = self.delta = None
+        self.row = np.zeros(0, np.int64)
 
-    def same_records(self, buf: np.ndarray) -> bool:
-        """Whether `buf` ends its records where this block did (what a source checks bytes read again with)."""
-        if len(buf) == 0 or buf[-1] != NL or (self.n and int(self.row[-1]) >= len(buf)):
-            return False
-        return bool((buf[self.row[1:] - 1] == NL).all()) if self.n > 1 else True
+    def resplit(self, buf: np.ndarray) -> Split | None:
+        """`buf` split the way this block was, when it holds the same records (else None): how a source checks
+        the bytes it read again."""
+        again = Split.of(buf, self.width, self._need)
+        if again is None or (again.n, again.ragged, int(again.row[-1]) if again.n else -1) != \
+                (self.n, self.ragged, self._last):
+            return None
+        return again.compact()
 
     def _reread(self) -> tuple[np.ndarray, np.ndarray]:
         with _REREAD:
             buf, full = self._buf, self._full
             if buf is None or full is None:
                 assert self._source is not None
-                buf = self._source(self)
-                full = _padded(buf)
+                again = self._source(self)
+                buf, full = again.buf, again.full
+                self.row, self.anchor = again.row, again.anchor
                 self._full, self._buf = full, buf
+                self.delta = again.delta  # last: a split with offsets is one that can be read
             return buf, full
 
     def bounds(self, j: int, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of field j of every record, or of records `rows` (end excludes the delimiter and a CR
         before the newline)."""
+        ends = self._ends
+        if ends is None and self.delta is None:
+            self._reread()
+            ends = self._ends
         row = self.row if rows is None else self.row[rows]
-        start = row if j == 0 else self._end(j - 1, row, rows) + 1
-        end = self._end(j, row, rows)
+        if ends is not None:  # whole offsets (before `compact`)
+            at = ends if rows is None else ends[rows]
+            start = row if j == 0 else at[:, j - 1] + 1
+            end = at[:, j].copy()
+        else:
+            start = row if j == 0 else self._end(j - 1, row, rows) + 1
+            end = self._end(j, row, rows)
         if self.ragged:  # a padded field is empty; a short record's last field may end at its newline
             start = np.minimum(start, end)
             end = end - ((self.buf[end] == NL) & (self.buf[np.maximum(end - 1, 0)] == CR) & (end > start))
@@ -258,6 +290,7 @@ class Split:
         return start, end
 
     def _end(self, j: int, row: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+        assert self.delta is not None
         low = self.delta[j] if rows is None else self.delta[j, rows]
         g = j // GROUP
         if self.anchor is None or g == 0:  # whole offsets, or the first group (under 256 bytes)

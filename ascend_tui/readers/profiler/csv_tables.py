@@ -201,7 +201,7 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
     usable = 0
     scratch: dict[int, fast_csv.Scratch] = {}  # one set of work arrays a thread, for this file only
 
-    def split_block(buf: np.ndarray, source: Callable[[fast_csv.Split], np.ndarray] | None
+    def split_block(buf: np.ndarray, source: Callable[[fast_csv.Split], fast_csv.Split] | None
                     ) -> tuple[np.ndarray, fast_csv.Split | None, Ready]:
         if len(buf) and int(buf.max()) >= 0x80:  # ASCII needs no check; anything else must be UTF-8
             try:
@@ -214,7 +214,7 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
         work = scratch.setdefault(threading.get_ident(), fast_csv.Scratch())
         split = fast_csv.Split.of(buf, width, width if strict else max(need, 1), work)
         if split is None or not strict:
-            return buf, split, {}
+            return buf, split.compact() if split is not None else None, {}
         dur = split.floats(cols["dur_us"])  # a duration or start that is not one: the slow path skips its record
         start = split.starts_ns(cols["start_ns"]) if "start_ns" in cols else None
         if dur is None or ("start_ns" in cols and start is None):
@@ -223,8 +223,10 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
         ready["floats"]["dur_us"] = dur
         if start is not None:
             ready["ints"]["start_ns"] = start
-        if source is not None:  # what the summaries read is decoded: the bytes go until another column is asked for
+        if source is not None:  # what the summaries read is decoded: the block goes until another column is asked for
             split.release(source)
+        else:
+            split.compact()
         return buf, split, ready
 
     def reading(raw: BinaryIO) -> Iterator[Callable[[], tuple[np.ndarray, fast_csv.Split | None, Ready]]]:
@@ -302,9 +304,9 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     return st.st_size, st.st_mtime_ns
 
 
-def _source(path: Path, offset: int, length: int, stamp: tuple[int, int]) -> Callable[[fast_csv.Split], np.ndarray]:
-    """What reads a released block again: its bytes from the file, refused when the file changed meanwhile."""
-    def read(split: fast_csv.Split) -> np.ndarray:
+def _source(path: Path, offset: int, length: int, stamp: tuple[int, int]) -> Callable[[fast_csv.Split], fast_csv.Split]:
+    """What reads a released block again: its bytes from the file split again, refused when the file changed."""
+    def read(split: fast_csv.Split) -> fast_csv.Split:
         changed = InputError(path, "the file changed while it was being read: open it again")
         if _stamp(path) != stamp:
             raise changed
@@ -312,10 +314,10 @@ def _source(path: Path, offset: int, length: int, stamp: tuple[int, int]) -> Cal
         with csv_errors(path), path.open("rb") as fh:
             fh.seek(offset)
             got = fh.readinto(memoryview(mem)[:length])
-        buf = np.frombuffer(mem, np.uint8, count=length)
-        if got != length or not split.same_records(buf):
+        again = split.resplit(np.frombuffer(mem, np.uint8, count=length)) if got == length else None
+        if again is None:
             raise changed
-        return buf
+        return again
 
     return read
 
