@@ -164,6 +164,32 @@ def test_a_strict_read_lets_the_bytes_go_and_reads_them_again_for_another_column
         again.text["input_formats"]
 
 
+def test_shapes_of_the_kernels_without_counters_are_at_hand_and_the_others_read_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The roofline reads shapes and dtypes of the rows no pipe counter covers: those are decoded with the split
+    (no block read again); any other row, or the whole column, reads its blocks again, with the same text."""
+    from ascend_tui.checks.profile import PMU_PIPES
+    from ascend_tui.readers.parse.skipped import Skipped
+
+    assert sorted(profiler_csv.PIPE_RATIOS) == sorted(c for cols in PMU_PIPES.values() for c in cols)
+    monkeypatch.setattr(fast_csv, "BLOCK", 400)
+    again = []
+    real = fast_csv.Split._reread
+    monkeypatch.setattr(fast_csv.Split, "_reread", lambda self: (again.append(self), real(self))[1])
+    header = "Name,Type,Duration(us),Input Shapes,Input Data Types,aic_mac_ratio,aiv_vec_ratio\n"
+    body = "".join(f'k{i},T{i % 3},{i}.5,"""{i},3""",FLOAT{i % 2},{"N/A" if i % 3 else "0.5"},'
+                   f'{"0" if i % 3 else "N/A"}\n' for i in range(300))
+    path = _write(tmp_path, header + body)
+    t = read_kernels(path, skipped=Skipped(str(path)))
+    bare = np.array([i for i in range(300) if i % 3])
+    sub = t.take(bare)
+    assert [sub.label("input_shapes", k) for k in range(len(bare))] == [f'"{i},3"' for i in bare]
+    assert [sub.label("input_dtypes", k) for k in range(len(bare))] == [f"FLOAT{i % 2}" for i in bare]
+    assert again == []
+    assert t.take(np.array([0, 3, 4])).text["input_shapes"].values == ['"0,3"', '"3,3"', '"4,3"']
+    assert again and [t.label("input_shapes", i) for i in range(300)] == [f'"{i},3"' for i in range(300)]
+
+
 def test_hash_collisions_fall_back_to_the_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With every word multiplier zero all cells of a length share a hash: the byte check must catch it."""
     monkeypatch.setattr(fast_csv, "_MIX", np.zeros_like(fast_csv._MIX))

@@ -19,7 +19,7 @@ import numpy as np
 
 from ascend_tui.graph.profile import Codes
 from ascend_tui.readers.parse import fast_numbers
-from ascend_tui.readers.parse.fast_numbers import MAX_WIDTH, _matrix
+from ascend_tui.readers.parse.fast_numbers import MAX_WIDTH, matrix
 
 BLOCK = 4 * 1024 * 1024
 PAD = 16  # readable bytes after a block's last record, so an 8-byte word can be loaded at any field
@@ -350,7 +350,7 @@ class Split:
                 found = None  # two values shared a hash: group the bytes themselves
         del m
         if found is None:
-            m = _matrix(self.full, s, e)
+            m = matrix(self.full, s, e)
             assert m is not None
             _, first, inverse = np.unique(m.view(f"S{m.shape[1]}").ravel(), return_index=True, return_inverse=True)
             inverse = inverse.reshape(-1)

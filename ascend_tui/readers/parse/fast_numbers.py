@@ -64,7 +64,7 @@ def stamps(full: np.ndarray, words: np.ndarray, s: np.ndarray, e: np.ndarray) ->
     if ok.all():
         return out
     bad = np.flatnonzero(~ok)
-    m = _matrix(full, s[bad], e[bad])
+    m = matrix(full, s[bad], e[bad])
     rest = _stamps(m) if m is not None else None
     if rest is None:
         return None
@@ -185,7 +185,7 @@ def _short_decimals(words: np.ndarray, s: np.ndarray, lengths: np.ndarray
     return value.astype(np.float64) / _POW10F[((n - _U(1) - p) * dot).view(np.int64)], ok, word  # intp: a fast gather
 
 
-def _matrix(full: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
+def matrix(full: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
     """Cells s..e as an (n, W) uint8 matrix, NUL-padded; None when a cell is wider than MAX_WIDTH."""
     lengths = e - s
     n = len(s)
@@ -211,7 +211,7 @@ def _matrix(full: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None
 
 def _general_floats(full: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
     """Cells s..e as float64 through numpy's string conversion (signs, exponents, quotes, `N/A`); None for junk."""
-    m = _matrix(full, s, e)
+    m = matrix(full, s, e)
     if m is None:
         return None
     arr = m.view(f"S{m.shape[1]}").ravel()

@@ -273,27 +273,59 @@ TEXT_KEYS = ("name", "type", "core", "state", "input_shapes", "input_dtypes", "i
 INT_KEYS = ("block_dim", "mix_block_dim", "step", "stream", "device")
 
 
-Ready = dict[str, dict[str, Any]]  # columns decoded with the split: "text", "ints", "floats", "metrics" -> name -> column
+Ready = dict[str, dict[str, Any]]  # columns decoded with the split: "text", "ints", "floats", "metrics" -> name ->
+# column, and "partial" -> name -> (rows, their Codes)
 # what the summaries and the advice read, decoded with the split while the block is at hand: the op tables,
-# steps, streams and block dims, bound-ness from the pipes' ratios and, for kernels without counters, the
+# steps, streams and block dims, bound-ness from the pipes' ratios and, for the kernels without counters, the
 # roofline over shapes and dtypes (formats, wait times and the other counters wait until a view asks)
-HOT_TEXT = ("name", "type", "core", "state", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes")
+HOT_TEXT = ("name", "type", "core", "state")
+ROOFLINE_TEXT = ("input_shapes", "input_dtypes", "output_shapes", "output_dtypes")
+PIPE_RATIOS = ("aic_mac_ratio", "aiv_vec_ratio", "aic_mte1_ratio", "aic_mte2_ratio", "aiv_mte2_ratio", "aiv_mte3_ratio",
+               "aic_fixpipe_ratio", "aic_scalar_ratio", "aiv_scalar_ratio")  # checks/profile.py's PMU_PIPES (a test
+# keeps the two lists one)
 
 
 def _hot(split: fast_csv.Split, cols: dict[str, int], metrics: dict[str, int]) -> Ready:
-    """The HOT_TEXT, INT_KEYS and `*_ratio` columns of a block that decode the fast way (a column with a cell
-    that is not a number is left to be decoded, and its skipped cells counted, when read)."""
+    """The HOT_TEXT, INT_KEYS and PIPE_RATIOS columns of a block, and the ROOFLINE_TEXT ones of the rows no pipe
+    counter covers (all rows when a counter's column does not decode the fast way). A column with a cell that
+    is not a number is left to be decoded, and its skipped cells counted, when read."""
     out: Ready = {"text": {k: split.codes(cols[k]) for k in HOT_TEXT if k in cols}, "ints": {}, "floats": {},
-                  "metrics": {}}
+                  "metrics": {}, "partial": {}}
     for k in INT_KEYS:
         f = split.floats(cols[k]) if k in cols else None
         if f is not None:
             out["ints"][k] = _as_ints(f)
-    for h, j in metrics.items():
-        f = split.floats(j) if h.endswith("_ratio") else None
+    counted = np.zeros(split.n, bool)  # rows with a pipe counter over 0 (what bound-ness reads them for)
+    exact = True
+    for h in PIPE_RATIOS:
+        j = metrics.get(h)
+        f = split.floats(j) if j is not None else None
         if f is not None:
-            out["metrics"][h] = f.astype(np.float32)
+            v = out["metrics"][h] = f.astype(np.float32)
+            counted |= np.isfinite(v) & (v > 0)
+        elif j is not None:
+            exact = False
+    bare = np.flatnonzero(~counted)
+    for k in ROOFLINE_TEXT:
+        if k not in cols:
+            continue
+        if not exact or len(bare) == split.n:
+            out["text"][k] = split.codes(cols[k])
+        elif len(bare):
+            out["partial"][k] = (bare, split.codes(cols[k], bare))
     return out
+
+
+def _some_codes(split: fast_csv.Split, j: int, have_rows: np.ndarray, have: Codes, rows: np.ndarray | None = None
+                ) -> Codes:
+    """Column j of a block: from the rows decoded with the split when only some of those are asked for, else
+    from the block (read again)."""
+    if rows is not None:
+        rows = np.asarray(rows)
+        at = np.minimum(np.searchsorted(have_rows, rows), len(have_rows) - 1)
+        if np.array_equal(have_rows[at], rows):
+            return have.take(at)
+    return split.codes(j, rows)
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:
@@ -329,8 +361,9 @@ def _fast_table(path: Path, header: list[str], split: fast_csv.Split, cols: dict
     of their rows)."""
     first = done + 2
     ready = ready or {}
-    rt, ri, rf, rm = (ready.get(k, {}) for k in ("text", "ints", "floats", "metrics"))
-    text = Lazy(rt, {k: Decoder(split.codes, cols[k]) for k in TEXT_KEYS if k in cols})
+    rt, ri, rf, rm, some = (ready.get(k, {}) for k in ("text", "ints", "floats", "metrics", "partial"))
+    text = Lazy(rt, {k: Decoder(_some_codes, split, cols[k], *some[k]) if k in some else Decoder(split.codes, cols[k])
+                     for k in TEXT_KEYS if k in cols})
     pending = {k: Decoder(_fast_ints, path, header, split, cols[k], first, skipped) for k in INT_KEYS if k in cols}
     if "start_ns" in cols:
         pending["start_ns"] = Decoder(_fast_starts, path, header, split, cols["start_ns"], first)
