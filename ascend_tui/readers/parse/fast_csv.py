@@ -276,9 +276,8 @@ class Split:
             ends = self._ends
         row = self.row if rows is None else self.row[rows]
         if ends is not None:  # whole offsets (before `compact`)
-            at = ends if rows is None else ends[rows]
-            start = row if j == 0 else at[:, j - 1] + 1
-            end = at[:, j].copy()
+            start = row if j == 0 else (ends[:, j - 1] if rows is None else ends[rows, j - 1]) + 1
+            end = ends[:, j].copy() if rows is None else ends[rows, j]
         else:
             start = row if j == 0 else self._end(j - 1, row, rows) + 1
             end = self._end(j, row, rows)
