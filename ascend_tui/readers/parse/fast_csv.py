@@ -33,16 +33,22 @@ _MIX = np.random.default_rng(20261130).integers(1, 2**63 - 1, size=MAX_WIDTH // 
 _LOW_BYTES = np.array([(1 << (8 * b)) - 1 for b in range(9)], np.uint64)  # [n]: keeps a word's first n bytes
 
 
-def blocks(fh, first: bytes = b"", size: int = BLOCK) -> Iterator[np.ndarray]:  # type: ignore[no-untyped-def]
+def blocks(fh, first: bytes = b"", size: int = BLOCK,  # type: ignore[no-untyped-def]
+           spare: list[mmap.mmap] | None = None) -> Iterator[np.ndarray]:
     """Blocks of whole records (quote-aware), each a uint8 array ending with a newline, PAD readable bytes after.
 
     Each block lives in its own anonymous memory map: untouched pages cost nothing and a block's
-    memory goes back to the system as soon as nothing reads it.
+    memory goes back to the system as soon as nothing reads it. With `spare`, the caller hands back
+    the maps of blocks nothing reads any more (`np.ndarray.base`) and they are filled again: a
+    fresh map costs a page fault every 4 KiB it is written.
     """
     carry = first
     marks = np.empty(0, bool)  # where the quotes are, reused block to block
     while True:
-        buf = mmap.mmap(-1, len(carry) + size + PAD)
+        need = len(carry) + size + PAD
+        buf = spare.pop() if spare else None
+        if buf is None or len(buf) < need:
+            buf = mmap.mmap(-1, need if spare is None else max(need, 2 * size + PAD))
         buf[:len(carry)] = carry
         got = fh.readinto(memoryview(buf)[len(carry):len(carry) + size]) or 0
         end = len(carry) + got
@@ -245,6 +251,11 @@ class Split:
         self._last = int(self.row[-1]) if self.n else -1
         self._buf = self._full = self._ends = self.anchor = self.delta = None
         self.row = np.zeros(0, np.int64)
+
+    @property
+    def released(self) -> bool:
+        """Whether the block's bytes went (`release`) and are not read again yet."""
+        return self._buf is None
 
     def resplit(self, buf: np.ndarray) -> Split | None:
         """`buf` split the way this block was, when it holds the same records (else None): how a source checks

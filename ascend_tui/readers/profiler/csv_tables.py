@@ -200,6 +200,7 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
     records = 0  # data records consumed, the skipped ones included (record numbers count them)
     usable = 0
     scratch: dict[int, fast_csv.Scratch] = {}  # one set of work arrays a thread, for this file only
+    spare: list = []  # maps of released blocks, filled again
 
     def split_block(buf: np.ndarray, source: Callable[[fast_csv.Split], fast_csv.Split] | None
                     ) -> tuple[np.ndarray, fast_csv.Split | None, Ready]:
@@ -231,7 +232,7 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
 
     def reading(raw: BinaryIO) -> Iterator[Callable[[], tuple[np.ndarray, fast_csv.Split | None, Ready]]]:
         offset = len(first)  # where the next block starts in the file (plain files only)
-        for buf in fast_csv.blocks(raw, size=block or fast_csv.BLOCK):
+        for buf in fast_csv.blocks(raw, size=block or fast_csv.BLOCK, spare=spare if stamp is not None else None):
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
             source = _source(path, offset, len(buf), stamp) if stamp is not None and offset + len(buf) <= stamp[0] \
@@ -248,7 +249,9 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
             for buf, split, ready in threads.ordered(reading(raw), ahead=1):
                 if split is not None:
                     tables, used = [_fast_table(path, header, split, cols, metrics, records, ready, skipped)], split.n
-                    del buf  # a released block's bytes go now
+                    if split.released and len(spare) < 2:  # nothing reads its bytes: the next block fills its map
+                        spare.append(getattr(buf.base, "obj", buf.base))
+                    del buf
                 else:
                     tables, used = _csv_tables(path, header, cols, metrics, buf.tobytes(), records, skipped,
                                                width)
