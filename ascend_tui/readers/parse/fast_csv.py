@@ -309,7 +309,7 @@ class Split:
         return row + anchor + (low - anchor.astype(np.uint8))  # the bytes past the anchor, modulo 256
 
     def words(self) -> np.ndarray:
-        """The 8 bytes starting at every offset of the block (a strided view, no copy) that `fast_numbers` reads as uint64."""
+        """The 8 bytes at every offset of the block (a strided view, no copy) that `fast_numbers` reads as uint64."""
         return np.ndarray(shape=(len(self.full) - 7,), dtype="S8", buffer=self.full, strides=(1,))
 
     def floats(self, j: int, rows: np.ndarray | None = None) -> np.ndarray | None:
