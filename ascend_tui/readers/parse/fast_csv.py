@@ -317,16 +317,6 @@ class Split:
         s, e = self.bounds(j, rows)
         return fast_numbers.floats(self.full, self.words(), s, e)
 
-    def many_floats(self, js: list[int]) -> list[np.ndarray] | None:
-        """Columns `js` as `floats` reads each, decoded in one pass over all their cells (None when a cell is not
-        a number: the caller reads them one by one)."""
-        if not js:
-            return []
-        bounds = [self.bounds(j) for j in js]
-        f = fast_numbers.floats(self.full, self.words(), np.concatenate([b[0] for b in bounds]),
-                                np.concatenate([b[1] for b in bounds]))
-        return None if f is None else np.split(f, len(js))
-
     def starts_ns(self, j: int, rows: np.ndarray | None = None) -> np.ndarray | None:
         """Column j (µs with up to ns decimals, maybe a trailing TAB) as exact int64 ns; None for junk."""
         s, e = self.bounds(j, rows)
