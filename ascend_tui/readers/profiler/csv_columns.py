@@ -25,8 +25,10 @@ INVALID_ID = 4294967295  # msprof's "no value" for ids and block counts
 TEXT_KEYS = ("name", "type", "core", "state", "input_shapes", "input_dtypes", "input_formats", "output_shapes",
              "output_dtypes", "output_formats")
 INT_KEYS = ("block_dim", "mix_block_dim", "step", "stream", "device")
-Ready = dict[str, dict[str, Any]]  # columns decoded with the split: "text", "ints", "floats", "metrics" -> name ->
-# column, and "partial" -> name -> (rows, their Codes)
+# columns decoded with the split: "text", "ints", "floats", "metrics" -> name -> column, and "partial" -> name ->
+# (rows, their Codes)
+Ready = dict[str, dict[str, Any]]
+
 # what the summaries and the advice read, decoded with the split while the block is at hand: the op tables,
 # steps, streams and block dims, bound-ness from the pipes' ratios and, for the kernels without counters, the
 # roofline over shapes and dtypes (formats, wait times and the other counters wait until a view asks)
