@@ -115,7 +115,7 @@ def main() -> None:
     tmp = tempfile.TemporaryDirectory()
     path = args.keep or Path(tmp.name) / "kernel_details.csv"
     size = write_file(path, args.rows)
-    print(f"{path}: {args.rows:,} rows, {size / 2**20:.0f} MiB")
+    print(f"{path}: {args.rows:,} rows, {size / 2**20:.0f} MiB; load average {_load()}")
     ours, theirs, cli = [], [], []
     startup = min(command(["profile", "-q", str(FIXTURE)])[:2] for _ in range(2))
     for _ in range(args.reps):
@@ -131,7 +131,7 @@ def main() -> None:
     cpu_pd = statistics.median(r["cpu"] for r in theirs)
     mem = max((r["rss_kb"] - r["base_kb"]) * 1024 for r in ours)
     mem_pd = max((r["rss_kb"] - r["base_kb"]) * 1024 for r in theirs)
-    runs = lambda rs: ", ".join(f"{r['s']:.2f}" for r in rs)  # noqa: E731
+    runs = lambda rs: ", ".join(f"{r['s']:.2f} (cpu {r['cpu']:.2f})" for r in rs)  # noqa: E731
     print(f"ours   (read_kernels + summarize by type): {t_ours:6.2f} s (cpu {cpu_ours:5.2f} s)   "
           f"peak +{mem / 2**20:5.0f} MiB = {mem / size:.2f}x the file   [runs: {runs(ours)}]")
     print(f"pandas (read_csv + groupby Type):          {t_pd:6.2f} s (cpu {cpu_pd:5.2f} s)   "
@@ -144,6 +144,14 @@ def main() -> None:
         print(f"ascend-tui profile kernel_details.csv: {wall - startup[0]:6.2f} s beyond start-up (cpu "
               f"{cpu - startup[1]:5.2f} s), peak {rss / 2**20:5.0f} MiB = {rss / size:.2f}x the file; "
               f"{(wall - startup[0]) / t_pd:.2f}x pandas wall, {(cpu - startup[1]) / cpu_pd:.2f}x cpu")
+    print(f"load average at the end: {_load()} (the machine's other work slows both sides; compare within a run)")
+
+
+def _load() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 if __name__ == "__main__":

@@ -52,6 +52,26 @@ def test_numbers_read_exactly_as_float_reads_them(tmp_path: Path) -> None:
     assert got[0] == 0.186 and got[8] == 123456789.25 and got[9] == -1.5 and got[11] == 2500.0 and got[13] == 3.5
 
 
+def test_start_times_read_exactly_as_to_ns_reads_them(tmp_path: Path) -> None:
+    """µs start times take the word path when their dot sits where the first one's does, else the digit matrix:
+    every cell must give `to_ns`'s exact ns (the decimals past the third cut), `N/A` NO_START."""
+    rng = random.Random(11)
+    cells = ["1736408883704643.212\t", "1736408883704643.2\t", "1736408883704643.\t", "1736408883704643.2125\t",
+             "1736408883704643.212 ", "1736408883704643.212\r", "1736408883704643.212", "1736408883704643.21234567",
+             "N/A", "", "12.5", "9223372036854775.807", " 1736408883704643.212", "1736408883704643.212\t\t",
+             "0000000000000001.001\t", "1736408883704643"]
+    for _ in range(3000):
+        width = rng.choice([16, 16, 16, rng.randint(1, 15)])  # 16 digits under 9.2e15: the ns fit an int64
+        whole = rng.choice("12345678") + "".join(rng.choice("0123456789") for _ in range(width - 1))
+        frac = "".join(rng.choice("0123456789") for _ in range(rng.randint(0, 7)))
+        cells.append(whole + ("." + frac if rng.random() < 0.95 else "") + rng.choice(["\t", "", " ", "\t"]))
+    body = "".join(f"op{i},{c},1\r\n" for i, c in enumerate(cells))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(profiler_csv, "_csv_tables", _refuse)
+        t = read_kernels(_write(tmp_path, "Name,Start Time(us),Duration(us)\r\n" + body))
+    assert t.start_ns.tolist() == [profiler_csv.to_ns(c) for c in cells]
+
+
 def test_quoted_separators_crlf_tabs_and_missing_cells(tmp_path: Path) -> None:
     header = "Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us),Block Dim,Input Shapes,aic_mac_ratio\r\n"
     rows = ['50,"Mat,Mul_1",MatMul,AI_CORE,1736408883704643.212\t,53.741,4294967295,"""32,3,224,224""",0.519\r\n',
@@ -111,6 +131,63 @@ def test_rows_of_an_unread_column_decode_alone_across_blocks(tmp_path: Path, mon
     assert sub.dur_us.tolist() == [i + 0.5 for i in rows]
     assert sub.metrics["aic_mac_ratio"].tolist() == [np.float32(f"0.{i % 10}") for i in rows]
     assert read_kernels(path).take(np.zeros(0, np.int64)).text["input_shapes"].values == []
+
+
+def test_a_strict_read_lets_the_bytes_go_and_reads_them_again_for_another_column(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folder reader decodes what the summaries read with the split and drops each block's bytes; a column
+    asked for later (formats, wait times, other counters) reads its blocks again from the file, the same as
+    the csv module reads it; a file changed in between is refused, not misread."""
+    monkeypatch.setattr(fast_csv, "BLOCK", 300)
+    released = []
+    real = fast_csv.Split.release
+    monkeypatch.setattr(fast_csv.Split, "release", lambda self, source: (released.append(self), real(self, source)))
+    header = "Name,Type,Start Time(us),Duration(us),Wait Time(us),Input Formats,aic_mac_ratio,aicore_time(us)\r\n"
+    body = "".join(f'k{i % 13},"T,{i % 3}",17364088837{i:05d}.{i % 1000:03d}\t,{i % 97}.25,{i % 5}.5,'
+                   f'"ND;{i % 4}",0.{i % 9},{i}.{i % 7}\r\n' for i in range(400))
+    path = _write(tmp_path, header + body)
+    from ascend_tui.readers.parse.skipped import Skipped
+
+    t = read_kernels(path, skipped=Skipped(str(path)))
+    assert len(released) > 20 and all(s._buf is None for s in released)  # every whole block let its bytes go
+    rows = range(400)
+    assert t.dur_us.tolist() == [i % 97 + 0.25 for i in rows] and [t.label("type", i) for i in rows] == \
+        [f"T,{i % 3}" for i in rows]
+    assert t.start_ns.tolist() == [profiler_csv.to_ns(f"17364088837{i:05d}.{i % 1000:03d}") for i in rows]
+    assert t.metrics["aic_mac_ratio"].tolist() == [np.float32(f"0.{i % 9}") for i in rows]
+    assert [t.label("input_formats", i) for i in rows] == [f"ND;{i % 4}" for i in rows]  # read again
+    assert t.floats["wait_us"].tolist() == [i % 5 + 0.5 for i in rows]
+    assert t.metrics["aicore_time(us)"].tolist() == [np.float32(f"{i}.{i % 7}") for i in rows]
+    again = read_kernels(path, skipped=Skipped(str(path)))
+    path.write_bytes(path.read_bytes().replace(b"ND;", b"NC;"))
+    with pytest.raises(InputError, match="changed while it was being read"):
+        again.text["input_formats"]
+
+
+def test_shapes_of_the_kernels_without_counters_are_at_hand_and_the_others_read_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The roofline reads shapes and dtypes of the rows no pipe counter covers: those are decoded with the split
+    (no block read again); any other row, or the whole column, reads its blocks again, with the same text."""
+    from ascend_tui.checks.profile import PMU_PIPES
+    from ascend_tui.readers.parse.skipped import Skipped
+
+    assert sorted(profiler_csv.PIPE_RATIOS) == sorted(c for cols in PMU_PIPES.values() for c in cols)
+    monkeypatch.setattr(fast_csv, "BLOCK", 400)
+    again = []
+    real = fast_csv.Split._reread
+    monkeypatch.setattr(fast_csv.Split, "_reread", lambda self: (again.append(self), real(self))[1])
+    header = "Name,Type,Duration(us),Input Shapes,Input Data Types,aic_mac_ratio,aiv_vec_ratio\n"
+    body = "".join(f'k{i},T{i % 3},{i}.5,"""{i},3""",FLOAT{i % 2},{"N/A" if i % 3 else "0.5"},'
+                   f'{"0" if i % 3 else "N/A"}\n' for i in range(300))
+    path = _write(tmp_path, header + body)
+    t = read_kernels(path, skipped=Skipped(str(path)))
+    bare = np.array([i for i in range(300) if i % 3])
+    sub = t.take(bare)
+    assert [sub.label("input_shapes", k) for k in range(len(bare))] == [f'"{i},3"' for i in bare]
+    assert [sub.label("input_dtypes", k) for k in range(len(bare))] == [f"FLOAT{i % 2}" for i in bare]
+    assert again == []
+    assert t.take(np.array([0, 3, 4])).text["input_shapes"].values == ['"0,3"', '"3,3"', '"4,3"']
+    assert again and [t.label("input_shapes", i) for i in range(300)] == [f'"{i},3"' for i in range(300)]
 
 
 def test_hash_collisions_fall_back_to_the_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

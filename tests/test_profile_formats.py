@@ -166,7 +166,7 @@ def test_bad_kernel_records_are_skipped_counted_and_said(tmp_path: Path) -> None
         open_path(tmp_path / "run_ascend_pt")
 
 
-def _csv_module_table(path: Path):  # the slow path, the reference for the numpy one
+def _csv_module_table(path: Path, skipped=None):  # the slow path, the reference for the numpy one
     from ascend_tui.readers.profiler import csv_tables as pc
     from ascend_tui.graph.profile import KernelTable
 
@@ -175,7 +175,7 @@ def _csv_module_table(path: Path):  # the slow path, the reference for the numpy
     cols = pc.kernel_columns(header)
     metrics = {h: i for i, h in enumerate(header) if pc._METRIC.match(h)}
     text = path.read_bytes().decode("utf-8-sig").split("\n", 1)[1]
-    return KernelTable.concat(pc._csv_tables(path, header, cols, metrics, text, 0)[0])
+    return KernelTable.concat(pc._csv_tables(path, header, cols, metrics, text, 0, skipped)[0])
 
 
 def _same(a, b) -> None:
@@ -194,6 +194,28 @@ def _same(a, b) -> None:
                          + sorted(PROF.glob("**/task_time*.csv")), ids=lambda p: p.parent.name + "/" + p.name)
 def test_numpy_split_matches_the_csv_module(path: Path) -> None:
     _same(read_kernels(path), _csv_module_table(path))
+
+
+KERNEL_FILES = sorted(PROF.glob("**/kernel_details*.csv")) + sorted(PROF.glob("**/op_summary*.csv")) + \
+    sorted(PROF.glob("**/task_time*.csv")) + sorted(FIXTURES.glob("peer/**/kernel_details*.csv"))
+
+
+@pytest.mark.parametrize("block", [None, 700])
+@pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.parent.name + "/" + p.name)
+def test_the_folder_reader_releasing_blocks_matches_the_csv_module(path: Path, block: int | None,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The strict read decodes the summaries' columns with the split and lets each block go; every column, read
+    then or from the file again later (in blocks of a few rows too), equals the csv module's."""
+    from ascend_tui.readers.parse import fast_csv
+    from ascend_tui.readers.parse.skipped import Skipped
+
+    if block:
+        monkeypatch.setattr(fast_csv, "BLOCK", block)
+    assert KERNEL_FILES
+    skipped, want = Skipped(str(path)), Skipped(str(path))
+    got = read_kernels(path, skipped=skipped)
+    _same(got, _csv_module_table(path, want))
+    assert (skipped.records, skipped.first, skipped.cells) == (want.records, want.first, want.cells)
 
 
 def test_tiny_blocks_with_quoted_newlines_and_blank_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,7 +19,7 @@ from typing import Mapping
 import numpy as np
 
 from ascend_tui import fmt
-from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, stream_order, summarize
+from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, distinct, stream_order, summarize
 from ascend_tui.checks.affinity_api import affinity
 from ascend_tui.evidence import Finding
 from ascend_tui.graph.profile import NO_INT, Codes, KernelTable, Profile
@@ -142,7 +142,7 @@ def _layout(t: KernelTable, cats, nodes: Mapping[str, str], total: float) -> lis
 def _step_median(t: KernelTable, rows: np.ndarray, overall: float) -> float:
     """The median over profiled steps of `rows`' share of each step's kernel time (`overall` without steps)."""
     steps = t.ints["step"]
-    keys = np.unique(steps[steps >= 0])
+    keys = distinct(steps[steps >= 0])
     if len(keys) < 2:
         return overall
     mine = np.bincount(np.searchsorted(keys, steps[rows][steps[rows] >= 0]), weights=t.dur_us[rows][steps[rows] >= 0],
@@ -204,7 +204,7 @@ def _pmu_max(t: KernelTable) -> tuple[np.ndarray, np.ndarray]:
 
 def _per_type(t: KernelTable, rows: np.ndarray) -> list[tuple[str, np.ndarray]]:
     codes = t.text["type"].codes[rows]
-    out = [(t.text["type"].values[c], rows[codes == c]) for c in np.unique(codes)]
+    out = [(t.text["type"].values[c], rows[codes == c]) for c in distinct(codes).tolist()]
     out.sort(key=lambda kv: -float(t.dur_us[kv[1]].sum()))
     return out
 
@@ -230,7 +230,8 @@ def _aicpu(t: KernelTable, nodes: Mapping[str, str]) -> list[Finding]:
     rows = np.flatnonzero((t.text["core"].codes == code) & (t.dur_us > MIN_TASK_US))
     out = []
     for typ, rs in _per_type(t, rows):
-        dtypes = {d.strip() for r in rs[:200] for d in t.label("input_dtypes", int(r)).split(";") if d.strip()}
+        some = t.text.rows("input_dtypes", rs[:200])  # these rows only: the column is not read whole
+        dtypes = {d.strip() for c in set(some.codes.tolist()) for d in some.values[c].split(";") if d.strip()}
         bad = sorted(dtypes & {"DOUBLE", "INT64", "UINT64", "COMPLEX64", "COMPLEX128"})
         note = f"; inputs in {', '.join(bad)} often send it there" if bad else ""
         out.append(_finding("aicpu", "warning", t, rs, nodes,

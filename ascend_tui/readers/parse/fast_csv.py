@@ -12,40 +12,43 @@ which names the bad record; a cell that is not a number returns None for that co
 from __future__ import annotations
 
 import mmap
-from typing import Iterator
+import threading
+from typing import Callable, Iterator
 
 import numpy as np
 
-from ascend_tui.graph.profile import NO_START, Codes
+from ascend_tui.graph.profile import Codes
+from ascend_tui.readers.parse import fast_numbers
+from ascend_tui.readers.parse.fast_numbers import MAX_WIDTH, matrix
 
 BLOCK = 4 * 1024 * 1024
 PAD = 16  # readable bytes after a block's last record, so an 8-byte word can be loaded at any field
-MAX_WIDTH = 2048
 GROUP = 8  # fields a record's offsets are anchored in
 SAMPLE = 4096  # rows whose distinct values are found first; the rest are looked up among them
-MISSING = (b"", b"N/A", b"NA", b"n/a", b"-", b"null", b"None")
 QUOTE, COMMA, NL, CR = ord('"'), ord(","), ord("\n"), ord("\r")
 
 _U = np.uint64
-_ONES, _HIGHS, _DOTS = _U(0x0101010101010101), _U(0x8080808080808080), _U(0x2E2E2E2E2E2E2E2E)
-_ZEROS, _SIXES, _NIBBLE = _U(0x3030303030303030), _U(0x0606060606060606), _U(0xF0F0F0F0F0F0F0F0)
-_POW10F = 10.0 ** np.arange(23)
 _MIX = np.random.default_rng(20261130).integers(1, 2**63 - 1, size=MAX_WIDTH // 8 + 1, dtype=np.int64).astype(
     np.uint64) | np.uint64(1)  # odd multipliers, one a word of a cell
-_POW10 = 10 ** np.arange(19, dtype=np.int64)
-_BYTE_INDEX = np.arange(MAX_WIDTH + 8, dtype=np.int32)
+_LOW_BYTES = np.array([(1 << (8 * b)) - 1 for b in range(9)], np.uint64)  # [n]: keeps a word's first n bytes
 
 
-def blocks(fh, first: bytes = b"", size: int = BLOCK) -> Iterator[np.ndarray]:  # type: ignore[no-untyped-def]
+def blocks(fh, first: bytes = b"", size: int = BLOCK,  # type: ignore[no-untyped-def]
+           spare: list[mmap.mmap] | None = None) -> Iterator[np.ndarray]:
     """Blocks of whole records (quote-aware), each a uint8 array ending with a newline, PAD readable bytes after.
 
     Each block lives in its own anonymous memory map: untouched pages cost nothing and a block's
-    memory goes back to the system as soon as nothing reads it.
+    memory goes back to the system as soon as nothing reads it. With `spare`, the caller hands back
+    the maps of blocks nothing reads any more (`np.ndarray.base`) and they are filled again: a
+    fresh map costs a page fault every 4 KiB it is written.
     """
     carry = first
     marks = np.empty(0, bool)  # where the quotes are, reused block to block
     while True:
-        buf = mmap.mmap(-1, len(carry) + size + PAD)
+        need = len(carry) + size + PAD
+        buf = spare.pop() if spare else None
+        if buf is None or len(buf) < need:
+            buf = mmap.mmap(-1, need if spare is None else max(need, 2 * size + PAD))
         buf[:len(carry)] = carry
         got = fh.readinto(memoryview(buf)[len(carry):len(carry) + size]) or 0
         end = len(carry) + got
@@ -102,21 +105,43 @@ class Scratch:
         return a[:n]
 
 
+_REREAD = threading.Lock()  # one block read again at a time: two threads asking for it read it once
+
+
 class Split:
     """The fields of the records in one block: record i's field j spans `bounds(j)[0][i]` to `bounds(j)[1][i]`.
 
-    Where each field ends is kept relative to its record's start: the low byte of every offset
-    plus a uint16 anchor a GROUP of fields (when no group spans 256 bytes; whole offsets otherwise),
-    so the split costs about a fifth of the text it indexes and any column can be decoded later.
+    Where each field ends is first kept as whole offsets (the columns a reader decodes at once read
+    them directly); `compact` then keeps them relative to each record's start: the low byte of every
+    offset plus a uint16 anchor a GROUP of fields (when no group spans 256 bytes; whole offsets
+    otherwise), about a fifth of the text it indexes, so any column can be decoded later. Or, once
+    the columns a reader needs now are decoded, `release` lets the block go (bytes and offsets);
+    a column asked for later reads the bytes again from their `source` (the file) and splits them
+    again, checked to hold the same records.
     """
 
-    __slots__ = ("buf", "full", "row", "anchor", "delta", "n", "width", "ragged")  # delta: offsets or their low bytes
+    __slots__ = ("_buf", "_full", "_source", "_ends", "_need", "_last", "row", "anchor", "delta", "n", "width",
+                 "ragged")  # delta: offsets or their low bytes
 
-    def __init__(self, buf: np.ndarray, row: np.ndarray, ends: np.ndarray, ragged: bool = False) -> None:
+    def __init__(self, buf: np.ndarray, row: np.ndarray, ends: np.ndarray, ragged: bool = False,
+                 need: int | None = None) -> None:
         """`ends[i, j]`: where field j of record i ends in `buf`; `row[i]`: where record i starts."""
-        self.buf, self.row, self.ragged = buf, row, ragged
-        self.n, self.width = n, w = ends.shape
-        self.full = _padded(buf)
+        self._buf: np.ndarray | None = buf
+        self._full: np.ndarray | None = _padded(buf)
+        self._source: Callable[[Split], Split] | None = None
+        self._ends: np.ndarray | None = ends
+        self._need, self._last = need, -1
+        self.row, self.ragged = row, ragged
+        self.n, self.width = ends.shape
+        self.anchor: np.ndarray | None = None
+        self.delta: np.ndarray | None = None
+
+    def compact(self) -> Split:
+        """Keep the field ends as their low bytes and anchors, not whole offsets (a fifth of the memory)."""
+        ends, row = self._ends, self.row
+        if ends is None:
+            return self
+        n, w = ends.shape
         longest = int((ends[:, -1] - row).max()) if n else 0
         rel = np.empty((n, w), np.uint16 if longest < 65536 else np.int64)
         np.subtract(ends, row[:, None], out=rel, casting="unsafe")  # from the record's start
@@ -131,10 +156,12 @@ class Split:
             # (interleaved on the heap they would leave it fragmented, a third more memory than needed)
             keep = _Arena(n * 8 + n * (len(last) - 1) * 2 + n * w)
             self.row = keep.take(row)
-            self.anchor: np.ndarray | None = keep.take(rel[:, last[:-1]].T)
+            self.anchor = keep.take(rel[:, last[:-1]].T)
             self.delta = keep.take(rel.T, np.uint8)  # a field's offsets side by side: a column reads them at once
         else:
             self.anchor, self.delta = None, np.ascontiguousarray(rel.T)
+        self._ends = None
+        return self
 
     @classmethod
     def of(cls, buf: np.ndarray, width: int, need: int | None = None, scratch: Scratch | None = None) -> Split | None:
@@ -203,14 +230,68 @@ class Split:
                 if not blank.any():
                     break
                 first = np.where(blank, first + 1, first)
-        return cls(buf, first, mat, ragged)
+        return cls(buf, first, mat, ragged, need)
+
+    @property
+    def buf(self) -> np.ndarray:
+        """The block's bytes (read again from the source when they were released)."""
+        buf = self._buf
+        return buf if buf is not None else self._reread()[0]
+
+    @property
+    def full(self) -> np.ndarray:
+        """The block's bytes and the PAD bytes after them."""
+        full = self._full
+        return full if full is not None else self._reread()[1]
+
+    def release(self, source: Callable[[Split], Split]) -> None:
+        """Let the block go, bytes and offsets; `source(self)` reads and splits it again (`resplit`), or refuses,
+        when a column not decoded yet is asked for."""
+        self._source = source
+        self._last = int(self.row[-1]) if self.n else -1
+        self._buf = self._full = self._ends = self.anchor = self.delta = None
+        self.row = np.zeros(0, np.int64)
+
+    @property
+    def released(self) -> bool:
+        """Whether the block's bytes went (`release`) and are not read again yet."""
+        return self._buf is None
+
+    def resplit(self, buf: np.ndarray) -> Split | None:
+        """`buf` split the way this block was, when it holds the same records (else None): how a source checks
+        the bytes it read again."""
+        again = Split.of(buf, self.width, self._need)
+        if again is None or (again.n, again.ragged, int(again.row[-1]) if again.n else -1) != \
+                (self.n, self.ragged, self._last):
+            return None
+        return again.compact()
+
+    def _reread(self) -> tuple[np.ndarray, np.ndarray]:
+        with _REREAD:
+            buf, full = self._buf, self._full
+            if buf is None or full is None:
+                assert self._source is not None
+                again = self._source(self)
+                buf, full = again.buf, again.full
+                self.row, self.anchor = again.row, again.anchor
+                self._full, self._buf = full, buf
+                self.delta = again.delta  # last: a split with offsets is one that can be read
+            return buf, full
 
     def bounds(self, j: int, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of field j of every record, or of records `rows` (end excludes the delimiter and a CR
         before the newline)."""
+        ends = self._ends
+        if ends is None and self.delta is None:
+            self._reread()
+            ends = self._ends
         row = self.row if rows is None else self.row[rows]
-        start = row if j == 0 else self._end(j - 1, row, rows) + 1
-        end = self._end(j, row, rows)
+        if ends is not None:  # whole offsets (before `compact`)
+            start = row if j == 0 else (ends[:, j - 1] if rows is None else ends[rows, j - 1]) + 1
+            end = ends[:, j].copy() if rows is None else ends[rows, j]
+        else:
+            start = row if j == 0 else self._end(j - 1, row, rows) + 1
+            end = self._end(j, row, rows)
         if self.ragged:  # a padded field is empty; a short record's last field may end at its newline
             start = np.minimum(start, end)
             end = end - ((self.buf[end] == NL) & (self.buf[np.maximum(end - 1, 0)] == CR) & (end > start))
@@ -219,6 +300,7 @@ class Split:
         return start, end
 
     def _end(self, j: int, row: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+        assert self.delta is not None
         low = self.delta[j] if rows is None else self.delta[j, rows]
         g = j // GROUP
         if self.anchor is None or g == 0:  # whole offsets, or the first group (under 256 bytes)
@@ -227,35 +309,18 @@ class Split:
         return row + anchor + (low - anchor.astype(np.uint8))  # the bytes past the anchor, modulo 256
 
     def words(self) -> np.ndarray:
-        """The 8 bytes starting at every offset of the block (a strided view, no copy); `_load` reads them as uint64."""
+        """The 8 bytes at every offset of the block (a strided view, no copy) that `fast_numbers` reads as uint64."""
         return np.ndarray(shape=(len(self.full) - 7,), dtype="S8", buffer=self.full, strides=(1,))
 
     def floats(self, j: int, rows: np.ndarray | None = None) -> np.ndarray | None:
         """Column j (or its records `rows`) as float64, NaN for missing cells; None when a cell is not a number."""
         s, e = self.bounds(j, rows)
-        lengths = e - s
-        out, ok, word = _short_decimals(self.words(), s, lengths)
-        if ok.all():
-            return out
-        bad = np.flatnonzero(~ok)
-        missing = _missing(word[bad], lengths[bad])
-        out[bad[missing]] = np.nan
-        bad = bad[~missing]
-        if not len(bad):
-            return out
-        rest = _general_floats(self.full, s[bad], e[bad])
-        if rest is None:
-            return None
-        out[bad] = rest
-        return out
+        return fast_numbers.floats(self.full, self.words(), s, e)
 
     def starts_ns(self, j: int, rows: np.ndarray | None = None) -> np.ndarray | None:
         """Column j (µs with up to ns decimals, maybe a trailing TAB) as exact int64 ns; None for junk."""
         s, e = self.bounds(j, rows)
-        m = _matrix(self.full, s, e)
-        if m is None:
-            return None
-        return _stamps(m)
+        return fast_numbers.stamps(self.full, self.words(), s, e)
 
     def codes(self, j: int, rows: np.ndarray | None = None) -> Codes:
         """Column j (or its records `rows`) as `Codes`: cells hashed a word at a time, each distinct value
@@ -271,26 +336,31 @@ class Split:
         k_words = max(1, -(-longest // 8))
         items = np.ndarray(shape=(len(self.full) - 8 * k_words + 1,), dtype=f"S{8 * k_words}", buffer=self.full,
                            strides=(1,))
-        # each cell's bytes as k uint64 words (one gather a row), the bytes past its end cleared, then hashed
-        raw = items[np.minimum(s, len(items) - 1)].view(np.uint8).reshape(n, 8 * k_words)
-        if 8 * k_words <= 255:  # the bytes past each cell cleared (compared as bytes while cells are short)
-            raw *= _BYTE_INDEX[:8 * k_words].astype(np.uint8) < lengths.astype(np.uint8)[:, None]
+        # each cell's bytes as k uint64 words (one gather a row), the bytes past its end cleared word by word,
+        # then hashed a word at a time (a cell of one word is its own key, with its length)
+        m = items[np.minimum(s, len(items) - 1)].view("<u8").reshape(n, k_words)
+        if k_words == 1:
+            m[:, 0] &= _LOW_BYTES[np.minimum(lengths, 8)]
+            h = m[:, 0]
         else:
-            raw *= _BYTE_INDEX[:8 * k_words] < lengths[:, None]
-        m = raw.view("<u8")
-        x = m * _MIX[:k_words]
-        x ^= x >> _U(29)
-        h = x.sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _U(0x9E3779B97F4A7C15)
-        del x
+            h = lengths.astype(np.uint64) * _U(0x9E3779B97F4A7C15)
+            x = np.empty(n, np.uint64)
+            for i in range(k_words):
+                word = m[:, i]
+                word &= _LOW_BYTES[np.clip(lengths - 8 * i, 0, 8)]
+                np.multiply(word, _MIX[i], out=x)
+                x ^= x >> _U(29)
+                h += x
+            del x
         found = _group(h)
         if found is not None:
             inverse, first = found
             rep = first[inverse]
-            if not (np.array_equal(lengths, lengths[rep]) and np.array_equal(m, m[rep])):
+            if not (np.array_equal(lengths, lengths[rep]) and (k_words == 1 or np.array_equal(m, m[rep]))):
                 found = None  # two values shared a hash: group the bytes themselves
         del m
         if found is None:
-            m = _matrix(self.full, s, e)
+            m = matrix(self.full, s, e)
             assert m is not None
             _, first, inverse = np.unique(m.view(f"S{m.shape[1]}").ravel(), return_index=True, return_inverse=True)
             inverse = inverse.reshape(-1)
@@ -352,160 +422,6 @@ def _group(h: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         return at, first
     _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
     return inverse.reshape(-1), first
-
-
-def _load(words: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The little-endian uint64 at each offset `at` (offsets inside the block: PAD bytes follow it)."""
-    return words[at].view("<u8")
-
-
-_MISSING_WORDS = [(len(m), int.from_bytes(m, "little")) for m in MISSING if len(m) <= 8]
-
-
-def _missing(word: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Which cells (their first 8 bytes as `word`, the rest cleared) are one of MISSING (`N/A`, `NA`, empty...)."""
-    out = np.zeros(len(word), bool)
-    for n, w in _MISSING_WORDS:
-        out |= (lengths == n) & (word == _U(w))
-    return out
-
-
-def _parse8(x: np.ndarray, digits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(value, ok) of the `digits` (uint64, 0..8) ASCII digits in the low bytes of each word; ok: all are digits.
-
-    The digits are shifted to the top of the word with '0's below them, then paired up by three
-    multiplications (8 digits -> 4 two-digit -> 2 four-digit -> 1 number).
-    """
-    bits = digits << _U(3)
-    x = (x << (_U(64) - bits)) | (_ZEROS >> bits)  # a shift by 64 gives 0 in numpy
-    ok = ((x & _NIBBLE) == _ZEROS) & (((x + _SIXES) & _NIBBLE) == _ZEROS)
-    x = ((x & _U(0x0F0F0F0F0F0F0F0F)) * _U(2561)) >> _U(8)
-    x = ((x & _U(0x00FF00FF00FF00FF)) * _U(6553601)) >> _U(16)
-    x = ((x & _U(0x0000FFFF0000FFFF)) * _U(42949672960001)) >> _U(32)
-    return x, ok
-
-
-def _low_bytes(n: np.ndarray) -> np.ndarray:
-    """A mask of the low `n` (uint64, 0..8) bytes of a word."""
-    return (_U(1) << (n << _U(3))) - _U(1)  # n = 8: 1 << 64 is 0, minus 1 is all ones
-
-
-def _short_decimals(words: np.ndarray, s: np.ndarray, lengths: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(float64, ok, the cell's word) for cells of one to eight bytes that are digits with at most one dot,
-    exactly as `float()` reads them (an integer under 10^8 over a power of ten is correctly rounded)."""
-    n = np.minimum(lengths, 8).view(np.uint64)  # lengths are never negative
-    keep = _low_bytes(n)
-    word = _load(words, s) & keep
-    x = word | ~keep  # bytes past the cell become 0xFF: never a dot or a digit
-    y = x ^ _DOTS
-    t = (y - _ONES) & ~y & _HIGHS  # the lowest flagged byte is the first dot
-    b = (t & (~t + _U(1))) >> _U(7)  # 1 in the dot's byte, 0 without a dot
-    dot = (b != 0).astype(np.uint64)
-    p = (b * _U(0x0001020304050607)) >> _U(56)  # the dot's byte index
-    below = b - _U(1)  # the bytes before the dot (all of them without one)
-    x = (x & below) | ((x >> _U(8)) & ~below)  # the dot taken out
-    digits = n - dot
-    value, ok = _parse8(x, digits)
-    ok &= ((lengths - 1).view(np.uint64) < _U(8)) & (digits != _U(0))  # 1 to 8 bytes, a digit among them
-    return value.astype(np.float64) / _POW10F[((n - _U(1) - p) * dot).view(np.int64)], ok, word  # intp: a fast gather
-
-
-def _matrix(full: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
-    """Cells s..e as an (n, W) uint8 matrix, NUL-padded; None when a cell is wider than MAX_WIDTH."""
-    lengths = e - s
-    n = len(s)
-    w = max(int(lengths.max()) if n else 0, 1)
-    if w > MAX_WIDTH:
-        return None
-    size = len(full)
-    # every offset of the buffer as a w-byte string: a column is one 1-D fancy index
-    items = np.ndarray(shape=(size - w + 1,), dtype=f"S{w}", buffer=full, strides=(1,))
-    tail = s + w > size
-    if tail.any():
-        m = np.zeros((n, w), np.uint8)
-        m[~tail] = items[s[~tail]].view(np.uint8).reshape(-1, w)
-        for i in np.flatnonzero(tail):
-            cell = full[s[i]:e[i]]
-            m[i, :len(cell)] = cell
-    else:
-        m = items[s].view(np.uint8).reshape(n, w)
-    if n and int(lengths.min()) < w:
-        m = np.where(np.arange(w, dtype=np.int32)[None, :] < lengths[:, None], m, np.uint8(0))
-    return m
-
-
-def _general_floats(full: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
-    """Cells s..e as float64 through numpy's string conversion (signs, exponents, quotes, `N/A`); None for junk."""
-    m = _matrix(full, s, e)
-    if m is None:
-        return None
-    arr = m.view(f"S{m.shape[1]}").ravel()
-    arr = np.char.strip(arr, b' \t\r"')
-    missing = np.isin(arr, MISSING)
-    if missing.any():
-        arr = arr.copy()
-        arr[missing] = b"nan"
-    try:
-        return arr.astype(np.float64)
-    except ValueError:
-        return None
-
-
-def _stamps(m: np.ndarray) -> np.ndarray | None:
-    """Cells of µs with up to ns decimals (maybe a trailing TAB) as exact int64 ns; None for junk."""
-    uniform = _uniform_stamps(m)
-    if uniform is not None:
-        return uniform
-    n, w = m.shape
-    digit = (m >= 48) & (m <= 57)
-    dot = m == ord(".")
-    blank = (m == 0) | (m == 9) | (m == 32) | (m == CR)
-    col = np.arange(w)[None, :]
-    has_dot = dot.any(axis=1)
-    dotpos = np.where(has_dot, dot.argmax(axis=1), np.where(blank.all(axis=1), 0, (~blank).sum(axis=1)))
-    arr = m.view(f"S{w}").ravel()
-    missing = np.isin(np.char.strip(arr, b' \t\r"'), MISSING)
-    ok = digit | dot | blank
-    if not (ok.all(axis=1) | missing).all() or (dot.sum(axis=1) > 1).any():
-        return None
-    d = (m.astype(np.int64) - 48) * digit
-    power = dotpos[:, None] - 1 - col
-    whole_mask = (power >= 0) & digit
-    if (power[whole_mask] > 18).any():
-        return None
-    whole = (d * _POW10[np.clip(power, 0, 18)] * whole_mask).sum(axis=1)
-    frac = np.zeros(n, np.int64)
-    for k, scale in ((1, 100), (2, 10), (3, 1)):
-        c = np.minimum(dotpos + k, w - 1)
-        inside = has_dot & (dotpos + k < w)
-        dig = np.take_along_axis(d, c[:, None], axis=1)[:, 0]
-        isd = np.take_along_axis(digit, c[:, None], axis=1)[:, 0]
-        frac += np.where(inside & isd, dig * scale, 0)
-    out = whole * 1000 + frac
-    out[missing] = NO_START
-    return out
-
-
-def _uniform_stamps(m: np.ndarray) -> np.ndarray | None:
-    """The common case in one pass: every cell is digits, a dot at one column, three or more decimals, then blanks."""
-    n, w = m.shape
-    if n == 0:
-        return None
-    dots = np.flatnonzero(m[0] == 46)
-    if len(dots) != 1:
-        return None
-    p = int(dots[0])
-    if p == 0 or p > 18 or p + 4 > w or not (m[:, p] == 46).all():
-        return None
-    whole, frac = m[:, :p], m[:, p + 1:p + 4]
-    if not (((whole >= 48) & (whole <= 57)).all() and ((frac >= 48) & (frac <= 57)).all()):
-        return None
-    rest = m[:, p + 4:]
-    if not (((rest >= 48) & (rest <= 57)) | (rest == 0) | (rest == 9) | (rest == 32) | (rest == CR)).all():
-        return None
-    return np.ascontiguousarray(whole).view(f"S{p}").ravel().astype(np.int64) * 1000 + \
-        np.ascontiguousarray(frac).view("S3").ravel().astype(np.int64)
 
 
 def _unquote(raw: bytes) -> str:

@@ -3,7 +3,7 @@
 kernel_details.csv (torch_npu), op_summary_*.csv and task_time_*.csv (msprof) are one table under
 several column names (`Name`/`Op Name`, `Block Dim`/`Block Num`, ...). Blocks of the file are split
 with numpy (`fast_csv`: quoted multi-line fields, `\"\"\"32,3,224,224\"\"\"` shapes, CRLF) and each column
-is decoded when first read, so a million-row file never exists as a million Python rows.
+is decoded when first read (`csv_columns`), so a million-row file never exists as a million Python rows.
 """
 
 from __future__ import annotations
@@ -15,24 +15,24 @@ import itertools
 import re
 import threading
 import zlib
-from decimal import Decimal, InvalidOperation
 from functools import partial
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, Sequence
+from typing import Any, BinaryIO, Callable, Iterator, Sequence
 
 import numpy as np
 
 from ascend_tui import threads
 from ascend_tui.errors import Cancelled, InputError
 import ascend_tui.readers.parse.fast_csv as fast_csv
-from ascend_tui.readers.parse.compressed import open_binary, open_text
+from ascend_tui.readers.profiler.csv_columns import (  # noqa: F401 (INVALID_ID, PIPE_RATIOS, to_ns: read from here too)
+    INT_KEYS, INVALID_ID, MISSING, PIPE_RATIOS, TEXT_KEYS, Ready, cell_floats, cell_ints, cell_starts, fast_table,
+    file_stamp, hot, reread, to_ns)
+from ascend_tui.readers.parse.compressed import is_gzip, open_binary, open_text
 from ascend_tui.progress import Progress
 from ascend_tui.readers.parse.skipped import Skipped
-from ascend_tui.graph.profile import NO_INT, NO_START, Codes, Decoder, HostOp, KernelTable, Lazy, OpStat, StepTime
+from ascend_tui.graph.profile import NO_INT, Codes, HostOp, KernelTable, OpStat, StepTime
 
-MISSING = frozenset({"", "N/A", "NA", "n/a", "-", "null", "None"})
 CHUNK = 65536
-INVALID_ID = 4294967295  # msprof's "no value" for ids and block counts
 ALIASES: dict[str, tuple[str, ...]] = {
     "name": ("Name", "Op Name", "kernel_name"),
     "type": ("Type", "OP Type", "Op Type"),
@@ -104,78 +104,6 @@ def is_kernel_header(header: Sequence[str]) -> bool:
     return "name" in cols and "dur_us" in cols
 
 
-def _floats(path: Path, column: str, cells: Sequence[str], first_record: int, skipped: Skipped | None = None,
-            bad: list[int] | None = None) -> np.ndarray:
-    """The cells as float64, NaN for missing ones; a cell that is not a number is NaN too and counted in
-    `skipped` (its index appended to `bad`), or an InputError without `skipped`."""
-    try:
-        return np.array(cells, dtype=np.float64)
-    except ValueError:
-        pass
-    out = np.empty(len(cells), np.float64)
-    for i, cell in enumerate(cells):
-        c = cell.strip().strip('"')
-        if c in MISSING:
-            out[i] = np.nan
-            continue
-        try:
-            out[i] = float(c)
-        except ValueError:
-            problem = f"column {column!r}: {cell.strip()!r} is not a number"
-            if skipped is None and bad is None:
-                raise InputError(path, problem, where=f"record {first_record + i}") from None
-            out[i] = np.nan
-            if bad is not None:
-                bad.append(i)
-            elif skipped is not None:
-                skipped.cell(first_record + i, problem)
-    return out
-
-
-def _ints(path: Path, column: str, cells: Sequence[str], first_record: int, skipped: Skipped | None = None,
-          bad: list[int] | None = None) -> np.ndarray:
-    f = _floats(path, column, cells, first_record, skipped, bad)
-    out = np.full(len(f), NO_INT, np.int64)
-    ok = np.isfinite(f)
-    out[ok] = f[ok].astype(np.int64)
-    out[out == INVALID_ID] = NO_INT
-    return out
-
-
-def to_ns(cell: str) -> int:
-    """`'1736408883704643.212\\t'` (µs) -> 1736408883704643212 ns, exactly; NO_START for `N/A`; ValueError for junk."""
-    s = cell.strip().strip('"')
-    if s in MISSING:
-        return NO_START
-    whole, dot, frac = s.partition(".")
-    if whole.isdigit() and (not frac or frac.isdigit()):
-        return int(whole) * 1000 + (int((frac + "000")[:3]) if frac else 0)
-    try:
-        return int(Decimal(s) * 1000)
-    except InvalidOperation:
-        raise ValueError(cell) from None
-
-
-def _starts(path: Path, column: str, cells: Sequence[str], first_record: int, bad: list[int] | None = None
-            ) -> np.ndarray:
-    """The cells as exact ns; a cell that is not a time is an InputError, or NO_START with its index in `bad`."""
-    try:
-        return np.fromiter(map(to_ns, cells), np.int64, len(cells))
-    except ValueError as exc:
-        if bad is None:
-            i = list(cells).index(exc.args[0]) if exc.args and exc.args[0] in cells else 0
-            raise InputError(path, f"column {column!r}: {cells[i].strip()!r} is not a time in µs",
-                             where=f"record {first_record + i}") from None
-    out = np.empty(len(cells), np.int64)
-    for i, cell in enumerate(cells):
-        try:
-            out[i] = to_ns(cell)
-        except ValueError:
-            out[i] = NO_START
-            bad.append(i)
-    return out
-
-
 def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threading.Event | None = None,
                        progress: Progress | None = None, skipped: Skipped | None = None) -> Iterator[KernelTable]:
     """The kernel rows of `path` as `KernelTable`s, one per block of about `block` bytes, in file order.
@@ -199,8 +127,10 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
     records = 0  # data records consumed, the skipped ones included (record numbers count them)
     usable = 0
     scratch: dict[int, fast_csv.Scratch] = {}  # one set of work arrays a thread, for this file only
+    spare: list = []  # maps of released blocks, filled again
 
-    def split_block(buf: np.ndarray) -> tuple[np.ndarray, fast_csv.Split | None, dict[str, np.ndarray]]:
+    def split_block(buf: np.ndarray, source: Callable[[fast_csv.Split], fast_csv.Split] | None
+                    ) -> tuple[np.ndarray, fast_csv.Split | None, Ready]:
         if len(buf) and int(buf.max()) >= 0x80:  # ASCII needs no check; anything else must be UTF-8
             try:
                 buf.tobytes().decode("utf-8")
@@ -212,28 +142,43 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
         work = scratch.setdefault(threading.get_ident(), fast_csv.Scratch())
         split = fast_csv.Split.of(buf, width, width if strict else max(need, 1), work)
         if split is None or not strict:
-            return buf, split, {}
+            return buf, split.compact() if split is not None else None, {}
         dur = split.floats(cols["dur_us"])  # a duration or start that is not one: the slow path skips its record
         start = split.starts_ns(cols["start_ns"]) if "start_ns" in cols else None
         if dur is None or ("start_ns" in cols and start is None):
             return buf, None, {}
-        return buf, split, {"dur_us": dur, **({"start_ns": start} if start is not None else {})}
+        ready = hot(split, cols, metrics)
+        ready["floats"]["dur_us"] = dur
+        if start is not None:
+            ready["ints"]["start_ns"] = start
+        if source is not None:  # what the summaries read is decoded: the block goes until another column is asked for
+            split.release(source)
+        else:
+            split.compact()
+        return buf, split, ready
 
-    def reading(raw: BinaryIO) -> Iterator[Callable[[], tuple[np.ndarray, fast_csv.Split | None,
-                                                                dict[str, np.ndarray]]]]:
-        for buf in fast_csv.blocks(raw, size=block or fast_csv.BLOCK):
+    def reading(raw: BinaryIO) -> Iterator[Callable[[], tuple[np.ndarray, fast_csv.Split | None, Ready]]]:
+        offset = len(first)  # where the next block starts in the file (plain files only)
+        for buf in fast_csv.blocks(raw, size=block or fast_csv.BLOCK, spare=spare if stamp is not None else None):
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
-            yield partial(split_block, buf)
+            source = reread(path, offset, len(buf), stamp) if stamp is not None and offset + len(buf) <= stamp[0] \
+                else None  # the last block may end in a newline the file lacks: it keeps its bytes
+            offset += len(buf)
+            yield partial(split_block, buf, source)
 
     try:
         with open_binary(path) as raw:
             first = raw.readline()
             width = len(next(csv.reader([first.decode("utf-8-sig", errors="replace").rstrip("\r\n")])))
+            stamp = file_stamp(path) if strict and not is_gzip(path) else None
             # blocks are read here and split on worker threads, a few ahead of the one handed out
             for buf, split, ready in threads.ordered(reading(raw), ahead=1):
                 if split is not None:
-                    tables, used = [_fast_table(path, header, split, cols, metrics, records, ready, skipped)], split.n
+                    tables, used = [fast_table(path, header, split, cols, metrics, records, ready, skipped)], split.n
+                    if split.released and len(spare) < 2:  # nothing reads its bytes: the next block fills its map
+                        spare.append(getattr(buf.base, "obj", buf.base))
+                    del buf
                 else:
                     tables, used = _csv_tables(path, header, cols, metrics, buf.tobytes(), records, skipped,
                                                width)
@@ -253,56 +198,6 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
         skipped.refuse_if_empty(usable)
 
 
-TEXT_KEYS = ("name", "type", "core", "state", "input_shapes", "input_dtypes", "input_formats", "output_shapes",
-             "output_dtypes", "output_formats")
-INT_KEYS = ("block_dim", "mix_block_dim", "step", "stream", "device")
-
-
-def _fast_table(path: Path, header: list[str], split: fast_csv.Split, cols: dict[str, int],
-                metrics: dict[str, int], done: int, ready: dict[str, np.ndarray] | None = None,
-                skipped: Skipped | None = None) -> KernelTable:
-    """A block's table over numpy-split fields, each column decoded when first read (or some of its rows)."""
-    first = done + 2
-    ready = ready or {}
-    text = Lazy({}, {k: Decoder(split.codes, cols[k]) for k in TEXT_KEYS if k in cols})
-    pending = {k: Decoder(_fast_ints, path, header, split, cols[k], first, skipped) for k in INT_KEYS if k in cols}
-    if "start_ns" in cols and "start_ns" not in ready:
-        pending["start_ns"] = Decoder(_fast_starts, path, header, split, cols["start_ns"], first)
-    ints = Lazy({k: v for k, v in ready.items() if k == "start_ns"}, pending)
-    floats = Lazy({k: v for k, v in ready.items() if k == "dur_us"},
-                  {k: Decoder(_fast_floats, path, header, split, cols[k], first, np.float64, skipped)
-                   for k in ("dur_us", "wait_us") if k in cols and k not in ready})
-    mets = Lazy({}, {h: Decoder(_fast_floats, path, header, split, i, first, np.float32, skipped)
-                     for h, i in metrics.items()})
-    return KernelTable(split.n, text, ints, floats, mets)
-
-
-def _fast_floats(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int, dtype: type,
-                 skipped: Skipped | None = None, rows: np.ndarray | None = None) -> np.ndarray:
-    f = split.floats(j, rows)
-    if f is None:  # a cell that is not a number: the slow path over the whole column names (or counts) it
-        f = _floats(path, header[j], split.cells(j), first, skipped)
-        f = f if rows is None else f[rows]
-    return f.astype(dtype, copy=False)
-
-
-def _fast_ints(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int,
-               skipped: Skipped | None = None, rows: np.ndarray | None = None) -> np.ndarray:
-    f = _fast_floats(path, header, split, j, first, np.float64, skipped, rows)
-    v = np.full(len(f), NO_INT, np.int64)
-    ok = np.isfinite(f)
-    v[ok] = f[ok].astype(np.int64)
-    v[v == INVALID_ID] = NO_INT
-    return v
-
-
-def _fast_starts(path: Path, header: list[str], split: fast_csv.Split, j: int, first: int,
-                 rows: np.ndarray | None = None) -> np.ndarray:
-    v = split.starts_ns(j, rows)
-    if v is None:
-        v = _starts(path, header[j], split.cells(j), first)
-        v = v if rows is None else v[rows]
-    return v
 
 
 def _odd(row: list[str], width: int, need: int, strict: bool) -> str:
@@ -353,7 +248,7 @@ def _csv_tables(path: Path, header: list[str], cols: dict[str, int], metrics: di
         if strict and rows:  # a duration or start that cannot be read skips its record
             columns = list(zip(*rows))
             problems: dict[int, str] = {}
-            for key, decode in (("start_ns", _starts), ("dur_us", _floats)):
+            for key, decode in (("start_ns", cell_starts), ("dur_us", cell_floats)):
                 if key not in cols:
                     continue
                 bad: list[int] = []
@@ -371,12 +266,13 @@ def _csv_tables(path: Path, header: list[str], cols: dict[str, int], metrics: di
         n = len(rows)
         first_row = numbers[0] if numbers else first
         tx = {k: Codes.of(c.strip() for c in columns[cols[k]]) for k in TEXT_KEYS if k in cols}
-        ints = {k: _ints(path, header[cols[k]], columns[cols[k]], first_row, skipped) for k in INT_KEYS if k in cols}
+        ints = {k: cell_ints(path, header[cols[k]], columns[cols[k]], first_row, skipped)
+                for k in INT_KEYS if k in cols}
         if "start_ns" in cols:
-            ints["start_ns"] = _starts(path, header[cols["start_ns"]], columns[cols["start_ns"]], first_row)
-        floats = {k: _floats(path, header[cols[k]], columns[cols[k]], first_row, skipped)
+            ints["start_ns"] = cell_starts(path, header[cols["start_ns"]], columns[cols["start_ns"]], first_row)
+        floats = {k: cell_floats(path, header[cols[k]], columns[cols[k]], first_row, skipped)
                   for k in ("dur_us", "wait_us") if k in cols}
-        mets = {h: _floats(path, h, columns[i], first_row, skipped).astype(np.float32) for h, i in metrics.items()}
+        mets = {h: cell_floats(path, h, columns[i], first_row, skipped).astype(np.float32) for h, i in metrics.items()}
         out.append(KernelTable(n, tx, ints, floats, mets))
 
 
