@@ -159,7 +159,7 @@ class _OnnxBuilder:
             self.place(scope, vi.name, OpNode(f"input:{prefix}{vi.name}", "input", parent_module, -1, "input",
                                               attrs={"name": vi.name}))
         if len(self.nodes) > base:  # each placeholder's one output is the tensor it is named after
-            self.steps.append((base, [cast("dict[str, str]", n.attrs)["name"] for n in self.nodes[base:]]))
+            self.steps.append((base, None, [[cast("dict[str, str]", n.attrs)["name"]] for n in self.nodes[base:]]))
 
     def place(self, scope: dict[str, tuple[int, int]], name: str, node: OpNode) -> None:
         scope[name] = (len(self.nodes), 0)
@@ -174,7 +174,6 @@ class _OnnxBuilder:
         scope.pop("", None)  # "" is an optional input left out, never a tensor, even if an initializer is unnamed
         scopes = [scope, *outer]
         protos = graph.node
-        ordinal = len(self.graphs) - 1  # collect_types(graph) came just before
         for start in range(0, len(protos), CHUNK):
             check_cancel(self.cancel, "loading the ONNX model was cancelled")
             if self.progress is not None and not prefix:  # top-level operators out of `total` (bodies are extra)
@@ -183,13 +182,11 @@ class _OnnxBuilder:
             columns = list(zip(*map(_FIELDS, chunk)))  # every field is read once: each read builds an object
             first = 0
             for cut in self.with_bodies(chunk, columns[1], columns[2]):
-                self.add_ops([column[first:cut + 1] for column in columns], scopes, parent_module,
-                             (ordinal, start + first))
+                self.add_ops([column[first:cut + 1] for column in columns], scopes, parent_module)
                 self.subgraphs_of(chunk[cut], self.nodes[-1], scopes, prefix, total)
                 first = cut + 1
             if first < len(chunk):
-                self.add_ops([column[first:] for column in columns] if first else columns, scopes, parent_module,
-                             (ordinal, start + first))
+                self.add_ops([column[first:] for column in columns] if first else columns, scopes, parent_module)
         if self.progress is not None and not prefix:
             self.progress("building graph", len(protos), total)
 
@@ -202,10 +199,9 @@ class _OnnxBuilder:
                 if (op_type in CONTROL_FLOW or domain not in PLAIN_DOMAINS)
                 and any(a.type in SUBGRAPH_OPS_ATTR for a in node.attribute)]
 
-    def add_ops(self, columns: list[tuple[Any, ...]], scopes: list[dict[str, tuple[int, int]]], parent_module: str,
-                where: tuple[int, int]) -> None:
-        """Add one segment of nodes (no bodies among them but maybe the last) from its `_FIELDS` columns; `where`
-        is (the ordinal of their graph, the index of the first in its `node` list)."""
+    def add_ops(self, columns: list[tuple[Any, ...]], scopes: list[dict[str, tuple[int, int]]], parent_module: str
+                ) -> None:
+        """Add one segment of nodes (no bodies among them but maybe the last) from its `_FIELDS` columns."""
         names, op_types, domains, input_fields, output_fields, metadata = columns
         base, count = len(self.nodes), len(names)
         inputs, outputs = list(map(_ALL, input_fields)), list(map(_ALL, output_fields))  # `field[:]`: lists of str
@@ -228,7 +224,7 @@ class _OnnxBuilder:
                 if domain not in PLAIN_DOMAINS:
                     attrs[k]["domain"] = domain
         ids = self.minter.mint_all(modules, [op or "op" for op in op_types] if "" in op_types else op_types)
-        self.steps.append((base, *where, count))  # their tensors' types are read when first asked for
+        self.steps.append((base, inputs, outputs))  # their types are read when first asked for
         self.link(base, inputs, outputs, scopes)
         self.nodes += op_nodes(ids, op_types, modules, range(base, base + count), repeat("op"), repeat(_NO_TENSORS),
                                repeat(_NO_TENSORS), sources, repeat("forward"), classes, attrs)

@@ -1,12 +1,11 @@
 """Tensor types of an ONNX model's nodes, read from the file (or ONNX shape inference) when first asked for.
 
 The reader's walk records which graph's declarations come into scope when (`steps`: a graph's
-ordinal), where each run of nodes it built came from (`(first position, graph ordinal, first
-index in that graph's nodes, count)`) and the names of each run of placeholders (`(first
-position, names)`); `TensorTypes` replays that record against the graphs' `value_info`, inputs,
-outputs and initializers and the nodes' tensor names, so each node gets the types an eager walk
-would have given it, without `ascend-tui graph` paying for them (nor keeping every tensor name
-meanwhile). Where the exporter left most tensors untyped, the replay runs over the inferred model.
+ordinal) and which tensor names each run of nodes reads and writes (`(first position, input
+names, output names)`); `TensorTypes` replays that record against the graphs' `value_info`,
+inputs, outputs and initializers, so each node gets the types an eager walk would have given it,
+without `ascend-tui graph` paying for them. Where the exporter left most tensors untyped, the
+replay runs over the inferred model instead.
 """
 
 from __future__ import annotations
@@ -30,14 +29,12 @@ PLAIN_DOMAINS = frozenset({"", "ai.onnx"})
 _NAME, _TYPE = attrgetter("name"), attrgetter("type")
 _SERIALIZE = methodcaller("SerializeToString")
 _FIRST = itemgetter(0)
-_ALL = itemgetter(slice(None))
-_INPUT, _OUTPUT = attrgetter("input"), attrgetter("output")
 _UNTYPED = (None,)
 
 Tensors = tuple[Union[TensorMeta, None], ...]
-# One step of a walk: a graph's declarations come into scope (its ordinal); a run of nodes (first position,
-# graph ordinal, first index in its nodes, count); or a run of placeholders (first position, their tensors).
-Step = Union[int, tuple[int, int, int, int], tuple[int, list[str]]]
+# One step of a walk: a graph's declarations come into scope (its ordinal), or a run of nodes from a position
+# reads (None for placeholders: no inputs) and writes the tensors named.
+Step = Union[int, tuple[int, Union[list[list[str]], None], list[list[str]]]]
 
 
 def tensor_meta(type_proto: Any, cache: dict[tuple[int, tuple[int, ...]], TensorMeta] | None = None
@@ -141,16 +138,9 @@ def replay(graphs: list[Any], steps: list[Step], count: int) -> tuple[list[Tenso
     for step in steps:
         if type(step) is int:
             table.collect(graphs[step])
-        elif len(step) == 2:  # type: ignore[arg-type]
-            base, names = step  # type: ignore[misc]
-            table.fill(base, None, [[name] for name in names], ins, outs)
         else:
-            base, ordinal, first, count = step  # type: ignore[misc]
-            protos = graphs[ordinal].node
-            for start in range(first, first + count, CHUNK):  # few protobuf wrappers alive at a time
-                chunk = protos[start:min(start + CHUNK, first + count)]
-                table.fill(base + start - first, list(map(_ALL, map(_INPUT, chunk))),
-                           list(map(_ALL, map(_OUTPUT, chunk))), ins, outs)
+            base, inputs, outputs = step  # type: ignore[misc]
+            table.fill(base, inputs, outputs, ins, outs)
     return ins, outs
 
 
