@@ -175,10 +175,10 @@ def main(argv: list[str] | None = None) -> int:
         shapes = timed(again.graph.resolve_shapes)  # what the first reader of a node's tensors pays, once
         ran = again.run.extra["shape_inference"]
         del again
+        how = f"(shape inference: {'ran' if ran is True else 'failed'}) " if inference else ""
         print(f"graph: {n:,} ops + placeholders; walk from {last} reached {len(up):,} nodes; "
-              + (f"tensor types {'(shape inference: ' + ('ran' if ran is True else 'failed') + ') ' if inference else ''}"
-                 f"read on the first read of a node's tensors, which took {shapes[0]:.3f} s CPU ({shapes[1]:.3f} s "
-                 f"wall)" if pending else "tensor types read on open"))
+              + (f"tensor types {how}read on the first read of a node's tensors, which took {shapes[0]:.3f} s CPU "
+                 f"({shapes[1]:.3f} s wall)" if pending else "tensor types read on open"))
         # what the user waits for: the command end to end, its start-up (the same command on a tiny model) taken off
         tiny = Path(tmp) / "tiny.onnx"
         generate(tiny, 10, typed=not args.no_types, dynamo=args.dynamo)

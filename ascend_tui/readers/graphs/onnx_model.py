@@ -63,14 +63,17 @@ def _protos() -> Any:
     `ml_dtypes`). The classes are the ones `import onnx` gives later (protobuf keeps one descriptor pool
     and one class per message), so shape inference takes the model as it is; any surprise in onnx's
     layout falls back to importing it."""
-    if "onnx" in sys.modules or _PROTOS:
-        return sys.modules.get("onnx") or _PROTOS[0]
+    if _PROTOS:
+        return _PROTOS[0]
+    if hasattr(sys.modules.get("onnx"), "ModelProto"):
+        return sys.modules["onnx"]
     try:
         spec = importlib.util.find_spec("onnx")
         folder = Path((spec.submodule_search_locations or [""])[0]) if spec is not None else None
         found = _PB2_IMPORT.search((folder / "onnx_pb.py").read_text(encoding="utf-8")) if folder else None
         if found is not None:
-            pb2 = importlib.util.spec_from_file_location(f"{__name__}._{found.group(1)}", folder / f"{found.group(1)}.py")
+            name = found.group(1)
+            pb2 = importlib.util.spec_from_file_location(f"{__name__}._{name}", folder / f"{name}.py")
             if pb2 is not None and pb2.loader is not None:
                 module = importlib.util.module_from_spec(pb2)
                 pb2.loader.exec_module(module)
