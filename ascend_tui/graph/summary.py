@@ -101,19 +101,32 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _node_json(n: OpNode) -> dict[str, Any]:
+def _node_json(n: OpNode, tensors: dict[int, list[Any]]) -> dict[str, Any]:
+    """One node's record; `tensors` holds each `TensorMeta`'s JSON by object (readers share one per type)."""
+    attrs = n.attrs
     return {"id": n.id, "op_type": n.op_type, "module": n.module, "index": n.index, "kind": n.kind,
             "phase": n.phase, "module_class": n.module_class,
-            "inputs": [m.to_json() if m is not None else None for m in n.inputs],
-            "outputs": [m.to_json() if m is not None else None for m in n.outputs],
+            "inputs": [None if m is None else tensors.get(id(m)) or tensors.setdefault(id(m), m.to_json())
+                       for m in n.inputs],
+            "outputs": [None if m is None else tensors.get(id(m)) or tensors.setdefault(id(m), m.to_json())
+                        for m in n.outputs],
             "source": n.source.to_json() if n.source is not None else None,
-            "attrs": _plain(dict(n.attrs)) if n.attrs else {}}
+            # most readers' attrs are names alone: already plain (what _plain would copy them into)
+            "attrs": ({} if not attrs else dict(attrs) if all(type(v) is str for v in attrs.values())
+                      and all(type(k) is str for k in attrs) else _plain(dict(attrs)))}
 
 
 def node_link(graph: OpGraph, meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The graph in networkx's node-link layout (`links` with `key` = input slot), every record included."""
+    """The graph in networkx's node-link layout (`links` with `key` = input slot), every record included.
+
+    Nodes whose tensors have one type share its JSON list: the result is for writing out, not for editing."""
+    nodes = graph.nodes  # works deferred shapes out first
+    # what is_inferred reads, looked up once per node that has it rather than once per edge
+    matches = {n.id: how for n in nodes if n.attrs and isinstance(how := n.attrs.get("edge_match"), list)}
     links = [{"source": e.src, "target": e.dst, "key": e.in_slot, "out_slot": e.out_slot, "in_slot": e.in_slot,
-              "inferred": is_inferred(graph, e)} for e in graph.edges()]
+              "inferred": (how := matches.get(e.dst)) is not None and 0 <= e.in_slot < len(how)
+              and how[e.in_slot] in INFERRED_MATCHES} for e in graph.edges()]
+    tensors: dict[int, list[Any]] = {}
     return {"directed": True, "multigraph": True,
             "graph": {"schema": NODE_LINK_SCHEMA, "name": graph.name, **_plain(meta or {})},
-            "nodes": [_node_json(n) for n in graph], "links": links}
+            "nodes": [_node_json(n, tensors) for n in nodes], "links": links}
