@@ -148,3 +148,16 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_an_onnx_package_of_another_layout_falls_back_to_importing_it(tmp_path: Path) -> None:
+    model = typed_model(tmp_path / "typed.onnx")
+    fake = tmp_path / "site" / "onnx"
+    fake.mkdir(parents=True)
+    (fake / "onnx_pb.py").write_text("from .onnx_elsewhere_pb2 import *\n")  # no such module: not the layout known
+    (fake / "__init__.py").write_text("raise ImportError('broken onnx')\n")
+    done = subprocess.run([sys.executable, "-m", "ascend_tui", "graph", "-q", str(model)], capture_output=True,
+                          text=True, cwd=ROOT, env={"PYTHONPATH": f"{fake.parent}:{ROOT}", "PATH": "/usr/bin:/bin"},
+                          timeout=120)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "needs the onnx package" in lines[0], done.stderr[-2000:]
