@@ -78,7 +78,7 @@ KEYS = (("page down", "pagedown"), ("cursor down", "j"), ("jump to last op", "G"
         ("flagged-only filter", "F"), ("filter off", "F"))
 
 
-async def _app_timings(source: Path | Investigation, repeat: int) -> dict[str, float]:
+async def _app_timings(source: Path | Investigation, repeat: int, profile: bool = False) -> dict[str, float]:
     """Open an investigation in the app (from a file, or already in memory) and time what a user does with it.
 
     Keys are timed in CPU seconds of this process (the pilot's idle waits are not work);
@@ -107,8 +107,8 @@ async def _app_timings(source: Path | Investigation, repeat: int) -> dict[str, f
         try:
             async with app.run_test(size=SIZE) as pilot:
                 if isinstance(source, Path):  # the whole read on screen, whether or not its advice is in
-                    while not (read_end and app.inv is not None and app.inv.profile is not None and
-                               len(app.main.query_one(OpList).shown)):
+                    while not (read_end and app.inv is not None and (app.inv.profile is not None or not profile)
+                               and len(app.main.query_one(OpList).shown)):
                         await pilot.pause(0.01)
                     shown = time.perf_counter()
                     out.setdefault("first screen beyond the read", []).append(shown - read_end[-1])
@@ -141,7 +141,7 @@ async def _app_timings(source: Path | Investigation, repeat: int) -> dict[str, f
 PROFILE_KEYS = (("open profile view", "T"), ("page down", "pagedown"), ("cursor down", "j"), ("last row", "G"),
                 ("sort", "s"), ("group by op", "v"), ("page down (by op)", "pagedown"), ("last row (by op)", "G"),
                 ("sort (by op)", "s"), ("group by module", "v"), ("group by category", "v"), ("modules tab", "2"),
-                ("advice tab", "4"), ("page down (advice)", "pagedown"), ("ops tab", "1"))
+                ("timeline tab", "3"), ("strip: later", "l"), ("advice tab", "4"), ("page down (advice)", "pagedown"), ("ops tab", "1"))
 
 
 async def _profile_keys(app: object, pilot: object, out: dict[str, list[float]]) -> None:
@@ -240,7 +240,7 @@ def measure_trace(kernels: int, repeat: int, folder: Path) -> None:
     t0 = time.perf_counter()
     inv = open_path(path)
     opened = time.perf_counter() - t0
-    first = asyncio.run(_app_timings(path, 1))
+    first = asyncio.run(_app_timings(path, 1, profile=True))
     keys = asyncio.run(_app_timings(inv, repeat))
     screen = first["first screen (from file)"]
     print(f"trace of {kernels:,} kernels ({size / 1e6:.0f} MB): read {_fmt(read)}; open_path (read + investigation "

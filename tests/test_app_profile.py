@@ -261,3 +261,52 @@ def test_open_hands_over_what_was_read_before_the_findings() -> None:
     inv = open_path(PROF / "level1_2025-01", on_partial=seen.append)
     assert seen and not any(f.check == "profile" for f in seen[-1].findings)
     assert any(f.check == "profile" for f in inv.findings) and seen[-1].profile is inv.profile
+
+
+def test_strip_shares_from_running_sums_equal_a_scan_of_every_interval() -> None:
+    """The strip's per-cell time of each kind (running sums, two searchsorted a cell edge) is what a scan of every
+    interval gives: overlapping intervals each count, windows before, across and after them, empty windows 0."""
+    import numpy as np
+
+    from ascend_tui.app.widgets.timeline_strip import Segments
+
+    rng = np.random.default_rng(7)
+    start = rng.uniform(0, 1000, 400)
+    dur = rng.exponential(5, 400)
+    kind = rng.integers(0, 3, 400)
+    segments = Segments(start, dur, kind, "kernels")
+    for lo, hi in [(0.0, 1.0), (-50.0, 2000.0), (500.0, 500.5), (990.0, 1100.0), (3000.0, 4000.0), (10.0, 10.0)]:
+        scan = np.bincount(kind, weights=np.clip(np.minimum(start + dur, hi) - np.maximum(start, lo), 0, None),
+                           minlength=3)
+        assert np.allclose(segments.share(lo, hi), scan, rtol=1e-9, atol=1e-9)
+    gap = Segments(np.array([0.0, 10.0]), np.array([1.0, 1.0]), np.array([0, 1]), "kernels")
+    assert gap.share(2.0, 9.0).tolist() == [0.0, 0.0, 0.0] and gap.share(0.0, 11.0).tolist() == [1.0, 1.0, 0.0]
+    assert gap.end_us == 11.0
+    edges = np.linspace(0.0, 11.0, 12)
+    cells = gap.shares(edges)
+    assert cells.shape == (3, 11) and cells[:, 0].tolist() == [1.0, 0.0, 0.0] and not cells[:, 1:10].any()
+
+
+async def test_view_data_made_once_per_profile_and_ahead() -> None:
+    """The groupings' rows are made once per profile: prepared ahead, a regroup and a reopened view take the same
+    rows; a tab switch between two tables does not recompose the footer (its keys are the same)."""
+    from ascend_tui.app.screens.profile_data import data_for
+    from ascend_tui.app.widgets.footer import KeyFooter
+
+    inv = profile_inv(baseline=False)
+    ProfileScreen.prepare(inv, lambda: False)
+    data = data_for(inv.profile)
+    assert data is data_for(inv.profile)
+    by_op = data.rows("name", (), inv.graph)
+    app = Host(inv)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("v")
+        ops = table(app, "ops-table")
+        assert ops.columns[0].label == "op" and {id(r) for r in ops.rows} == {id(r) for r in by_op}
+        footer = app.screen.query_one(KeyFooter)
+        await pilot.press("4")
+        keys = footer._composed
+        await pilot.press("1", "4")
+        assert keys is not None and footer._composed is keys, "same keys, no recompose"
+        await pilot.press("3")  # the strip has other keys than a table
+        assert footer._composed != keys and table(app, "steps-table") is not None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Callable, ClassVar
 
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -37,6 +37,10 @@ class CheckView(Screen[str | None]):
         if inv is None:
             return False
         return cls.CHECK in inv.run.checks or any(f.check == cls.CHECK for f in inv.findings)
+
+    @classmethod
+    def prepare(cls, inv: Investigation, cancelled: Callable[[], bool]) -> None:
+        """Compute ahead, in a worker thread, what opening this view on `inv` would (once `inv` is on screen)."""
 
     def action_open_timeline(self) -> None:
         open_view = getattr(self.app, "action_open_view", None)  # the investigator's; a test host may have none

@@ -6,14 +6,17 @@ go; this screen only moves the cursor there and repaints.
 
 from __future__ import annotations
 
+import gc
+import time
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import events, on
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Header, Input
+from textual.worker import get_current_worker
 
 from ascend_tui.app.keys import GRAPH_BINDINGS, view_binding
 from ascend_tui.app.views import VIEWS
@@ -52,6 +55,7 @@ class MainScreen(Screen[None]):
         self._chain: list[str] = []
         self._stepped = False
         self._auto_node: str | None = None  # the cursor's place when we chose it only for lack of a finding
+        self._to_prepare: Investigation | None = None  # the investigation the views compute ahead for
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -116,6 +120,41 @@ class MainScreen(Screen[None]):
             self._auto_node = cur
         self._repaint()
         self.refresh_bindings()
+        self._to_prepare = inv
+        if not any(w.group == "prepare" and not w.is_finished for w in self.workers):
+            self._prepare_views()
+
+    @work(thread=True, group="prepare", exit_on_error=False, description="preparing the views")
+    def _prepare_views(self) -> None:
+        """Let each view compute ahead what opening it on the investigation shown takes, once the job is done.
+
+        One such worker at a time: it goes on with whatever investigation was shown while it worked.
+        """
+        worker = get_current_worker()
+        prepared = None
+        while (inv := self._to_prepare) is not prepared and inv is not None:
+            while self._job_busy() and not worker.is_cancelled:
+                time.sleep(0.05)  # the job's own work first (its findings are what the user waits for)
+            if worker.is_cancelled:  # the app is closing
+                return
+            if self._to_prepare is not inv:
+                continue
+            for view in VIEWS:
+                if view.available(inv):
+                    view.prepare(inv, lambda: worker.is_cancelled or self._to_prepare is not inv)
+            prepared = inv
+        # What is alive now (the modules, the graph, the prepared rows: 150k+ objects) stays alive while it is on
+        # screen; the collector's full passes walked all of it, 50-90 ms inside a key press, several a minute.
+        # Frozen, they skip it; the previous freeze is undone first so what a new investigation replaced is collected.
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+
+    def _job_busy(self) -> bool:
+        try:
+            return bool(getattr(self.app, "busy", False))
+        except RuntimeError:  # the workers changed while read from this thread: ask again
+            return True
 
     def _repaint(self) -> None:
         node = self.ops.current

@@ -9,26 +9,26 @@ diff tab lists regressions first, deltas coloured.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
-import numpy as np
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.widget import Widget
 from textual.widgets import Header, Static, TabbedContent, TabPane
+from textual.widgets._tabs import Underline
 
 from ascend_tui import fmt
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
-from ascend_tui.app.widgets.timeline_strip import KINDS, TimelineStrip, segments_of
-from ascend_tui.checks.profile import Group, column, summarize
-from ascend_tui.graph.profile import Profile
+# module_tree is imported by those who import it from here
+from ascend_tui.app.screens.profile_data import GROUPS, data_for, module_tree  # noqa: F401
+from ascend_tui.app.widgets.timeline_strip import KINDS, TimelineStrip
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
-GROUPS = ("type", "name", "module", "category")
 GROUP_LABEL = {"type": "op type", "name": "op", "module": "module", "category": "category"}
 BAR = 12
 _SEVERITY_TONE: dict[str, Tone] = {"error": "error", "warning": "warning", "info": "info"}
@@ -39,34 +39,6 @@ def share_bar(share: float, width: int = BAR) -> str:
     eighths = int(round(max(0.0, min(1.0, share)) * width * 8))
     full, part = divmod(eighths, 8)
     return ("█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")).ljust(width)
-
-
-def module_tree(profile: Profile) -> list[tuple[str, int, float, int]]:
-    """(module path, depth, time including submodules µs, calls) in tree order, children by time; [] without modules."""
-    t = profile.kernels
-    groups = [g for g in summarize(t, "module") if g.key]
-    if not groups:
-        return []
-    total: dict[str, float] = {}
-    calls: dict[str, int] = {}
-    for g in groups:
-        parts = g.key.split(".")
-        for i in range(1, len(parts) + 1):
-            p = ".".join(parts[:i])
-            total[p] = total.get(p, 0.0) + g.total_us
-            calls[p] = calls.get(p, 0) + g.count
-    children: dict[str, list[str]] = {}
-    for p in total:
-        children.setdefault(p.rpartition(".")[0], []).append(p)
-    out: list[tuple[str, int, float, int]] = []
-
-    def walk(parent: str, depth: int) -> None:
-        for child in sorted(children.get(parent, ()), key=lambda c: -total[c]):
-            out.append((child, depth, total[child], calls[child]))
-            walk(child, depth + 1)
-
-    walk("", 0)
-    return out
 
 
 class ProfileScreen(CheckView):
@@ -104,6 +76,13 @@ class ProfileScreen(CheckView):
     def available(cls, inv: Investigation | None) -> bool:
         return inv is not None and inv.profile is not None
 
+    @classmethod
+    def prepare(cls, inv: Investigation, cancelled: Callable[[], bool]) -> None:
+        """Group and format the profile's rows, its strip and module tree ahead (see `profile_data`)."""
+        if inv.profile is not None:
+            data_for(inv.profile).prepare(inv.graph, cancelled)
+            inv.profile_summary()  # the line above the tabs
+
     def __init__(self, inv: Investigation) -> None:
         super().__init__(inv)
         assert inv.profile is not None
@@ -114,35 +93,44 @@ class ProfileScreen(CheckView):
                                                    "diff-table": (3, True), "modules-table": (-1, True),
                                                    "steps-table": (0, False)}
         self.diff_by = "type"
-        self.segments = segments_of(self.profile)
+        self.data = data_for(self.profile)
+        self.segments = self.data.segments()
         self.pending = False  # the advice is still being computed by the job that opened this profile
-        self._modules_filled = False
-        self._grouped: dict[tuple[str, tuple[tuple[str, str, str], ...]], list[Row]] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(self._summary(), id="profile-summary", markup=False)
         with TabbedContent(initial="ops"):
             with TabPane("1 Ops", id="ops"):
-                yield RowTable(*self._ops(), empty="no kernel rows", id="ops-table")
-            with TabPane("2 Modules", id="modules"):
-                # filled when first shown: the module tree summarises every kernel row again
-                yield RowTable(empty="no module attribution in this profile "
-                               "(profile with with_modules=True, or run it live)", id="modules-table")
-            with TabPane("3 Timeline", id="timeline"):
-                yield TimelineStrip(self.segments, id="timeline-strip")
-                yield Static("", id="timeline-info", markup=False)
-                yield RowTable(*self._steps(), empty="no step_trace_time in this profile", id="steps-table")
+                yield RowTable(*self._ops(), empty="no kernel rows", id="ops-table", cell_widths=self._ops_widths())
+            yield TabPane("2 Modules", id="modules")  # these three are filled when first shown (`_pane`)
+            yield TabPane("3 Timeline", id="timeline")
             with TabPane("4 Advice", id="advice"):
                 yield RowTable(*self._advice(), empty=self._advice_empty(), id="advice-table")
-            with TabPane("5 Diff", id="diff"):
-                yield RowTable(*self._diff(), empty="no baseline: run `ascend-tui profile NEW --baseline OLD --open`",
-                               id="diff-table")
+            yield TabPane("5 Diff", id="diff")
         yield Static("", id="profile-status", markup=False)
         yield KeyFooter(compact=True)
 
+    def _pane(self, pane_id: str) -> list[Widget]:
+        """The widgets of a tab not shown on opening, made when it first is: opening mounts and styles a third
+        fewer widgets (60-80 ms of `T`)."""
+        if pane_id == "modules":
+            return [RowTable(*self._modules(), id="modules-table", empty="no module attribution in this profile "
+                             "(profile with with_modules=True, or run it live)")]
+        if pane_id == "timeline":
+            return [TimelineStrip(self.segments, id="timeline-strip"), Static("", id="timeline-info", markup=False),
+                    RowTable(*self._steps(), empty="no step_trace_time in this profile", id="steps-table")]
+        if pane_id == "diff":
+            return [RowTable(*self._diff(), empty="no baseline: run `ascend-tui profile NEW --baseline OLD --open`",
+                             id="diff-table")]
+        return []
+
     def on_mount(self) -> None:
         self.title = "Profile"
+        # the bar under the tabs jumps to the tab chosen instead of sliding there: a slide repaints ~20 frames,
+        # 50 ms of a tab switch's CPU
+        bar = self.query_one(Underline)
+        bar.animate = lambda attribute, value, **_: setattr(bar, attribute, value)  # type: ignore[method-assign]
         table = self.query_one("#ops-table", RowTable)
         table.focus()
         self._status(table)
@@ -191,39 +179,17 @@ class ProfileScreen(CheckView):
         return (f"{self.profile.kind} profile · {fmt.plural(s.kernels, 'kernel')} · {fmt.duration_us(s.total_us)} · "
                 f"{fmt.plural(s.steps, 'step')} · {parts}" + (" · advice: computing …" if self.pending else ""))
 
-    def _rows_mask(self) -> np.ndarray | None:
-        t = self.profile.kernels
-        mask = None
-        for col, value, _ in self.filters:
-            codes = column(t, col)
-            sel = codes.codes == codes.code(value)
-            mask = sel if mask is None else mask & sel
-        return mask
-
     def _ops(self) -> tuple[list[Column], list[Row]]:
         labels = [GROUP_LABEL[self.group], "calls", "total", "share", "mean", "max", "category", "bound"]
-        return self._sorted("ops-table", labels, self._group_rows(), grow=0)
+        rows = self.data.rows(self.group, self._drills(), self.inv.graph)
+        return self._sorted("ops-table", labels, rows, grow=0)
 
-    def _group_rows(self) -> list[Row]:
-        """The rows of the current grouping and drill-down, summarised once (a sort or a way back reuses them)."""
-        key = (self.group, tuple(self.filters))
-        rows = self._grouped.pop(key, None)
-        if rows is None:
-            mask = self._rows_mask()
-            groups = summarize(self.profile.kernels, self.group, np.flatnonzero(mask) if mask is not None else None)
-            rows = [self._group_row(g) for g in groups]
-        self._grouped[key] = rows  # the most recent last; a few kept (thousands of rows each on a big profile)
-        while len(self._grouped) > 8:
-            self._grouped.pop(next(iter(self._grouped)))
-        return rows
+    def _drills(self) -> tuple[tuple[str, str], ...]:
+        return tuple((c, v) for c, v, _ in self.filters)
 
-    def _group_row(self, g: Group) -> Row:
-        key = g.key if self.group == "name" and g.key in self.inv.graph else None
-        values = (g.key, g.count, g.total_us, g.share, g.avg_us, g.max_us, g.category, g.bound)
-        cells = (g.key or "(none)", fmt.count(g.count), fmt.duration_us(g.total_us), fmt.percent(g.share),
-                 fmt.duration_us(g.avg_us), fmt.duration_us(g.max_us), g.category, g.bound)
-        tone: Tone = "bad" if g.category == "layout" and g.share >= 0.05 else ""
-        return Row(cells, key=key, tone=tone, data=values)
+    def _ops_widths(self) -> list[int]:
+        """The ops table's widest cells, measured once over its rows in their first order (a sort keeps them)."""
+        return self.data.widths(self.group, self._drills(), self.inv.graph)
 
     def _sorted(self, table_id: str, labels: list[str], rows: list[Row], grow: int) -> tuple[list[Column], list[Row]]:
         col, desc = self.sorts[table_id]
@@ -237,7 +203,7 @@ class ProfileScreen(CheckView):
 
     def _modules(self) -> tuple[list[Column], list[Row]]:
         """The module tree (children by time); sorted by a column it becomes a flat list of full paths."""
-        tree = module_tree(self.profile)
+        tree = self.data.tree()
         total = self.profile.kernels.total_us() or 1.0
         col, desc = self.sorts["modules-table"]
         if col < 0:
@@ -294,7 +260,7 @@ class ProfileScreen(CheckView):
                  "modules-table": self._modules, "steps-table": self._steps}[table_id]
         columns, rows = build()
         table = self.query_one(f"#{table_id}", RowTable)
-        table.set_rows(rows, columns)
+        table.set_rows(rows, columns, cell_widths=self._ops_widths() if table_id == "ops-table" else None)
         self._status(table)
 
     def _active_table(self) -> RowTable | None:
@@ -405,10 +371,9 @@ class ProfileScreen(CheckView):
             f"{fmt.duration_us(self.segments.end_us)} ({self.segments.source}): {parts or 'idle'} · h/l move")
 
     @on(TabbedContent.TabActivated)
-    def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
-        if event.pane.id == "modules" and not self._modules_filled:
-            self._modules_filled = True
-            self._refresh("modules-table")
+    async def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
+        if not event.pane.children and event.pane.id:
+            await event.pane.mount_all(self._pane(event.pane.id))
         if event.pane.id == "timeline":
             self.query_one(TimelineStrip).focus()
             return

@@ -119,7 +119,7 @@ class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
 
     def __init__(self, columns: Sequence[Column] = (), rows: Sequence[Row] = (), *,
                  empty: str = "nothing to show", name: str | None = None, id: str | None = None,
-                 classes: str | None = None) -> None:
+                 classes: str | None = None, cell_widths: Sequence[int] | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.columns: list[Column] = list(columns)
         self.rows: Sequence[Row] = rows
@@ -130,22 +130,25 @@ class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
         self._laid_out_for = -1
         self.expanded = False
         self._extra: list[str] = []  # continuation lines of the expanded row: each cut-off cell in full
-        self._measure()
+        self._measure(cell_widths)
         self.set_reactive(RowTable.cursor, self._landing(0, 1))
 
     # -- data -------------------------------------------------------------------------------
 
-    def set_rows(self, rows: Sequence[Row], columns: Sequence[Column] | None = None) -> None:
+    def set_rows(self, rows: Sequence[Row], columns: Sequence[Column] | None = None, *,
+                 cell_widths: Sequence[int] | None = None) -> None:
         """Replace the rows (and optionally the columns); the cursor goes back to the top.
 
         `rows` may be a lazy sequence that builds each row when asked (only visible rows are);
         such a sequence must hold no section headings, which are found by scanning lists only.
+        `cell_widths`, the widest cell of each column (`cell_widths(rows)`, kept by a caller that shows
+        the same rows again in another order), saves measuring them.
         """
         if columns is not None:
             self.columns = list(columns)
         self.rows = rows
         self._sections = _sections(rows)
-        self._measure()
+        self._measure(cell_widths)
         self._laid_out_for = -1
         self.expanded, self._extra = False, []
         self.set_reactive(RowTable.cursor, self._landing(0, 1))
@@ -165,17 +168,16 @@ class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
         """The row under the cursor, if there is one."""
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
-    def _measure(self) -> None:
-        """Natural widths of auto columns, from the header and the first rows."""
-        sample = self.rows[:_AUTO_SAMPLE]
+    def _measure(self, cell_widths: Sequence[int] | None = None) -> None:
+        """Natural widths of auto columns, from the header and the first rows (or the widths given)."""
+        if cell_widths is None or len(cell_widths) < len(self.columns):
+            cell_widths = _cell_widths(self.rows[:_AUTO_SAMPLE], len(self.columns))
         natural = []
         for i, col in enumerate(self.columns):
             if col.width is not None:
                 natural.append(col.width)
                 continue
-            longest = max((cell_len(r.cells[i]) for r in sample if i < len(r.cells) and r.tone != "section"),
-                          default=0)
-            natural.append(min(_AUTO_CAP, max(cell_len(col.label), longest)))
+            natural.append(min(_AUTO_CAP, max(cell_len(col.label), cell_widths[i])))
         self._natural = natural
 
     def _layout(self, width: int) -> None:
@@ -378,6 +380,16 @@ class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
         self.move_to(index)
         if event.chain >= 2:
             self.action_choose()
+
+
+def cell_widths(rows: Sequence[Row], columns: int) -> list[int]:
+    """The widest cell of each of `columns` columns over the first rows, as a table measures them."""
+    return _cell_widths(rows[:_AUTO_SAMPLE], columns)
+
+
+def _cell_widths(sample: Sequence[Row], columns: int) -> list[int]:
+    return [max((cell_len(r.cells[i]) for r in sample if i < len(r.cells) and r.tone != "section"), default=0)
+            for i in range(columns)]
 
 
 def _sections(rows: Sequence[Row]) -> list[int]:

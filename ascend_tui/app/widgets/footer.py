@@ -3,6 +3,10 @@
 Textual's footer lays every shown binding out in a row and lets the last ones run off the
 edge (and the docked palette key overlap them); this one measures each key and keeps only
 those that fit, in binding order, so an 80-column terminal shows fewer hints, whole.
+
+Textual recomposes a footer whenever the screen's bindings are refreshed (every focus change,
+every `refresh_bindings`): dozens of key widgets mounted and restyled, 20–60 ms a time. This one
+works out which keys it would show and recomposes only when that list (or the width) changed.
 """
 
 from __future__ import annotations
@@ -10,19 +14,24 @@ from __future__ import annotations
 from rich.cells import cell_len
 from textual import events
 from textual.app import ComposeResult
+from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
 
 ALWAYS = frozenset({"app.help", "view.close"})  # kept whatever else has to go
 
+# (key, key display, description, action, enabled, tooltip, is the palette key)
+Shown = tuple[str, str, str, str, bool, str, bool]
+
 
 class KeyFooter(Footer):
     """The footer of every screen: whole key hints that fit, the palette key at the right."""
 
-    def compose(self) -> ComposeResult:
-        if not self._bindings_ready:
-            return
+    _composed: tuple[Shown, ...] | None = None  # what the last compose yielded
+
+    def _plan(self) -> tuple[Shown, ...]:
+        """The keys to show at the current width and bindings, in order, the palette key last."""
         app = self.app
         width = self.size.width or app.size.width
         active = self.screen.active_bindings
@@ -44,16 +53,41 @@ class KeyFooter(Footer):
             if candidates[i][4] <= budget:
                 budget -= candidates[i][4]
                 chosen.add(i)
-        for i, (binding, enabled, tooltip, display, _cost) in enumerate(candidates):
-            if i in chosen:
-                yield FooterKey(binding.key, display, binding.description, binding.action, disabled=not enabled,
-                                tooltip=tooltip).data_bind(compact=Footer.compact)
+        plan = [(b.key, display, b.description, b.action, enabled, tooltip, False)
+                for i, (b, enabled, tooltip, display, _cost) in enumerate(candidates) if i in chosen]
         if palette is not None:
-            _node, binding, enabled, tooltip = palette
-            yield FooterKey(binding.key, app.get_key_display(binding), binding.description, binding.action,
-                            classes="-command-palette", disabled=not enabled,
-                            tooltip=binding.tooltip or binding.description)
+            _node, binding, enabled, _tooltip = palette
+            plan.append((binding.key, app.get_key_display(binding), binding.description, binding.action, enabled,
+                         binding.tooltip or binding.description, True))
+        return tuple(plan)
+
+    def compose(self) -> ComposeResult:
+        if not self._bindings_ready:
+            return
+        self._composed = plan = self._plan()
+        compact = "-compact" if self.compact else ""
+        for key, display, description, action, enabled, tooltip, is_palette in plan:
+            if is_palette:
+                yield FooterKey(key, display, description, action, classes="-command-palette",
+                                disabled=not enabled, tooltip=tooltip)
+                continue
+            # born compact: its watcher setting the class on mount restyled every key once more (3 ms a key)
+            widget = FooterKey(key, display, description, action, disabled=not enabled, tooltip=tooltip,
+                               classes=compact)
+            widget.set_reactive(FooterKey.compact, self.compact)
+            yield widget.data_bind(compact=Footer.compact)
+
+    async def _recompose_if_changed(self) -> None:
+        if self.is_attached and self._plan() != self._composed:
+            await self.recompose()
+
+    def bindings_changed(self, screen: Screen) -> None:
+        self._bindings_ready = True
+        if not screen.app.app_focus:
+            return
+        if self.is_attached and screen is self.screen:
+            self.call_after_refresh(self._recompose_if_changed)
 
     def on_resize(self, _event: events.Resize) -> None:
         if self._bindings_ready:
-            self.call_after_refresh(self.recompose)
+            self.call_after_refresh(self._recompose_if_changed)

@@ -133,6 +133,7 @@ class OpList(ScrollView, can_focus=True, inherit_bindings=False):
         self.search = ""
         self.module: str | None = None
         self._cache: LRUCache[tuple[int, int, bool], Strip] = LRUCache(1024)
+        self._base: Style | None = None  # this widget's rich style, kept like the painted rows are
 
     # -- data ---------------------------------------------------------------------------------
 
@@ -232,6 +233,7 @@ class OpList(ScrollView, can_focus=True, inherit_bindings=False):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._cache.clear()
+        self._base = None
 
     # -- painting -----------------------------------------------------------------------------
 
@@ -277,8 +279,11 @@ class OpList(ScrollView, can_focus=True, inherit_bindings=False):
         if shape_w:
             segments.append(Segment(" " + set_cell_size(_shapes(node), shape_w), style("op-list--shape")))
         cursor = style("op-list--cursor") if is_cursor else None
-        return Strip(Segment.apply_style(segments, self.rich_style, cursor)).adjust_cell_length(
-            width, self.rich_style + cursor if cursor else self.rich_style)
+        if self._base is None:
+            self._base = self.rich_style
+        base = self._base
+        return Strip(Segment.apply_style(segments, base, cursor)).adjust_cell_length(
+            width, base + cursor if cursor else base)
 
 
 def display_op(op_type: str) -> str:

@@ -7,7 +7,7 @@ end; left/right move the cursor and the status line says what that slice of time
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -33,15 +33,38 @@ class Segments:
     dur: np.ndarray
     kind: np.ndarray  # index into KINDS
     source: str
+    # per kind: sorted starts and ends with their running sums, built on first use (a million kernels' strip
+    # asks for the time of each kind in a hundred cells; scanning every interval per cell took seconds)
+    _sums: dict[int, tuple[np.ndarray, ...]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def end_us(self) -> float:
-        return float((self.start + self.dur).max()) if len(self.start) else 0.0
+        if -1 not in self._sums:
+            self._sums[-1] = (np.array([float((self.start + self.dur).max()) if len(self.start) else 0.0]),)
+        return float(self._sums[-1][0][0])
+
+    def before(self, x: np.ndarray) -> np.ndarray:
+        """(kinds, len(x)): the time of each kind before each point of `x` (overlapping intervals each count)."""
+        out = np.zeros((len(KINDS), len(x)))
+        for k in range(len(KINDS)):
+            if k not in self._sums:
+                mine = self.kind == k
+                starts, ends = np.sort(self.start[mine]), np.sort(self.start[mine] + self.dur[mine])
+                self._sums[k] = (starts, np.concatenate([[0.0], np.cumsum(starts)]),
+                                 ends, np.concatenate([[0.0], np.cumsum(ends)]))
+            starts, start_sums, ends, end_sums = self._sums[k]
+            ns, ne = np.searchsorted(starts, x, side="right"), np.searchsorted(ends, x, side="right")
+            # the intervals begun by x give (x - start), less (x - end) for those over by then
+            out[k] = (ns - ne) * x - start_sums[ns] + end_sums[ne]
+        return out
+
+    def shares(self, bounds: np.ndarray) -> np.ndarray:
+        """(kinds, len(bounds) - 1): the time of each kind inside each [bounds[i], bounds[i + 1])."""
+        return np.clip(np.diff(self.before(np.asarray(bounds, float)), axis=1), 0, None)
 
     def share(self, lo: float, hi: float) -> np.ndarray:
         """Time of each kind inside [lo, hi)."""
-        overlap = np.clip(np.minimum(self.start + self.dur, hi) - np.maximum(self.start, lo), 0, None)
-        return np.bincount(self.kind, weights=overlap, minlength=len(KINDS))
+        return self.shares(np.array([lo, hi], float))[:, 0]
 
 
 def segments_of(profile: Profile) -> Segments:
@@ -109,6 +132,7 @@ class TimelineStrip(Widget, can_focus=True):
     def __init__(self, segments: Segments, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.segments = segments
+        self._dominant: tuple[int, list[str]] = (-1, [])
 
     def cells(self) -> int:
         return max(1, self.size.width - 2)
@@ -119,12 +143,14 @@ class TimelineStrip(Widget, can_focus=True):
         return span * i / w, span * (i + 1) / w
 
     def dominant(self) -> list[str]:
-        """The kind holding most of each cell's time ('' where nothing ran)."""
-        out = []
-        for i in range(self.cells()):
-            share = self.segments.share(*self.cell_range(i))
-            out.append(KINDS[int(share.argmax())] if share.sum() > 0 else "")
-        return out
+        """The kind holding most of each cell's time ('' where nothing ran), worked out once per width."""
+        w = self.cells()
+        if self._dominant[0] != w:
+            span = self.segments.end_us or 1.0
+            shares = self.segments.shares(np.array([span * i / w for i in range(w + 1)]))
+            self._dominant = (w, [KINDS[int(shares[:, i].argmax())] if shares[:, i].sum() > 0 else ""
+                                  for i in range(w)])
+        return self._dominant[1]
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
