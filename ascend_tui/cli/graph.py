@@ -48,16 +48,16 @@ def run(args: argparse.Namespace) -> int:
 def run_graph(args: Any, out: TextIO, progress: Progress | None = None) -> int:
     """Open `args.path`, lay `args.evidence` on it, print the summary, write `args.json` when asked."""
     from ascend_tui.offline.open import open_path, reader_for
-    from ascend_tui.offline.overlay import lay_path
-    from ascend_tui.graph.names import NameIndex
-    from ascend_tui.graph.opgraph import write_json_atomic
-    from ascend_tui.graph.summary import node_link, summarize
+    from ascend_tui.graph.summary import summarize
 
     path = Path(args.path)
     inv = open_path(path, progress=progress)
     reader = reader_for(path)
     notes: list[str] = list(inv.run.extra.get("notes") or [])
     if args.evidence:
+        from ascend_tui.graph.names import NameIndex
+        from ascend_tui.offline.overlay import lay_path  # numpy and the evidence readers: only to lay evidence
+
         index = NameIndex(inv.graph)
         for evidence in args.evidence:
             notes.append(lay_path(inv, evidence, progress, None, index))
@@ -80,6 +80,9 @@ def run_graph(args: Any, out: TextIO, progress: Progress | None = None) -> int:
     lines += [f"  note: {n}" for n in notes]
     print("\n".join(lines), file=out)
     if args.json:
+        from ascend_tui.graph.opgraph import write_json_atomic
+        from ascend_tui.graph.summary import node_link
+
         meta = {"source": inv.run.source, "format": fmt, "path": str(path), "summary": summary.to_json(),
                 "evidence": inv.run.extra.get("evidence", {}),
                 "unmatched_evidence": inv.run.extra.get("unmatched_evidence", {})}

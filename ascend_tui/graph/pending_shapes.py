@@ -1,8 +1,9 @@
-"""Tensor shapes a reader left to be worked out on first request (ONNX shape inference), once, thread-safe.
+"""Tensor shapes a reader left to be worked out on first request (ONNX types and inference), once, thread-safe.
 
-A reader whose file lacks most tensor types hands the graph a resolver instead of running the
-inference up front: `ascend-tui graph` prints counts and never pays for it, while anything that
-reads a node's tensors (`OpGraph.node`, iteration, export, the app's panes) resolves it first.
+A reader hands the graph a resolver instead of reading every node's tensor types (or running
+shape inference) up front: `ascend-tui graph` prints counts and never pays for them, while
+anything that reads a node's tensors (`OpGraph.node`, iteration, export, the app's panes)
+resolves them first.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import threading
 from typing import TYPE_CHECKING, Callable, Optional
 
 if TYPE_CHECKING:
+    from ascend_tui.evidence import TensorMeta
     from ascend_tui.graph.node import OpNode
     from ascend_tui.progress import Progress
 
-# Given a progress callback (or None), the graph's node records with their tensors filled in (the same ids
-# in the same positions), or None when nothing better than what the file says could be worked out.
-Resolver = Callable[[Optional["Progress"]], Optional[list["OpNode"]]]
+# Given a progress callback (or None), the input and the output tensors of each node position of the graph
+# as the reader built it, or None when nothing better than what the records hold could be worked out.
+Tensors = tuple[Optional["TensorMeta"], ...]
+Resolver = Callable[[Optional["Progress"]], Optional[tuple[list[Tensors], list[Tensors]]]]
 
 
 class PendingShapes:
@@ -41,9 +44,12 @@ class PendingShapes:
             finally:
                 self.done = True
                 self.resolve = _nothing  # lets go of what the resolver held (a whole model proto)
-            for k, (old, new) in enumerate(zip(nodes, resolved or ())):  # nodes replaced meanwhile keep the rest
-                if old.id == new.id and (old.inputs != new.inputs or old.outputs != new.outputs):
-                    nodes[k] = op_node(old.id, old.op_type, old.module, old.index, old.kind, new.inputs, new.outputs,
+            if resolved is None:
+                return
+            ins, outs = resolved
+            for k, (old, inputs, outputs) in enumerate(zip(nodes, ins, outs)):  # records replaced meanwhile keep
+                if old.inputs != inputs or old.outputs != outputs:  # the rest of what they were given
+                    nodes[k] = op_node(old.id, old.op_type, old.module, old.index, old.kind, inputs, outputs,
                                        old.source, old.phase, old.module_class, old.attrs)
 
 

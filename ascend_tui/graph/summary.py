@@ -10,14 +10,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, methodcaller
 from typing import Any
 
 from ascend_tui.graph.opgraph import PLACEHOLDER_KINDS, Edge, OpGraph, OpNode
 
 INFERRED_MATCHES = frozenset({"stats", "view", "cast", "param", "param-cast"})
 NODE_LINK_SCHEMA = "ascend-tui.node-link/1"
-_KIND = attrgetter("kind")
+_KIND, _OP_TYPE, _MODULE = attrgetter("kind"), attrgetter("op_type"), attrgetter("module")
+_DOTS = methodcaller("count", ".")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +54,10 @@ def summarize(graph: OpGraph) -> GraphSummary:
     """Node, edge, op-type and module counts of `graph` (no tensor metadata: deferred shapes stay deferred)."""
     nodes = graph.structure()
     kinds = Counter(map(_KIND, nodes))
-    ops_count = sum(v for k, v in kinds.items() if k not in PLACEHOLDER_KINDS)
-    kinds = Counter({k: v for k, v in kinds.items() if k in PLACEHOLDER_KINDS})
-    types = Counter(n.op_type for n in nodes if n.kind not in PLACEHOLDER_KINDS)
-    modules = graph.modules()
-    depth = max((m.count(".") + 1 for m in modules), default=0)
+    placeholders = {k: v for k, v in kinds.items() if k in PLACEHOLDER_KINDS}
+    ops = [n for n in nodes if n.kind not in PLACEHOLDER_KINDS] if placeholders else nodes
+    types = Counter(map(_OP_TYPE, ops))
+    modules, depth = _module_tree(ops)
     inferred = control = inferred_modules = 0
     for n in nodes:  # only nodes with attrs can hold any of these: no pass over every edge
         attrs = n.attrs
@@ -69,8 +69,23 @@ def summarize(graph: OpGraph) -> GraphSummary:
         if not n.is_placeholder:
             control += len(attrs.get("control_inputs") or ())
             inferred_modules += bool(attrs.get("module_inferred"))
-    return GraphSummary(len(graph), ops_count, graph.edge_count(), dict(sorted(kinds.items())),
-                        types.most_common(), len(modules), depth, inferred, inferred_modules, control)
+    return GraphSummary(len(graph), len(ops), graph.edge_count(), dict(sorted(placeholders.items())),
+                        types.most_common(), modules, depth, inferred, inferred_modules, control)
+
+
+def _module_tree(ops: list[OpNode]) -> tuple[int, int]:
+    """(how many paths `OpGraph.modules()` lists, the depth of the deepest) for operators `ops`, without
+    building and sorting that list (80k modules in a 100k-node model: the sort was a third of the summary)."""
+    ran = set(map(_MODULE, ops))
+    ran.discard("")
+    found = set(ran)
+    for module in ran:  # each ancestor once, as OpGraph.modules() adds them
+        while "." in module:
+            module = module.rpartition(".")[0]
+            if module in found:
+                break
+            found.add(module)
+    return len(found), max(map(_DOTS, ran), default=-1) + 1  # ancestors are never deeper than what ran
 
 
 def _plain(value: Any) -> Any:
@@ -86,19 +101,32 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _node_json(n: OpNode) -> dict[str, Any]:
+def _node_json(n: OpNode, tensors: dict[int, list[Any]]) -> dict[str, Any]:
+    """One node's record; `tensors` holds each `TensorMeta`'s JSON by object (readers share one per type)."""
+    attrs = n.attrs
     return {"id": n.id, "op_type": n.op_type, "module": n.module, "index": n.index, "kind": n.kind,
             "phase": n.phase, "module_class": n.module_class,
-            "inputs": [m.to_json() if m is not None else None for m in n.inputs],
-            "outputs": [m.to_json() if m is not None else None for m in n.outputs],
+            "inputs": [None if m is None else tensors.get(id(m)) or tensors.setdefault(id(m), m.to_json())
+                       for m in n.inputs],
+            "outputs": [None if m is None else tensors.get(id(m)) or tensors.setdefault(id(m), m.to_json())
+                        for m in n.outputs],
             "source": n.source.to_json() if n.source is not None else None,
-            "attrs": _plain(dict(n.attrs)) if n.attrs else {}}
+            # most readers' attrs are names alone: already plain (what _plain would copy them into)
+            "attrs": ({} if not attrs else dict(attrs) if all(type(v) is str for v in attrs.values())
+                      and all(type(k) is str for k in attrs) else _plain(dict(attrs)))}
 
 
 def node_link(graph: OpGraph, meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The graph in networkx's node-link layout (`links` with `key` = input slot), every record included."""
+    """The graph in networkx's node-link layout (`links` with `key` = input slot), every record included.
+
+    Nodes whose tensors have one type share its JSON list: the result is for writing out, not for editing."""
+    nodes = graph.nodes  # works deferred shapes out first
+    # what is_inferred reads, looked up once per node that has it rather than once per edge
+    matches = {n.id: how for n in nodes if n.attrs and isinstance(how := n.attrs.get("edge_match"), list)}
     links = [{"source": e.src, "target": e.dst, "key": e.in_slot, "out_slot": e.out_slot, "in_slot": e.in_slot,
-              "inferred": is_inferred(graph, e)} for e in graph.edges()]
+              "inferred": (how := matches.get(e.dst)) is not None and 0 <= e.in_slot < len(how)
+              and how[e.in_slot] in INFERRED_MATCHES} for e in graph.edges()]
+    tensors: dict[int, list[Any]] = {}
     return {"directed": True, "multigraph": True,
             "graph": {"schema": NODE_LINK_SCHEMA, "name": graph.name, **_plain(meta or {})},
-            "nodes": [_node_json(n) for n in graph], "links": links}
+            "nodes": [_node_json(n, tensors) for n in nodes], "links": links}

@@ -3,20 +3,27 @@
 Module paths come from the `metadata_props` that `torch.onnx.export(dynamo=True)` writes
 (`pkg.torch.onnx.name_scopes`, `class_hierarchy`, `stack_trace`), else from the legacy
 exporter's `/attn/qkv/MatMul` node names, so they read like live capture's. External weights
-are never loaded; where the exporter left tensor types out, shape inference runs when something
-first reads a node's tensors (`OpGraph.defer_shapes`), not on every open.
+are never loaded. Tensor types are read when something first reads a node's tensors
+(`OpGraph.defer_shapes`, `onnx_types.py`), not on every open, and so is shape inference where the
+exporter left them out; the file is parsed with onnx's generated protobuf module alone, so a
+plain open does not import the `onnx` package (a second here, mostly `ml_dtypes`).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import re
+import sys
 import threading
 from itertools import repeat
-from operator import attrgetter, itemgetter, methodcaller
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, cast
 
 from ascend_tui.errors import InputError
-from ascend_tui.evidence import SourceLocation, TensorMeta
+from ascend_tui.evidence import SourceLocation
+from ascend_tui.readers.graphs.onnx_types import (CONTROL_FLOW, DTYPES, PLAIN_DOMAINS, SUBGRAPH_OPS_ATTR, Step,
+                                                  TensorTypes, tensor_meta)
 from ascend_tui.readers.graphs.torch_meta import NodeNameModules, literal_list, module_from_scopes, source_from_trace
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.graph.ids import IdMinter
@@ -24,24 +31,17 @@ from ascend_tui.graph.opgraph import OpGraph, OpNode, op_nodes
 from ascend_tui.investigation import Investigation, RunInfo
 from ascend_tui.progress import Progress, check_cancel, paused_gc
 
-DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
-          9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 14: "complex64", 15: "complex128",
-          16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz",
-          21: "uint4", 22: "int4", 23: "float4_e2m1", 24: "float8_e8m0", 25: "uint2", 26: "int2",
-          27: "float6_e2m3", 28: "float6_e3m2"}
-_SUBGRAPH_OPS_ATTR = (5, 10)  # AttributeProto.GRAPH, GRAPHS
+__all__ = ["DTYPES", "READER", "load", "read_model", "sniff", "tensor_meta"]
 _INFER_LIMIT = 2_000_000_000
-_CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
-_PLAIN_DOMAINS = frozenset({"", "ai.onnx"})
+_KEEP_LIMIT = 256 << 20  # a typed model file bigger than this has its types read on open (its proto is let go)
 _MISSING: Any = object()
 CHUNK = 1024  # protobuf entries read at a time (cancel and progress are checked between chunks of nodes)
 _FIELDS = attrgetter("name", "op_type", "domain", "input", "output", "metadata_props")
-_NAME, _TYPE = attrgetter("name"), attrgetter("type")
-_SERIALIZE = methodcaller("SerializeToString")
-_FIRST = itemgetter(0)
 _ALL = itemgetter(slice(None))
 _KEY_VALUE = attrgetter("key", "value")
-_UNTYPED = (None,)
+_NO_TENSORS = ()  # a record's tensors until the types are read: nothing reads them before (every read resolves)
+_PB2_IMPORT = re.compile(r"^from \.(\w+) import \*", re.M)
+_PROTOS: list[Any] = []  # onnx's generated protobuf module, once found
 
 
 def sniff(path: Path) -> bool:
@@ -57,11 +57,47 @@ def _import_onnx() -> Any:
     return onnx
 
 
-def read_model(path: Path) -> Any:
-    """The `ModelProto` without external weights; anything unreadable becomes one `InputError` line."""
-    onnx = _import_onnx()
+def _protos() -> Any:
+    """A module with onnx's `ModelProto`: the package when something imported it, else its generated
+    `onnx_ml_pb2` run on its own (protobuf alone: ~0.05 s against `import onnx`'s ~1 s here, most of it
+    `ml_dtypes`). The classes are the ones `import onnx` gives later (protobuf keeps one descriptor pool
+    and one class per message), so shape inference takes the model as it is; any surprise in onnx's
+    layout falls back to importing it."""
+    if _PROTOS:
+        return _PROTOS[0]
+    if hasattr(sys.modules.get("onnx"), "ModelProto"):
+        return sys.modules["onnx"]
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        spec = importlib.util.find_spec("onnx")
+        folder = Path((spec.submodule_search_locations or [""])[0]) if spec is not None else None
+        found = _PB2_IMPORT.search((folder / "onnx_pb.py").read_text(encoding="utf-8")) if folder else None
+        if found is not None:
+            name = found.group(1)
+            pb2 = importlib.util.spec_from_file_location(f"{__name__}._{name}", folder / f"{name}.py")
+            if pb2 is not None and pb2.loader is not None:
+                module = importlib.util.module_from_spec(pb2)
+                pb2.loader.exec_module(module)
+                if "onnx" not in sys.modules or sys.modules["onnx"].ModelProto is module.ModelProto:
+                    _PROTOS.append(module)
+                    return module
+    except Exception:  # noqa: BLE001 - any other layout of the package: import it the ordinary way
+        pass
+    return _import_onnx()
+
+
+def read_model(path: Path) -> Any:
+    """The `ModelProto` without external weights (what `onnx.load(path, load_external_data=False)` reads);
+    anything unreadable becomes one `InputError` line."""
+    protos = _protos()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        model = protos.ModelProto()
+        decoded = model.ParseFromString(data)
+        if decoded is not None and decoded != len(data):
+            from google.protobuf.message import DecodeError
+
+            raise DecodeError(f"Protobuf decoding consumed too few bytes: {decoded} out of {len(data)}")
     except OSError as exc:
         raise InputError(path, exc.strerror or str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
@@ -69,23 +105,6 @@ def read_model(path: Path) -> Any:
     if not model.HasField("graph") or len(model.graph.node) == 0:
         raise InputError(path, "ONNX model has no graph nodes (is this an ONNX file?)")
     return model
-
-
-def tensor_meta(type_proto: Any, cache: dict[tuple[int, tuple[int, ...]], TensorMeta] | None = None
-                ) -> TensorMeta | None:
-    """Shape (symbolic dims as -1) and dtype of a `TypeProto` holding a tensor; None for other types."""
-    if not type_proto.HasField("tensor_type"):
-        return None
-    tt = type_proto.tensor_type
-    shape = tuple(d.dim_value if d.dim_value or not d.dim_param else -1 for d in tt.shape.dim) \
-        if tt.HasField("shape") else ()
-    key = (tt.elem_type, shape)
-    if cache is not None and (hit := cache.get(key)) is not None:
-        return hit
-    meta = TensorMeta(shape, DTYPES.get(tt.elem_type, f"onnx_{tt.elem_type}"))
-    if cache is not None:
-        cache[key] = meta
-    return meta
 
 
 def _needs_inference(graph: Any) -> bool:
@@ -112,10 +131,10 @@ class _OnnxBuilder:
         # tuple per edge, in the consumer's `ins` list and the producer's `outs` list.
         self.ins: list[list[tuple[int, int, int, int]]] = []
         self.outs: list[list[tuple[int, int, int, int]]] = []
-        self.types: dict[str, TensorMeta] = {}
-        self.singles: dict[str, tuple[TensorMeta]] = {}  # tensor name -> (its type,): one tuple per type
-        self.metas: dict[tuple[int, tuple[int, ...]], TensorMeta] = {}
-        self.by_bytes: dict[bytes, tuple[TensorMeta] | None] = {}  # a serialized TypeProto -> (its meta,)
+        # What the tensor types are read from later (`onnx_types.replay`): the graphs in the order their
+        # declarations came into scope, and the steps of the walk (a graph's ordinal, or a run of nodes' names).
+        self.graphs: list[Any] = []
+        self.steps: list[Step] = []
         self.module_of_head = NodeNameModules()
         self.lists: dict[str, list[str]] = {}  # metadata list literal -> its items (read, never changed)
         self.traces: dict[str, SourceLocation | None] = {}  # metadata stack trace -> its source location
@@ -126,40 +145,24 @@ class _OnnxBuilder:
         self.subgraphs = 0
 
     def collect_types(self, graph: Any) -> None:
-        """Tensor types by name from the graph's inputs, outputs, value_info and initializers (ones already known
-        from an outer graph are replaced, as a body's own declarations shadow them)."""
-        by_bytes = self.by_bytes
-        types, singles = self.types, self.singles
-        for infos in (graph.input, graph.output, graph.value_info):
-            for start in range(0, len(infos), CHUNK):
-                chunk = infos[start:start + CHUNK]  # few protobuf wrappers alive at a time: each costs less
-                names, raws = list(map(_NAME, chunk)), list(map(_SERIALIZE, map(_TYPE, chunk)))
-                for raw in set(raws).difference(by_bytes):  # exporters repeat a few types many times
-                    meta = tensor_meta(chunk[raws.index(raw)].type, self.metas)
-                    by_bytes[raw] = None if meta is None else (meta,)
-                found = list(map(by_bytes.__getitem__, raws))
-                if None in found:  # not tensors (sequences, maps): no meta
-                    kept = [k for k, single in enumerate(found) if single is not None]
-                    names, found = [names[k] for k in kept], [found[k] for k in kept]
-                singles.update(zip(names, found))
-                types.update(zip(names, map(_FIRST, found)))
-        for init in graph.initializer:
-            if init.name not in types:
-                meta = TensorMeta(tuple(init.dims), DTYPES.get(init.data_type, "unknown"))
-                types[init.name] = meta
-                singles[init.name] = (meta,)
+        """Note that the declarations of `graph` (inputs, outputs, value_info, initializers) come into scope here:
+        a body's replace the outer ones from then on."""
+        self.steps.append(len(self.graphs))
+        self.graphs.append(graph)
 
     def placeholders(self, graph: Any, prefix: str, scope: dict[str, tuple[int, int]], parent_module: str) -> None:
+        base = len(self.nodes)
         for name in [i.name for i in graph.initializer] + [s.values.name for s in graph.sparse_initializer]:
             nid = f"param:{prefix}{name}"
             module = name.rsplit(".", 1)[0] if "." in name and not prefix else ""
-            self.place(scope, name, OpNode(nid, "param", module, -1, "param", outputs=(self.types.get(name),),
-                                           attrs={"name": name}))
+            self.place(scope, name, OpNode(nid, "param", module, -1, "param", attrs={"name": name}))
         for vi in graph.input:
             if vi.name in scope:
                 continue  # old exporters list initializers as inputs too
             self.place(scope, vi.name, OpNode(f"input:{prefix}{vi.name}", "input", parent_module, -1, "input",
-                                              outputs=(self.types.get(vi.name),), attrs={"name": vi.name}))
+                                              attrs={"name": vi.name}))
+        if len(self.nodes) > base:  # each placeholder's one output is the tensor it is named after
+            self.steps.append((base, None, [[cast("dict[str, str]", n.attrs)["name"]] for n in self.nodes[base:]]))
 
     def place(self, scope: dict[str, tuple[int, int]], name: str, node: OpNode) -> None:
         scope[name] = (len(self.nodes), 0)
@@ -193,11 +196,11 @@ class _OnnxBuilder:
     @staticmethod
     def with_bodies(chunk: list[Any], op_types: tuple[str, ...], domains: tuple[str, ...]) -> list[int]:
         """Positions in `chunk` of the nodes holding graphs: If/Loop/Scan, and custom-domain ops that have some."""
-        if _CONTROL_FLOW.isdisjoint(op_types) and _PLAIN_DOMAINS.issuperset(domains):
+        if CONTROL_FLOW.isdisjoint(op_types) and PLAIN_DOMAINS.issuperset(domains):
             return []
         return [k for k, (node, op_type, domain) in enumerate(zip(chunk, op_types, domains))
-                if (op_type in _CONTROL_FLOW or domain not in _PLAIN_DOMAINS)
-                and any(a.type in _SUBGRAPH_OPS_ATTR for a in node.attribute)]
+                if (op_type in CONTROL_FLOW or domain not in PLAIN_DOMAINS)
+                and any(a.type in SUBGRAPH_OPS_ATTR for a in node.attribute)]
 
     def add_ops(self, columns: list[tuple[Any, ...]], scopes: list[dict[str, tuple[int, int]]], parent_module: str
                 ) -> None:
@@ -219,21 +222,15 @@ class _OnnxBuilder:
                     modules[k] = parent_module
                 elif not (placed[k] if placed is not None else names[k][:1] == "/"):
                     self.without_module.append(base + k)
-        if not _PLAIN_DOMAINS.issuperset(domains):
+        if not PLAIN_DOMAINS.issuperset(domains):
             for k, domain in enumerate(domains):
-                if domain not in _PLAIN_DOMAINS:
+                if domain not in PLAIN_DOMAINS:
                     attrs[k]["domain"] = domain
         ids = self.minter.mint_all(modules, [op or "op" for op in op_types] if "" in op_types else op_types)
-        types_get, singles_get = self.types.get, self.singles.get
-        # Spelled out for one and two tensors (most ops), where a call of map() per node costs more than the rest.
-        in_types = [(types_get(tensors[0]), types_get(tensors[1])) if len(tensors) == 2
-                    else singles_get(tensors[0], _UNTYPED) if len(tensors) == 1 else (*map(types_get, tensors),)
-                    for tensors in inputs]
-        out_types = [singles_get(tensors[0], _UNTYPED) if len(tensors) == 1 else (*map(types_get, tensors),)
-                     for tensors in outputs]
+        self.steps.append((base, inputs, outputs))  # their types are read when first asked for
         self.link(base, inputs, outputs, scopes)
-        self.nodes += op_nodes(ids, op_types, modules, range(base, base + count), repeat("op"), in_types, out_types,
-                               sources, repeat("forward"), classes, attrs)
+        self.nodes += op_nodes(ids, op_types, modules, range(base, base + count), repeat("op"), repeat(_NO_TENSORS),
+                               repeat(_NO_TENSORS), sources, repeat("forward"), classes, attrs)
 
     def link(self, base: int, inputs: list[list[str]], outputs: list[list[str]],
              scopes: list[dict[str, tuple[int, int]]]) -> None:
@@ -332,7 +329,7 @@ class _OnnxBuilder:
     def subgraphs_of(self, node: Any, op: OpNode, scopes: list[dict[str, tuple[int, int]]], prefix: str,
                      total: int) -> None:
         """Walk the If/Loop/Scan bodies (and a custom domain's graph attributes) after their node."""
-        subs = [a for a in node.attribute if a.type in _SUBGRAPH_OPS_ATTR]
+        subs = [a for a in node.attribute if a.type in SUBGRAPH_OPS_ATTR]
         if not subs:
             return
         attrs = cast("dict[str, Any]", op.attrs)
@@ -401,9 +398,12 @@ def _load(path: Path, progress: Progress | None, cancel: threading.Event | None)
         "ir_version": model.ir_version, "shape_inference": False,
         "nodes_with_module_metadata": builder.with_metadata, "modules_inherited_from_neighbours": builder.inherited,
         "subgraphs": builder.subgraphs, "outputs": [o.name for o in graph.output], "notes": notes}
-    if _needs_inference(graph) and model.ByteSize() < _INFER_LIMIT:
+    infer = _needs_inference(graph) and model.ByteSize() < _INFER_LIMIT
+    if infer:
         extra["shape_inference"] = "pending"  # run by the first reader of a node's tensors, not by every open
-        out.defer_shapes(_ShapeInference(path, model, extra).__call__)
+    out.defer_shapes(TensorTypes(path, model, builder.graphs, builder.steps, len(builder.nodes), extra, infer))
+    if not infer and path.stat().st_size > _KEEP_LIMIT:
+        out.resolve_shapes()  # mostly weights held inline: read the types now rather than keep the whole file
     run = RunInfo(target=str(path), source="onnx",
                   device={"backend": "offline", "name": "ONNX model", "inf_nan_mode": None}, extra=extra)
     return Investigation(out, run=run)
@@ -416,34 +416,6 @@ def _build(path: Path, graph: Any, progress: Progress | None, cancel: threading.
     builder.walk(graph, [], "", "", len(graph.node))
     builder.inherit_modules()
     return builder
-
-
-class _ShapeInference:
-    """ONNX shape inference over the model a load kept, and the nodes rebuilt from its typed result.
-
-    The rebuild is the load's own walk over the inferred model, so ids, positions and every tensor
-    are what an eager load would have given; `run.extra["shape_inference"]` then says whether it ran.
-    """
-
-    __slots__ = ("path", "model", "extra")
-
-    def __init__(self, path: Path, model: Any, extra: dict[str, Any]) -> None:
-        self.path, self.model, self.extra = path, model, extra
-
-    def __call__(self, progress: Progress | None) -> list[OpNode] | None:
-        model, self.model = self.model, None
-        self.extra["shape_inference"] = False
-        if progress is not None:
-            progress("inferring shapes", 0, None)
-        try:
-            inferred = _import_onnx().shape_inference.infer_shapes(model, strict_mode=False)
-        except Exception:  # noqa: BLE001 - a model inference rejects keeps the types its file has
-            return None
-        del model
-        with paused_gc():
-            nodes = _build(self.path, inferred.graph, progress, None).nodes
-        self.extra["shape_inference"] = True
-        return nodes
 
 
 READER = FunctionReader("ONNX model", sniff, load)
