@@ -122,6 +122,16 @@ def test_nan_born_in_backward_is_found_at_the_same_backward_operator() -> None:
     assert coarse.run.extra["capture"]["window"]["phase"] == "backward"
 
 
+def test_a_backward_windows_gradient_ops_never_name_the_code_that_started_the_investigation() -> None:
+    torch.manual_seed(0)
+    inv = ascend_tui.investigate(SqrtHead(), (torch.rand(4, 8),), checks=("overflow",), backward=True, reference=None)
+    recorded = [n for n in inv.graph.nodes if n.phase == "backward" and not is_module_level(inv, n.id)
+                and n.op_type not in ("const", "input")]
+    assert recorded  # the window is in backward: its gradient ops are recorded one by one
+    named = [n.id for n in recorded if n.source is not None and n.source.file == __file__]
+    assert not named, f"gradient ops located at the test that called investigate: {named}"
+
+
 class DropThenInvert(nn.Module):
     """Train-mode dropout zeroes half the values; the reciprocal makes Inf exactly where it dropped."""
 

@@ -19,6 +19,7 @@ from ascend_tui.errors import Cancelled
 from ascend_tui.graph.opgraph import derive, op_node
 from ascend_tui.live.batch_stats import BatchStats
 from ascend_tui.live.capture import ABSENT, Recorder, SlotRef, Unshadow, call_model, tensor_leaves, tensor_meta
+from ascend_tui.live.frames import stop_at
 from ascend_tui.progress import frozen_gc
 
 if TYPE_CHECKING:
@@ -457,13 +458,7 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
     rec.meter = meter
 
     def body(run_backward: bool) -> None:
-        rec.outputs = call_model(model, inputs)
-        if backward and run_backward:
-            value = (loss or default_loss)(rec.outputs)
-            rec.phase = "backward"
-            rec.module_stack.clear()
-            value.backward()
-            rec.module_stack.clear()
+        run_step(rec, model, inputs, loss or default_loss if backward and run_backward else None)
 
     if flag_device is not None:
         flag_device.clear_overflow_flag()
@@ -498,3 +493,18 @@ def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backwa
     if backward and not forward_only and hasattr(model, "named_parameters"):
         rec.param_grads(model)
     return rec
+
+
+def run_step(rec: StepRecorder, model: Any, inputs: Any, loss: Callable[[Any], Any] | None) -> None:
+    """The model's forward, then (with a `loss`) its backward: the outer end of every source stack of a recorded step,
+    so that gradient ops, run from `value.backward()` here, never name the code that started the investigation."""
+    rec.outputs = call_model(model, inputs)
+    if loss is not None:
+        value = loss(rec.outputs)
+        rec.phase = "backward"
+        rec.module_stack.clear()
+        value.backward()
+        rec.module_stack.clear()
+
+
+stop_at(run_step)
