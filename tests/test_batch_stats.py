@@ -52,15 +52,19 @@ def reference(ts: list[torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
             [np.append(*h) if (h := hists.get(*k)) is not None else None for k in keys])
 
 
-def test_rows_and_histograms_match_the_per_output_route() -> None:
+def measured(ts: list[torch.Tensor]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`ts` through one `BatchStats`: its rows, histogram rows and histograms, then the per-output route's rows and histograms."""
     from ascend_tui.live.stat_rows import finish_rows
 
-    ts = tensors()
     batch = BatchStats(torch)
     assert [batch.add(t) for t in ts] == list(range(len(ts)))
     raw, numel, hist_rows, hists = batch.finish()
-    got = finish_rows(raw, numel)
-    want, want_hist = reference(ts)
+    return (finish_rows(raw, numel), hist_rows, hists, *reference(ts))
+
+
+def test_rows_and_histograms_match_the_per_output_route() -> None:
+    ts = tensors()
+    got, hist_rows, hists, want, want_hist = measured(ts)
     # min, max, abs max, counts and numel exactly; mean and norm to float32 summation order
     for col in (0, 1, 4, 5, 6, 7, 8):
         np.testing.assert_array_equal(got[:, col], want[:, col], err_msg=f"column {col}")
@@ -154,8 +158,6 @@ def test_a_byte_budget_flushes() -> None:
 def test_many_module_sized_tensors_match_the_per_output_route() -> None:
     """Hundreds of module-sized float32 tensors of lengths around the 1024-value rows, with NaN, Inf, huge values,
     zeros and -0.0 among them, and a float16 one: every row and histogram as the per-output route gives it."""
-    from ascend_tui.live.stat_rows import finish_rows
-
     g = torch.Generator().manual_seed(2)
     ts: list[torch.Tensor] = []
     for i in range(300):
@@ -173,11 +175,7 @@ def test_many_module_sized_tensors_match_the_per_output_route() -> None:
             t[: max(1, n // 3)] = 3e37  # huge: float32 row sums of squares overflow
         ts.append(t)
     ts.append(torch.randn(3000, generator=g).half())
-    batch = BatchStats(torch)
-    assert [batch.add(t) for t in ts] == list(range(len(ts)))
-    raw, numel, hist_rows, hists = batch.finish()
-    got = finish_rows(raw, numel)
-    want, want_hist = reference(ts)
+    got, hist_rows, hists, want, want_hist = measured(ts)
     for col in (0, 1, 4, 5, 6, 7, 8):
         np.testing.assert_array_equal(got[:, col], want[:, col], err_msg=f"column {col}")
     finite = np.isfinite(want[:, 2])

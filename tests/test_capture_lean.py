@@ -57,15 +57,7 @@ class HookedGradRecorder(GradRecorder):
     """The attribution the lean recorder replaced: a pre and a post hook on every mapped autograd node."""
 
     def hook_backward(self, root: Any = None) -> None:
-        self.resolve()
-        nodes = dict(self.forward_of)
-        for fn in list(nodes):
-            for nxt, _ in getattr(fn, "next_functions", ()):
-                var = getattr(nxt, "variable", None)
-                if var is not None and nxt not in nodes:
-                    kind, name = self._named.get(id(var), ("", ""))
-                    if kind == "param":
-                        nodes[nxt] = (f"param:{name}", name.rsplit(".", 1)[0] if "." in name else "")
+        nodes = self.mapped_nodes()
         for fn, owner in nodes.items():
             self._hooks.append(fn.register_prehook(self._pre(owner)))
             self._hooks.append(fn.register_hook(self._post))

@@ -256,6 +256,19 @@ class GradRecorder(Recorder):
             attrs["api"] = api
         return attrs
 
+    def mapped_nodes(self) -> dict[Any, tuple[str, str]]:
+        """Every recorded autograd node with its (forward op, module), and each parameter's AccumulateGrad with its own."""
+        self.resolve()
+        nodes = dict(self.forward_of)
+        for fn in list(nodes):
+            for nxt, _ in getattr(fn, "next_functions", ()):
+                var = getattr(nxt, "variable", None)
+                if var is not None and nxt not in nodes:
+                    kind, name = self._named.get(id(var), ("", ""))
+                    if kind == "param":
+                        nodes[nxt] = (f"param:{name}", name.rsplit(".", 1)[0] if "." in name else "")
+        return nodes
+
     def hook_backward(self, root: Any = None) -> None:
         """Map every recorded autograd node (and parameters' AccumulateGrad) to the forward op it belongs to.
 
@@ -266,16 +279,7 @@ class GradRecorder(Recorder):
         owns); those are told apart by a post hook, only on the nodes that feed such a buffer
         (all mapped nodes when `root`, the loss's `grad_fn`, is not given to find them).
         """
-        self.resolve()
-        nodes = dict(self.forward_of)
-        for fn in list(nodes):
-            for nxt, _ in getattr(fn, "next_functions", ()):
-                var = getattr(nxt, "variable", None)
-                if var is not None and nxt not in nodes:
-                    kind, name = self._named.get(id(var), ("", ""))
-                    if kind == "param":
-                        nodes[nxt] = (f"param:{name}", name.rsplit(".", 1)[0] if "." in name else "")
-        self._owners = nodes
+        nodes = self._owners = self.mapped_nodes()
         feeders = _meeting_feeders(root) if root is not None else None
         for fn in nodes:
             if feeders is None or fn in feeders:
