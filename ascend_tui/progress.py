@@ -62,3 +62,34 @@ def frozen_gc() -> Iterator[None]:
     finally:
         gc.unfreeze()
 
+
+
+class HeldFreeze:
+    """What is alive set aside from the collector's full passes (`gc.freeze()`) until `release()`, which undoes it.
+
+    An interface keeps its investigation (150k+ objects) alive while it is shown; each full collection
+    would walk all of it inside a key press. `refreeze()` first undoes its own earlier freeze, so what a
+    new investigation replaced is collected; it does nothing in a process that froze objects itself, and
+    nothing after `release()` (a worker finishing after the interface closed leaves no freeze behind).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held = False
+        self._released = False
+
+    def refreeze(self) -> None:
+        with self._lock:
+            if self._released or (not self._held and gc.get_freeze_count()):
+                return
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
+            self._held = True
+
+    def release(self) -> None:
+        with self._lock:
+            self._released = True
+            if self._held:
+                gc.unfreeze()
+                self._held = False

@@ -6,7 +6,6 @@ go; this screen only moves the cursor there and repaints.
 
 from __future__ import annotations
 
-import gc
 import time
 from typing import TYPE_CHECKING, ClassVar
 
@@ -30,6 +29,7 @@ from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.fmt import plural
 from ascend_tui.graph.movers import moves_values
 from ascend_tui.navigation import Navigator
+from ascend_tui.progress import HeldFreeze
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
@@ -55,6 +55,7 @@ class MainScreen(Screen[None]):
         self._chain: list[str] = []
         self._stepped = False
         self._auto_node: str | None = None  # the cursor's place when we chose it only for lack of a finding
+        self._freeze = HeldFreeze()
         self._to_prepare: Investigation | None = None  # the investigation the views compute ahead for
 
     def compose(self) -> ComposeResult:
@@ -145,10 +146,10 @@ class MainScreen(Screen[None]):
             prepared = inv
         # What is alive now (the modules, the graph, the prepared rows: 150k+ objects) stays alive while it is on
         # screen; the collector's full passes walked all of it, 50-90 ms inside a key press, several a minute.
-        # Frozen, they skip it; the previous freeze is undone first so what a new investigation replaced is collected.
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
+        self._freeze.refreeze()
+
+    def on_unmount(self) -> None:
+        self._freeze.release()  # the process goes on (an embedding script, the tests) with its collector as it was
 
     def _job_busy(self) -> bool:
         try:
