@@ -1,0 +1,136 @@
+"""The dynamo exporter's ONNX node metadata: module paths read on open, the rest when first asked for.
+
+`ascend-tui graph` needs only each node's module path, which is the second-to-last entry of
+`pkg.torch.onnx.name_scopes`; the class hierarchy, stack trace and FX node (module class, source
+line, `aten` and `aliases` attrs) are read from the kept protos by `DeferredMetadata`, which runs
+before the tensor types when anything first reads a node's record, and gives what an eager read
+gave (`tests/test_formats_onnx_lazy_metadata.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from operator import attrgetter
+from typing import Any, Callable
+
+from ascend_tui.evidence import SourceLocation
+from ascend_tui.graph.node import OpNode, op_node
+from ascend_tui.progress import Progress
+from ascend_tui.readers.graphs.torch_meta import (_PLAIN_ITEM, _PLAIN_LIST, literal_list, module_from_scopes,
+                                                  source_from_trace)
+
+SCOPES = "pkg.torch.onnx.name_scopes"
+_KEY_VALUE = attrgetter("key", "value")
+_MISSING: Any = object()
+_PLAIN_ITEM_TEXT = re.compile(r"[^'\\\r\n\0]*")  # what a plain list literal's item holds (torch_meta._PLAIN_LIST)
+_PLAIN_SEP = "', '"
+
+
+class ScopeModules:
+    """(module path, whether any scopes were named) of a `name_scopes` text, as `literal_list` and
+    `module_from_scopes` give them, reading mostly the part before the last entry (an op's own name,
+    different for every node): that head is parsed once however many nodes share it."""
+
+    __slots__ = ("heads", "texts")
+
+    def __init__(self) -> None:
+        self.heads: dict[str, tuple[str, bool] | None] = {}  # `['', 'a', 'a.b'` -> its result, None if not plain
+        self.texts: dict[str, tuple[str, bool]] = {}  # any other text, parsed in full
+
+    def __call__(self, text: str) -> tuple[str, bool]:
+        sep = text.rfind(_PLAIN_SEP)
+        # A plain literal (items hold no quote, so the last "', '" ends the head) is its head's items plus a last
+        # plain item: the head decides the module, the last item only needs checking.
+        if sep > 0 and text[-2:] == "']" and _PLAIN_ITEM_TEXT.fullmatch(text, sep + 4, len(text) - 2):
+            head = text[:sep + 1]
+            found = self.heads.get(head, _MISSING)
+            if found is _MISSING:
+                items = _PLAIN_ITEM.findall(head) if _PLAIN_LIST.fullmatch(head + "]") else []
+                found = self.heads[head] = (items[-1], True) if items else None
+            if found is not None:
+                return found
+        hit = self.texts.get(text)
+        if hit is None:
+            scopes = literal_list(text)
+            hit = self.texts[text] = (module_from_scopes(scopes, [])[0], bool(scopes))
+        return hit
+
+
+def name_scopes(props: Any) -> str:
+    """The `name_scopes` value of one node's metadata_props (the last such entry, as a dict of them keeps)."""
+    text = _MISSING
+    for entry in props:
+        if entry.key == SCOPES:
+            text = entry.value
+    return "" if text is _MISSING else text or ""
+
+
+class NodeMetadata:
+    """Module class, source and `aten`/`aliases` attrs of a node from its metadata_props, each list literal and
+    stack trace parsed once."""
+
+    __slots__ = ("lists", "traces")
+
+    def __init__(self) -> None:
+        self.lists: dict[str, list[str]] = {}
+        self.traces: dict[str, SourceLocation | None] = {}
+
+    def __call__(self, props: Any, attrs: dict[str, Any]) -> tuple[str, SourceLocation | None]:
+        meta = dict(map(_KEY_VALUE, props))
+        lists = self.lists
+        text = meta.get(SCOPES) or ""
+        scopes = lists.get(text)
+        if scopes is None:
+            scopes = lists[text] = literal_list(text)
+        text = meta.get("pkg.torch.onnx.class_hierarchy") or ""
+        classes = lists.get(text)
+        if classes is None:
+            classes = lists[text] = literal_list(text)
+        module_class = module_from_scopes(scopes, classes)[1]
+        text = meta.get("pkg.torch.onnx.stack_trace") or ""
+        source = self.traces.get(text, _MISSING)
+        if source is _MISSING:
+            source = self.traces[text] = source_from_trace(text)
+        if classes and classes[-1].startswith("aten."):
+            attrs["aten"] = classes[-1]
+        fx = meta.get("pkg.torch.onnx.fx_node", "")
+        if fx.startswith("%"):
+            attrs["aliases"] = [fx[1:].split(" ", 1)[0]]
+        return module_class, source
+
+
+class DeferredMetadata:
+    """The resolver an ONNX load with dynamo metadata hands its graph: fills the nodes' module classes, sources
+    and metadata attrs from the protos (`segments`: node container, first proto, first position, count), then
+    those `inherited` from a neighbour (position, owner position, same module), then runs `then` (the types)."""
+
+    __slots__ = ("nodes", "segments", "inherited", "then")
+
+    def __init__(self, nodes: list[OpNode], segments: list[tuple[Any, int, int, int]],
+                 inherited: list[tuple[int, int, bool]], then: Callable[[Progress | None], Any]) -> None:
+        self.nodes, self.segments, self.inherited, self.then = nodes, segments, inherited, then
+
+    def __call__(self, progress: Progress | None) -> Any:
+        nodes, segments, inherited, then = self.nodes, self.segments, self.inherited, self.then
+        self.nodes, self.segments, self.inherited = [], [], []  # the protos are let go with the types' model
+        read = NodeMetadata()
+        for protos, first, base, count in segments:
+            for position, proto in zip(range(base, base + count), protos[first:first + count]):
+                props = proto.metadata_props
+                if not props:
+                    continue
+                n = nodes[position]
+                attrs = n.attrs
+                later = dict(attrs)  # what the walk added after the metadata attrs (module_inferred, domain, ...)
+                attrs.clear()  # the same dict, its keys in the eager read's order: name, aten, aliases, the rest
+                attrs["name"] = later.pop("name")
+                module_class, source = read(props, attrs)
+                attrs.update(later)
+                if module_class or source is not None:
+                    nodes[position] = op_node(n.id, n.op_type, n.module, n.index, n.kind, n.inputs, n.outputs,
+                                              source, n.phase, module_class, attrs)
+        for position, owner_at, same in inherited:
+            n, owner = nodes[position], nodes[owner_at]
+            nodes[position] = op_node(n.id, n.op_type, n.module, n.index, n.kind, n.inputs, n.outputs, owner.source,
+                                      n.phase, owner.module_class if same else "", n.attrs)
+        return then(progress)
