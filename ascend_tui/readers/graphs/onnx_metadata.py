@@ -22,6 +22,7 @@ SCOPES = "pkg.torch.onnx.name_scopes"
 _KEY_VALUE = attrgetter("key", "value")
 _MISSING: Any = object()
 # torch_meta._PLAIN_LIST (repr() of a list of names) with two items or more, the second-to-last caught.
+_PLAIN_SEP = "', '"
 _TWO_OR_MORE = re.compile(r"\[(?:'[^'\\\r\n\0]*', )*'([^'\\\r\n\0]*)', '[^'\\\r\n\0]*'\]").fullmatch
 
 
@@ -57,33 +58,41 @@ def name_scopes(props: Any) -> str:
 
 
 class NodeMetadata:
-    """Module class, source and `aten`/`aliases` attrs of a node from its metadata_props, each list literal and
-    stack trace parsed once."""
+    """Module class, source and `aten`/`aliases` attrs of a node from its metadata_props, as `module_from_scopes`
+    and `source_from_trace` give them: each class list and stack trace parsed once, each name-scope list only
+    counted."""
 
-    __slots__ = ("lists", "traces")
+    __slots__ = ("classes", "counts", "traces")
 
     def __init__(self) -> None:
-        self.lists: dict[str, list[str]] = {}
+        self.classes: dict[tuple[str, int], tuple[str, str | None]] = {}  # (text, scope count) -> (class, aten)
+        self.counts: dict[str, int] = {}  # a name-scope text no regex counts -> its entries
         self.traces: dict[str, SourceLocation | None] = {}
 
     def __call__(self, props: Any, attrs: dict[str, Any]) -> tuple[str, SourceLocation | None]:
         meta = dict(map(_KEY_VALUE, props))
-        lists = self.lists
         text = meta.get(SCOPES) or ""
-        scopes = lists.get(text)
-        if scopes is None:
-            scopes = lists[text] = literal_list(text)
-        text = meta.get("pkg.torch.onnx.class_hierarchy") or ""
-        classes = lists.get(text)
-        if classes is None:
-            classes = lists[text] = literal_list(text)
-        module_class = module_from_scopes(scopes, classes)[1]
+        if _TWO_OR_MORE(text) is not None:
+            count = text.count(_PLAIN_SEP) + 1  # plain names hold no quote
+        else:
+            count = self.counts.get(text, -1)
+            if count < 0:
+                count = self.counts[text] = len(literal_list(text))
+        key = (meta.get("pkg.torch.onnx.class_hierarchy") or "", count)
+        known = self.classes.get(key)
+        if known is None:
+            classes = literal_list(key[0])
+            # module_from_scopes's class: the second-to-last, where both lists are as long and name a module
+            module_class = classes[-2].rsplit(".", 1)[-1] if count >= 2 and len(classes) == count else ""
+            known = self.classes[key] = (module_class, classes[-1] if classes and classes[-1].startswith("aten.")
+                                         else None)
+        module_class, aten = known
         text = meta.get("pkg.torch.onnx.stack_trace") or ""
         source = self.traces.get(text, _MISSING)
         if source is _MISSING:
             source = self.traces[text] = source_from_trace(text)
-        if classes and classes[-1].startswith("aten."):
-            attrs["aten"] = classes[-1]
+        if aten is not None:
+            attrs["aten"] = aten
         fx = meta.get("pkg.torch.onnx.fx_node", "")
         if fx.startswith("%"):
             attrs["aliases"] = [fx[1:].split(" ", 1)[0]]
@@ -112,11 +121,14 @@ class DeferredMetadata:
                     continue
                 n = nodes[position]
                 attrs = n.attrs
-                later = dict(attrs)  # what the walk added after the metadata attrs (module_inferred, domain, ...)
-                attrs.clear()  # the same dict, its keys in the eager read's order: name, aten, aliases, the rest
-                attrs["name"] = later.pop("name")
-                module_class, source = read(props, attrs)
-                attrs.update(later)
+                if len(attrs) == 1:  # the name alone (most nodes)
+                    module_class, source = read(props, attrs)
+                else:  # the same dict, its keys in the eager read's order: name, aten, aliases, then the walk's
+                    later = dict(attrs)  # (module_inferred, domain, subgraphs)
+                    attrs.clear()
+                    attrs["name"] = later.pop("name")
+                    module_class, source = read(props, attrs)
+                    attrs.update(later)
                 if module_class or source is not None:
                     nodes[position] = op_node(n.id, n.op_type, n.module, n.index, n.kind, n.inputs, n.outputs,
                                               source, n.phase, module_class, attrs)
