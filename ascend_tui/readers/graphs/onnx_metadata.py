@@ -102,7 +102,8 @@ class NodeMetadata:
 class DeferredMetadata:
     """The resolver an ONNX load with dynamo metadata hands its graph: fills the nodes' module classes, sources
     and metadata attrs from the protos (`segments`: node container, first proto, first position, count), then
-    those `inherited` from a neighbour (position, owner position, same module), then runs `then` (the types)."""
+    those `inherited` from a neighbour (position, owner position, same module), after `then` (the types): the
+    records it rebuilds carry those types, so the graph rebuilds them no second time."""
 
     __slots__ = ("nodes", "segments", "inherited", "then")
 
@@ -113,6 +114,8 @@ class DeferredMetadata:
     def __call__(self, progress: Progress | None) -> Any:
         nodes, segments, inherited, then = self.nodes, self.segments, self.inherited, self.then
         self.nodes, self.segments, self.inherited = [], [], []  # the protos are let go with the types' model
+        resolved = then(progress)
+        ins, outs = resolved if resolved is not None else ([n.inputs for n in nodes], [n.outputs for n in nodes])
         read = NodeMetadata()
         for protos, first, base, count in segments:
             for position, proto in zip(range(base, base + count), protos[first:first + count]):
@@ -130,10 +133,10 @@ class DeferredMetadata:
                     module_class, source = read(props, attrs)
                     attrs.update(later)
                 if module_class or source is not None:
-                    nodes[position] = op_node(n.id, n.op_type, n.module, n.index, n.kind, n.inputs, n.outputs,
-                                              source, n.phase, module_class, attrs)
+                    nodes[position] = op_node(n.id, n.op_type, n.module, n.index, n.kind, ins[position],
+                                              outs[position], source, n.phase, module_class, attrs)
         for position, owner_at, same in inherited:
             n, owner = nodes[position], nodes[owner_at]
-            nodes[position] = op_node(n.id, n.op_type, n.module, n.index, n.kind, n.inputs, n.outputs, owner.source,
-                                      n.phase, owner.module_class if same else "", n.attrs)
-        return then(progress)
+            nodes[position] = op_node(n.id, n.op_type, n.module, n.index, n.kind, ins[position], outs[position],
+                                      owner.source, n.phase, owner.module_class if same else "", n.attrs)
+        return resolved
