@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         del again
         how = f"(shape inference: {'ran' if ran is True else 'failed'}) " if inference else ""
         print(f"graph: {n:,} ops + placeholders; walk from {last} reached {len(up):,} nodes; "
-              + (f"tensor types {how}read on the first read of a node's tensors, which took {shapes[0]:.3f} s CPU "
+              + (f"tensor types {how}{'and dynamo metadata past the module path ' if args.dynamo else ''}"
+                 f"read on the first read of a node's tensors, which took {shapes[0]:.3f} s CPU "
                  f"({shapes[1]:.3f} s wall)" if pending else "tensor types read on open"))
         # what the user waits for: the command end to end, its start-up (the same command on a tiny model) taken off
         tiny = Path(tmp) / "tiny.onnx"

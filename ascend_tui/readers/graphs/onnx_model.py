@@ -24,7 +24,8 @@ from ascend_tui.errors import InputError
 from ascend_tui.evidence import SourceLocation
 from ascend_tui.readers.graphs.onnx_types import (CONTROL_FLOW, DTYPES, PLAIN_DOMAINS, SUBGRAPH_OPS_ATTR, Step,
                                                   TensorTypes, tensor_meta)
-from ascend_tui.readers.graphs.torch_meta import NodeNameModules, literal_list, module_from_scopes, source_from_trace
+from ascend_tui.readers.graphs.onnx_metadata import DeferredMetadata, ScopeModules, name_scopes
+from ascend_tui.readers.graphs.torch_meta import NodeNameModules
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.graph.ids import IdMinter
 from ascend_tui.graph.opgraph import OpGraph, OpNode, op_nodes
@@ -34,11 +35,9 @@ from ascend_tui.progress import Progress, check_cancel, paused_gc
 __all__ = ["DTYPES", "READER", "load", "read_model", "sniff", "tensor_meta"]
 _INFER_LIMIT = 2_000_000_000
 _KEEP_LIMIT = 256 << 20  # a typed model file bigger than this has its types read on open (its proto is let go)
-_MISSING: Any = object()
 CHUNK = 1024  # protobuf entries read at a time (cancel and progress are checked between chunks of nodes)
 _FIELDS = attrgetter("name", "op_type", "domain", "input", "output", "metadata_props")
 _ALL = itemgetter(slice(None))
-_KEY_VALUE = attrgetter("key", "value")
 _NO_TENSORS = ()  # a record's tensors until the types are read: nothing reads them before (every read resolves)
 _PB2_IMPORT = re.compile(r"^from \.(\w+) import \*", re.M)
 _PROTOS: list[Any] = []  # onnx's generated protobuf module, once found
@@ -136,8 +135,13 @@ class _OnnxBuilder:
         self.graphs: list[Any] = []
         self.steps: list[Step] = []
         self.module_of_head = NodeNameModules()
-        self.lists: dict[str, list[str]] = {}  # metadata list literal -> its items (read, never changed)
-        self.traces: dict[str, SourceLocation | None] = {}  # metadata stack trace -> its source location
+        self.scope_module = ScopeModules()
+        # Where the nodes with dynamo metadata are, to read the rest of it on first ask (`DeferredMetadata`):
+        # (node container, first proto, first position, count) per segment, and (position, owner, same module)
+        # per node that takes its module, source and class from a neighbour.
+        self.segments: list[tuple[Any, int, int, int]] = []
+        self.inherited_from: list[tuple[int, int, bool]] = []
+        self.origin: tuple[Any, int] = ((), 0)  # the node container and first proto of the segment being added
         self.unresolved: list[str] = []
         self.without_module: list[int] = []  # positions of ops neither metadata nor name placed in a module
         self.inherited = 0
@@ -185,10 +189,12 @@ class _OnnxBuilder:
             columns = list(zip(*map(_FIELDS, chunk)))  # every field is read once: each read builds an object
             first = 0
             for cut in self.with_bodies(chunk, columns[1], columns[2]):
+                self.origin = (protos, start + first)
                 self.add_ops([column[first:cut + 1] for column in columns], scopes, parent_module)
                 self.subgraphs_of(chunk[cut], self.nodes[-1], scopes, prefix, total)
                 first = cut + 1
             if first < len(chunk):
+                self.origin = (protos, start + first)
                 self.add_ops([column[first:] for column in columns] if first else columns, scopes, parent_module)
         if self.progress is not None and not prefix:
             self.progress("building graph", len(protos), total)
@@ -282,49 +288,24 @@ class _OnnxBuilder:
     def from_metadata(self, names: tuple[str, ...], metadata: tuple[Any, ...]
                       ) -> tuple[list[str], list[str], list[SourceLocation | None], list[dict[str, Any]], list[bool]]:
         """(modules, module classes, sources, attrs, whether a module was named) of a segment where some nodes
-        carry the dynamo exporter's metadata_props; the others are placed by their names."""
-        modules, classes, sources, attrs, placed = [], [], [], [], []
-        module_of_head = self.module_of_head
+        carry the dynamo exporter's metadata_props; the others are placed by their names. Only the name scopes
+        are read here: the classes, sources and metadata attrs when first asked for (`onnx_metadata.py`)."""
+        modules, attrs, placed = [], [], []
+        module_of_head, scope_module = self.module_of_head, self.scope_module
+        self.segments.append((*self.origin, len(self.nodes), len(names)))
         for name, props in zip(names, metadata):
             extra: dict[str, Any] = {"name": name}
             if props:
-                module, module_class, source, has_module = self.node_metadata(props, extra)
+                module, has_module = scope_module(name_scopes(props))
+                self.with_metadata += has_module
             else:
-                module, module_class, source = module_of_head[name.rpartition("/")[0]], "", None
-                has_module = name[:1] == "/"
+                module, has_module = module_of_head[name.rpartition("/")[0]], name[:1] == "/"
             if not has_module:
                 extra["module_inferred"] = True
             modules.append(module)
-            classes.append(module_class)
-            sources.append(source)
             attrs.append(extra)
             placed.append(has_module)
-        return modules, classes, sources, attrs, placed
-
-    def node_metadata(self, props: Any, attrs: dict[str, Any]) -> tuple[str, str, SourceLocation | None, bool]:
-        """(module, module class, source, whether a module was named) from one node's metadata_props."""
-        meta = dict(map(_KEY_VALUE, props))
-        lists = self.lists  # an exporter repeats the same classes and stack traces over many nodes: parse each once
-        text = meta.get("pkg.torch.onnx.name_scopes") or ""
-        scopes_list = lists.get(text)
-        if scopes_list is None:
-            scopes_list = lists[text] = literal_list(text)
-        text = meta.get("pkg.torch.onnx.class_hierarchy") or ""
-        classes = lists.get(text)
-        if classes is None:
-            classes = lists[text] = literal_list(text)
-        module, module_class = module_from_scopes(scopes_list, classes)
-        text = meta.get("pkg.torch.onnx.stack_trace") or ""
-        source = self.traces.get(text, _MISSING)
-        if source is _MISSING:
-            source = self.traces[text] = source_from_trace(text)
-        if classes and classes[-1].startswith("aten."):
-            attrs["aten"] = classes[-1]
-        fx = meta.get("pkg.torch.onnx.fx_node", "")
-        if fx.startswith("%"):
-            attrs["aliases"] = [fx[1:].split(" ", 1)[0]]
-        self.with_metadata += bool(scopes_list)
-        return module, module_class, source, bool(scopes_list)
+        return modules, [""] * len(names), [None] * len(names), attrs, placed
 
     def subgraphs_of(self, node: Any, op: OpNode, scopes: list[dict[str, tuple[int, int]]], prefix: str,
                      total: int) -> None:
@@ -348,14 +329,17 @@ class _OnnxBuilder:
         for i in self.without_module:
             n = nodes[i]
             neighbours = [e[0] for e in self.ins[i]] + [e[1] for e in self.outs[i]]  # the order edges were made
-            known = [o for o in (nodes[x] for x in neighbours)
-                     if o.kind == "op" and not (o.attrs or {}).get("module_inferred")]
+            known = [x for x in neighbours
+                     if nodes[x].kind == "op" and not (nodes[x].attrs or {}).get("module_inferred")]
             if not known:
                 continue
-            module = common_module([o.module for o in known])
-            owner = next((o for o in known if o.module == module), known[0])
+            module = common_module([nodes[x].module for x in known])
+            at = next((x for x in known if nodes[x].module == module), known[0])
+            owner = nodes[at]
             nodes[i] = OpNode(n.id, n.op_type, module, n.index, n.kind, n.inputs, n.outputs, owner.source,
                               n.phase, owner.module_class if owner.module == module else "", n.attrs)
+            if self.segments:  # the owner's source and class are read later: take them then
+                self.inherited_from.append((i, at, owner.module == module))
             self.inherited += 1
 
 
@@ -401,7 +385,9 @@ def _load(path: Path, progress: Progress | None, cancel: threading.Event | None)
     infer = _needs_inference(graph) and model.ByteSize() < _INFER_LIMIT
     if infer:
         extra["shape_inference"] = "pending"  # run by the first reader of a node's tensors, not by every open
-    out.defer_shapes(TensorTypes(path, model, builder.graphs, builder.steps, len(builder.nodes), extra, infer))
+    types = TensorTypes(path, model, builder.graphs, builder.steps, len(builder.nodes), extra, infer)
+    out.defer_shapes(DeferredMetadata(builder.nodes, builder.segments, builder.inherited_from, types)
+                     if builder.segments else types)
     if not infer and path.stat().st_size > _KEEP_LIMIT:
         out.resolve_shapes()  # mostly weights held inline: read the types now rather than keep the whole file
     run = RunInfo(target=str(path), source="onnx",

@@ -1,0 +1,142 @@
+"""The dynamo exporter's ONNX node metadata: module paths read on open, the rest when first asked for.
+
+`ascend-tui graph` needs only each node's module path, which is the second-to-last entry of
+`pkg.torch.onnx.name_scopes`; the class hierarchy, stack trace and FX node (module class, source
+line, `aten` and `aliases` attrs) are read from the kept protos by `DeferredMetadata`, which runs
+before the tensor types when anything first reads a node's record, and gives what an eager read
+gave (`tests/test_formats_onnx_lazy_metadata.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from operator import attrgetter
+from typing import Any, Callable
+
+from ascend_tui.evidence import SourceLocation
+from ascend_tui.graph.node import OpNode, op_node
+from ascend_tui.progress import Progress
+from ascend_tui.readers.graphs.torch_meta import literal_list, module_from_scopes, source_from_trace
+
+SCOPES = "pkg.torch.onnx.name_scopes"
+_KEY_VALUE = attrgetter("key", "value")
+_MISSING: Any = object()
+# torch_meta._PLAIN_LIST (repr() of a list of names) with two items or more, the second-to-last caught.
+_PLAIN_SEP = "', '"
+_TWO_OR_MORE = re.compile(r"\[(?:'[^'\\\r\n\0]*', )*'([^'\\\r\n\0]*)', '[^'\\\r\n\0]*'\]").fullmatch
+
+
+class ScopeModules:
+    """(module path, whether any scopes were named) of a `name_scopes` text, as `literal_list` and
+    `module_from_scopes` give them: a plain literal of two or more names by one regex call that also finds
+    the second-to-last (texts differ per node, each ending in the op's own name); any other parsed in full,
+    once a text."""
+
+    __slots__ = ("texts",)
+
+    def __init__(self) -> None:
+        self.texts: dict[str, tuple[str, bool]] = {}
+
+    def __call__(self, text: str) -> tuple[str, bool]:
+        found = _TWO_OR_MORE(text)
+        if found is not None:
+            return found.group(1), True
+        hit = self.texts.get(text)
+        if hit is None:
+            scopes = literal_list(text)
+            hit = self.texts[text] = (module_from_scopes(scopes, [])[0], bool(scopes))
+        return hit
+
+
+def name_scopes(props: Any) -> str:
+    """The `name_scopes` value of one node's metadata_props: its first such entry (keys are distinct in ONNX;
+    reading on past it to find a repeat cost ~0.17 s more at 100k nodes), entries after it never read."""
+    for entry in props:
+        if entry.key == SCOPES:
+            return entry.value
+    return ""
+
+
+class NodeMetadata:
+    """Module class, source and `aten`/`aliases` attrs of a node from its metadata_props, as `module_from_scopes`
+    and `source_from_trace` give them: each class list and stack trace parsed once, each name-scope list only
+    counted."""
+
+    __slots__ = ("classes", "counts", "traces")
+
+    def __init__(self) -> None:
+        self.classes: dict[tuple[str, int], tuple[str, str | None]] = {}  # (text, scope count) -> (class, aten)
+        self.counts: dict[str, int] = {}  # a name-scope text no regex counts -> its entries
+        self.traces: dict[str, SourceLocation | None] = {}
+
+    def __call__(self, props: Any, attrs: dict[str, Any]) -> tuple[str, SourceLocation | None]:
+        meta = dict(map(_KEY_VALUE, props))
+        text = meta.get(SCOPES) or ""
+        if _TWO_OR_MORE(text) is not None:
+            count = text.count(_PLAIN_SEP) + 1  # plain names hold no quote
+        else:
+            count = self.counts.get(text, -1)
+            if count < 0:
+                count = self.counts[text] = len(literal_list(text))
+        key = (meta.get("pkg.torch.onnx.class_hierarchy") or "", count)
+        known = self.classes.get(key)
+        if known is None:
+            classes = literal_list(key[0])
+            # module_from_scopes's class: the second-to-last, where both lists are as long and name a module
+            module_class = classes[-2].rsplit(".", 1)[-1] if count >= 2 and len(classes) == count else ""
+            known = self.classes[key] = (module_class, classes[-1] if classes and classes[-1].startswith("aten.")
+                                         else None)
+        module_class, aten = known
+        text = meta.get("pkg.torch.onnx.stack_trace") or ""
+        source = self.traces.get(text, _MISSING)
+        if source is _MISSING:
+            source = self.traces[text] = source_from_trace(text)
+        if aten is not None:
+            attrs["aten"] = aten
+        fx = meta.get("pkg.torch.onnx.fx_node", "")
+        if fx.startswith("%"):
+            attrs["aliases"] = [fx[1:].split(" ", 1)[0]]
+        return module_class, source
+
+
+class DeferredMetadata:
+    """The resolver an ONNX load with dynamo metadata hands its graph: fills the nodes' module classes, sources
+    and metadata attrs from the protos (`segments`: node container, first proto, first position, count), then
+    those `inherited` from a neighbour (position, owner position, same module), after `then` (the types): the
+    records it rebuilds carry those types, so the graph rebuilds them no second time."""
+
+    __slots__ = ("nodes", "segments", "inherited", "then")
+
+    def __init__(self, nodes: list[OpNode], segments: list[tuple[Any, int, int, int]],
+                 inherited: list[tuple[int, int, bool]], then: Callable[[Progress | None], Any]) -> None:
+        self.nodes, self.segments, self.inherited, self.then = nodes, segments, inherited, then
+
+    def __call__(self, progress: Progress | None) -> Any:
+        nodes, segments, inherited, then = self.nodes, self.segments, self.inherited, self.then
+        self.nodes, self.segments, self.inherited = [], [], []  # the protos are let go with the types' model
+        resolved = then(progress)
+        ins, outs = resolved if resolved is not None else ([n.inputs for n in nodes], [n.outputs for n in nodes])
+        read = NodeMetadata()
+        for protos, first, base, count in segments:
+            for position, proto in zip(range(base, base + count), protos[first:first + count]):
+                props = proto.metadata_props
+                if not props:
+                    continue
+                n = nodes[position]
+                attrs = n.attrs
+                if len(attrs) == 1:  # the name alone (most nodes)
+                    module_class, source = read(props, attrs)
+                else:  # the same dict, its keys in the eager read's order: name, aten, aliases, then the walk's
+                    later = dict(attrs)  # (module_inferred, domain, subgraphs)
+                    attrs.clear()
+                    attrs["name"] = later.pop("name")
+                    module_class, source = read(props, attrs)
+                    attrs.update(later)
+                if module_class or source is not None:
+                    nodes[position] = op_node(n.id, n.op_type, n.module, n.index, n.kind, ins[position],
+                                              outs[position], source, n.phase, module_class, attrs)
+        for position, owner_at, same in inherited:
+            n, owner = nodes[position], nodes[owner_at]
+            nodes[position] = op_node(n.id, n.op_type, n.module, n.index, n.kind, ins[position], outs[position],
+                                      owner.source, n.phase, owner.module_class if same else "", n.attrs)
+        return resolved
