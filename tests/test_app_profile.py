@@ -310,3 +310,35 @@ async def test_view_data_made_once_per_profile_and_ahead() -> None:
         assert keys is not None and footer._composed is keys, "same keys, no recompose"
         await pilot.press("3")  # the strip has other keys than a table
         assert footer._composed != keys and table(app, "steps-table") is not None
+
+
+async def test_profile_view_kept_once_built_and_made_anew_for_another_investigation() -> None:
+    """`T` again shows the screen built the first time (its tab as left); a new investigation gets a new one."""
+    from textual.widgets import TabbedContent
+
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        while app.screen is not app.main:  # the story screen it may open on
+            app.pop_screen()
+            await pilot.pause()
+        await pilot.press("T")
+        first = app.screen
+        assert isinstance(first, ProfileScreen)
+        await pilot.press("2", "escape")
+        assert app.screen is app.main
+        await pilot.press("T")
+        assert app.screen is first and first.query_one(TabbedContent).active == "modules"
+        assert app.screen.focused is first.query_one("#modules-table")
+        await pilot.press("escape")
+        app.inv = profile_inv(baseline=False)
+        await pilot.press("T")
+        second = app.screen
+        assert isinstance(second, ProfileScreen) and second is not first and second.inv is app.inv
+        assert not app.is_screen_installed(first) and app.is_screen_installed(second)
+        assert second.query_one(TabbedContent).active == "ops"
+        await pilot.press("escape")
+        assert app.screen is app.main

@@ -33,6 +33,7 @@ from ascend_tui.investigation import Investigation
 from ascend_tui.live.options import RunOptions
 
 if TYPE_CHECKING:
+    from ascend_tui.app.screens.check_view import CheckView
     from ascend_tui.app.follow import Follower
     from ascend_tui.live.targets import Target
 
@@ -68,6 +69,7 @@ class InvestigatorApp(App[None]):
         self.open_on_story = story  # the first investigation with a story opens on it (the CLI's launches)
         self._follower: Follower | None = None
         self._ran: Investigation | None = None  # the investigation this app ran with `self.live`, if on screen
+        self._kept: dict[str, CheckView] = {}  # views kept once built (`CheckView.KEEP`), by view id
         self.config_warnings: list[str] = []
         self.COMMANDS = App.COMMANDS | {InvestigatorCommands, GraphCommands}
         super().__init__()
@@ -411,7 +413,25 @@ class InvestigatorApp(App[None]):
             if node:
                 self.main.go(node)
 
-        self.push_screen(view(self.inv), chosen)
+        self.push_screen(self._view_screen(view_id, view), chosen)
+
+    def _view_screen(self, view_id: str, view: type[CheckView]) -> CheckView:
+        """The view's screen on this investigation: the one kept from its last opening if it still shows it, else
+        a new one (kept, when the view says so: composing and styling the profile view is most of `T`'s 120-200 ms)."""
+        kept = self._kept.get(view_id)
+        if kept is not None and kept in self.screen_stack:  # open beneath: a second one, as before
+            return view(self.inv)
+        if kept is not None and kept.inv is self.inv and kept.reusable():
+            return kept
+        if kept is not None:  # an older investigation's
+            self.uninstall_screen(kept)
+            del self._kept[view_id]
+            kept.remove()
+        screen = view(self.inv)
+        if view.KEEP:
+            self.install_screen(screen, f"kept-view:{view_id}")
+            self._kept[view_id] = screen
+        return screen
 
     def action_story_cause(self) -> None:
         """Open the story on the cause that explains the focused operator's most severe finding."""
