@@ -158,6 +158,12 @@ async def _profile_keys(app: object, pilot: object, out: dict[str, list[float]])
         assert isinstance(app.screen, ProfileScreen), "the profile view did not open"  # type: ignore[attr-defined]
     await pilot.press("escape")  # type: ignore[attr-defined]
     await pilot.pause()  # type: ignore[attr-defined]
+    c0 = time.process_time()  # back on the graph, the view again: the screen built above shows again
+    await pilot.press("T")  # type: ignore[attr-defined]
+    out.setdefault("profile view: open it again (T)", []).append(time.process_time() - c0)
+    assert isinstance(app.screen, ProfileScreen), "the profile view did not open again"  # type: ignore[attr-defined]
+    await pilot.press("escape")  # type: ignore[attr-defined]
+    await pilot.pause()  # type: ignore[attr-defined]
 
 
 def _widget_timings(inv: Investigation, repeat: int) -> dict[str, float]:

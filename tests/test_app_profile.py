@@ -334,7 +334,9 @@ async def test_profile_view_kept_once_built_and_made_anew_for_another_investigat
         assert app.screen is first and first.query_one(TabbedContent).active == "modules"
         assert app.screen.focused is first.query_one("#modules-table")
         await pilot.press("escape")
-        app.inv = profile_inv(baseline=False)
+        app._show(profile_inv(baseline=False))  # another investigation on screen: the kept view is let go
+        await pilot.pause()
+        assert not app.is_screen_installed(first)
         await pilot.press("T")
         second = app.screen
         assert isinstance(second, ProfileScreen) and second is not first and second.inv is app.inv

@@ -157,6 +157,9 @@ class InvestigatorApp(App[None]):
 
     def _show(self, inv: Investigation, focus: str | None = None, *, final: bool = True) -> None:
         self.inv = inv
+        for view_id, kept in list(self._kept.items()):  # an older investigation's views are not kept alive
+            if kept.inv is not inv and kept not in self.screen_stack:
+                self._drop_kept(view_id)
         self.main.set_investigation(inv, focus)
         self.paint_header()
         self.refresh_bindings()
@@ -423,15 +426,19 @@ class InvestigatorApp(App[None]):
             return view(self.inv)
         if kept is not None and kept.inv is self.inv and kept.reusable():
             return kept
-        if kept is not None:  # an older investigation's
-            self.uninstall_screen(kept)
-            del self._kept[view_id]
-            kept.remove()
+        if kept is not None:  # an older investigation's, or one still waiting on its advice
+            self._drop_kept(view_id)
         screen = view(self.inv)
         if view.KEEP:
             self.install_screen(screen, f"kept-view:{view_id}")
             self._kept[view_id] = screen
         return screen
+
+    def _drop_kept(self, view_id: str) -> None:
+        """Forget a kept view (not on the screen stack) and remove its widgets."""
+        kept = self._kept.pop(view_id)
+        self.uninstall_screen(kept)
+        kept.remove()
 
     def action_story_cause(self) -> None:
         """Open the story on the cause that explains the focused operator's most severe finding."""
