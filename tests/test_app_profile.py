@@ -313,7 +313,8 @@ async def test_view_data_made_once_per_profile_and_ahead() -> None:
 
 
 async def test_profile_view_kept_once_built_and_made_anew_for_another_investigation() -> None:
-    """`T` again shows the screen built the first time (its tab as left); a new investigation gets a new one."""
+    """The profile view is composed ahead; `T` again shows the same screen (its tab as left); another investigation
+    gets a new one."""
     from textual.widgets import TabbedContent
 
     from ascend_tui.app.app import InvestigatorApp
@@ -325,9 +326,11 @@ async def test_profile_view_kept_once_built_and_made_anew_for_another_investigat
         while app.screen is not app.main:  # the story screen it may open on
             app.pop_screen()
             await pilot.pause()
+        built = app._kept.get("profile")  # composed ahead once the open job was done
+        assert isinstance(built, ProfileScreen) and built.is_running and built.inv is app.inv
         await pilot.press("T")
         first = app.screen
-        assert isinstance(first, ProfileScreen)
+        assert first is built
         await pilot.press("2", "escape")
         assert app.screen is app.main
         await pilot.press("T")

@@ -22,7 +22,7 @@ from ascend_tui.app.header import header_for
 from ascend_tui.app.keys import APP_BINDINGS
 from ascend_tui.app.messages import ChecksFinished, FixFinished, InvestigationLoaded, ProgressReported, ResultsArrived
 from ascend_tui.app.screens.main import MainScreen
-from ascend_tui.app.views import view_by_id
+from ascend_tui.app.views import VIEWS, view_by_id
 from ascend_tui.app.widgets.detail import Detail
 from ascend_tui.app.widgets.progress import RunProgress
 from ascend_tui.app.workers import ProgressPoster
@@ -433,6 +433,22 @@ class InvestigatorApp(App[None]):
             self.install_screen(screen, f"kept-view:{view_id}")
             self._kept[view_id] = screen
         return screen
+
+    def build_views_ahead(self, inv: Investigation) -> None:
+        """Compose the kept views of the investigation shown before they are opened (the prepare worker calls it once
+        its job is done): their first opening then only lays them out and paints (`T` at 100k kernels 133 -> 63 ms)."""
+        if inv is not self.inv:
+            return
+        for view in VIEWS:
+            kept = self._kept.get(view.VIEW_ID)
+            if not view.KEEP or not view.available(inv) or (kept is not None and (
+                    kept in self.screen_stack or (kept.inv is inv and kept.reusable()))):
+                continue
+            screen = self._view_screen(view.VIEW_ID, view)
+            # Textual composes, mounts and styles a screen when it is first pushed; started here with push_screen's
+            # own two calls (textual is pinned), the push finds it running
+            self._get_screen(screen)
+            self._load_screen_css(screen)
 
     def _drop_kept(self, view_id: str) -> None:
         """Forget a kept view (not on the screen stack) and remove its widgets."""
