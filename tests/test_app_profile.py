@@ -188,6 +188,19 @@ def test_snapshot_profile_view_80x24(snap_compare: Any, tmp_path: Path) -> None:
     assert snap_compare(_app(tmp_path), press=["T"], terminal_size=(80, 24))
 
 
+def test_snapshot_profile_view_built_ahead_80x24(snap_compare: Any, tmp_path: Path) -> None:
+    """Composed ahead off screen, then opened: the same picture as `test_snapshot_profile_view_80x24`'s."""
+    async def ahead(pilot: Any) -> None:
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        while pilot.app.screen is not pilot.app.main:
+            pilot.app.pop_screen()
+            await pilot.pause()
+        assert pilot.app._kept.get("profile") is not None
+
+    assert snap_compare(_app(tmp_path), press=["T"], terminal_size=(80, 24), run_before=ahead)
+
+
 def test_snapshot_profile_view_160x48(snap_compare: Any, tmp_path: Path) -> None:
     assert snap_compare(_app(tmp_path), press=["T", "5"], terminal_size=(160, 48))
 
