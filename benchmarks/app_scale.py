@@ -7,7 +7,8 @@ With `--trace-kernels N` a trace_view.json of N device kernels (the Level1 fixtu
 and streams, one after the other) is written and opened instead: the read alone is timed, then the
 app's first screen from the file — the op list of the whole read, before its advice is computed —
 measured from the moment the app's reader returned (goal: under 1 s), and when the advice was filled
-in; then the keys on the opened investigation and in its profile view (`T`; goal: each under 50 ms).
+in; then the keys on the opened investigation and in its profile view (`T`, and `T` again once closed; goal:
+each under 50 ms).
 With `--timeline-kernels N` the timeline view (`L`) is opened on N synthetic kernels (two ranks, a
 compute and a communication stream each) and every zoom / pan / jump key is timed, each press
 printed, beside the same keys on 1,000 kernels in the same run (goal: each under 50 ms). With
@@ -156,6 +157,12 @@ async def _profile_keys(app: object, pilot: object, out: dict[str, list[float]])
         await pilot.press(key)  # type: ignore[attr-defined]
         out.setdefault(f"profile view: {name} ({key})", []).append(time.process_time() - c0)
         assert isinstance(app.screen, ProfileScreen), "the profile view did not open"  # type: ignore[attr-defined]
+    await pilot.press("escape")  # type: ignore[attr-defined]
+    await pilot.pause()  # type: ignore[attr-defined]
+    c0 = time.process_time()  # back on the graph, the view again: the screen built above shows again
+    await pilot.press("T")  # type: ignore[attr-defined]
+    out.setdefault("profile view: open it again (T)", []).append(time.process_time() - c0)
+    assert isinstance(app.screen, ProfileScreen), "the profile view did not open again"  # type: ignore[attr-defined]
     await pilot.press("escape")  # type: ignore[attr-defined]
     await pilot.pause()  # type: ignore[attr-defined]
 

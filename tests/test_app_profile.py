@@ -188,6 +188,19 @@ def test_snapshot_profile_view_80x24(snap_compare: Any, tmp_path: Path) -> None:
     assert snap_compare(_app(tmp_path), press=["T"], terminal_size=(80, 24))
 
 
+def test_snapshot_profile_view_built_ahead_80x24(snap_compare: Any, tmp_path: Path) -> None:
+    """Composed ahead off screen, then opened: the same picture as `test_snapshot_profile_view_80x24`'s."""
+    async def ahead(pilot: Any) -> None:
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        while pilot.app.screen is not pilot.app.main:
+            pilot.app.pop_screen()
+            await pilot.pause()
+        assert pilot.app._kept.get("profile") is not None
+
+    assert snap_compare(_app(tmp_path), press=["T"], terminal_size=(80, 24), run_before=ahead)
+
+
 def test_snapshot_profile_view_160x48(snap_compare: Any, tmp_path: Path) -> None:
     assert snap_compare(_app(tmp_path), press=["T", "5"], terminal_size=(160, 48))
 
@@ -310,3 +323,40 @@ async def test_view_data_made_once_per_profile_and_ahead() -> None:
         assert keys is not None and footer._composed is keys, "same keys, no recompose"
         await pilot.press("3")  # the strip has other keys than a table
         assert footer._composed != keys and table(app, "steps-table") is not None
+
+
+async def test_profile_view_kept_once_built_and_made_anew_for_another_investigation() -> None:
+    """The profile view is composed ahead; `T` again shows the same screen (its tab as left); another investigation
+    gets a new one."""
+    from textual.widgets import TabbedContent
+
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        while app.screen is not app.main:  # the story screen it may open on
+            app.pop_screen()
+            await pilot.pause()
+        built = app._kept.get("profile")  # composed ahead once the open job was done
+        assert isinstance(built, ProfileScreen) and built.is_running and built.inv is app.inv
+        await pilot.press("T")
+        first = app.screen
+        assert first is built
+        await pilot.press("2", "escape")
+        assert app.screen is app.main
+        await pilot.press("T")
+        assert app.screen is first and first.query_one(TabbedContent).active == "modules"
+        assert app.screen.focused is first.query_one("#modules-table")
+        await pilot.press("escape")
+        app._show(profile_inv(baseline=False))  # another investigation on screen: the kept view is let go
+        await pilot.pause()
+        assert not app.is_screen_installed(first)
+        await pilot.press("T")
+        second = app.screen
+        assert isinstance(second, ProfileScreen) and second is not first and second.inv is app.inv
+        assert not app.is_screen_installed(first) and app.is_screen_installed(second)
+        assert second.query_one(TabbedContent).active == "ops"
+        await pilot.press("escape")
+        assert app.screen is app.main

@@ -23,6 +23,8 @@ class CheckView(Screen[str | None]):
     KEY: ClassVar[str] = ""
     CHECK: ClassVar[str] = ""
     HOW_TO_GET: ClassVar[str] = ""  # what to open or run to get this view's evidence, said when there is none
+    # kept once built: opening it again on the same investigation shows the same screen (its tab, rows and cursor)
+    KEEP: ClassVar[bool] = False
     # the timeline over any view: it opens on the kernels of the operator that view's table has under its cursor
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("L", "open_timeline", "timeline", show=False, id="view.timeline-here")]
@@ -41,6 +43,10 @@ class CheckView(Screen[str | None]):
     @classmethod
     def prepare(cls, inv: Investigation, cancelled: Callable[[], bool]) -> None:
         """Compute ahead, in a worker thread, what opening this view on `inv` would (once `inv` is on screen)."""
+
+    def reusable(self) -> bool:
+        """Whether a kept screen still shows all of its investigation (a view still waiting on a job says no)."""
+        return True
 
     def action_open_timeline(self) -> None:
         open_view = getattr(self.app, "action_open_view", None)  # the investigator's; a test host may have none

@@ -143,6 +143,9 @@ class MainScreen(Screen[None]):
             for view in VIEWS:
                 if view.available(inv):
                     view.prepare(inv, lambda: worker.is_cancelled or self._to_prepare is not inv)
+            build_ahead = getattr(self.app, "build_views_ahead", None)  # the investigator's; a test host may have none
+            if build_ahead is not None and not worker.is_cancelled and self._to_prepare is inv:
+                self.app.call_from_thread(build_ahead, inv)
             prepared = inv
         # What is alive now (the modules, the graph, the prepared rows: 150k+ objects) stays alive while it is on
         # screen; the collector's full passes walked all of it, 50-90 ms inside a key press, several a minute.

@@ -50,6 +50,7 @@ class ProfileScreen(CheckView):
     HOW_TO_GET = ("open a profiler folder (*_ascend_pt, PROF_*), kernel_details.csv or a trace with it, "
                   "or re-run with x and the profile check")
     CHECK = "profile"
+    KEEP = True  # composing and styling its tabs is most of `T`: re-opened, the same screen shows again
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "back", id="view.close"),
@@ -140,6 +141,10 @@ class ProfileScreen(CheckView):
             self._waiting = self.set_interval(0.2, self._advice_arrived)
 
     # -- advice computed after the first screen -----------------------------------------------
+
+    def reusable(self) -> bool:
+        return not self.pending
+
 
     def _job_running(self) -> bool:
         """Whether the app's job (opening or running checks) is still at work: its findings are not all in yet."""
