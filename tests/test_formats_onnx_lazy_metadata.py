@@ -4,19 +4,17 @@ an eager read of every entry."""
 
 from __future__ import annotations
 
-import argparse
-import io
 from pathlib import Path
 
 import onnx  # in the test extra: a missing onnx fails, never skips
 import pytest
 from onnx import TensorProto, helper
 
-from ascend_tui.cli.graph import run_graph
 from ascend_tui.readers.graphs import onnx_metadata, onnx_model
 from ascend_tui.readers.graphs.torch_meta import literal_list, module_from_scopes, source_from_trace
 from tests.test_formats_onnx import model_from_sample
 from tests.test_formats_onnx_columns import REAL
+from tests.test_formats_onnx_lazy_types import _graph
 
 TRACE = 'File "/src/net.py", line {line}, in forward\n    x = self.attn(x)'
 
@@ -33,14 +31,6 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
     monkeypatch.setattr(onnx_metadata.NodeMetadata, "__call__", counted_read)
     return calls
-
-
-def _graph(path: Path, json_out: Path | None = None) -> str:
-    out = io.StringIO()
-    args = argparse.Namespace(path=str(path), evidence=[], json=str(json_out) if json_out else None, fail_on="error",
-                              quiet=True)
-    assert run_graph(args, out) == 0
-    return out.getvalue()
 
 
 def _with_metadata(path: Path) -> int:
