@@ -289,3 +289,31 @@ def test_an_op_of_a_users_gradient_hook_belongs_to_the_backward_that_consumes_th
     result = capture(Hooked(), (torch.randn(2, 4),), backward=True, source=False)
     scaled = result.graph.node("backward:mul.0")
     assert (scaled.attrs or {}).get("forward") == "relu.0"
+
+
+def test_a_node_added_with_its_inputs_is_the_graph_add_node_and_add_edge_build() -> None:
+    from ascend_tui.graph.opgraph import OpGraph, OpNode
+
+    def nodes() -> list[OpNode]:
+        return [OpNode("x", "input", "", -1, kind="input"), OpNode("y", "input", "", -1, kind="input"),
+                OpNode("add.0", "aten.add", "", 0), OpNode("mul.0", "aten.mul", "", 1)]
+
+    plain, fed = OpGraph(), OpGraph()
+    x, y, add, mul = nodes()
+    for n in (x, y, add, mul):
+        plain.add_node(n)
+    for src, dst, out_slot, in_slot in (("x", "add.0", 0, 0), ("x", "add.0", 0, 1), ("add.0", "mul.0", 0, 0),
+                                        ("y", "mul.0", 0, 1)):
+        plain.add_edge(src, dst, out_slot, in_slot)
+    x, y, add, mul = nodes()
+    fed.add_fed(x, [])
+    fed.add_fed(y, [])
+    fed.add_fed(add, [("x", 0), ("x", 0)])  # add(x, x): two edges, one per input slot
+    fed.add_fed(mul, [("add.0", 0), ("y", 0)])
+    assert fed.to_json() == plain.to_json()
+    assert fed.edge_count() == plain.edge_count() == 4
+    with pytest.raises(KeyError):
+        fed.add_fed(OpNode("neg.0", "aten.neg", "", 2), [("nowhere", 0)])
+    with pytest.raises(ValueError):
+        fed.add_fed(OpNode("mul.0", "aten.mul", "", 3), [])
+    assert "neg.0" not in fed and len(fed) == 4  # a failed add leaves the graph as it was

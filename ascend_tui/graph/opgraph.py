@@ -85,6 +85,34 @@ class OpGraph:
             self._edge_count += 1
         self._version += 1
 
+    def add_fed(self, node: OpNode, sources: Iterable[tuple[str, int]]) -> OpNode:
+        """Add a new node fed by `sources` (input k reads output `sources[k][1]` of node `sources[k][0]`).
+
+        What `add_node` and one `add_edge` per input do, without `add_edge`'s search for an
+        edge the new node cannot have yet (a live capture adds one node and its inputs per op).
+        """
+        pos = self._pos
+        if node.id in pos:
+            raise ValueError(f"duplicate node id {node.id!r}")
+        d = len(self._nodes)
+        into: list[tuple[int, int, int, int]] = []
+        outs = self._outs
+        for k, (src, slot) in enumerate(sources):
+            s = pos.get(src)
+            if s is None:
+                raise KeyError(f"unknown node {src!r}")
+            edge = (s, d, slot, k)
+            into.append(edge)
+            outs[s].append(edge)
+        pos[node.id] = d
+        self._nodes.append(node)
+        self._ins.append(into)
+        outs.append([])
+        self._edge_count += len(into)
+        self._version += 1
+        self._ops = None
+        return node
+
     def add_bulk(self, nodes: Iterable[OpNode], edges: Iterable[tuple[Any, Any, int, int]] = (), *,
                  by_position: bool = False) -> None:
         """Add many nodes, then many `(src, dst, out_slot, in_slot)` edges, at once (readers of 100k-op graphs).

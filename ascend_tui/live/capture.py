@@ -365,8 +365,9 @@ class Recorder:
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled("capture cancelled")
         facts = overload_facts(func)
-        module = self.module_stack[-1] if self.module_stack else ""
-        node_id = self.next_id(module, facts.name)
+        stack = self.module_stack
+        module = stack[-1] if stack else ""
+        node_id = self.ids.mint(module, facts.name, self.phase)
         tensor = self._tensor
         in_tensors = tensor_leaves(args, tensor)
         if kwargs:
@@ -374,15 +375,20 @@ class Recorder:
         producers = self._producers
         refs = []
         in_metas = []
-        for x in in_tensors:  # source_of's common case inlined: a live tensor we made, no in-place writes yet
-            entry = producers.get(id(x))
-            if entry is not None and not self._writers and entry[0]() is x:
-                ref = entry[1]
-                refs.append(ref)
-                in_metas.append(ref.meta or tensor_meta(x))
-            else:
+        if self._writers:
+            for x in in_tensors:
                 refs.append(self.source_of(x))
                 in_metas.append(tensor_meta(x))
+        else:
+            for x in in_tensors:  # source_of's common case inlined: a live tensor we made, no in-place writes yet
+                entry = producers.get(id(x))
+                if entry is not None and entry[0]() is x:
+                    ref = entry[1]
+                    refs.append(ref)
+                    in_metas.append(ref.meta or tensor_meta(x))
+                else:
+                    refs.append(self.source_of(x))
+                    in_metas.append(tensor_meta(x))
         if isinstance(out, tensor):
             out_tensors = [out]
         elif isinstance(out, (list, tuple)):
@@ -390,23 +396,22 @@ class Recorder:
         else:
             out_tensors = []
         index = self.op_count
-        self.op_count += 1
-        graph = self.graph
+        self.op_count = index + 1
         out_metas = tuple(map(tensor_meta, out_tensors))
-        graph.add_node(op_node(
+        self.graph.add_fed(op_node(
             node_id, facts.op_type, module, index, "op", tuple(in_metas),
             out_metas, user_source(3) if self.want_source else None,
             self.phase, self._module_class.get(module, ""), self.node_attrs(func, facts),
-        ))
+        ), [(ref.node, ref.slot) for ref in refs])
         self.recorded(node_id, out_tensors)
-        for slot, ref in enumerate(refs):
-            graph.add_edge(ref.node, node_id, ref.slot, slot)
         if (facts.same_values and len(out_tensors) == 1 and in_tensors
                 and out_tensors[0].numel() == in_tensors[0].numel() and out_tensors[0].dtype == in_tensors[0].dtype):
             self._same_as = (refs[0].node, refs[0].slot)
+        measured = (self.want_stats or self.taps) and not facts.unwritten_output  # allocator garbage: measured
+        weak = weakref.ref  # once an op writes it
         for slot, t in enumerate(out_tensors):
-            producers[id(t)] = (weakref.ref(t), SlotRef(node_id, slot, index, out_metas[slot]))
-            if not facts.unwritten_output:  # allocator garbage: measured once an op writes it
+            producers[id(t)] = (weak(t), SlotRef(node_id, slot, index, out_metas[slot]))
+            if measured:
                 self.measure(node_id, slot, t)
         self._same_as = None
         if facts.writes:
