@@ -317,3 +317,24 @@ def test_a_node_added_with_its_inputs_is_the_graph_add_node_and_add_edge_build()
     with pytest.raises(ValueError):
         fed.add_fed(OpNode("mul.0", "aten.mul", "", 3), [])
     assert "neg.0" not in fed and len(fed) == 4  # a failed add leaves the graph as it was
+
+
+def test_a_compiled_function_inside_the_model_is_recorded_op_by_op_as_its_eager_self() -> None:
+    """The recording mode has no dynamo-disable wrapper; dynamo still runs nothing compiled while it is on."""
+
+    class Net(nn.Module):
+        def __init__(self, compiled: bool) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            body = lambda x: torch.relu(x) * 2  # noqa: E731
+            self.body = torch.compile(body, backend="eager") if compiled else body
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.body(self.fc(x))
+
+    torch.manual_seed(0)
+    eager, compiled = Net(False), Net(True)
+    compiled.load_state_dict(eager.state_dict())
+    x = torch.randn(2, 4)
+    ids = [[n.id for n in capture(m, (x,)).graph.nodes if n.kind == "op"] for m in (eager, compiled)]
+    assert ids[0] == ids[1] == ["fc/t.0", "fc/addmm.0", "relu.0", "mul.0"]
