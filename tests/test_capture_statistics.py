@@ -205,3 +205,61 @@ def test_host_batch_flush_count_is_what_the_cast_really_flushes(dtype: str) -> N
     expect = (x.to(getattr(torch, dtype)) == 0)
     got = flushed_by_cast(x.numpy(), dtype, 0.0)
     assert got.sum() == int(expect.sum()) and (got == expect.numpy()).all()
+
+
+def test_an_expand_takes_its_inputs_row_k_times_over_and_a_view_of_it_the_same() -> None:
+    """`expand` repeats each input value k times: its row is derived (sums, counts, numel k times, norm sqrt(k)
+    times), equal to torch's float64 statistics of the expanded tensor; a view of it takes that row."""
+    import math
+
+    import torch
+
+    from ascend_tui.live.recording import capture
+
+    class Net(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x * 2  # measured: zeros, a NaN and an Inf among ordinary values
+            z = y.expand(3, *y.shape)  # each value 3 times
+            return z.reshape(3, -1).t()  # a view of the repeat
+
+    x = torch.randn(4, 5)
+    x[0, 0], x[1, 1], x[2, 2] = 0.0, math.nan, math.inf
+    result = capture(Net(), (x,))
+    node = {n.op_type: n.id for n in result.graph.nodes}
+    expanded = (x * 2).expand(3, 4, 5).double()
+    for op in ("aten.expand", "aten.t"):
+        got = result.stats.get(node[op], 0)
+        assert got is not None, op
+        assert got.numel == 60 and got.zero_count == 3 and got.nan_count == 3 and got.inf_count == 3
+        assert math.isnan(got.mean) or math.isinf(got.mean)
+        assert got.l2norm != got.l2norm or math.isinf(got.l2norm)  # NaN/Inf reach the norm as torch's do
+    clean = torch.randn(4, 5)
+    result = capture(Net(), (clean,))
+    node = {n.op_type: n.id for n in result.graph.nodes}
+    want = (clean * 2).expand(3, 4, 5).double()
+    for op in ("aten.expand", "aten.t"):
+        got = result.stats.get(node[op], 0)
+        assert got.numel == 60 and got.min == float(want.min()) and got.max == float(want.max())
+        assert got.mean == pytest.approx(float(want.mean()), rel=1e-6, abs=1e-9)
+        assert got.l2norm == pytest.approx(float(torch.linalg.vector_norm(want)), rel=1e-6)
+    assert result.histograms.get(node["aten.expand"], 0) is None  # a repeat is not contiguous: no sample, as before
+
+
+def test_an_expand_of_a_tensor_without_a_row_here_is_measured_itself() -> None:
+    import torch
+
+    from ascend_tui.live.capture import Recorder
+    from ascend_tui.live.recording import recording
+
+    rec = Recorder(torch.nn.Identity(), ())
+    base = torch.randn(5)
+    with recording(torch.nn.Identity(), rec):
+        y = base * 1
+        rec.stat_rows.has.clear()  # as if y's row lived elsewhere (a module pass's table)
+        out = y.expand(4, 5) + 0  # noqa: F841
+    assert not rec.stat_rows.repeat(("nowhere", 0), ("nothing", 0), 4)
+    table = rec.finish_stats()
+    expand = next(n.id for n in rec.graph.nodes if n.op_type == "aten.expand")
+    got = table.get(expand, 0)
+    assert got is not None and got.numel == 20 and got.max == float(base.max())
+    assert not any(k for k, _, times in rec.stat_rows.derived if times != 1)  # measured, not derived

@@ -181,6 +181,7 @@ class Recorder:
         self._writers: dict[int, SlotRef] = {}
         self.stat_rows = StatRows(torch)  # every measured output's statistics, in recording order
         self._same_as: tuple[str, int] | None = None
+        self._repeats: tuple[tuple[str, int], int] | None = None  # (input's key, k): an `expand` repeating it k times
         self._const_count = 0
         self._named: dict[int, tuple[str, str]] = {}
         self._keepalive: list[Any] = []
@@ -351,6 +352,8 @@ class Recorder:
         if same_as is not None:  # a view or copy holding exactly its input's values
             self.stat_rows.copy((node_id, slot), same_as)
             return
+        if self._repeats is not None and self.stat_rows.repeat((node_id, slot), *self._repeats):
+            return
         self.stat_rows.take((node_id, slot), t)
 
     def before(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -407,13 +410,17 @@ class Recorder:
         if (facts.same_values and len(out_tensors) == 1 and in_tensors
                 and out_tensors[0].numel() == in_tensors[0].numel() and out_tensors[0].dtype == in_tensors[0].dtype):
             self._same_as = (refs[0].node, refs[0].slot)
+        elif facts.name == "expand" and len(out_tensors) == 1 and in_tensors:  # each input value k > 1 times over
+            n, m = in_tensors[0].numel(), out_tensors[0].numel()  # (k = 1 is measured: it may be contiguous, and
+            if n and m > n and m % n == 0 and out_tensors[0].dtype == in_tensors[0].dtype:  # get a histogram)
+                self._repeats = ((refs[0].node, refs[0].slot), m // n)
         measured = (self.want_stats or self.taps) and not facts.unwritten_output  # allocator garbage: measured
         weak = weakref.ref  # once an op writes it
         for slot, t in enumerate(out_tensors):
             producers[id(t)] = (weak(t), SlotRef(node_id, slot, index, out_metas[slot]))
             if measured:
                 self.measure(node_id, slot, t)
-        self._same_as = None
+        self._same_as = self._repeats = None
         if facts.writes:
             for t in written_args(func, args, kwargs):
                 if isinstance(t, tensor):

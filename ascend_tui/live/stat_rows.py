@@ -45,11 +45,26 @@ class StatRows:
         self.hist_keys: list[Key] = []
         self.hist_rows: list[Any] = []
         self.copies: list[tuple[Key, Key]] = []  # (key, source key): outputs holding exactly their input's values
+        # (key, source key, k) in recording order, copies (k = 1) and repeats (each source value k times) alike
+        self.derived: list[tuple[Key, Key, int]] = []
+        self.has: set[Key] = set()  # keys that get a row: queued, copied or repeated
         self.batch = HostBatch(torch)
 
     def copy(self, key: Key, source: Key) -> None:
         """`key` holds exactly the values of `source` (a view or copy): its row is the source's."""
         self.copies.append((key, source))
+        self.derived.append((key, source, 1))
+        self.has.add(key)
+
+    def repeat(self, key: Key, source: Key, k: int) -> bool:
+        """`key` holds each value of `source` `k` times (an `expand`): its row is the source's with sums, counts and
+        numel times k and the norm times sqrt(k), and no histogram (a repeat is not contiguous); False when `source`
+        gets no row here (the caller measures the tensor itself)."""
+        if source not in self.has:
+            return False
+        self.derived.append((key, source, k))
+        self.has.add(key)
+        return True
 
     def take(self, key: Key, t: Any) -> None:
         """Measure `t` for `key` on the route it needs (nothing for an empty or unmeasurable tensor)."""
@@ -98,6 +113,7 @@ class StatRows:
 
     def queue(self, key: Key, row: Any, numel: int, hist: Any) -> None:
         """Add a finished or queued row (and histogram) for `key`."""
+        self.has.add(key)
         self.keys.append(key)
         self.rows.append(row)
         self.numel.append(numel)
@@ -129,15 +145,35 @@ class StatRows:
             raw[rows, 4:] = torch.stack([self.rows[i][1] for i in rows]).cpu().numpy()
         keys = list(self.keys)
         data = finish_rows(raw, np.asarray(self.numel, dtype=np.float64))
-        position = {k: i for i, k in enumerate(keys)}
-        extra = []
-        for key, source in self.copies:  # in recording order, so a view of a view finds its row
-            i = position.get(source)
-            if i is not None:
-                position[key] = i
+        position = {k: (i, 1) for i, k in enumerate(keys)}
+        extra: list[int] = []
+        times: list[int] = []
+        for key, source, k in self.derived:  # in recording order, so a view of a view finds its row
+            found = position.get(source)
+            if found is not None:
+                i, k = found[0], found[1] * k  # the measured row it derives from, and how many times over
+                position[key] = (i, k)
                 keys.append(key)
                 extra.append(i)
-        table.add_many(keys, np.concatenate([data, data[extra]]) if extra else data)
+                times.append(k)
+        if not extra:
+            table.add_many(keys, data)
+            return table
+        rows = data[extra]
+        factor = np.asarray(times, dtype=np.float64)
+        repeats = np.flatnonzero(factor != 1)
+        if repeats.size:  # each value k times: sums, counts and numel k times over, the norm sqrt(k) times
+            rows[repeats, 3] *= np.sqrt(factor[repeats])
+            rows[repeats, 5:9] *= factor[repeats, None]
+        table.add_many(keys, np.concatenate([data, rows]))
+        return table
+        rows = data[extra]  # rows are appended in order, so a derived row's source is always an earlier row
+        for j, (i, k) in enumerate(zip(extra, times)):  # chains: a copy of a repeat takes the finished repeat
+            if i >= len(data):
+                rows[j] = rows[i - len(data)]
+            if k != 1:
+                rows[j] = repeated(rows[j], k)
+        table.add_many(keys, np.concatenate([data, rows]))
         return table
 
     def finish_histograms(self) -> HistogramTable:
