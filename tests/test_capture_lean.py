@@ -338,3 +338,50 @@ def test_a_compiled_function_inside_the_model_is_recorded_op_by_op_as_its_eager_
     x = torch.randn(2, 4)
     ids = [[n.id for n in capture(m, (x,)).graph.nodes if n.kind == "op"] for m in (eager, compiled)]
     assert ids[0] == ids[1] == ["fc/t.0", "fc/addmm.0", "relu.0", "mul.0"]
+
+
+class WholeWalk(Watcher):
+    """Walks the whole stack for every op (no cache) and keeps what it found, to compare with the recorded source."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, Any] = {}
+        self.pending: Any = None
+
+    def before(self, call: Any) -> None:
+        from ascend_tui.live.frames import user_source
+
+        self.pending = user_source(2)  # from the mode (library frames are skipped, as in the recorder)
+
+    def after(self, call: Any, node: str, out: Any) -> None:
+        self.found[node] = self.pending
+
+
+class CalledTwice(nn.Module):
+    """One submodule called from two lines, and a checkpointed block recomputed in backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.blk = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        a = self.fc(x)
+        b = self.fc(a.relu())
+        return checkpoint(self.blk, a + b, use_reentrant=False)
+
+
+@pytest.mark.parametrize("arch", ["llama", "twice"])
+def test_every_ops_source_is_the_whole_walks_with_the_frames_above_each_module_call_cached(arch: str) -> None:
+    torch.manual_seed(0)
+    model, args = (ARCHS["llama"](), inputs()) if arch == "llama" else (CalledTwice(), (torch.randn(4, 8),))
+    walk = WholeWalk()
+    result = capture(model, args, backward=True, loss=loss if arch == "llama" else None, observers=[walk])
+    ops = [n for n in result.graph.nodes if n.kind == "op" and n.id in walk.found]
+    assert len(ops) > 30
+    assert all(n.source == walk.found[n.id] for n in ops), [n.id for n in ops if n.source != walk.found[n.id]][:5]
+    assert sum(n.source is not None for n in ops) >= 8
+    if arch == "twice":  # the same module from two lines: two locations, one per call
+        lines = {n.source.stack for n in ops if n.module == "fc" and n.phase == "forward"}
+        assert len(lines) == 2

@@ -21,7 +21,7 @@ from ascend_tui.evidence import HistogramTable, StatsTable, TensorMeta
 from ascend_tui.graph.ids import IdMinter, api_op
 from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node
 from ascend_tui.live.aten import SAME_VALUES, overload_facts, storage_key, written_args
-from ascend_tui.live.frames import stop_at, user_source
+from ascend_tui.live.frames import SourceStack, stop_at, user_source
 from ascend_tui.live.stat_rows import StatRows
 from ascend_tui.live.weights import WEIGHTS
 from ascend_tui.progress import Progress
@@ -104,19 +104,27 @@ ABSENT = object()
 
 
 def _attributed(call: Callable[..., Any], name: str, stack: list[str], thread: int,
-                get_ident: Callable[[], int]) -> Callable[..., Any]:
-    """`call` with `name` on the module stack while it runs (on the recording thread)."""
+                get_ident: Callable[[], int], outer: list[Any], code: Any = None) -> Callable[..., Any]:
+    """`call` with `name` on the module stack while it runs (on the recording thread), and an entry on `outer`
+    (the `SourceStack`'s cache of the frames above it); `code`: this recording's own copy of the wrapper's code."""
 
     def _call_impl(*args: Any, **kwargs: Any) -> Any:
         if get_ident() != thread:
             return call(*args, **kwargs)
         stack.append(name)
+        outer.append(None)
         try:
             return call(*args, **kwargs)
         finally:
             stack.pop()
+            outer.pop()
 
+    if code is not None:
+        _call_impl.__code__ = code
     return _call_impl
+
+
+_WRAPPER_CODE = _attributed(len, "", [], 0, threading.get_ident, []).__code__
 
 
 class Unshadow:
@@ -186,6 +194,7 @@ class Recorder:
         self._named: dict[int, tuple[str, str]] = {}
         self._keepalive: list[Any] = []
         self._module_names: tuple[int, dict[int, str], list[Any]] | None = None
+        self.sources = SourceStack()  # source locations, with the frames above each running module call cached
         if isinstance(model, torch.nn.Module):
             self._name_tensors(model)
         elif hasattr(model, "named_parameters"):
@@ -258,13 +267,20 @@ class Recorder:
         stack = self.module_stack
         thread = threading.get_ident()
         get_ident = threading.get_ident
+        sources = self.sources
+        # A code object of this recording's own: its frames are the ones whose entries are on `sources.outer`
+        # (another recording's wrappers around the same modules are walked through as library frames).
+        code = _WRAPPER_CODE.replace()
+        self._keepalive.append(code)
+        sources.wrap, sources.thread, sources.outer = id(code), thread, []
         shadowed: list[tuple[dict[str, Any], Any]] = []
         for mod in modules:
             if not isinstance(getattr(mod, "__dict__", None), dict):
                 continue
             own = mod.__dict__
             prior = own.get("_call_impl", ABSENT)
-            own["_call_impl"] = _attributed(mod._call_impl, names[id(mod)], stack, thread, get_ident)
+            own["_call_impl"] = _attributed(mod._call_impl, names[id(mod)], stack, thread, get_ident, sources.outer,
+                                            code)
             shadowed.append((own, prior))
         return [Unshadow(shadowed)]
 
@@ -401,10 +417,12 @@ class Recorder:
         index = self.op_count
         self.op_count = index + 1
         out_metas = tuple(map(tensor_meta, out_tensors))
+        source = None
+        if self.want_source:  # (inside a module call, the walk stops at it: the frames above it are cached)
+            source = self.sources.user_source(3) if self.sources.outer else user_source(3)
         self.graph.add_fed(op_node(
-            node_id, facts.op_type, module, index, "op", tuple(in_metas),
-            out_metas, user_source(3) if self.want_source else None,
-            self.phase, self._module_class.get(module, ""), self.node_attrs(func, facts),
+            node_id, facts.op_type, module, index, "op", tuple(in_metas), out_metas, source, self.phase,
+            self._module_class.get(module, ""), self.node_attrs(func, facts),
         ), [(ref.node, ref.slot) for ref in refs])
         self.recorded(node_id, out_tensors)
         if (facts.same_values and len(out_tensors) == 1 and in_tensors

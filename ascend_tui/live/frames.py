@@ -14,6 +14,7 @@ import importlib.util
 import os
 import sys
 import sysconfig
+from threading import get_ident
 from types import CodeType, FrameType
 from typing import Any
 
@@ -135,6 +136,87 @@ def user_source(skip: int = 2) -> SourceLocation | None:
     if found is None:
         found = _LOCATIONS[k] = _location(sys._getframe(skip), len(key) // 2)
     return found
+
+
+class SourceStack:
+    """`user_source` for one recording, with the user frames above each running module call walked once per call.
+
+    The recorder's module wrapper (`wrapper`: a code object of this recording's own) pushes an
+    entry on `outer` when a module call starts and pops it when it ends; the frames above a
+    running call are suspended, so their (code, offset) pairs hold until it returns. An op's
+    walk then stops at the innermost wrapper frame and takes that call's cached pairs, walked
+    once (on its first op) up to the next wrapper and joined to that one's: a few frames an op
+    instead of every frame up to the model's call. Off the recording thread the walk is whole.
+    """
+
+    __slots__ = ("wrap", "outer", "thread")
+
+    def __init__(self) -> None:
+        self.wrap = 0  # id of the wrapper's code object (0 until the recorder shadows the modules)
+        self.outer: list[tuple[int, ...] | None] = []  # per running module call, innermost last
+        self.thread = 0  # the recording thread (the wrapper pushes only there)
+
+    def _above(self, frame: FrameType, level: int) -> tuple[int, ...]:
+        """The cache key pairs of the user frames above the wrapper `frame` of running call `level`."""
+        found = self.outer[level]
+        if found is not None:
+            return found
+        key: list[int] = []
+        depth = 2 * STACK_DEPTH
+        get = _USER_CODE.get
+        f = frame.f_back
+        while f is not None:
+            code = f.f_code
+            kind = get(id(code))
+            if kind is None:
+                kind = _classify(code)
+            if kind == _USER:
+                key.append(id(code))
+                key.append(f.f_lasti)
+                if len(key) == depth:
+                    break
+            elif kind == _STOP:
+                break
+            elif id(code) == self.wrap and level > 0:
+                key.extend(self._above(f, level - 1))
+                break
+            f = f.f_back
+        found = self.outer[level] = tuple(key[:depth])
+        return found
+
+    def user_source(self, skip: int = 2) -> SourceLocation | None:
+        """`user_source(skip)` (the same location), walking only up to the innermost running module call."""
+        if not self.outer or get_ident() != self.thread:
+            return user_source(skip + 1)
+        frame: FrameType | None = sys._getframe(skip)
+        key: list[int] = []
+        append = key.append
+        get = _USER_CODE.get
+        depth = 2 * STACK_DEPTH
+        wrap = self.wrap
+        while frame is not None:
+            code = frame.f_code
+            kind = get(id(code))
+            if kind is None:
+                kind = _classify(code)
+            if kind == _USER:
+                append(id(code))
+                append(frame.f_lasti)
+                if len(key) == depth:
+                    break
+            elif kind == _STOP:
+                break
+            elif id(code) == wrap:
+                key.extend(self._above(frame, len(self.outer) - 1))
+                break
+            frame = frame.f_back
+        if not key:
+            return None
+        k = tuple(key[:depth])
+        found = _LOCATIONS.get(k)
+        if found is None:
+            found = _LOCATIONS[k] = _location(sys._getframe(skip), len(k) // 2)
+        return found
 
 
 def _location(frame: FrameType | None, count: int) -> SourceLocation:
