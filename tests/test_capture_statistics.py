@@ -263,3 +263,17 @@ def test_an_expand_of_a_tensor_without_a_row_here_is_measured_itself() -> None:
     got = table.get(expand, 0)
     assert got is not None and got.numel == 20 and got.max == float(base.max())
     assert not any(k for k, _, times in rec.stat_rows.derived if times != 1)  # measured, not derived
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.001, 0.5])
+def test_the_host_batch_counts_each_segments_zeros_with_none_few_or_many(fraction: float) -> None:
+    from ascend_tui.live.statistics import _zeros_by_segment
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(50000).astype(np.float32)
+    a[rng.random(a.size) < fraction] = 0
+    a[7] = np.nan  # NaN is not a zero
+    starts = np.concatenate([[0], np.sort(rng.choice(np.arange(1, a.size), 30, replace=False))])
+    got = _zeros_by_segment(a, starts)
+    want = [int((a[s:e] == 0).sum()) for s, e in zip(starts, [*starts[1:], a.size])]
+    assert got.tolist() == want and got.dtype == np.int64

@@ -172,7 +172,7 @@ class HostBatch:
             out[:, 2] = np.add.reduceat(wide, starts)
             np.multiply(wide, wide, out=wide)
             out[:, 3] = np.sqrt(np.add.reduceat(wide, starts))
-        out[:, 6] = np.add.reduceat(a == 0, starts, dtype=np.int64)
+        out[:, 6] = _zeros_by_segment(a, starts)
         out[:, 4:6] = 0
         if arena.kind != "i" and not np.isfinite(out[:, 2]).all():
             out[:, 4] = np.add.reduceat(np.isnan(a), starts, dtype=np.int64)
@@ -183,6 +183,21 @@ class HostBatch:
                                                    starts, self.flush_below, self.flush_dtype)
         if want.any():
             self._hist[slots[want]] = _batch_histograms(a, starts[want], (ends - lo - starts)[want])
+
+
+def _zeros_by_segment(a: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """How many zeros each segment of `a` (from each of `starts` to the next) holds.
+
+    Most outputs hold none: one count over the block says so (a casting `reduceat` of the mask
+    cost ~1.6 ns a value, the largest pass of a block); a few are found by position.
+    """
+    zero = a == 0
+    total = int(np.count_nonzero(zero))
+    if total == 0:
+        return np.zeros(len(starts), dtype=np.int64)
+    if total <= a.size // 64:
+        return np.diff(np.searchsorted(np.flatnonzero(zero), np.append(starts, a.size))).astype(np.int64)
+    return np.add.reduceat(zero, starts, dtype=np.int64)
 
 
 def flushed_by_cast(v: np.ndarray, dtype: str, flush_below: float) -> np.ndarray:
