@@ -385,3 +385,34 @@ def test_every_ops_source_is_the_whole_walks_with_the_frames_above_each_module_c
     if arch == "twice":  # the same module from two lines: two locations, one per call
         lines = {n.source.stack for n in ops if n.module == "fc" and n.phase == "forward"}
         assert len(lines) == 2
+
+
+def _meeting_feeders(root: Any) -> set[Any]:
+    """The autograd nodes (reachable from `root`) that send a gradient into an input another node also sends one to."""
+    senders: dict[tuple[Any, int], list[Any]] = {}
+    seen, todo = {root}, [root]
+    while todo:
+        fn = todo.pop()
+        for nxt, slot in getattr(fn, "next_functions", ()):
+            if nxt is None:
+                continue
+            senders.setdefault((nxt, slot), []).append(fn)
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return {fn for fns in senders.values() if len(fns) > 1 for fn in fns}
+
+
+def test_one_walk_from_the_loss_maps_the_nodes_and_finds_the_meeting_feeders_two_walks_did() -> None:
+    from ascend_tui.live.recording import call_model, recording
+
+    torch.manual_seed(0)
+    model = ARCHS["llama"]().train()
+    rec = GradRecorder(model, inputs())
+    with recording(model, rec, grad=True):
+        out = call_model(model, inputs())
+        value = loss(out)
+        nodes, feeders = rec._mapped_from(value.grad_fn)
+        assert nodes == rec.mapped_nodes()
+        assert feeders == _meeting_feeders(value.grad_fn) and len(feeders) > 10
+        assert sum(1 for k in nodes.values() if k[0].startswith("param:")) > 5

@@ -289,11 +289,51 @@ class GradRecorder(Recorder):
         owns); those are told apart by a post hook, only on the nodes that feed such a buffer
         (all mapped nodes when `root`, the loss's `grad_fn`, is not given to find them).
         """
-        nodes = self._owners = self.mapped_nodes()
-        feeders = _meeting_feeders(root) if root is not None else None
+        if root is None:
+            nodes, feeders = self.mapped_nodes(), None
+        else:
+            nodes, feeders = self._mapped_from(root)
+        self._owners = nodes
         for fn in nodes:
             if feeders is None or fn in feeders:
                 self._hooks.append(fn.register_hook(functools.partial(self._leave, fn)))
+
+    def _mapped_from(self, root: Any) -> tuple[dict[Any, tuple[str, str]], set[Any]]:
+        """`mapped_nodes()`, and the nodes (reachable from `root`) that send a gradient into an input another node
+        also sends one to, from one walk of the autograd graph (`next_functions` builds a tuple per call)."""
+        self.resolve()
+        forward_of = self.forward_of
+        nodes = dict(forward_of)
+        named = self._named
+        senders: dict[tuple[Any, int], list[Any]] = {}
+        seen = {root}
+        todo = [root]
+
+        def param_of(nxt: Any) -> None:
+            var = getattr(nxt, "variable", None)
+            if var is not None and nxt not in nodes:
+                kind, name = named.get(id(var), ("", ""))
+                if kind == "param":
+                    nodes[nxt] = (f"param:{name}", name.rsplit(".", 1)[0] if "." in name else "")
+
+        while todo:
+            fn = todo.pop()
+            mapped = fn in forward_of
+            for nxt, slot in getattr(fn, "next_functions", ()):
+                if nxt is None:
+                    continue
+                senders.setdefault((nxt, slot), []).append(fn)
+                if mapped:
+                    param_of(nxt)
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        for fn in forward_of:  # recorded nodes the loss does not reach: mapped all the same
+            if fn not in seen:
+                for nxt, _ in getattr(fn, "next_functions", ()):
+                    if nxt is not None:
+                        param_of(nxt)
+        return nodes, {fn for fns in senders.values() if len(fns) > 1 for fn in fns}
 
     def _leave(self, fn: Any, _grad_inputs: Any, _grad_outputs: Any) -> None:
         self._done = fn
@@ -307,23 +347,6 @@ class GradRecorder(Recorder):
         self._hooks.clear()
         self._owners = self._done = self._task = None
         self._base = 0
-
-
-def _meeting_feeders(root: Any) -> set[Any]:
-    """The autograd nodes (reachable from `root`) that send a gradient into an input another node also sends one to."""
-    senders: dict[tuple[Any, int], list[Any]] = {}
-    seen = {root}
-    todo = [root]
-    while todo:
-        fn = todo.pop()
-        for nxt, slot in getattr(fn, "next_functions", ()):
-            if nxt is None:
-                continue
-            senders.setdefault((nxt, slot), []).append(fn)
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return {fn for fns in senders.values() if len(fns) > 1 for fn in fns}
 
 
 def default_loss(outputs: Any) -> Any:
