@@ -75,16 +75,6 @@ def _mode_class() -> type:
     class RecordingMode(TorchDispatchMode):
         """Records every aten call into a `Recorder`, calling each observer's hooks around it."""
 
-        @classmethod
-        def _should_skip_dynamo(cls) -> bool:
-            """No `torch._disable_dynamo` wrapper around `__torch_dispatch__` (torch 2.9+ adds one to every mode).
-
-            Dynamo already skips every frame while a dispatch mode that does not ignore compile
-            internals is on (ours does not), so the wrapper's four eval-frame switches a call (~2 us,
-            a fifth of a bare mode's cost) guard nothing here.
-            """
-            return False
-
         def __init__(self, recorder: Recorder, observers: Sequence[Any]) -> None:
             super().__init__()
             self.recorder = recorder
