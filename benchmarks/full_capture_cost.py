@@ -4,13 +4,11 @@ Run: python benchmarks/full_capture_cost.py [--reps 5] [--clock cpu|wall] [--thr
 
 The 16-layer Llama training step of `capture_vs_msprobe.py --llama` (random weights from a
 transformers config, forward and backward), timed in one process, variants alternated each
-round: plain; under a bare `TorchDispatchMode` (`bare`: as a user writes one, which torch 2.9+
-wraps in `torch._disable_dynamo`; `bare-raw`: without that wrapper, as the recording mode
-runs); recorded with neither statistics nor source locations (`record`); with source locations
-(`+source`); with statistics too (`capture`: the full capture); and the whole
-`investigate(..., detail="full")` (`full`). Each variant's fixed cost is its time minus the
-plain step's in the same round, printed as a multiple of the bare mode's fixed cost (issue
-24's goal for `full`: <= 3x; also against `bare-raw`'s) and per aten op. Every round is printed.
+round: plain; under a bare `TorchDispatchMode`; recorded with neither statistics nor source
+locations (`record`); with source locations (`+source`); with statistics too (`capture`: the
+full capture); and the whole `investigate(..., detail="full")` (`full`). Each variant's fixed
+cost is its time minus the plain step's in the same round, printed as a multiple of the bare
+mode's fixed cost (issue 24's goal for `full`: <= 3x) and per aten op. Every round is printed.
 """
 
 from __future__ import annotations
@@ -28,21 +26,6 @@ import torch  # noqa: E402
 from capture_vs_msprobe import bare_mode, llama, llama_loss  # noqa: E402
 
 
-def bare_raw_mode() -> Any:
-    """A bare dispatch mode without torch's `_disable_dynamo` wrapper around its `__torch_dispatch__`."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class BareRaw(TorchDispatchMode):
-        @classmethod
-        def _should_skip_dynamo(cls) -> bool:
-            return False
-
-        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-            return func(*args, **(kwargs or {}))
-
-    return BareRaw
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=5)
@@ -58,7 +41,6 @@ def main() -> None:
     model = llama()
     inputs = {"input_ids": torch.randint(3, 512, (2, 64), generator=torch.Generator().manual_seed(0))}
     bare = bare_mode()
-    raw = bare_raw_mode()
 
     def step() -> None:
         for p in model.parameters():
@@ -69,15 +51,11 @@ def main() -> None:
         with bare():
             step()
 
-    def raw_step() -> None:
-        with raw():
-            step()
-
     def recorded(**kw: Any) -> Callable[[], Any]:
         return lambda: capture(model, inputs, backward=True, loss=llama_loss, **kw)
 
     variants: dict[str, Callable[[], Any]] = {
-        "plain": step, "bare": bare_step, "bare-raw": raw_step, "record": recorded(stats=False, source=False),
+        "plain": step, "bare": bare_step, "record": recorded(stats=False, source=False),
         "+source": recorded(stats=False), "capture": recorded(),
         "full": lambda: investigate(model, inputs, checks=("overflow",), reference=None, backward=True,
                                     loss=llama_loss, device="cpu", detail="full"),
@@ -97,9 +75,6 @@ def main() -> None:
     for name, times in runs.items():
         print(f"  {name:8} " + " ".join(f"{t:6.3f}" for t in times) + " s")
     bare_fixed = [b - p for b, p in zip(runs["bare"], runs["plain"])]
-    raw_fixed = [b - p for b, p in zip(runs["bare-raw"], runs["plain"])]
-    print("  bare     us per op " + " ".join(f"{b / ops * 1e6:5.1f}" for b in bare_fixed)
-          + "; bare-raw " + " ".join(f"{b / ops * 1e6:5.1f}" for b in raw_fixed))
     for name in ("record", "+source", "capture", "full"):
         ratio = [(x - p) / b if b > 0 else float("nan") for x, p, b in zip(runs[name], runs["plain"], bare_fixed)]
         per_op = [(x - y) / ops * 1e6 for x, y in zip(runs[name], runs["bare"])]
@@ -107,8 +82,6 @@ def main() -> None:
         print(f"  {name:8} fixed/bare fixed " + " ".join(f"{r:5.2f}" for r in ratio) + f"  median {median:5.2f}x"
               + ("  (goal <= 3x)" if name == "full" else "") + "; us per op over bare "
               + " ".join(f"{u:5.1f}" for u in per_op))
-    ratio = sorted((x - p) / b if b > 0 else float("nan") for x, p, b in zip(runs["full"], runs["plain"], raw_fixed))
-    print(f"  full     fixed/bare-raw fixed median {ratio[len(ratio) // 2]:5.2f}x")
 
 
 if __name__ == "__main__":
