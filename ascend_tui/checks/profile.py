@@ -105,23 +105,44 @@ def boundness(table: KernelTable, *, ratio: float = BOUND_RATIO) -> Codes:
 _BOUND: list[tuple[KernelTable, float, Codes]] = []  # the last two tables' labels: each summary asks again
 
 
-def _boundness(table: KernelTable, ratio: float) -> Codes:
+def pmu_max(table: KernelTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: the busiest pipe's ratio (float32, 0 without counters), its index in `PMU_PIPES` (-1 without) and
+    whether any counter is over 0; made once a table (bound-ness and the unbound rule read it)."""
+    for seen, out in _PMU:
+        if seen is table:
+            return out
     n = table.n
-    if n == 0:
-        return Codes()
     best = np.zeros(n, np.float32)
     which = np.full(n, -1, np.int8)
     have = np.zeros(n, bool)
+    ok = np.empty(n, bool)
+    better = np.empty(n, bool)
     for i, cols in enumerate(PMU_PIPES.values()):
         for c in cols:
             v = table.metrics.get(c)
             if v is None:
                 continue
-            ok = np.isfinite(v) & (v > 0)
+            np.greater(v, 0, out=ok)  # NaN is not (nor is it finite); +inf is finite's only other exception
+            if np.isinf(v).any():
+                ok &= np.isfinite(v)
             have |= ok
-            better = ok & (v > best)
+            np.greater(v, best, out=better)
+            better &= ok
             np.copyto(best, v, where=better, casting="unsafe")  # in place: no new million-row arrays a column
-            which[better] = i
+            np.copyto(which, i, where=better, casting="unsafe")
+    out = (best, which, have)
+    _PMU[:] = [(table, out), *_PMU[:1]]
+    return out
+
+
+_PMU: list[tuple[KernelTable, tuple[np.ndarray, np.ndarray, np.ndarray]]] = []  # the last two tables'
+
+
+def _boundness(table: KernelTable, ratio: float) -> Codes:
+    n = table.n
+    if n == 0:
+        return Codes()
+    best, which, have = pmu_max(table)
     names = list(PMU_PIPES)
     labels = np.where(~have, -1, np.where(best > ratio, which, len(names)))
     values = names + ["unbound", "", "~compute", "~memory"]
@@ -139,9 +160,8 @@ def stream_order(table: KernelTable) -> np.ndarray:
     for seen, order in _ORDER:
         if seen is table:
             return order
-    stream, start = table.ints["stream"], table.start_ns
-    order = np.arange(table.n) if table.n < 2 or bool((start[1:] >= start[:-1]).all()) else \
-        np.argsort(start, kind="stable")
+    stream = table.ints["stream"]
+    order = start_order(table)
     lo = int(stream.min()) if table.n else 0
     if table.n and int(stream.max()) - lo < 1 << 16:  # few streams: a radix sort of small keys
         key = (stream[order] - lo).astype(np.uint16)
@@ -154,6 +174,21 @@ def stream_order(table: KernelTable) -> np.ndarray:
 
 
 _ORDER: list[tuple[KernelTable, np.ndarray]] = []  # the last two tables' orders: the fusion and layout rules share one
+
+
+def start_order(table: KernelTable) -> np.ndarray:
+    """Row indices by start time, ties in row order (`np.argsort(start_ns, kind="stable")`), made once a table."""
+    for seen, order in _BY_START:
+        if seen is table:
+            return order
+    start = table.start_ns
+    order = np.arange(table.n) if table.n < 2 or bool((start[1:] >= start[:-1]).all()) else \
+        np.argsort(start, kind="stable")
+    _BY_START[:] = [(table, order), *_BY_START[:1]]
+    return order
+
+
+_BY_START: list[tuple[KernelTable, np.ndarray]] = []  # stream order and the host-bound rule share one
 
 
 RIDGE_FLOP_PER_BYTE = 200.0  # ~ 320 TFLOP/s fp16 over ~1.6 TB/s HBM on an Atlas A2; CPUs sit lower, GPUs alike
