@@ -190,17 +190,22 @@ class Split:
             sep[inside] = False
             del inside
         del quotes
-        nl = np.flatnonzero(nlm)
-        del nlm
-        nl = nl[sep[nl]]  # the record ends: newlines outside quotes
         pos = np.flatnonzero(sep)
-        del sep
-        # blank lines (a newline right after a newline, or after a lone \r) hold no record
-        prev = np.concatenate((np.array([-1], np.int64), nl[:-1]))
-        empty = (nl - prev == 1) | ((nl - prev == 2) & (buf[np.maximum(nl - 1, 0)] == CR))
-        if empty.any():
-            pos = pos[np.isin(pos, nl[empty], assume_unique=True, invert=True)]
-            nl = nl[~empty]
+        nl = pos[width - 1::width] if width > 1 and len(pos) and len(pos) % width == 0 else pos[:0]
+        # the common block: every record `width` fields, its newline the last of them, and no other newline
+        # (none in quotes, no blank line); else the newlines outside quotes are found from the bytes
+        blanks = False
+        if not (len(nl) and bool((buf[nl] == NL).all()) and int(np.count_nonzero(nlm)) == len(nl)):
+            nl = np.flatnonzero(nlm)
+            nl = nl[sep[nl]]  # the record ends: newlines outside quotes
+            # blank lines (a newline right after a newline, or after a lone \r) hold no record
+            prev = np.concatenate((np.array([-1], np.int64), nl[:-1]))
+            empty = (nl - prev == 1) | ((nl - prev == 2) & (buf[np.maximum(nl - 1, 0)] == CR))
+            blanks = bool(empty.any())
+            if blanks:
+                pos = pos[np.isin(pos, nl[empty], assume_unique=True, invert=True)]
+                nl = nl[~empty]
+        del nlm, sep
         records = len(nl)
         if records == 0:
             return None
@@ -224,7 +229,7 @@ class Split:
         first = np.empty(records, np.int64)
         first[0] = 0
         first[1:] = nl[:-1] + 1
-        if empty.any():
+        if blanks:
             while True:  # skip the blank lines before a record
                 blank = (first < mat[:, 0]) & ((buf[first] == NL) | (buf[first] == CR))
                 if not blank.any():
