@@ -134,10 +134,15 @@ def reread(path: Path, offset: int, length: int, stamp: tuple[int, int]) -> Call
 
 def as_ints(f: np.ndarray) -> np.ndarray:
     """Whole numbers read as floats as int64, NO_INT for missing cells and msprof's 4294967295."""
-    v = np.full(len(f), NO_INT, np.int64)
     ok = np.isfinite(f)
-    v[ok] = f[ok].astype(np.int64)
-    v[v == INVALID_ID] = NO_INT
+    if ok.all():  # the common column: no boolean indexing (two passes each, a block's column at a time)
+        v = f.astype(np.int64)
+    else:
+        v = np.full(len(f), NO_INT, np.int64)
+        v[ok] = f[ok].astype(np.int64)
+    invalid = v == INVALID_ID
+    if invalid.any():
+        v[invalid] = NO_INT
     return v
 
 
