@@ -67,8 +67,9 @@ def summarize(table: KernelTable, by: str = "type", rows: np.ndarray | None = No
     cats = categories(t) if rows is None else categories(table).take(rows)
     bounds = boundness(t) if rows is None else boundness(table).take(rows)
     # the category / bound of a group: that of its longest-running row kind
-    cat_of = _dominant(col.codes, cats.codes, dur, k)
-    bound_of = _dominant(col.codes, bounds.codes, dur, k)
+    group, weight = col.codes.astype(np.int64), dur + 1e-9  # shared by both labels
+    cat_of = _dominant(group, cats.codes, weight, k)
+    bound_of = _dominant(group, bounds.codes, weight, k)
     out = [Group(col.values[i], int(count[i]), float(total[i]), float(total[i]) / grand,
                  float(total[i]) / max(int(count[i]), 1), float(mx[i]), cats.values[cat_of[i]],
                  bounds.values[bound_of[i]] if len(bounds.values) else "")
@@ -78,11 +79,13 @@ def summarize(table: KernelTable, by: str = "type", rows: np.ndarray | None = No
 
 
 def _dominant(group: np.ndarray, label: np.ndarray, weight: np.ndarray, k: int) -> np.ndarray:
-    """For each group, the label carrying the most weight."""
+    """For each group (int64 codes), the label carrying the most weight (each row's weight over 0)."""
     if len(label) == 0:
         return np.zeros(k, np.int64)
     m = int(label.max()) + 1
-    acc = np.bincount(group.astype(np.int64) * m + label, weights=weight + 1e-9, minlength=k * m).reshape(k, m)
+    key = group * m
+    key += label
+    acc = np.bincount(key, weights=weight, minlength=k * m).reshape(k, m)
     return acc.argmax(axis=1)
 
 
