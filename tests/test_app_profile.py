@@ -126,7 +126,7 @@ async def test_advice_jumps_to_its_ops() -> None:
         op_type = advice.rows[advice.cursor].cells[2]
         await pilot.press("enter")
         ops = table(app, "ops-table")
-        assert app.screen.query_one("TabbedContent").active == "ops"
+        assert app.screen.tab == "ops"
         assert f"op type {op_type}" in status(app) and ops.columns[0].label == "op"
 
 
@@ -328,8 +328,6 @@ async def test_view_data_made_once_per_profile_and_ahead() -> None:
 async def test_profile_view_kept_once_built_and_made_anew_for_another_investigation() -> None:
     """The profile view is composed ahead; `T` again shows the same screen (its tab as left); another investigation
     gets a new one."""
-    from textual.widgets import TabbedContent
-
     from ascend_tui.app.app import InvestigatorApp
 
     app = InvestigatorApp(profile_inv())
@@ -347,7 +345,7 @@ async def test_profile_view_kept_once_built_and_made_anew_for_another_investigat
         await pilot.press("2", "escape")
         assert app.screen is app.main
         await pilot.press("T")
-        assert app.screen is first and first.query_one(TabbedContent).active == "modules"
+        assert app.screen is first and first.tab == "modules"
         assert app.screen.focused is first.query_one("#modules-table")
         await pilot.press("escape")
         app._show(profile_inv(baseline=False))  # another investigation on screen: the kept view is let go
@@ -357,6 +355,6 @@ async def test_profile_view_kept_once_built_and_made_anew_for_another_investigat
         second = app.screen
         assert isinstance(second, ProfileScreen) and second is not first and second.inv is app.inv
         assert not app.is_screen_installed(first) and app.is_screen_installed(second)
-        assert second.query_one(TabbedContent).active == "ops"
+        assert second.tab == "ops"
         await pilot.press("escape")
         assert app.screen is app.main

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Container
 from textual.widget import Widget
-from textual.widgets import Header, Static, TabbedContent, TabPane
-from textual.widgets._tabs import Underline
+from textual.widgets import ContentSwitcher, Header, Static
 
 from ascend_tui import fmt
 from ascend_tui.app.screens.check_view import CheckView
 from ascend_tui.app.widgets.footer import KeyFooter
+from ascend_tui.app.widgets.tab_bar import TabBar
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 # module_tree is imported by those who import it from here
 from ascend_tui.app.screens.profile_data import GROUPS, data_for, module_tree  # noqa: F401
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
 GROUP_LABEL = {"type": "op type", "name": "op", "module": "module", "category": "category"}
+TABS = (("ops", "1 Ops"), ("modules", "2 Modules"), ("timeline", "3 Timeline"), ("advice", "4 Advice"),
+        ("diff", "5 Diff"))
 BAR = 12
 _SEVERITY_TONE: dict[str, Tone] = {"error": "error", "warning": "warning", "info": "info"}
 
@@ -67,8 +70,7 @@ class ProfileScreen(CheckView):
 
     DEFAULT_CSS = """
     ProfileScreen #profile-summary { height: auto; padding: 0 1; background: $panel; }
-    ProfileScreen TabbedContent { height: 1fr; }
-    ProfileScreen TabPane { padding: 0; }
+    ProfileScreen #profile-panes { height: 1fr; }
     ProfileScreen #timeline-info { height: auto; padding: 0 1; }
     ProfileScreen #profile-status { height: 1; padding: 0 1; color: $text-muted; }
     """
@@ -101,14 +103,16 @@ class ProfileScreen(CheckView):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(self._summary(), id="profile-summary", markup=False)
-        with TabbedContent(initial="ops"):
-            with TabPane("1 Ops", id="ops"):
+        # a bar of our own over a switcher, not `TabbedContent`: a switch is then one layout and one paint (tab_bar)
+        yield TabBar(TABS, "ops", id="profile-tabs")
+        with ContentSwitcher(initial="ops", id="profile-panes"):
+            with Container(id="ops"):
                 yield RowTable(*self._ops(), empty="no kernel rows", id="ops-table", cell_widths=self._ops_widths())
-            yield TabPane("2 Modules", id="modules")  # these three are filled when first shown (`_pane`)
-            yield TabPane("3 Timeline", id="timeline")
-            with TabPane("4 Advice", id="advice"):
+            yield Container(id="modules")  # these three are filled when first shown (`_pane`)
+            yield Container(id="timeline")
+            with Container(id="advice"):
                 yield RowTable(*self._advice(), empty=self._advice_empty(), id="advice-table")
-            yield TabPane("5 Diff", id="diff")
+            yield Container(id="diff")
         yield Static("", id="profile-status", markup=False)
         yield KeyFooter(compact=True)
 
@@ -128,10 +132,6 @@ class ProfileScreen(CheckView):
 
     def on_mount(self) -> None:
         self.title = "Profile"
-        # the bar under the tabs jumps to the tab chosen instead of sliding there: a slide repaints ~20 frames,
-        # 50 ms of a tab switch's CPU
-        bar = self.query_one(Underline)
-        bar.animate = lambda attribute, value, **_: setattr(bar, attribute, value)  # type: ignore[method-assign]
         table = self.query_one("#ops-table", RowTable)
         table.focus()
         self._status(table)
@@ -268,11 +268,13 @@ class ProfileScreen(CheckView):
         table.set_rows(rows, columns, cell_widths=self._ops_widths() if table_id == "ops-table" else None)
         self._status(table)
 
+    @property
+    def tab(self) -> str:
+        """The id of the tab shown (`ops`, `modules`, `timeline`, `advice`, `diff`)."""
+        return self.query_one(ContentSwitcher).current or "ops"
+
     def _active_table(self) -> RowTable | None:
-        pane = self.query_one(TabbedContent).active_pane
-        if pane is None:
-            return None
-        tables = list(pane.query(RowTable))
+        tables = list(self.query_one(ContentSwitcher).get_child_by_id(self.tab).query(RowTable))
         return tables[0] if tables else None
 
     def _status(self, table: RowTable) -> None:
@@ -284,7 +286,7 @@ class ProfileScreen(CheckView):
         hint = "enter drills in, b back" if table.id == "ops-table" else "enter opens"
         text = f"{where}row {position} of {total} · s sort, v group · {hint} · esc back" if total else \
             f"{where}nothing here · esc back"
-        self.query_one("#profile-status", Static).update(text)
+        self.query_one("#profile-status", Static).update(text, layout=False)  # one line whatever it says
 
     # -- actions ----------------------------------------------------------------------------
 
@@ -317,7 +319,7 @@ class ProfileScreen(CheckView):
             self._refresh("diff-table")
             return
         self.group = GROUPS[(GROUPS.index(self.group) + 1) % len(GROUPS)]
-        self.action_tab("ops")
+        self._show("ops")
         self._refresh("ops-table")
 
     def action_up(self) -> None:
@@ -329,11 +331,31 @@ class ProfileScreen(CheckView):
         """Show the ops of one type, module or category."""
         self.filters.append((col, value, self.group))
         self.group = "name"
-        self.action_tab("ops")
+        self._show("ops")
         self._refresh("ops-table")
 
-    def action_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+    async def action_tab(self, tab: str) -> None:
+        """Show a tab, its widgets made the first time (`_pane`)."""
+        switcher = self.query_one(ContentSwitcher)
+        if tab == switcher.current:
+            return
+        pane = switcher.get_child_by_id(tab)
+        with self.app.batch_update():  # the bar, the pane, the focus and the status line: one layout, one paint
+            if not pane.children:
+                await pane.mount_all(self._pane(tab))
+            self._show(tab)
+
+    def _show(self, tab: str) -> None:
+        """Light the tab, show its pane (made already) and focus what is in it."""
+        self.query_one(TabBar).active = tab
+        self.query_one(ContentSwitcher).current = tab
+        if tab == "timeline":
+            self.set_focus(self.query_one(TimelineStrip))
+            return
+        table = self._active_table()
+        if table is not None:
+            self.set_focus(table)
+            self._status(table)
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -375,17 +397,9 @@ class ProfileScreen(CheckView):
             f"{fmt.duration_us(event.start_us)} – {fmt.duration_us(event.end_us)} of "
             f"{fmt.duration_us(self.segments.end_us)} ({self.segments.source}): {parts or 'idle'} · h/l move")
 
-    @on(TabbedContent.TabActivated)
-    async def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
-        if not event.pane.children and event.pane.id:
-            await event.pane.mount_all(self._pane(event.pane.id))
-        if event.pane.id == "timeline":
-            self.query_one(TimelineStrip).focus()
-            return
-        tables = [t for t in event.pane.query(RowTable)]
-        if tables:
-            tables[0].focus()
-            self._status(tables[0])
+    @on(TabBar.Chosen)
+    async def _tab_clicked(self, event: TabBar.Chosen) -> None:
+        await self.action_tab(event.tab)
 
 
 def _sort_key(value: Any) -> tuple[int, Any]:
