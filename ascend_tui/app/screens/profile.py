@@ -9,7 +9,7 @@ diff tab lists regressions first, deltas coloured.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Self
 
 from textual import on
 from textual.app import ComposeResult
@@ -28,6 +28,8 @@ from ascend_tui.app.screens.profile_data import GROUPS, data_for, module_tree  #
 from ascend_tui.app.widgets.timeline_strip import KINDS, TimelineStrip
 
 if TYPE_CHECKING:
+    from textual.geometry import Region
+
     from ascend_tui.investigation import Investigation
 
 GROUP_LABEL = {"type": "op type", "name": "op", "module": "module", "category": "category"}
@@ -54,6 +56,7 @@ class ProfileScreen(CheckView):
                   "or re-run with x and the profile check")
     CHECK = "profile"
     KEEP = True  # composing and styling its tabs is most of `T`: re-opened, the same screen shows again
+    _switching = False  # inside `_show` (see `refresh`); a class default, as Screen.__init__ refreshes already
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "back", id="view.close"),
@@ -340,22 +343,38 @@ class ProfileScreen(CheckView):
         if tab == switcher.current:
             return
         pane = switcher.get_child_by_id(tab)
-        with self.app.batch_update():  # the bar, the pane, the focus and the status line: one layout, one paint
+        with self.app.batch_update():  # the bar, the pane, the focus, the status line and the keys: one frame
             if not pane.children:
                 await pane.mount_all(self._pane(tab))
             self._show(tab)
+            await self.query_one(KeyFooter).update_keys()  # the strip's keys are not a table's
 
     def _show(self, tab: str) -> None:
         """Light the tab, show its pane (made already) and focus what is in it."""
-        self.query_one(TabBar).active = tab
-        self.query_one(ContentSwitcher).current = tab
-        if tab == "timeline":
-            self.set_focus(self.query_one(TimelineStrip))
-            return
-        table = self._active_table()
-        if table is not None:
-            self.set_focus(table)
-            self._status(table)
+        self._switching = True
+        try:
+            tables = list(self.query_one(ContentSwitcher).get_child_by_id(tab).query(RowTable))
+            if tab != "timeline" and tables:
+                self._status(tables[0])  # first: its repaint is then in the same frame as the pane's
+            self.query_one(TabBar).active = tab
+            self.query_one(ContentSwitcher).current = tab
+            if tab == "timeline":
+                self.set_focus(self.query_one(TimelineStrip))
+            elif tables:
+                self.set_focus(tables[0])
+        finally:
+            self._switching = False
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
+        """As `Screen.refresh`, but a whole-screen repaint asked for while `_show` switches tabs is left out.
+
+        A focus change repaints the whole screen; a tab switch lays the new pane out and repaints what changed
+        (the pane, the bar, the restyled widgets) in the same frame, so that second paint of everything was
+        redundant (10-15 ms of each switch).
+        """
+        if self._switching and not regions and not layout and not recompose:
+            return self
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def action_close(self) -> None:
         self.dismiss(None)

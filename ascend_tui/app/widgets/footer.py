@@ -75,11 +75,22 @@ class KeyFooter(Footer):
             widget = FooterKey(key, display, description, action, disabled=not enabled, tooltip=tooltip,
                                classes=compact)
             widget.set_reactive(FooterKey.compact, self.compact)
-            yield widget.data_bind(compact=Footer.compact)
+            yield widget  # not `data_bind` (`watch_compact` instead): that needs compose to run on this footer's own
+            # message pump, and `update_keys` runs it on the screen's
+
+    def watch_compact(self, compact: bool) -> None:
+        for key in self.query(FooterKey):
+            key.compact = compact
 
     async def _recompose_if_changed(self) -> None:
         if self.is_attached and self._plan() != self._composed:
             await self.recompose()
+
+    async def update_keys(self) -> None:
+        """Show the keys of the focus as it is now, without waiting for the refresh after it (a screen that moved the
+        focus inside `batch_update` calls it there: the new keys are laid out in the same frame, not one or two later)."""
+        if self._bindings_ready:
+            await self._recompose_if_changed()
 
     def bindings_changed(self, screen: Screen) -> None:
         self._bindings_ready = True
