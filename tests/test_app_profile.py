@@ -325,6 +325,41 @@ async def test_view_data_made_once_per_profile_and_ahead() -> None:
         assert footer._composed != keys and table(app, "steps-table") is not None
 
 
+async def test_a_tab_switch_rebuilds_no_tab() -> None:
+    """Each tab's widgets are made the first time it is shown and kept: switching back and forth (keys and clicks on
+    the bar) makes none again, and each table keeps its rows and cursor; one pane shows, its tab lit."""
+    from textual.widgets import ContentSwitcher
+
+    from ascend_tui.app.widgets.tab_bar import TabBar
+
+    app = Host(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, ProfileScreen)
+        ops = table(app, "ops-table")
+        rows = ops.rows
+        ops.move_to(3)
+        made: list[str] = []
+        pane = screen._pane
+        screen._pane = lambda pane_id: made.append(pane_id) or pane(pane_id)  # type: ignore[method-assign]
+        await pilot.press("2", "3", "4", "5", "1")
+        assert made == ["modules", "timeline", "diff"]
+        widgets = {w.id: w for w in screen.query("RowTable, TimelineStrip")}
+        assert set(widgets) == {"ops-table", "modules-table", "timeline-strip", "steps-table", "advice-table",
+                                "diff-table"}
+        await pilot.press("3", "2", "5", "4", "1", "4", "3")
+        bar = screen.query_one(TabBar)
+        await pilot.click(TabBar, offset=(dict((t, lo) for t, lo, _ in bar.spans())["modules"] + 2, 0))
+        assert screen.tab == "modules" and screen.focused is table(app, "modules-table") and bar.active == "modules"
+        await pilot.click(TabBar, offset=(1, 0))
+        assert made == ["modules", "timeline", "diff"], "no tab made twice"
+        assert {w.id: w for w in screen.query("RowTable, TimelineStrip")} == widgets
+        assert table(app, "ops-table") is ops and ops.rows is rows and ops.cursor == 3
+        assert screen.tab == "ops" and bar.active == "ops" and screen.focused is ops and "row 4 of" in status(app)
+        shown = [c.id for c in screen.query_one(ContentSwitcher).children if c.display]
+        assert shown == ["ops"]
+
+
 async def test_profile_view_kept_once_built_and_made_anew_for_another_investigation() -> None:
     """The profile view is composed ahead; `T` again shows the same screen (its tab as left); another investigation
     gets a new one."""

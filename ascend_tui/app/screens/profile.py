@@ -142,6 +142,26 @@ class ProfileScreen(CheckView):
             self.pending = True
             self._show_advice()
             self._waiting = self.set_interval(0.2, self._advice_arrived)
+        if not self.is_current:  # composed ahead (the app's `build_views_ahead`): laid out ahead too
+            self.call_after_refresh(self._lay_out_ahead, 4)
+
+    def _lay_out_ahead(self, passes: int) -> None:
+        """Lay this screen out at the terminal's size before it is first shown, again while its widgets ask for it
+        (a table sized by the first layout asks for another), at most `passes` times.
+
+        Textual lays a screen out when it is pushed, and the widgets it places for the first time, the screen among
+        them, get a resize event: the screen's resize lays it out again and the screen beneath it too, 4 layouts
+        and 5 paints in the first `T`. Laid out ahead, pushing it restyles and paints it. The layout is
+        `Screen._refresh_layout` and the flag its update timer clears after it, Textual's own (pinned at 8.2.8;
+        it paints nothing for a screen not shown, and the push paints the whole screen anyway).
+        """
+        size = self.app.size
+        if self.is_current or self.is_active or not self.is_attached or not size or not self._layout_required:
+            return
+        self._refresh_layout(size)
+        self._layout_required = False
+        if passes > 1:
+            self.call_after_refresh(self._lay_out_ahead, passes - 1)
 
     # -- advice computed after the first screen -----------------------------------------------
 
