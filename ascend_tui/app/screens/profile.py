@@ -57,6 +57,7 @@ class ProfileScreen(CheckView):
     CHECK = "profile"
     KEEP = True  # composing and styling its tabs is most of `T`: re-opened, the same screen shows again
     _switching = False  # inside `_show` (see `refresh`); a class default, as Screen.__init__ refreshes already
+    _ahead: list[str] = []  # the panes still to lay out ahead (`_lay_out_ahead`); set per screen
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "back", id="view.close"),
@@ -142,26 +143,57 @@ class ProfileScreen(CheckView):
             self.pending = True
             self._show_advice()
             self._waiting = self.set_interval(0.2, self._advice_arrived)
-        if not self.is_current:  # composed ahead (the app's `build_views_ahead`): laid out ahead too
+        if not self.is_current:  # composed ahead (the app's `build_views_ahead`): the tabs made and laid out ahead too
+            self._ahead = [t for t, _ in TABS[1:]] + ["ops", "focus"]
             self.call_after_refresh(self._lay_out_ahead, 4)
 
-    def _lay_out_ahead(self, passes: int) -> None:
-        """Lay this screen out at the terminal's size before it is first shown, again while its widgets ask for it
-        (a table sized by the first layout asks for another), at most `passes` times.
+    async def _lay_out_ahead(self, passes: int) -> None:
+        """Lay this screen out at the terminal's size before it is first shown, each tab's pane in turn, again while
+        its widgets ask for it (a table sized by one layout asks for another), at most `passes` times a pane.
 
         Textual lays a screen out when it is pushed, and the widgets it places for the first time, the screen among
-        them, get a resize event: the screen's resize lays it out again and the screen beneath it too, 4 layouts
-        and 5 paints in the first `T`. Laid out ahead, pushing it restyles and paints it. The layout is
+        them, get a resize event: the screen's resize lays it out again and the screen beneath it too (4 layouts
+        and 5 paints in the first `T`), and a pane shown the first time is laid out twice. Laid out ahead, pushing
+        it restyles and paints it, and a first tab switch is one layout like the next ones. The layout is
         `Screen._refresh_layout` and the flag its update timer clears after it, Textual's own (pinned at 8.2.8;
-        it paints nothing for a screen not shown, and the push paints the whole screen anyway).
+        it paints nothing for a screen not shown, and the push paints the whole screen anyway). One step a call, a
+        key on the screen beneath waits for one step at most; `on_screen_resume` stops it where it is.
         """
         size = self.app.size
-        if self.is_current or self.is_active or not self.is_attached or not size or not self._layout_required:
+        if self.is_current or self.is_active or not self.is_attached or not size:
             return
-        self._refresh_layout(size)
-        self._layout_required = False
-        if passes > 1:
+        if self._layout_required and passes:
+            self._refresh_layout(size)
+            self._layout_required = False
             self.call_after_refresh(self._lay_out_ahead, passes - 1)
+            return
+        if not self._ahead:
+            return
+        tab = self._ahead.pop(0)
+        if tab == "focus":  # hiding the focused table's pane took the focus away: back, and the footer's keys with it
+            self._refocus()
+            await self.query_one(KeyFooter).update_keys()
+            self.call_after_refresh(self._lay_out_ahead, 4)
+            return
+        pane = self.query_one(ContentSwitcher).get_child_by_id(tab)
+        if not pane.children:
+            await pane.mount_all(self._pane(tab))
+        self.query_one(ContentSwitcher).current = tab  # shown off screen; the bar and the focus stay on `self.tab`
+        self.call_after_refresh(self._lay_out_ahead, 4)
+
+    def on_screen_resume(self) -> None:
+        self._ahead.clear()
+        switcher = self.query_one(ContentSwitcher)
+        if switcher.current != self.tab:  # pushed while a pane was laid out ahead
+            switcher.current = self.tab
+        self._refocus()
+
+    def _refocus(self) -> None:
+        """Focus what the tab shown holds if nothing is (a pane hidden with the focus in it lets go of it)."""
+        if self.focused is None:
+            target = self.query_one(TimelineStrip) if self.tab == "timeline" else self._active_table()
+            if target is not None:
+                self.set_focus(target)
 
     # -- advice computed after the first screen -----------------------------------------------
 
@@ -293,8 +325,8 @@ class ProfileScreen(CheckView):
 
     @property
     def tab(self) -> str:
-        """The id of the tab shown (`ops`, `modules`, `timeline`, `advice`, `diff`)."""
-        return self.query_one(ContentSwitcher).current or "ops"
+        """The id of the tab shown (`ops`, `modules`, `timeline`, `advice`, `diff`): the one lit on the bar."""
+        return self.query_one(TabBar).active
 
     def _active_table(self) -> RowTable | None:
         tables = list(self.query_one(ContentSwitcher).get_child_by_id(self.tab).query(RowTable))
@@ -360,7 +392,7 @@ class ProfileScreen(CheckView):
     async def action_tab(self, tab: str) -> None:
         """Show a tab, its widgets made the first time (`_pane`)."""
         switcher = self.query_one(ContentSwitcher)
-        if tab == switcher.current:
+        if tab == self.tab and tab == switcher.current:
             return
         pane = switcher.get_child_by_id(tab)
         with self.app.batch_update():  # the bar, the pane, the focus, the status line and the keys: one frame
@@ -403,7 +435,8 @@ class ProfileScreen(CheckView):
 
     @on(RowTable.Highlighted)
     def _highlighted(self, event: RowTable.Highlighted) -> None:
-        self._status(event.table)
+        if event.table is self._active_table():
+            self._status(event.table)
 
     @on(RowTable.Chosen)
     def _chosen(self, event: RowTable.Chosen) -> None:

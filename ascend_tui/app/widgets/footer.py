@@ -83,7 +83,8 @@ class KeyFooter(Footer):
             key.compact = compact
 
     async def _recompose_if_changed(self) -> None:
-        if self.is_attached and self._plan() != self._composed:
+        if self.is_attached and (plan := self._plan()) != self._composed:
+            self._composed = plan  # before the await: a call meanwhile (the refresh after a focus change) finds it done
             await self.recompose()
 
     async def update_keys(self) -> None:
