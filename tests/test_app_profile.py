@@ -302,8 +302,11 @@ def test_strip_shares_from_running_sums_equal_a_scan_of_every_interval() -> None
 
 async def test_view_data_made_once_per_profile_and_ahead() -> None:
     """The groupings' rows are made once per profile: prepared ahead, a regroup and a reopened view take the same
-    rows; a tab switch between two tables does not recompose the footer (its keys are the same)."""
+    rows; a tab switch between two tables does not recompose the footer (its keys are the same), nor one to the strip
+    (its keys are some of a table's: the others are hidden)."""
     from ascend_tui.app.screens.profile_data import data_for
+    from textual.widgets._footer import FooterKey
+
     from ascend_tui.app.widgets.footer import KeyFooter
 
     inv = profile_inv(baseline=False)
@@ -318,11 +321,15 @@ async def test_view_data_made_once_per_profile_and_ahead() -> None:
         assert ops.columns[0].label == "op" and {id(r) for r in ops.rows} == {id(r) for r in by_op}
         footer = app.screen.query_one(KeyFooter)
         await pilot.press("4")
-        keys = footer._composed
+        keys, composed = footer.shown, footer._composed
         await pilot.press("1", "4")
-        assert keys is not None and footer._composed is keys, "same keys, no recompose"
-        await pilot.press("3")  # the strip has other keys than a table
-        assert footer._composed != keys and table(app, "steps-table") is not None
+        assert keys is not None and footer._composed is composed and footer.shown == keys, "same keys, no recompose"
+        await pilot.press("3")  # the strip has fewer keys than a table: the others hidden, not recomposed
+        assert footer.shown != keys and set(footer.shown or ()) < set(keys) and footer._composed is composed
+        assert [w.key for w in footer.query(FooterKey) if w.display] == [p[0] for p in footer.shown or ()]
+        assert "enter" not in [w.key for w in footer.query(FooterKey) if w.display]
+        await pilot.press("4")
+        assert footer.shown == keys and footer._composed is composed and table(app, "steps-table") is not None
 
 
 async def test_a_tab_switch_rebuilds_no_tab() -> None:
