@@ -201,6 +201,14 @@ def test_snapshot_profile_view_built_ahead_80x24(snap_compare: Any, tmp_path: Pa
     assert snap_compare(_app(tmp_path), press=["T"], terminal_size=(80, 24), run_before=ahead)
 
 
+def test_snapshot_profile_view_ansi_dark_timeline_80x24(snap_compare: Any, tmp_path: Path) -> None:
+    """Under an ANSI theme the tab labels are dim, the lit one bold (as Textual's tabs draw them)."""
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp(profile_inv(), theme="ansi-dark", export_dir=tmp_path)
+    assert snap_compare(app, press=["T", "3"], terminal_size=(80, 24))
+
+
 def test_snapshot_profile_view_160x48(snap_compare: Any, tmp_path: Path) -> None:
     assert snap_compare(_app(tmp_path), press=["T", "5"], terminal_size=(160, 48))
 
