@@ -408,3 +408,32 @@ async def test_profile_view_kept_once_built_and_made_anew_for_another_investigat
         assert second.tab == "ops"
         await pilot.press("escape")
         assert app.screen is app.main
+
+
+async def test_kept_profile_view_follows_a_theme_changed_while_it_was_hidden() -> None:
+    """Shown again, the kept view skips restyling only when nothing it is styled by changed: after a theme change its
+    tables take the new theme's colours."""
+    from textual.color import Color
+
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp(profile_inv(), theme="ascend-dark")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        while app.screen is not app.main:
+            app.pop_screen()
+            await pilot.pause()
+        await pilot.press("T")
+        screen = app.screen
+        assert isinstance(screen, ProfileScreen)
+        surface = Color.parse(app.get_css_variables()["surface"])
+        assert screen.query_one("#ops-table").styles.background == surface
+        await pilot.press("escape", "T", "escape")  # shown again with nothing changed: the same colours
+        assert screen.query_one("#ops-table").styles.background == surface
+        app.theme = "ascend-light"
+        await pilot.pause()
+        await pilot.press("T")
+        light = Color.parse(app.get_css_variables()["surface"])
+        assert app.screen is screen and light != surface
+        assert screen.query_one("#ops-table").styles.background == light
