@@ -9,7 +9,7 @@ diff tab lists regressions first, deltas coloured.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Self
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -19,7 +19,7 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Header, Static
 
 from ascend_tui import fmt
-from ascend_tui.app.screens.check_view import CheckView
+from ascend_tui.app.screens.tabbed_view import TabbedView
 from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.app.widgets.tab_bar import TabBar
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
@@ -28,8 +28,6 @@ from ascend_tui.app.screens.profile_data import GROUPS, data_for, module_tree  #
 from ascend_tui.app.widgets.timeline_strip import KINDS, TimelineStrip
 
 if TYPE_CHECKING:
-    from textual.geometry import Region
-
     from ascend_tui.investigation import Investigation
 
 GROUP_LABEL = {"type": "op type", "name": "op", "module": "module", "category": "category"}
@@ -46,7 +44,7 @@ def share_bar(share: float, width: int = BAR) -> str:
     return ("█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")).ljust(width)
 
 
-class ProfileScreen(CheckView):
+class ProfileScreen(TabbedView):
     """The profile browser; Enter on an op focuses its node on the graph."""
 
     VIEW_ID = "profile"
@@ -56,9 +54,7 @@ class ProfileScreen(CheckView):
                   "or re-run with x and the profile check")
     CHECK = "profile"
     KEEP = True  # composing and styling its tabs is most of `T`: re-opened, the same screen shows again
-    _switching = False  # inside `_show` (see `refresh`); a class default, as Screen.__init__ refreshes already
-    _ahead: list[str] = []  # the panes still to lay out ahead (`_lay_out_ahead`); set per screen
-    _styled: tuple[int, str] | None = None  # the app's CSS count and theme its widgets were last all styled for
+    TABS = TABS
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "back", id="view.close"),
@@ -136,7 +132,6 @@ class ProfileScreen(CheckView):
         return []
 
     def on_mount(self) -> None:
-        self._styled = (self.app._css_update_count, self.app.theme)  # each widget styled on mount (`update_node_styles`)
         self.title = "Profile"
         table = self.query_one("#ops-table", RowTable)
         table.focus()
@@ -145,71 +140,7 @@ class ProfileScreen(CheckView):
             self.pending = True
             self._show_advice()
             self._waiting = self.set_interval(0.2, self._advice_arrived)
-        if not self.is_current:  # composed ahead (the app's `build_views_ahead`): the tabs made and laid out ahead too
-            self._ahead = [t for t, _ in TABS[1:]] + ["ops", "focus"]
-            self.call_after_refresh(self._lay_out_ahead, 4)
-
-    async def _lay_out_ahead(self, passes: int) -> None:
-        """Lay this screen out at the terminal's size before it is first shown, each tab's pane in turn, again while
-        its widgets ask for it (a table sized by one layout asks for another), at most `passes` times a pane.
-
-        Textual lays a screen out when it is pushed, and the widgets it places for the first time, the screen among
-        them, get a resize event: the screen's resize lays it out again and the screen beneath it too (4 layouts
-        and 5 paints in the first `T`), and a pane shown the first time is laid out twice. Laid out ahead, pushing
-        it restyles and paints it, and a first tab switch is one layout like the next ones. The layout is
-        `Screen._refresh_layout` and the flag its update timer clears after it, Textual's own (pinned at 8.2.8;
-        it paints nothing for a screen not shown, and the push paints the whole screen anyway). One step a call, a
-        key on the screen beneath waits for one step at most; `on_screen_resume` stops it where it is.
-        """
-        size = self.app.size
-        if self.is_current or self.is_active or not self.is_attached or not size:
-            return
-        if self._layout_required and passes:
-            self._refresh_layout(size)
-            self._layout_required = False
-            self.call_after_refresh(self._lay_out_ahead, passes - 1)
-            return
-        if not self._ahead:
-            return
-        tab = self._ahead.pop(0)
-        if tab == "focus":  # hiding the focused table's pane took the focus away: back, and the footer's keys with it
-            self._refocus()
-            await self.query_one(KeyFooter).update_keys()
-            self.call_after_refresh(self._lay_out_ahead, 4)
-            return
-        pane = self.query_one(ContentSwitcher).get_child_by_id(tab)
-        if not pane.children:
-            await pane.mount_all(self._pane(tab))
-        self.query_one(ContentSwitcher).current = tab  # shown off screen; the bar and the focus stay on `self.tab`
-        self.call_after_refresh(self._lay_out_ahead, 4)
-
-    def update_node_styles(self, animate: bool = True) -> None:
-        """As Textual's, less the restyle of every widget that showing the screen asks for when nothing they are styled
-        by changed since they were (most of the first `T` once the screen is built ahead: 15-50 ms at 1M kernels).
-
-        That restyle is the one call without animation while the screen is shown; a theme or CSS change in between
-        bumps the app's CSS count (`App._css_update_count`, Textual's own), and then it restyles as before.
-        """
-        styled = (self.app._css_update_count, self.app.theme)
-        if not animate and styled == self._styled:
-            return
-        super().update_node_styles(animate=animate)
-        if not animate:
-            self._styled = styled
-
-    def on_screen_resume(self) -> None:
-        self._ahead.clear()
-        switcher = self.query_one(ContentSwitcher)
-        if switcher.current != self.tab:  # pushed while a pane was laid out ahead
-            switcher.current = self.tab
-        self._refocus()
-
-    def _refocus(self) -> None:
-        """Focus what the tab shown holds if nothing is (a pane hidden with the focus in it lets go of it)."""
-        if self.focused is None:
-            target = self.query_one(TimelineStrip) if self.tab == "timeline" else self._active_table()
-            if target is not None:
-                self.set_focus(target)
+        self.start_ahead()  # composed ahead (the app's `build_views_ahead`): the tabs made and laid out ahead too
 
     # -- advice computed after the first screen -----------------------------------------------
 
@@ -339,14 +270,19 @@ class ProfileScreen(CheckView):
         table.set_rows(rows, columns, cell_widths=self._ops_widths() if table_id == "ops-table" else None)
         self._status(table)
 
-    @property
-    def tab(self) -> str:
-        """The id of the tab shown (`ops`, `modules`, `timeline`, `advice`, `diff`): the one lit on the bar."""
-        return self.query_one(TabBar).active
-
     def _active_table(self) -> RowTable | None:
-        tables = list(self.query_one(ContentSwitcher).get_child_by_id(self.tab).query(RowTable))
+        tables = list(self._pane_of(self.tab).query(RowTable))
         return tables[0] if tables else None
+
+    def _focus_target(self, tab: str) -> Widget | None:
+        if tab == "timeline":
+            return self.query_one(TimelineStrip)
+        tables = list(self._pane_of(tab).query(RowTable))
+        return tables[0] if tables else None
+
+    def _shown(self, tab: str, target: Widget | None) -> None:
+        if isinstance(target, RowTable):
+            self._status(target)
 
     def _status(self, table: RowTable) -> None:
         position, total = table.position()
@@ -405,45 +341,6 @@ class ProfileScreen(CheckView):
         self._show("ops")
         self._refresh("ops-table")
 
-    async def action_tab(self, tab: str) -> None:
-        """Show a tab, its widgets made the first time (`_pane`)."""
-        switcher = self.query_one(ContentSwitcher)
-        if tab == self.tab and tab == switcher.current:
-            return
-        pane = switcher.get_child_by_id(tab)
-        with self.app.batch_update():  # the bar, the pane, the focus, the status line and the keys: one frame
-            if not pane.children:
-                await pane.mount_all(self._pane(tab))
-            self._show(tab)
-            await self.query_one(KeyFooter).update_keys()  # the strip's keys are not a table's
-
-    def _show(self, tab: str) -> None:
-        """Light the tab, show its pane (made already) and focus what is in it."""
-        self._switching = True
-        try:
-            tables = list(self.query_one(ContentSwitcher).get_child_by_id(tab).query(RowTable))
-            if tab != "timeline" and tables:
-                self._status(tables[0])  # first: its repaint is then in the same frame as the pane's
-            self.query_one(TabBar).active = tab
-            self.query_one(ContentSwitcher).current = tab
-            if tab == "timeline":
-                self.set_focus(self.query_one(TimelineStrip))
-            elif tables:
-                self.set_focus(tables[0])
-        finally:
-            self._switching = False
-
-    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
-        """As `Screen.refresh`, but a whole-screen repaint asked for while `_show` switches tabs is left out.
-
-        A focus change repaints the whole screen; a tab switch lays the new pane out and repaints what changed
-        (the pane, the bar, the restyled widgets) in the same frame, so that second paint of everything was
-        redundant (10-15 ms of each switch).
-        """
-        if self._switching and not regions and not layout and not recompose:
-            return self
-        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
-
     def action_close(self) -> None:
         self.dismiss(None)
 
@@ -484,11 +381,6 @@ class ProfileScreen(CheckView):
         self.query_one("#timeline-info", Static).update(
             f"{fmt.duration_us(event.start_us)} – {fmt.duration_us(event.end_us)} of "
             f"{fmt.duration_us(self.segments.end_us)} ({self.segments.source}): {parts or 'idle'} · h/l move")
-
-    @on(TabBar.Chosen)
-    async def _tab_clicked(self, event: TabBar.Chosen) -> None:
-        await self.action_tab(event.tab)
-
 
 def _sort_key(value: Any) -> tuple[int, Any]:
     if isinstance(value, (int, float)):
