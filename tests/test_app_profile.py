@@ -437,3 +437,26 @@ async def test_kept_profile_view_follows_a_theme_changed_while_it_was_hidden() -
         light = Color.parse(app.get_css_variables()["surface"])
         assert app.screen is screen and light != surface
         assert screen.query_one("#ops-table").styles.background == light
+
+
+async def test_opened_while_its_tabs_are_laid_out_ahead_it_shows_the_first_tab() -> None:
+    """`T` as soon as the view is composed ahead, while its panes are still being made and laid out off screen: the
+    ops tab shows, lit and focused, and stays so once that work would have gone on."""
+    from textual.widgets import ContentSwitcher
+
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp(profile_inv(baseline=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        while app.screen is not app.main:
+            app.pop_screen()
+        await pilot.press("T")
+        screen = app.screen
+        assert isinstance(screen, ProfileScreen)
+        for _ in range(2):
+            assert screen.tab == "ops" and screen.query_one(ContentSwitcher).current == "ops"
+            assert screen.focused is screen.query_one("#ops-table")
+            await pilot.pause(0.3)
+        await pilot.press("3")
+        assert screen.query_one(ContentSwitcher).current == "timeline" and screen.tab == "timeline"

@@ -143,6 +143,8 @@ class TabbedView(CheckView):
             pane = self._pane_of(tab)
             if not pane.children:
                 await pane.mount_all(self._pane(tab))
+                if self.is_current or self.is_active or not self.is_attached:  # opened while its widgets mounted
+                    return
             self.query_one(ContentSwitcher).current = tab  # shown off screen; the bar and the focus stay
         self.call_after_refresh(self._lay_out_ahead, 4)
 
