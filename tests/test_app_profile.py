@@ -126,7 +126,7 @@ async def test_advice_jumps_to_its_ops() -> None:
         op_type = advice.rows[advice.cursor].cells[2]
         await pilot.press("enter")
         ops = table(app, "ops-table")
-        assert app.screen.query_one("TabbedContent").active == "ops"
+        assert app.screen.tab == "ops"
         assert f"op type {op_type}" in status(app) and ops.columns[0].label == "op"
 
 
@@ -199,6 +199,14 @@ def test_snapshot_profile_view_built_ahead_80x24(snap_compare: Any, tmp_path: Pa
         assert pilot.app._kept.get("profile") is not None
 
     assert snap_compare(_app(tmp_path), press=["T"], terminal_size=(80, 24), run_before=ahead)
+
+
+def test_snapshot_profile_view_ansi_dark_timeline_80x24(snap_compare: Any, tmp_path: Path) -> None:
+    """Under an ANSI theme the tab labels are dim, the lit one bold (as Textual's tabs draw them)."""
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp(profile_inv(), theme="ansi-dark", export_dir=tmp_path)
+    assert snap_compare(app, press=["T", "3"], terminal_size=(80, 24))
 
 
 def test_snapshot_profile_view_160x48(snap_compare: Any, tmp_path: Path) -> None:
@@ -302,8 +310,11 @@ def test_strip_shares_from_running_sums_equal_a_scan_of_every_interval() -> None
 
 async def test_view_data_made_once_per_profile_and_ahead() -> None:
     """The groupings' rows are made once per profile: prepared ahead, a regroup and a reopened view take the same
-    rows; a tab switch between two tables does not recompose the footer (its keys are the same)."""
+    rows; a tab switch between two tables does not recompose the footer (its keys are the same), nor one to the strip
+    (its keys are some of a table's: the others are hidden)."""
     from ascend_tui.app.screens.profile_data import data_for
+    from textual.widgets._footer import FooterKey
+
     from ascend_tui.app.widgets.footer import KeyFooter
 
     inv = profile_inv(baseline=False)
@@ -318,18 +329,55 @@ async def test_view_data_made_once_per_profile_and_ahead() -> None:
         assert ops.columns[0].label == "op" and {id(r) for r in ops.rows} == {id(r) for r in by_op}
         footer = app.screen.query_one(KeyFooter)
         await pilot.press("4")
-        keys = footer._composed
+        keys, composed = footer.shown, footer._composed
         await pilot.press("1", "4")
-        assert keys is not None and footer._composed is keys, "same keys, no recompose"
-        await pilot.press("3")  # the strip has other keys than a table
-        assert footer._composed != keys and table(app, "steps-table") is not None
+        assert keys is not None and footer._composed is composed and footer.shown == keys, "same keys, no recompose"
+        await pilot.press("3")  # the strip has fewer keys than a table: the others hidden, not recomposed
+        assert footer.shown != keys and set(footer.shown or ()) < set(keys) and footer._composed is composed
+        assert [w.key for w in footer.query(FooterKey) if w.display] == [p[0] for p in footer.shown or ()]
+        assert "enter" not in [w.key for w in footer.query(FooterKey) if w.display]
+        await pilot.press("4")
+        assert footer.shown == keys and footer._composed is composed and table(app, "steps-table") is not None
+
+
+async def test_a_tab_switch_rebuilds_no_tab() -> None:
+    """Each tab's widgets are made the first time it is shown and kept: switching back and forth (keys and clicks on
+    the bar) makes none again, and each table keeps its rows and cursor; one pane shows, its tab lit."""
+    from textual.widgets import ContentSwitcher
+
+    from ascend_tui.app.widgets.tab_bar import TabBar
+
+    app = Host(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, ProfileScreen)
+        ops = table(app, "ops-table")
+        rows = ops.rows
+        ops.move_to(3)
+        made: list[str] = []
+        pane = screen._pane
+        screen._pane = lambda pane_id: made.append(pane_id) or pane(pane_id)  # type: ignore[method-assign]
+        await pilot.press("2", "3", "4", "5", "1")
+        assert made == ["modules", "timeline", "diff"]
+        widgets = {w.id: w for w in screen.query("RowTable, TimelineStrip")}
+        assert set(widgets) == {"ops-table", "modules-table", "timeline-strip", "steps-table", "advice-table",
+                                "diff-table"}
+        await pilot.press("3", "2", "5", "4", "1", "4", "3")
+        bar = screen.query_one(TabBar)
+        await pilot.click(TabBar, offset=(dict((t, lo) for t, lo, _ in bar.spans())["modules"] + 2, 0))
+        assert screen.tab == "modules" and screen.focused is table(app, "modules-table") and bar.active == "modules"
+        await pilot.click(TabBar, offset=(1, 0))
+        assert made == ["modules", "timeline", "diff"], "no tab made twice"
+        assert {w.id: w for w in screen.query("RowTable, TimelineStrip")} == widgets
+        assert table(app, "ops-table") is ops and ops.rows is rows and ops.cursor == 3
+        assert screen.tab == "ops" and bar.active == "ops" and screen.focused is ops and "row 4 of" in status(app)
+        shown = [c.id for c in screen.query_one(ContentSwitcher).children if c.display]
+        assert shown == ["ops"]
 
 
 async def test_profile_view_kept_once_built_and_made_anew_for_another_investigation() -> None:
     """The profile view is composed ahead; `T` again shows the same screen (its tab as left); another investigation
     gets a new one."""
-    from textual.widgets import TabbedContent
-
     from ascend_tui.app.app import InvestigatorApp
 
     app = InvestigatorApp(profile_inv())
@@ -347,7 +395,7 @@ async def test_profile_view_kept_once_built_and_made_anew_for_another_investigat
         await pilot.press("2", "escape")
         assert app.screen is app.main
         await pilot.press("T")
-        assert app.screen is first and first.query_one(TabbedContent).active == "modules"
+        assert app.screen is first and first.tab == "modules"
         assert app.screen.focused is first.query_one("#modules-table")
         await pilot.press("escape")
         app._show(profile_inv(baseline=False))  # another investigation on screen: the kept view is let go
@@ -357,6 +405,58 @@ async def test_profile_view_kept_once_built_and_made_anew_for_another_investigat
         second = app.screen
         assert isinstance(second, ProfileScreen) and second is not first and second.inv is app.inv
         assert not app.is_screen_installed(first) and app.is_screen_installed(second)
-        assert second.query_one(TabbedContent).active == "ops"
+        assert second.tab == "ops"
         await pilot.press("escape")
         assert app.screen is app.main
+
+
+async def test_kept_profile_view_follows_a_theme_changed_while_it_was_hidden() -> None:
+    """Shown again, the kept view skips restyling only when nothing it is styled by changed: after a theme change its
+    tables take the new theme's colours."""
+    from textual.color import Color
+
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp(profile_inv(), theme="ascend-dark")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        while app.screen is not app.main:
+            app.pop_screen()
+            await pilot.pause()
+        await pilot.press("T")
+        screen = app.screen
+        assert isinstance(screen, ProfileScreen)
+        surface = Color.parse(app.get_css_variables()["surface"])
+        assert screen.query_one("#ops-table").styles.background == surface
+        await pilot.press("escape", "T", "escape")  # shown again with nothing changed: the same colours
+        assert screen.query_one("#ops-table").styles.background == surface
+        app.theme = "ascend-light"
+        await pilot.pause()
+        await pilot.press("T")
+        light = Color.parse(app.get_css_variables()["surface"])
+        assert app.screen is screen and light != surface
+        assert screen.query_one("#ops-table").styles.background == light
+
+
+async def test_opened_while_its_tabs_are_laid_out_ahead_it_shows_the_first_tab() -> None:
+    """`T` as soon as the view is composed ahead, while its panes are still being made and laid out off screen: the
+    ops tab shows, lit and focused, and stays so once that work would have gone on."""
+    from textual.widgets import ContentSwitcher
+
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp(profile_inv(baseline=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        while app.screen is not app.main:
+            app.pop_screen()
+        await pilot.press("T")
+        screen = app.screen
+        assert isinstance(screen, ProfileScreen)
+        for _ in range(2):
+            assert screen.tab == "ops" and screen.query_one(ContentSwitcher).current == "ops"
+            assert screen.focused is screen.query_one("#ops-table")
+            await pilot.pause(0.3)
+        await pilot.press("3")
+        assert screen.query_one(ContentSwitcher).current == "timeline" and screen.tab == "timeline"

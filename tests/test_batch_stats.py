@@ -204,3 +204,16 @@ def test_the_module_sample_offsets_take_the_strided_runs() -> None:
     for n in (1, 63, 511, 512, 513, 4097, 16_384, 70_001):
         a = np.arange(n, dtype=np.float32)
         np.testing.assert_array_equal(a[_sample_offsets(n, 8)], _strided_sample(a, 8).ravel(), err_msg=str(n))
+
+
+def test_histograms_binned_in_groups_match_the_per_output_route() -> None:
+    """More sample values than one group bins (`_BIN_VALUES`): every group's rows, zeros and NaN land where they belong."""
+    from ascend_tui.live import batch_stats
+
+    ts = tensors() * 12  # 12 * 12 tensors of up to 4096 sample values: several groups, zeros and NaN in many
+    assert sum(min(t.numel(), 4096) for t in ts) > 3 * batch_stats._BIN_VALUES
+    _, hist_rows, hists, _, want_hist = measured(ts)
+    assert list(hist_rows) == list(range(len(ts)))
+    for i, t in enumerate(ts):
+        if want_hist[i] is not None and t.dtype != torch.float64:
+            np.testing.assert_array_equal(hists[i], want_hist[i], err_msg=f"histogram {i}")

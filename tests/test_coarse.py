@@ -348,3 +348,20 @@ def test_a_deep_sequential_gets_one_edge_per_layer_not_one_per_earlier_sibling()
     assert inv.graph.edge_count() < 3 * len(modules) + 10
     last = next(n for n in modules if n.module == "299")
     assert [e.src for e in inv.graph.producers(last.id)] == [next(n.id for n in modules if n.module == "298")]
+
+
+def test_a_training_steps_investigation_is_freed_when_dropped() -> None:
+    # the gradient hooks' closures hold the recorder, which holds the step's outputs, whose autograd graph holds the
+    # hooks: a cycle through C++ the collector cannot break, so every investigation of a training step stayed alive
+    import gc
+    import weakref
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2))
+    data = torch.randn(4, 8)
+    cap = coarse_capture(net, (data,), select("cpu"), backward=True, loss=lambda out: out.float().pow(2).mean())
+    rec = weakref.ref(cap.recorder)
+    assert len(cap.recorder.events) > 3 and not cap.recorder.grad_hooks
+    del cap
+    gc.collect()
+    assert rec() is None, "the module pass's recorder outlived its capture"

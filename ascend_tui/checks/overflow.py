@@ -96,10 +96,16 @@ class _Table:
             self.col[n] = np.nan_to_num(self.col[n], nan=0.0, posinf=2.0 ** 62, neginf=0.0).clip(0.0, 2.0 ** 62)
         for n in ("abs_max", "l2norm"):
             self.col[n] = np.abs(self.col[n])
+        self._values: dict[str, list[float]] = {}  # a column as Python floats, made when first read one at a time
 
     def get(self, key: tuple[str, int], name: str) -> float | None:
         row = self.rows.get(key)
-        return None if row is None else float(self.col[name][row])
+        if row is None:
+            return None
+        values = self._values.get(name)
+        if values is None:  # one `tolist` instead of a numpy scalar and a float() per read (~7k reads a step)
+            values = self._values[name] = self.col[name].astype(np.float64).tolist()
+        return values[row]
 
 
 class _Analysis(Explainer):
@@ -124,6 +130,7 @@ class _Analysis(Explainer):
         self.bad_ids: set[str] = set()
         self.masks: dict[str, str] = {}
         self.meets: dict[str, tuple[str, str]] = {}
+        self._origin_parts: dict[str, tuple[OpNode, str, ChainLink]] = {}
 
     # -- classification ------------------------------------------------------------------------
 
@@ -426,19 +433,23 @@ class _Analysis(Explainer):
 
     def inherited_finding(self, node: OpNode, slot: int, kind: str, origin: str,
                           bad_nodes: dict[str, tuple[str, int]]) -> Finding:
-        onode = self.g.node(origin)
-        okind, oslot = bad_nodes[origin]
-        olabel = self.slotlabel((origin, oslot), okind)
+        seen = self._origin_parts.get(origin)
+        if seen is None:  # what every op inheriting from this origin says about it (hundreds share one)
+            onode = self.g.node(origin)
+            okind, oslot = bad_nodes[origin]
+            olabel_text = {"saturation": "saturation", "overflow": "the overflow"}.get(
+                okind, self.slotlabel((origin, oslot), okind))
+            seen = self._origin_parts[origin] = (onode, olabel_text, ChainLink(
+                origin, onode.module, onode.op_type, _or_nan(self.magnitude((origin, oslot)))))
+        onode, olabel_text, olink = seen
         label = self.slotlabel((node.id, slot), kind)
         fed = {self.bad[(e.src, e.out_slot)] for e in self.prods(node.id) if (e.src, e.out_slot) in self.bad}
         turn = (" (Inf turned into NaN here: Inf - Inf, 0 x Inf or Inf / Inf)"
                 if kind == "nan" and fed == {"inf"} else "")
-        olabel_text = {"saturation": "saturation", "overflow": "the overflow"}.get(okind, olabel)
         message = f"{label} {self.where(node)} is inherited from `{origin}`, where {olabel_text} first appears{turn}"
         key = (node.id, slot)
         root = RootCause(origin, onode.module, f"{olabel_text} first appears at `{origin}`",
-                         (ChainLink(node.id, node.module, node.op_type, _or_nan(self.t.get(key, "abs_max"))),
-                          ChainLink(origin, onode.module, onode.op_type, _or_nan(self.magnitude((origin, oslot))))))
+                         (ChainLink(node.id, node.module, node.op_type, _or_nan(self.t.get(key, "abs_max"))), olink))
         metrics: dict[str, Any] = {**self.counts(key), "origin": origin}
         return Finding(CHECK, kind, "info", node.id, node.op_type, node.module, node.index, message,
                        "inherited", metrics, root)

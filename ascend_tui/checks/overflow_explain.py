@@ -79,8 +79,17 @@ def range_of(dtype: str | None) -> DtypeRange | None:
     """The range of a floating dtype named any common way (`torch.float16`, `fp16`, `DT_FLOAT16`); None otherwise."""
     if not dtype:
         return None
-    name = dtype.lower().removeprefix("torch.").strip()
-    return RANGES.get(_ALIASES.get(name, name))
+    found = _RANGE_OF.get(dtype, _UNSEEN)
+    if found is _UNSEEN:  # a graph names a handful of dtypes, each read once per output
+        name = dtype.lower().removeprefix("torch.").strip()
+        found = RANGES.get(_ALIASES.get(name, name))
+        if len(_RANGE_OF) < 1024:
+            _RANGE_OF[dtype] = found
+    return found  # type: ignore[return-value]
+
+
+_UNSEEN = object()
+_RANGE_OF: dict[str, DtypeRange | None] = {}
 
 
 def op_name(op_type: str) -> str:

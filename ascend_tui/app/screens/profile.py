@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Container
 from textual.widget import Widget
-from textual.widgets import Header, Static, TabbedContent, TabPane
-from textual.widgets._tabs import Underline
+from textual.widgets import ContentSwitcher, Header, Static
 
 from ascend_tui import fmt
-from ascend_tui.app.screens.check_view import CheckView
+from ascend_tui.app.screens.tabbed_view import TabbedView
 from ascend_tui.app.widgets.footer import KeyFooter
+from ascend_tui.app.widgets.tab_bar import TabBar
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
 # module_tree is imported by those who import it from here
 from ascend_tui.app.screens.profile_data import GROUPS, data_for, module_tree  # noqa: F401
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
 GROUP_LABEL = {"type": "op type", "name": "op", "module": "module", "category": "category"}
+TABS = (("ops", "1 Ops"), ("modules", "2 Modules"), ("timeline", "3 Timeline"), ("advice", "4 Advice"),
+        ("diff", "5 Diff"))
 BAR = 12
 _SEVERITY_TONE: dict[str, Tone] = {"error": "error", "warning": "warning", "info": "info"}
 
@@ -41,7 +44,7 @@ def share_bar(share: float, width: int = BAR) -> str:
     return ("█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")).ljust(width)
 
 
-class ProfileScreen(CheckView):
+class ProfileScreen(TabbedView):
     """The profile browser; Enter on an op focuses its node on the graph."""
 
     VIEW_ID = "profile"
@@ -51,6 +54,7 @@ class ProfileScreen(CheckView):
                   "or re-run with x and the profile check")
     CHECK = "profile"
     KEEP = True  # composing and styling its tabs is most of `T`: re-opened, the same screen shows again
+    TABS = TABS
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "back", id="view.close"),
@@ -67,8 +71,7 @@ class ProfileScreen(CheckView):
 
     DEFAULT_CSS = """
     ProfileScreen #profile-summary { height: auto; padding: 0 1; background: $panel; }
-    ProfileScreen TabbedContent { height: 1fr; }
-    ProfileScreen TabPane { padding: 0; }
+    ProfileScreen #profile-panes { height: 1fr; }
     ProfileScreen #timeline-info { height: auto; padding: 0 1; }
     ProfileScreen #profile-status { height: 1; padding: 0 1; color: $text-muted; }
     """
@@ -101,14 +104,16 @@ class ProfileScreen(CheckView):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(self._summary(), id="profile-summary", markup=False)
-        with TabbedContent(initial="ops"):
-            with TabPane("1 Ops", id="ops"):
+        # a bar of our own over a switcher, not `TabbedContent`: a switch is then one layout and one paint (tab_bar)
+        yield TabBar(TABS, "ops", id="profile-tabs")
+        with ContentSwitcher(initial="ops", id="profile-panes"):
+            with Container(id="ops"):
                 yield RowTable(*self._ops(), empty="no kernel rows", id="ops-table", cell_widths=self._ops_widths())
-            yield TabPane("2 Modules", id="modules")  # these three are filled when first shown (`_pane`)
-            yield TabPane("3 Timeline", id="timeline")
-            with TabPane("4 Advice", id="advice"):
+            yield Container(id="modules")  # these three are filled when first shown (`_pane`)
+            yield Container(id="timeline")
+            with Container(id="advice"):
                 yield RowTable(*self._advice(), empty=self._advice_empty(), id="advice-table")
-            yield TabPane("5 Diff", id="diff")
+            yield Container(id="diff")
         yield Static("", id="profile-status", markup=False)
         yield KeyFooter(compact=True)
 
@@ -128,10 +133,6 @@ class ProfileScreen(CheckView):
 
     def on_mount(self) -> None:
         self.title = "Profile"
-        # the bar under the tabs jumps to the tab chosen instead of sliding there: a slide repaints ~20 frames,
-        # 50 ms of a tab switch's CPU
-        bar = self.query_one(Underline)
-        bar.animate = lambda attribute, value, **_: setattr(bar, attribute, value)  # type: ignore[method-assign]
         table = self.query_one("#ops-table", RowTable)
         table.focus()
         self._status(table)
@@ -139,6 +140,7 @@ class ProfileScreen(CheckView):
             self.pending = True
             self._show_advice()
             self._waiting = self.set_interval(0.2, self._advice_arrived)
+        self.start_ahead()  # composed ahead (the app's `build_views_ahead`): the tabs made and laid out ahead too
 
     # -- advice computed after the first screen -----------------------------------------------
 
@@ -269,11 +271,18 @@ class ProfileScreen(CheckView):
         self._status(table)
 
     def _active_table(self) -> RowTable | None:
-        pane = self.query_one(TabbedContent).active_pane
-        if pane is None:
-            return None
-        tables = list(pane.query(RowTable))
+        tables = list(self._pane_of(self.tab).query(RowTable))
         return tables[0] if tables else None
+
+    def _focus_target(self, tab: str) -> Widget | None:
+        if tab == "timeline":
+            return self.query_one(TimelineStrip)
+        tables = list(self._pane_of(tab).query(RowTable))
+        return tables[0] if tables else None
+
+    def _shown(self, tab: str, target: Widget | None) -> None:
+        if isinstance(target, RowTable):
+            self._status(target)
 
     def _status(self, table: RowTable) -> None:
         position, total = table.position()
@@ -284,7 +293,7 @@ class ProfileScreen(CheckView):
         hint = "enter drills in, b back" if table.id == "ops-table" else "enter opens"
         text = f"{where}row {position} of {total} · s sort, v group · {hint} · esc back" if total else \
             f"{where}nothing here · esc back"
-        self.query_one("#profile-status", Static).update(text)
+        self.query_one("#profile-status", Static).update(text, layout=False)  # one line whatever it says
 
     # -- actions ----------------------------------------------------------------------------
 
@@ -317,7 +326,7 @@ class ProfileScreen(CheckView):
             self._refresh("diff-table")
             return
         self.group = GROUPS[(GROUPS.index(self.group) + 1) % len(GROUPS)]
-        self.action_tab("ops")
+        self._show("ops")
         self._refresh("ops-table")
 
     def action_up(self) -> None:
@@ -329,11 +338,8 @@ class ProfileScreen(CheckView):
         """Show the ops of one type, module or category."""
         self.filters.append((col, value, self.group))
         self.group = "name"
-        self.action_tab("ops")
+        self._show("ops")
         self._refresh("ops-table")
-
-    def action_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -342,7 +348,8 @@ class ProfileScreen(CheckView):
 
     @on(RowTable.Highlighted)
     def _highlighted(self, event: RowTable.Highlighted) -> None:
-        self._status(event.table)
+        if event.table is self._active_table():
+            self._status(event.table)
 
     @on(RowTable.Chosen)
     def _chosen(self, event: RowTable.Chosen) -> None:
@@ -374,19 +381,6 @@ class ProfileScreen(CheckView):
         self.query_one("#timeline-info", Static).update(
             f"{fmt.duration_us(event.start_us)} – {fmt.duration_us(event.end_us)} of "
             f"{fmt.duration_us(self.segments.end_us)} ({self.segments.source}): {parts or 'idle'} · h/l move")
-
-    @on(TabbedContent.TabActivated)
-    async def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
-        if not event.pane.children and event.pane.id:
-            await event.pane.mount_all(self._pane(event.pane.id))
-        if event.pane.id == "timeline":
-            self.query_one(TimelineStrip).focus()
-            return
-        tables = [t for t in event.pane.query(RowTable)]
-        if tables:
-            tables[0].focus()
-            self._status(tables[0])
-
 
 def _sort_key(value: Any) -> tuple[int, Any]:
     if isinstance(value, (int, float)):
