@@ -9,7 +9,7 @@ with a branch (two ops reading one tensor) and a join (an Add of both); tensor t
 as exporters write them (`value_info`), or left out with `--no-types` so that shape inference is
 needed. Either way the nodes' tensor types are read when first asked for (inference too where
 needed), timed on its own. `--dynamo` names nodes as `torch.onnx.export(dynamo=True)` does and
-gives each the `metadata_props` it writes (name scopes, class hierarchy, stack trace, FX node),
+gives each the `metadata_props` it writes, in its order (namespace, class hierarchy, FX node, name scopes, stack trace),
 so the module paths come from metadata instead of names. Then the command the user waits for,
 `ascend-tui graph -q big.onnx`, in fresh processes, `--rounds` times, with its start-up (the same
 command on a 10-node model, also `--rounds` times, their median) taken off; and once
@@ -42,10 +42,12 @@ def dynamo_metadata(node: object, block: int, scope: str, op: str, k: int) -> No
     trace = (f'File "/src/bench.py", line {20 + len(scope)}, in forward\n    x = self.{scope or "join"}(x)\n'
              f'  File "/usr/lib/python3/site-packages/torch/nn/modules/module.py", line 1775, in _call_impl\n'
              f'    return forward_call(*args, **kwargs)')
-    for key, value in (("pkg.torch.onnx.name_scopes", repr(scopes)), ("pkg.torch.onnx.class_hierarchy", repr(classes)),
+    namespace = ": " + classes[0] + "".join(f"/{s}: {c}" for s, c in zip(scopes[1:], classes[1:]))
+    # in the order torch writes them (sorted by key: the name scopes are the fourth entry)
+    for key, value in (("namespace", namespace), ("pkg.torch.onnx.class_hierarchy", repr(classes)),
                        ("pkg.torch.onnx.fx_node", f"%{fx} : [num_users=1] = call_function[target=torch.ops.aten."
                                                   f"{op.lower()}.default](args = (%x,), kwargs = {{}})"),
-                       ("pkg.torch.onnx.stack_trace", trace)):
+                       ("pkg.torch.onnx.name_scopes", repr(scopes)), ("pkg.torch.onnx.stack_trace", trace)):
         node.metadata_props.add(key=key, value=value)  # type: ignore[attr-defined]
 
 

@@ -24,7 +24,7 @@ from ascend_tui.errors import InputError
 from ascend_tui.evidence import SourceLocation
 from ascend_tui.readers.graphs.onnx_types import (CONTROL_FLOW, DTYPES, PLAIN_DOMAINS, SUBGRAPH_OPS_ATTR, Step,
                                                   TensorTypes, tensor_meta)
-from ascend_tui.readers.graphs.onnx_metadata import DeferredMetadata, ScopeModules, name_scopes
+from ascend_tui.readers.graphs.onnx_metadata import DeferredMetadata, ScopeModules, scope_texts
 from ascend_tui.readers.graphs.torch_meta import NodeNameModules
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.graph.ids import IdMinter
@@ -136,6 +136,7 @@ class _OnnxBuilder:
         self.steps: list[Step] = []
         self.module_of_head = NodeNameModules()
         self.scope_module = ScopeModules()
+        self.scope_at = [0]  # where in a node's metadata_props the name scopes were last found
         # Where the nodes with dynamo metadata are, to read the rest of it on first ask (`DeferredMetadata`):
         # (node container, first proto, first position, count) per segment, and (position, owner, same module)
         # per node that takes its module, source and class from a neighbour.
@@ -290,21 +291,24 @@ class _OnnxBuilder:
         """(modules, module classes, sources, attrs, whether a module was named) of a segment where some nodes
         carry the dynamo exporter's metadata_props; the others are placed by their names. Only the name scopes
         are read here: the classes, sources and metadata attrs when first asked for (`onnx_metadata.py`)."""
-        modules, attrs, placed = [], [], []
-        module_of_head, scope_module = self.module_of_head, self.scope_module
         self.segments.append((*self.origin, len(self.nodes), len(names)))
-        for name, props in zip(names, metadata):
-            extra: dict[str, Any] = {"name": name}
-            if props:
-                module, has_module = scope_module(name_scopes(props))
-                self.with_metadata += has_module
-            else:
-                module, has_module = module_of_head[name.rpartition("/")[0]], name[:1] == "/"
-            if not has_module:
-                extra["module_inferred"] = True
-            modules.append(module)
-            attrs.append(extra)
-            placed.append(has_module)
+        texts = scope_texts(metadata, self.scope_at)
+        if None in texts:  # some nodes without metadata: placed by their names
+            with_props = [k for k, text in enumerate(texts) if text is not None]
+            found, named = self.scope_module.modules([texts[k] for k in with_props])
+            modules, placed = [""] * len(names), [False] * len(names)
+            for k, module, has_module in zip(with_props, found, named):
+                modules[k], placed[k] = module, has_module
+            for k in [k for k, text in enumerate(texts) if text is None]:
+                modules[k], placed[k] = self.module_of_head[names[k].rpartition("/")[0]], names[k][:1] == "/"
+        else:
+            modules, placed = self.scope_module.modules(cast("list[str]", texts))
+            named = placed
+        self.with_metadata += sum(named)
+        attrs: list[dict[str, Any]] = [{"name": name} for name in names]
+        if not all(placed):
+            for k in [k for k, has_module in enumerate(placed) if not has_module]:
+                attrs[k]["module_inferred"] = True
         return modules, [""] * len(names), [None] * len(names), attrs, placed
 
     def subgraphs_of(self, node: Any, op: OpNode, scopes: list[dict[str, tuple[int, int]]], prefix: str,
