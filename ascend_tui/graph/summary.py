@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 from json.encoder import encode_basestring_ascii
-from operator import attrgetter, methodcaller
+from operator import attrgetter
 from typing import Any, Callable
 
 from ascend_tui.graph.opgraph import PLACEHOLDER_KINDS, Edge, OpGraph, OpNode
@@ -21,7 +21,6 @@ from ascend_tui.graph.opgraph import PLACEHOLDER_KINDS, Edge, OpGraph, OpNode
 INFERRED_MATCHES = frozenset({"stats", "view", "cast", "param", "param-cast"})
 NODE_LINK_SCHEMA = "ascend-tui.node-link/1"
 _KIND, _OP_TYPE, _MODULE = attrgetter("kind"), attrgetter("op_type"), attrgetter("module")
-_DOTS = methodcaller("count", ".")
 _DUMP = partial(json.dumps, separators=(",", ":"), allow_nan=False)  # what the file is written with
 
 
@@ -79,17 +78,18 @@ def summarize(graph: OpGraph) -> GraphSummary:
 
 def _module_tree(ops: list[OpNode]) -> tuple[int, int]:
     """(how many paths `OpGraph.modules()` lists, the depth of the deepest) for operators `ops`, without
-    building and sorting that list (80k modules in a 100k-node model: the sort was a third of the summary)."""
-    ran = set(map(_MODULE, ops))
-    ran.discard("")
-    found = set(ran)
-    for module in ran:  # each ancestor once, as OpGraph.modules() adds them
-        while "." in module:
-            module = module.rpartition(".")[0]
-            if module in found:
-                break
-            found.add(module)
-    return len(found), max(map(_DOTS, ran), default=-1) + 1  # ancestors are never deeper than what ran
+    building and sorting that list (80k modules in a 100k-node model: the sort was a third of the summary).
+    Parents a level at a time: each step takes one dot off every path, so the deepest (most dots) lasts
+    longest and the steps count its depth."""
+    level = set(map(_MODULE, ops))
+    level.discard("")
+    found = set(level)
+    depth = 0
+    while level:
+        depth += 1
+        level = {module.rpartition(".")[0] for module in level if "." in module}
+        found |= level
+    return len(found), depth
 
 
 def _plain(value: Any) -> Any:

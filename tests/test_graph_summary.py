@@ -1,5 +1,6 @@
-"""`graph --json` writes the node-link text record by record (`summary.node_link_json`): the same bytes as
-`json.dumps` of `node_link`, on every graph format the command reads and on records holding odd attrs."""
+"""What `ascend-tui graph` prints and writes (`graph/summary.py`): the module tree counted as `OpGraph.modules()`
+lists it, and the node-link text written record by record (`node_link_json`), the same bytes as `json.dumps` of
+`node_link` on every graph format the command reads and on records holding odd attrs."""
 
 from __future__ import annotations
 
@@ -69,3 +70,15 @@ def test_the_text_equals_json_dumps_of_node_link_on_odd_records() -> None:
         g.add_edge(src_id, dst, out, slot)
     text = _same(g, {"x": math.inf, "y": [1, (2,)]})
     assert '"inferred":true' in text and '"bad":"nan"' in text
+
+
+@pytest.mark.parametrize("modules", [[], [""], ["a"], ["a.b", "a"], ["x.y.z", "q"], ["a..b", ".a", "a.", "."],
+                                     ["a.b.c", "a.b.d", "e.f", "", "a.b"], ["l.0.mlp", "l.0", "l.1.act", "l.10.a.b"]])
+def test_the_module_tree_counts_what_modules_lists_and_its_depth(modules: list[str]) -> None:
+    g = OpGraph()
+    for k, module in enumerate(modules):
+        g.add_node(OpNode(f"op{k}", "Relu", module, k, "op"))
+    listed = g.modules()
+    summary = summarize(g)
+    assert summary.modules == len(listed)
+    assert summary.module_depth == max((m.count(".") + 1 for m in modules if m), default=0)
