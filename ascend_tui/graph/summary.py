@@ -159,7 +159,7 @@ def node_link_json(graph: OpGraph, meta: dict[str, Any] | None = None) -> str:
     matches = {k: how for k, n in enumerate(nodes) if n.attrs and isinstance(how := n.attrs.get("edge_match"), list)}
     links = []
     # graph.edges() as positions: the same edges in the same order, without an Edge and two ids looked up per edge
-    for src, dst, out, slot in graph._edge_tuples():
+    for src, dst, out, slot in graph._edge_tuples():  # noqa: SLF001 - the graph package's own edge order
         inferred = (how := matches.get(dst)) is not None and 0 <= slot < len(how) and how[slot] in INFERRED_MATCHES
         slot_text = slot if type(slot) is int else scalar(slot)
         links.append(f'{{"source":{ids[src]},"target":{ids[dst]},"key":{slot_text},'

@@ -25,7 +25,7 @@ from ascend_tui.evidence import SourceLocation
 from ascend_tui.readers.graphs.onnx_types import (CONTROL_FLOW, DTYPES, PLAIN_DOMAINS, SUBGRAPH_OPS_ATTR, Step,
                                                   TensorTypes, tensor_meta)
 from ascend_tui.readers.graphs.onnx_metadata import DeferredMetadata, ScopeModules, scope_texts
-from ascend_tui.readers.graphs.torch_meta import _FOLDS, NodeNameModules  # _FOLDS: what NodeNameModules checks
+from ascend_tui.readers.graphs.torch_meta import NodeNameModules
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.graph.ids import IdMinter
 from ascend_tui.graph.opgraph import OpGraph, OpNode, op_nodes
@@ -41,6 +41,9 @@ _ALL = itemgetter(slice(None))
 _NO_TENSORS = ()  # a record's tensors until the types are read: nothing reads them before (every read resolves)
 _PB2_IMPORT = re.compile(r"^from \.(\w+) import \*", re.M)
 _PROTOS: list[Any] = []  # onnx's generated protobuf module, once found
+# A part that starts with the one before it and a dot (`/mlp/mlp.0`): what NodeNameModules works out part by part
+# (torch_meta's own rule; tests/test_formats_onnx_columns.py holds legacy_modules to it).
+_FOLDS = re.compile(r"/([^/]+)/\1\.")
 
 
 def sniff(path: Path) -> bool:
