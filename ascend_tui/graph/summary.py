@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from json.encoder import encode_basestring_ascii
 from operator import attrgetter
-from typing import Any, Callable
+from typing import Any
 
 from ascend_tui.graph.opgraph import PLACEHOLDER_KINDS, Edge, OpGraph, OpNode
 
@@ -115,9 +115,7 @@ def _node_json(n: OpNode, tensors: dict[int, list[Any]]) -> dict[str, Any]:
             "outputs": [None if m is None else tensors.get(id(m)) or tensors.setdefault(id(m), m.to_json())
                         for m in n.outputs],
             "source": n.source.to_json() if n.source is not None else None,
-            # most readers' attrs are names alone: already plain (what _plain would copy them into)
-            "attrs": ({} if not attrs else dict(attrs) if all(type(v) is str for v in attrs.values())
-                      and all(type(k) is str for k in attrs) else _plain(dict(attrs)))}
+            "attrs": {} if not attrs else _node_attrs(attrs)}
 
 
 def node_link(graph: OpGraph, meta: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -144,26 +142,26 @@ def node_link_json(graph: OpGraph, meta: dict[str, Any] | None = None) -> str:
     text = _Texts()
     head = _DUMP({"directed": True, "multigraph": True,
                   "graph": {"schema": NODE_LINK_SCHEMA, "name": graph.name, **_plain(meta or {})}})
-    string, scalar, tensors, source, attrs_of = text.string, text.scalar, text.tensors, text.source, text.attrs
-    ids = []  # each node's id as JSON, by position
-    records = []
+    string, tensors, source, attrs_of = text.string, text.tensors, text.source, text.attrs
+    ids: list[str] = []  # each node's id as JSON, by position
+    records: list[str] = []
     for n in nodes:
         node_id = encode_basestring_ascii(n.id)
         ids.append(node_id)
         index = n.index
         records.append(f'{{"id":{node_id},"op_type":{string(n.op_type)},"module":{string(n.module)},'
-                       f'"index":{index if type(index) is int else scalar(index)},"kind":{string(n.kind)},'
+                       f'"index":{index if type(index) is int else _DUMP(index)},"kind":{string(n.kind)},'
                        f'"phase":{string(n.phase)},"module_class":{string(n.module_class)},'
                        f'"inputs":{tensors(n.inputs)},"outputs":{tensors(n.outputs)},'
                        f'"source":{"null" if n.source is None else source(n.source)},"attrs":{attrs_of(n.attrs)}}}')
     matches = {k: how for k, n in enumerate(nodes) if n.attrs and isinstance(how := n.attrs.get("edge_match"), list)}
-    links = []
+    links: list[str] = []
     # graph.edges() as positions: the same edges in the same order, without an Edge and two ids looked up per edge
     for src, dst, out, slot in graph._edge_tuples():  # noqa: SLF001 - the graph package's own edge order
         inferred = (how := matches.get(dst)) is not None and 0 <= slot < len(how) and how[slot] in INFERRED_MATCHES
-        slot_text = slot if type(slot) is int else scalar(slot)
+        slot_text = slot if type(slot) is int else _DUMP(slot)
         links.append(f'{{"source":{ids[src]},"target":{ids[dst]},"key":{slot_text},'
-                     f'"out_slot":{out if type(out) is int else scalar(out)},"in_slot":{slot_text},'
+                     f'"out_slot":{out if type(out) is int else _DUMP(out)},"in_slot":{slot_text},'
                      f'"inferred":{"true" if inferred else "false"}}}')
     return f'{head[:-1]},"nodes":[{",".join(records)}],"links":[{",".join(links)}]}}'
 
@@ -188,16 +186,12 @@ class _Texts:
             found = self.strings[value] = encode_basestring_ascii(value)
         return found
 
-    @staticmethod
-    def scalar(value: Any) -> str:
-        return _DUMP(value)
-
     def tensors(self, metas: Any) -> str:
         hit = self.lists.get(id(metas))
         if hit is not None and hit[0] is metas:
             return hit[1]
         known = self.metas
-        parts = []
+        parts: list[str] = []
         for m in metas:
             if m is None:
                 parts.append("null")
@@ -221,7 +215,8 @@ class _Texts:
             return "{}"
         if len(attrs) == 1 and type(name := attrs.get("name")) is str:  # most readers' attrs
             return f'{{"name":{encode_basestring_ascii(name)}}}'
-        string, parts = self.string, []
+        string = self.string
+        parts: list[str] = []
         for key, value in attrs.items():  # strings, lists of them, ints, bools and None as they are; else in full
             kind = type(value)
             if type(key) is not str:
@@ -240,6 +235,7 @@ class _Texts:
 
 
 def _node_attrs(attrs: Any) -> dict[str, Any]:
-    """A record's attrs as `_node_json` writes them."""
+    """A record's attrs as the node-link JSON holds them: most readers' are names alone, already plain (what
+    `_plain` would copy them into)."""
     return (dict(attrs) if all(type(v) is str for v in attrs.values()) and all(type(k) is str for k in attrs)
             else _plain(dict(attrs)))
