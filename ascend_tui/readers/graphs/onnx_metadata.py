@@ -56,10 +56,11 @@ class ScopeModules:
         if "\\" in joined or "\r" in joined or "\0" in joined or joined.count("\n") != len(texts) - 1:
             found: list[str | None] = [None] * len(texts)
         else:
-            # `['a', 'b']` split at `', '` into `['a` and `b']` with no quote besides: two per part
-            found = [(parts[-2] if len(parts) > 2 else parts[0][2:])
-                     if len(parts) > 1 and text.count("'") == 2 * len(parts) and text[:2] == "['" and text[-2:] == "']"
-                     and len(parts[0]) > 1 and len(parts[-1]) > 1  # the separator found is not the brackets' quote
+            # `['a', 'b']` split at `', '` into `['a` and `b']` (the brackets' quotes none of a separator's) with
+            # no quote besides: two per part
+            found = [(parts[-2] if n > 2 else parts[0][2:])
+                     if (n := len(parts)) > 1 and parts[0][:2] == "['" and parts[-1][-2:] == "']"
+                     and text.count("'") == 2 * n
                      else None for text, parts in zip(texts, map(str.split, texts, repeat(_PLAIN_SEP)))]
         named = [True] * len(texts)
         if None in found:
