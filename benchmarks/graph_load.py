@@ -9,15 +9,15 @@ with a branch (two ops reading one tensor) and a join (an Add of both); tensor t
 as exporters write them (`value_info`), or left out with `--no-types` so that shape inference is
 needed. Either way the nodes' tensor types are read when first asked for (inference too where
 needed), timed on its own. `--dynamo` names nodes as `torch.onnx.export(dynamo=True)` does and
-gives each the `metadata_props` it writes, in its order (namespace, class hierarchy, FX node, name scopes, stack trace),
-so the module paths come from metadata instead of names. Then the command the user waits for,
-`ascend-tui graph -q big.onnx`, in fresh processes, `--rounds` times, with its start-up (the same
-command on a 10-node model, also `--rounds` times, their median) taken off; and once
-`graph --json`, which needs every node's tensors. The command is also set against `onnx.load` as a
-user's script meets it, timed inside a fresh process (the in-process rounds reuse memory the round
-before freed; the command's process touches its memory first). Goals (issues 12 and 21): the load, and the
-command beyond its start-up, under 1 s (CPU) beyond `onnx.load`; an upstream walk from the last
-node over the whole graph in under 100 ms.
+gives each the `metadata_props` it writes, in its order (namespace, class hierarchy, FX node, name
+scopes, stack trace), so the module paths come from metadata instead of names. Then the command
+the user waits for, `ascend-tui graph -q big.onnx`, in fresh processes, `--rounds` times, with its
+start-up (the same command on a 10-node model, also `--rounds` times, their median) taken off; and
+once `graph --json`, which needs every node's tensors. The command is also set against
+`onnx.load` as a user's script meets it, timed inside a fresh process (the in-process rounds
+reuse memory the round before freed; the command's process touches its memory first). Goals
+(issues 12 and 21): the load, and the command beyond its start-up, under 1 s (CPU) beyond
+`onnx.load`; an upstream walk from the last node over the whole graph in under 100 ms.
 """
 
 from __future__ import annotations
