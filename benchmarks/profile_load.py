@@ -1,6 +1,6 @@
 """Loading a million-row kernel_details.csv: ours (read + per-type summary) vs pandas read_csv + groupby, same run.
 
-Run: python benchmarks/profile_load.py [--rows 1000000] [--reps 2] [--keep PATH] [--pandas-python PY]
+Run: python benchmarks/profile_load.py [--rows 1000000] [--reps 2] [--keep PATH] [--pandas-python PY] [--phases]
 The file replicates the real rows of the Level1 fixture (46 columns, CRLF, a TAB after each start
 time, `\"\"\"32,3,224,224\"\"\"` shapes, `N/A` cells), with start times moved on so every row is distinct.
 Each side runs in a fresh child process, alternating, so each one's peak RSS is its own; prints
@@ -8,7 +8,8 @@ the median wall and CPU times (ours splits and decodes blocks on a few threads, 
 can exceed its wall time), the ratios, and peak memory against the file size. Goal: faster than pandas,
 memory at most 2x the file size. pandas is needed here only, never by the package. The user-facing
 `ascend-tui profile kernel_details.csv` is timed end to end too, its start-up (the same command on
-the fixture's small CSV) subtracted, against the same pandas run.
+the fixture's small CSV) subtracted, against the same pandas run; `--phases` adds its CPU time phase by phase
+(imports, the read, the advice, the summary and its text) from one more run.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT.parent / "shared" / "fixtures" / "profiler" / "level1_2025-01" / "ASCEND_PROFILER_OUTPUT" / \
@@ -34,6 +36,7 @@ r0 = resource.getrusage(resource.RUSAGE_SELF)
 before = r0.ru_maxrss
 t0 = time.perf_counter()
 from pathlib import Path
+from typing import Any
 from ascend_tui.readers.profiler.csv_tables import read_kernels
 from ascend_tui.readers.parse.skipped import Skipped
 from ascend_tui.checks.profile import summarize
@@ -62,6 +65,30 @@ print(json.dumps({"s": dt, "cpu": cpu, "rows": len(df), "groups": len(g), "top":
                   "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "base_kb": before}))
 """
 
+# `ascend-tui profile -q FILE` in one process, the CPU seconds of each phase: where the command's time goes
+PHASES = """
+import io, json, sys, time
+import ascend_tui.cli.profile as cli
+import ascend_tui.offline.profile as advice
+import ascend_tui.readers.profiler.csv_tables as tables
+from ascend_tui.cli.main import main
+marks = [("imports", time.process_time())]
+def timed(mod, name, phase):
+    f = getattr(mod, name)
+    def g(*a, **k):
+        marks.append(("before " + phase, time.process_time()))
+        out = f(*a, **k)
+        marks.append((phase, time.process_time()))
+        return out
+    setattr(mod, name, g)
+timed(tables, "read_kernels", "read_kernels"); timed(advice, "advise_profile", "advice"); timed(cli, "print_summary", "summary + text")
+sys.stdout = io.StringIO()
+main(["profile", "-q", sys.argv[1]])
+sys.stdout = sys.__stdout__
+marks.append(("end", time.process_time()))
+print(json.dumps([(k, b - a) for (_, a), (k, b) in zip(marks, marks[1:])]))
+"""
+
 
 def write_file(path: Path, rows: int) -> int:
     """A kernel_details.csv of `rows` rows made of the fixture's rows; returns its size in bytes."""
@@ -82,7 +109,7 @@ def write_file(path: Path, rows: int) -> int:
     return path.stat().st_size
 
 
-def run(code: str, path: Path, python: str = sys.executable) -> dict:
+def run(code: str, path: Path, python: str = sys.executable) -> Any:
     env = {"PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
            "PATH": "/usr/bin:/bin"}
     out = subprocess.run([python, "-c", code, str(path)], capture_output=True, text=True, env=env)
@@ -111,6 +138,7 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, help="write the CSV here and keep it")
     ap.add_argument("--pandas-python", default=sys.executable,
                     help="an interpreter that has pandas (e.g. /work/venv-msprof/bin/python)")
+    ap.add_argument("--phases", action="store_true", help="also the command's CPU time phase by phase (one run)")
     args = ap.parse_args()
     tmp = tempfile.TemporaryDirectory()
     path = args.keep or Path(tmp.name) / "kernel_details.csv"
@@ -144,6 +172,10 @@ def main() -> None:
         print(f"ascend-tui profile kernel_details.csv: {wall - startup[0]:6.2f} s beyond start-up (cpu "
               f"{cpu - startup[1]:5.2f} s), peak {rss / 2**20:5.0f} MiB = {rss / size:.2f}x the file; "
               f"{(wall - startup[0]) / t_pd:.2f}x pandas wall, {(cpu - startup[1]) / cpu_pd:.2f}x cpu")
+    if args.phases:
+        phases = run(PHASES, path)
+        print("ascend-tui profile, CPU a phase (one run, in process): "
+              + ", ".join(f"{k} {v:.2f} s" for k, v in phases if v >= 0.005))
     print(f"load average at the end: {_load()} (the machine's other work slows both sides; compare within a run)")
 
 

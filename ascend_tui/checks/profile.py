@@ -67,8 +67,9 @@ def summarize(table: KernelTable, by: str = "type", rows: np.ndarray | None = No
     cats = categories(t) if rows is None else categories(table).take(rows)
     bounds = boundness(t) if rows is None else boundness(table).take(rows)
     # the category / bound of a group: that of its longest-running row kind
-    cat_of = _dominant(col.codes, cats.codes, dur, k)
-    bound_of = _dominant(col.codes, bounds.codes, dur, k)
+    group, weight = col.codes.astype(np.int64), dur + 1e-9  # shared by both labels
+    cat_of = _dominant(group, cats.codes, weight, k)
+    bound_of = _dominant(group, bounds.codes, weight, k)
     out = [Group(col.values[i], int(count[i]), float(total[i]), float(total[i]) / grand,
                  float(total[i]) / max(int(count[i]), 1), float(mx[i]), cats.values[cat_of[i]],
                  bounds.values[bound_of[i]] if len(bounds.values) else "")
@@ -78,11 +79,13 @@ def summarize(table: KernelTable, by: str = "type", rows: np.ndarray | None = No
 
 
 def _dominant(group: np.ndarray, label: np.ndarray, weight: np.ndarray, k: int) -> np.ndarray:
-    """For each group, the label carrying the most weight."""
+    """For each group (int64 codes), the label carrying the most weight (each row's weight over 0)."""
     if len(label) == 0:
         return np.zeros(k, np.int64)
     m = int(label.max()) + 1
-    acc = np.bincount(group.astype(np.int64) * m + label, weights=weight + 1e-9, minlength=k * m).reshape(k, m)
+    key = group * m
+    key += label
+    acc = np.bincount(key, weights=weight, minlength=k * m).reshape(k, m)
     return acc.argmax(axis=1)
 
 
@@ -105,23 +108,44 @@ def boundness(table: KernelTable, *, ratio: float = BOUND_RATIO) -> Codes:
 _BOUND: list[tuple[KernelTable, float, Codes]] = []  # the last two tables' labels: each summary asks again
 
 
-def _boundness(table: KernelTable, ratio: float) -> Codes:
+def pmu_max(table: KernelTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: the busiest pipe's ratio (float32, 0 without counters), its index in `PMU_PIPES` (-1 without) and
+    whether any counter is over 0; made once a table (bound-ness and the unbound rule read it)."""
+    for seen, out in _PMU:
+        if seen is table:
+            return out
     n = table.n
-    if n == 0:
-        return Codes()
     best = np.zeros(n, np.float32)
     which = np.full(n, -1, np.int8)
     have = np.zeros(n, bool)
+    ok = np.empty(n, bool)
+    better = np.empty(n, bool)
     for i, cols in enumerate(PMU_PIPES.values()):
         for c in cols:
             v = table.metrics.get(c)
             if v is None:
                 continue
-            ok = np.isfinite(v) & (v > 0)
+            np.greater(v, 0, out=ok)  # NaN is not (nor is it finite); +inf is finite's only other exception
+            if np.isinf(v).any():
+                ok &= np.isfinite(v)
             have |= ok
-            better = ok & (v > best)
+            np.greater(v, best, out=better)
+            better &= ok
             np.copyto(best, v, where=better, casting="unsafe")  # in place: no new million-row arrays a column
-            which[better] = i
+            np.copyto(which, i, where=better, casting="unsafe")
+    out = (best, which, have)
+    _PMU[:] = [(table, out), *_PMU[:1]]
+    return out
+
+
+_PMU: list[tuple[KernelTable, tuple[np.ndarray, np.ndarray, np.ndarray]]] = []  # the last two tables'
+
+
+def _boundness(table: KernelTable, ratio: float) -> Codes:
+    n = table.n
+    if n == 0:
+        return Codes()
+    best, which, have = pmu_max(table)
     names = list(PMU_PIPES)
     labels = np.where(~have, -1, np.where(best > ratio, which, len(names)))
     values = names + ["unbound", "", "~compute", "~memory"]
@@ -139,9 +163,8 @@ def stream_order(table: KernelTable) -> np.ndarray:
     for seen, order in _ORDER:
         if seen is table:
             return order
-    stream, start = table.ints["stream"], table.start_ns
-    order = np.arange(table.n) if table.n < 2 or bool((start[1:] >= start[:-1]).all()) else \
-        np.argsort(start, kind="stable")
+    stream = table.ints["stream"]
+    order = start_order(table)
     lo = int(stream.min()) if table.n else 0
     if table.n and int(stream.max()) - lo < 1 << 16:  # few streams: a radix sort of small keys
         key = (stream[order] - lo).astype(np.uint16)
@@ -154,6 +177,21 @@ def stream_order(table: KernelTable) -> np.ndarray:
 
 
 _ORDER: list[tuple[KernelTable, np.ndarray]] = []  # the last two tables' orders: the fusion and layout rules share one
+
+
+def start_order(table: KernelTable) -> np.ndarray:
+    """Row indices by start time, ties in row order (`np.argsort(start_ns, kind="stable")`), made once a table."""
+    for seen, order in _BY_START:
+        if seen is table:
+            return order
+    start = table.start_ns
+    order = np.arange(table.n) if table.n < 2 or bool((start[1:] >= start[:-1]).all()) else \
+        np.argsort(start, kind="stable")
+    _BY_START[:] = [(table, order), *_BY_START[:1]]
+    return order
+
+
+_BY_START: list[tuple[KernelTable, np.ndarray]] = []  # stream order and the host-bound rule share one
 
 
 RIDGE_FLOP_PER_BYTE = 200.0  # ~ 320 TFLOP/s fp16 over ~1.6 TB/s HBM on an Atlas A2; CPUs sit lower, GPUs alike

@@ -19,7 +19,7 @@ from typing import Mapping
 import numpy as np
 
 from ascend_tui import fmt
-from ascend_tui.checks.profile import BOUND_RATIO, PMU_PIPES, categories, distinct, stream_order, summarize
+from ascend_tui.checks.profile import BOUND_RATIO, categories, distinct, pmu_max, start_order, stream_order, summarize
 from ascend_tui.checks.affinity_api import affinity
 from ascend_tui.evidence import Finding
 from ascend_tui.graph.profile import NO_INT, Codes, KernelTable, Profile
@@ -190,15 +190,7 @@ def _summed(col: Codes, rows: np.ndarray, weights: np.ndarray, empty: str = "") 
 
 
 def _pmu_max(t: KernelTable) -> tuple[np.ndarray, np.ndarray]:
-    best = np.zeros(t.n, np.float32)
-    have = np.zeros(t.n, bool)
-    for cols in PMU_PIPES.values():
-        for c in cols:
-            v = t.metrics.get(c)
-            if v is not None:
-                ok = np.isfinite(v) & (v > 0)
-                have |= ok
-                best = np.where(ok & (v > best), v, best)
+    best, _, have = pmu_max(t)
     return best, have
 
 
@@ -414,7 +406,8 @@ def _host_bound(profile: Profile, nodes: Mapping[str, str]) -> list[Finding]:
     s = t.start_ns if every else t.start_ns[ok]
     dur = t.dur_us if every else t.dur_us[ok]
     if not bool((s[1:] >= s[:-1]).all()):  # sorted only when the rows are not in time order yet
-        order = np.argsort(s)
+        # (the order of rows that start together changes no gap: the table's one start order serves)
+        order = start_order(t) if every else np.argsort(s)
         s, dur = s[order], dur[order]
     idle, end = _idle_ns(s, dur)
     wall = float(end - s[0]) or 1.0

@@ -42,8 +42,16 @@ def blocks(fh, first: bytes = b"", size: int = BLOCK,  # type: ignore[no-untyped
     the maps of blocks nothing reads any more (`np.ndarray.base`) and they are filled again: a
     fresh map costs a page fault every 4 KiB it is written.
     """
+    for buf, _ in quoted_blocks(fh, first, size, spare):
+        yield buf
+
+
+def quoted_blocks(fh, first: bytes = b"", size: int = BLOCK,  # type: ignore[no-untyped-def]
+                  spare: list[mmap.mmap] | None = None) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+    """`blocks`, each with where its `"` bytes are (found to cut the block outside quotes; `Split.of` takes them
+    instead of scanning the block again), or None for the last one."""
     carry = first
-    marks = np.empty(0, bool)  # where the quotes are, reused block to block
+    marks = np.empty(0, bool)  # work space for finding the quotes, reused block to block
     while True:
         need = len(carry) + size + PAD
         buf = spare.pop() if spare else None
@@ -57,30 +65,23 @@ def blocks(fh, first: bytes = b"", size: int = BLOCK,  # type: ignore[no-untyped
                 tail = carry + (b"" if carry.endswith(b"\n") else b"\n")
                 last = mmap.mmap(-1, len(tail) + PAD)
                 last[:len(tail)] = tail
-                yield np.frombuffer(last, np.uint8, count=len(tail))
+                yield np.frombuffer(last, np.uint8, count=len(tail)), None
             return
         cut = buf.rfind(b"\n", 0, end)
-        if len(marks) < end:
+        if cut < 0:
+            carry = buf[:end]
+            continue
+        if len(marks) < cut:
             marks = np.empty(end, bool)
-        odd = _quotes(buf, 0, cut, marks) & 1 if cut >= 0 else 0
-        while cut >= 0 and odd:  # that newline sits inside a quoted field: step back
-            prev = buf.rfind(b"\n", 0, cut)
-            odd ^= _quotes(buf, prev + 1, cut, marks) & 1
-            cut = prev
+        quotes = np.flatnonzero(np.equal(np.frombuffer(buf, np.uint8, count=cut), QUOTE, out=marks[:cut]))
+        while cut >= 0 and len(quotes) & 1:  # that newline sits inside a quoted field: step back
+            cut = buf.rfind(b"\n", 0, cut)
+            quotes = quotes[:int(np.searchsorted(quotes, cut + 1))] if cut >= 0 else quotes[:0]
         if cut < 0:
             carry = buf[:end]
             continue
         carry = buf[cut + 1:end]
-        yield np.frombuffer(buf, np.uint8, count=cut + 1)
-
-
-def _quotes(buf: mmap.mmap, start: int, stop: int, marks: np.ndarray) -> int:
-    """How many `"` bytes buf[start:stop] holds (counted in place, `marks` as work space)."""
-    if stop <= start:
-        return 0
-    out = marks[:stop - start]
-    return int(np.count_nonzero(np.equal(np.frombuffer(buf, np.uint8, count=stop - start, offset=start), QUOTE,
-                                         out=out)))
+        yield np.frombuffer(buf, np.uint8, count=cut + 1), quotes
 
 
 class Scratch:
@@ -164,13 +165,15 @@ class Split:
         return self
 
     @classmethod
-    def of(cls, buf: np.ndarray, width: int, need: int | None = None, scratch: Scratch | None = None) -> Split | None:
+    def of(cls, buf: np.ndarray, width: int, need: int | None = None, scratch: Scratch | None = None,
+           quotes: np.ndarray | None = None) -> Split | None:
         """Split `buf` into records of `width` fields; None when a record has fewer than `need` (default `width`)
         or a quote is left open.
 
         A record with more fields keeps its first `width`; one with fewer (but at least `need`) reads
         the missing ones as empty cells. With `need == width` (strict) a record's extra fields must be
-        empty (a trailing comma), else None: the caller's slow path skips the odd record.
+        empty (a trailing comma), else None: the caller's slow path skips the odd record. `quotes`: where the
+        block's `"` bytes are, when known.
         """
         need = width if need is None else need
         size = len(buf)
@@ -178,7 +181,8 @@ class Split:
         nlm = np.equal(buf, NL, out=scratch.get("nl", size))
         sep = np.equal(buf, COMMA, out=scratch.get("sep", size))
         sep |= nlm
-        quotes = np.flatnonzero(np.equal(buf, QUOTE, out=scratch.get("quote", size)))
+        if quotes is None:  # (`quoted_blocks` hands over where they are)
+            quotes = np.flatnonzero(np.equal(buf, QUOTE, out=scratch.get("quote", size)))
         if len(quotes) & 1:
             return None
         if len(quotes):  # no separator inside a quoted span (from an opening quote to its closing one)
@@ -190,17 +194,22 @@ class Split:
             sep[inside] = False
             del inside
         del quotes
-        nl = np.flatnonzero(nlm)
-        del nlm
-        nl = nl[sep[nl]]  # the record ends: newlines outside quotes
         pos = np.flatnonzero(sep)
-        del sep
-        # blank lines (a newline right after a newline, or after a lone \r) hold no record
-        prev = np.concatenate((np.array([-1], np.int64), nl[:-1]))
-        empty = (nl - prev == 1) | ((nl - prev == 2) & (buf[np.maximum(nl - 1, 0)] == CR))
-        if empty.any():
-            pos = pos[np.isin(pos, nl[empty], assume_unique=True, invert=True)]
-            nl = nl[~empty]
+        nl = pos[width - 1::width] if width > 1 and len(pos) and len(pos) % width == 0 else pos[:0]
+        # the common block: every record `width` fields, its newline the last of them, and no other newline
+        # (none in quotes, no blank line); else the newlines outside quotes are found from the bytes
+        blanks = False
+        if not (len(nl) and bool((buf[nl] == NL).all()) and int(np.count_nonzero(nlm)) == len(nl)):
+            nl = np.flatnonzero(nlm)
+            nl = nl[sep[nl]]  # the record ends: newlines outside quotes
+            # blank lines (a newline right after a newline, or after a lone \r) hold no record
+            prev = np.concatenate((np.array([-1], np.int64), nl[:-1]))
+            empty = (nl - prev == 1) | ((nl - prev == 2) & (buf[np.maximum(nl - 1, 0)] == CR))
+            blanks = bool(empty.any())
+            if blanks:
+                pos = pos[np.isin(pos, nl[empty], assume_unique=True, invert=True)]
+                nl = nl[~empty]
+        del nlm, sep
         records = len(nl)
         if records == 0:
             return None
@@ -224,7 +233,7 @@ class Split:
         first = np.empty(records, np.int64)
         first[0] = 0
         first[1:] = nl[:-1] + 1
-        if empty.any():
+        if blanks:
             while True:  # skip the blank lines before a record
                 blank = (first < mat[:, 0]) & ((buf[first] == NL) | (buf[first] == CR))
                 if not blank.any():

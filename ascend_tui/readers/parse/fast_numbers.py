@@ -150,12 +150,24 @@ def _parse8(x: np.ndarray, digits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     The digits are shifted to the top of the word with '0's below them, then paired up by three
     multiplications (8 digits -> 4 two-digit -> 2 four-digit -> 1 number).
     """
-    bits = digits << _U(3)
-    x = (x << (_U(64) - bits)) | (_ZEROS >> bits)  # a shift by 64 gives 0 in numpy
-    ok = ((x & _NIBBLE) == _ZEROS) & (((x + _SIXES) & _NIBBLE) == _ZEROS)
-    x = ((x & _U(0x0F0F0F0F0F0F0F0F)) * _U(2561)) >> _U(8)
-    x = ((x & _U(0x00FF00FF00FF00FF)) * _U(6553601)) >> _U(16)
-    x = ((x & _U(0x0000FFFF0000FFFF)) * _U(42949672960001)) >> _U(32)
+    bits = digits << _U(3)  # in place from here on: each pass allocating costs more than its work
+    low = _ZEROS >> bits
+    x = x << (_U(64) - bits)  # a shift by 64 gives 0 in numpy
+    x |= low
+    check = x & _NIBBLE
+    ok = check == _ZEROS
+    np.add(x, _SIXES, out=check)
+    check &= _NIBBLE
+    ok &= check == _ZEROS
+    x &= _U(0x0F0F0F0F0F0F0F0F)
+    x *= _U(2561)
+    x >>= _U(8)
+    x &= _U(0x00FF00FF00FF00FF)
+    x *= _U(6553601)
+    x >>= _U(16)
+    x &= _U(0x0000FFFF0000FFFF)
+    x *= _U(42949672960001)
+    x >>= _U(32)
     return x, ok
 
 
@@ -167,22 +179,44 @@ def _low_bytes(n: np.ndarray) -> np.ndarray:
 def _short_decimals(words: np.ndarray, s: np.ndarray, lengths: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(float64, ok, the cell's word) for cells of one to eight bytes that are digits with at most one dot,
-    exactly as `float()` reads them (an integer under 10^8 over a power of ten is correctly rounded)."""
+    exactly as `float()` reads them (an integer under 10^8 over a power of ten is correctly rounded).
+
+    In place where it can: a block's column is a few dozen passes over uint64 words, each allocation
+    one more (mixing dtypes, e.g. uint64 with bool, is slower still).
+    """
     n = np.minimum(lengths, 8).view(np.uint64)  # lengths are never negative
     keep = _low_bytes(n)
-    word = _load(words, s) & keep
-    x = word | ~keep  # bytes past the cell become 0xFF: never a dot or a digit
+    word = _load(words, s)
+    word &= keep
+    x = np.invert(keep, out=keep)  # bytes past the cell become 0xFF: never a dot or a digit
+    x |= word
     y = x ^ _DOTS
-    t = (y - _ONES) & ~y & _HIGHS  # the lowest flagged byte is the first dot
-    b = (t & (~t + _U(1))) >> _U(7)  # 1 in the dot's byte, 0 without a dot
-    dot = (b != 0).astype(np.uint64)
-    p = (b * _U(0x0001020304050607)) >> _U(56)  # the dot's byte index
-    below = b - _U(1)  # the bytes before the dot (all of them without one)
-    x = (x & below) | ((x >> _U(8)) & ~below)  # the dot taken out
+    t = y - _ONES
+    np.invert(y, out=y)
+    t &= y
+    t &= _HIGHS  # the lowest flagged byte is the first dot
+    np.negative(t, out=y)
+    t &= y  # its lowest bit alone
+    t >>= _U(7)  # 1 in the dot's byte, 0 without a dot
+    dot = np.minimum(t, _U(1))
+    p = t * _BYTE_OF_BIT
+    p >>= _U(56)  # the dot's byte index
+    t -= _U(1)  # the bytes before the dot (all of them without one)
+    hi = x >> _U(8)
+    x &= t
+    np.invert(t, out=t)
+    hi &= t
+    x |= hi  # the dot taken out
     digits = n - dot
     value, ok = _parse8(x, digits)
-    ok &= ((lengths - 1).view(np.uint64) < _U(8)) & (digits != _U(0))  # 1 to 8 bytes, a digit among them
-    return value.astype(np.float64) / _POW10F[((n - _U(1) - p) * dot).view(np.int64)], ok, word  # intp: a fast gather
+    ok &= (lengths - 1).view(np.uint64) < _U(8)
+    ok &= digits != _U(0)  # 1 to 8 bytes, a digit among them
+    n -= _U(1)
+    n -= p
+    n *= dot  # the decimals after the dot
+    out = value.view(np.int64).astype(np.float64)  # under 10^8
+    out /= _POW10F[n.view(np.int64)]  # intp: a fast gather
+    return out, ok, word
 
 
 def matrix(full: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None:

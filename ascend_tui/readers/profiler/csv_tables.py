@@ -129,7 +129,8 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
     scratch: dict[int, fast_csv.Scratch] = {}  # one set of work arrays a thread, for this file only
     spare: list = []  # maps of released blocks, filled again
 
-    def split_block(buf: np.ndarray, source: Callable[[fast_csv.Split], fast_csv.Split] | None
+    def split_block(buf: np.ndarray, quotes: np.ndarray | None,
+                    source: Callable[[fast_csv.Split], fast_csv.Split] | None
                     ) -> tuple[np.ndarray, fast_csv.Split | None, Ready]:
         if len(buf) and int(buf.max()) >= 0x80:  # ASCII needs no check; anything else must be UTF-8
             try:
@@ -140,7 +141,7 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
                                            "UTF-8)") from None
                 return buf, None, {}
         work = scratch.setdefault(threading.get_ident(), fast_csv.Scratch())
-        split = fast_csv.Split.of(buf, width, width if strict else max(need, 1), work)
+        split = fast_csv.Split.of(buf, width, width if strict else max(need, 1), work, quotes)
         if split is None or not strict:
             return buf, split.compact() if split is not None else None, {}
         dur = split.floats(cols["dur_us"])  # a duration or start that is not one: the slow path skips its record
@@ -159,13 +160,14 @@ def iter_kernel_chunks(path: Path, *, block: int | None = None, cancel: threadin
 
     def reading(raw: BinaryIO) -> Iterator[Callable[[], tuple[np.ndarray, fast_csv.Split | None, Ready]]]:
         offset = len(first)  # where the next block starts in the file (plain files only)
-        for buf in fast_csv.blocks(raw, size=block or fast_csv.BLOCK, spare=spare if stamp is not None else None):
+        for buf, quotes in fast_csv.quoted_blocks(raw, size=block or fast_csv.BLOCK,
+                                                  spare=spare if stamp is not None else None):
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
             source = reread(path, offset, len(buf), stamp) if stamp is not None and offset + len(buf) <= stamp[0] \
                 else None  # the last block may end in a newline the file lacks: it keeps its bytes
             offset += len(buf)
-            yield partial(split_block, buf, source)
+            yield partial(split_block, buf, quotes, source)
 
     try:
         with open_binary(path) as raw:
