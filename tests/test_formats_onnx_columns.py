@@ -100,6 +100,11 @@ def test_module_paths_of_many_names_at_once_match_the_plain_derivation() -> None
              + ("/Op" if k % 3 else "") for k in range(3000)]
     modules = NodeNameModules()
     assert modules.of_all(names) == [module_from_node_name(n) for n in names] == modules.of_all(names)
+    unfolded = ["layers.0", "attn", "x.y", "q", "Op_1"]  # no part starts with another and a dot: the one-split way
+    plain = [("/" if k % 5 else "") + "/".join(unfolded[(k // 5 ** j) % 5] for j in range(1 + k % 4))
+             for k in range(600)]
+    for chunk in (names, plain, plain[:7], names[:40], ["/a/b/Op", "/a/b/", "/x/y/Op"], ["/m/m.0/Op"], ["/a/b/c"], []):
+        assert onnx_model.legacy_modules(NodeNameModules(), chunk) == [module_from_node_name(n) for n in chunk]
 
 
 def test_plain_list_literals_read_like_the_python_parser_reads_them() -> None:

@@ -4,6 +4,7 @@ an eager read of every entry."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import onnx  # in the test extra: a missing onnx fails, never skips
@@ -112,10 +113,15 @@ def test_a_node_the_optimizer_made_takes_its_neighbours_source_and_class_when_th
     assert made.attrs == {"name": "Identity_0", "module_inferred": True}
 
 
-@pytest.mark.parametrize("text", [
+SCOPE_TEXTS = [
     "", "[]", "['']", "['', 'attn']", "['', 'attn', 'attn.qkv', 'mm']", "['a, b', 'c, d', 'e']",
     "['', 'it\\'s', 'op']", '["", "attn", "op"]', "['', 'attn', 'op'", "[1, 2, 3]", "('', 'attn', 'op')",
-    "['', 'attn',  'op']", "not a list", "['', 'a\\nb', 'op']", "['x', '']"])
+    "['', 'attn',  'op']", "not a list", "['', 'a\\nb', 'op']", "['x', '']", "[', ']", "[', ', 'x']",
+    "['a', 'b'c', 'd']", "['a', 'b', 'c']x", "x['a', 'b']", "['a', 'b']\n", "['a', 'b\u00e9', 'c\tx']",
+    "['', 'a.b', 'c', '']", "['', ', ', 'x']", "['', \"', '\", 'x']"]
+
+
+@pytest.mark.parametrize("text", SCOPE_TEXTS)
 def test_scope_modules_give_what_parsing_the_whole_list_gives(text: str) -> None:
     scopes = literal_list(text)
     expected = (module_from_scopes(scopes, [])[0], bool(scopes))
@@ -130,3 +136,39 @@ def test_only_the_first_name_scopes_entry_is_read() -> None:
     node.metadata_props.add(key="pkg.torch.onnx.name_scopes", value="['', 'relu']")
     assert onnx_metadata.name_scopes(node.metadata_props) == "['', 'relu']"
     assert onnx_metadata.name_scopes(helper.make_node("Relu", ["x"], ["y"]).metadata_props) == ""
+
+
+def test_scope_modules_of_many_texts_equal_each_read_alone() -> None:
+    one = onnx_metadata.ScopeModules()
+    expected = [one(text) for text in SCOPE_TEXTS]
+    plain = [t for t in SCOPE_TEXTS if not any(c in t for c in "\\\r\n\0")]  # the batch split reads them
+    for texts in (SCOPE_TEXTS, plain, plain[::-1], ["['', 'a', 'b']"] * 3, []):
+        modules, named = onnx_metadata.ScopeModules().modules(list(texts))
+        assert list(zip(modules, named)) == [one(text) for text in texts]
+    assert expected[SCOPE_TEXTS.index("['', 'attn', 'attn.qkv', 'mm']")] == ("attn.qkv", True)
+
+
+def test_scope_texts_read_the_entry_where_the_last_node_had_it_else_the_first() -> None:
+    def node(*keys: str) -> onnx.NodeProto:
+        made = helper.make_node("Relu", ["x"], ["y"])
+        for k, key in enumerate(keys):
+            made.metadata_props.add(key=key, value=f"{key}#{k}")
+        return made
+
+    scopes, other = onnx_metadata.SCOPES, "pkg.torch.onnx.class_hierarchy"
+    nodes = [node("namespace", other, "fx", scopes, "trace"), node("namespace", other, "fx", scopes),
+             node(scopes), node(), node(other), node(other, "fx", "a", "b", "c"), node("a", scopes, scopes)]
+    at = [0]
+    texts = onnx_metadata.scope_texts([n.metadata_props for n in nodes], at)
+    assert texts == [f"{scopes}#3", f"{scopes}#3", f"{scopes}#0", None, "", "", f"{scopes}#1"]
+    assert texts == [onnx_metadata.name_scopes(n.metadata_props) if n.metadata_props else None for n in nodes]
+    assert at == [1]
+
+
+def test_scope_modules_of_many_texts_equal_each_read_alone_on_random_texts_of_brackets_quotes_and_commas() -> None:
+    rng = random.Random(21)
+    texts = ["['" + "".join(rng.choice("[]', a.") for _ in range(rng.randrange(14))) + "']" for _ in range(4000)]
+    one = onnx_metadata.ScopeModules()
+    modules, named = onnx_metadata.ScopeModules().modules(texts)
+    assert list(zip(modules, named)) == [one(text) for text in texts]
+    assert sum(named) > 500  # plain lists are among them

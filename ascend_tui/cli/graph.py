@@ -80,14 +80,17 @@ def run_graph(args: Any, out: TextIO, progress: Progress | None = None) -> int:
     lines += [f"  note: {n}" for n in notes]
     print("\n".join(lines), file=out)
     if args.json:
-        from ascend_tui.graph.opgraph import write_json_atomic
-        from ascend_tui.graph.summary import node_link
+        from ascend_tui.graph.summary import node_link_json
 
         meta = {"source": inv.run.source, "format": fmt, "path": str(path), "summary": summary.to_json(),
                 "evidence": inv.run.extra.get("evidence", {}),
                 "unmatched_evidence": inv.run.extra.get("unmatched_evidence", {})}
         try:
-            write_json_atomic(Path(args.json), node_link(inv.graph, meta))
+            target = Path(args.json)
+            text = node_link_json(inv.graph, meta)  # what write_json_atomic(target, node_link(...)) writes
+            tmp = target.with_name(target.name + ".tmp")  # written next to it and renamed over it, as that does
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(target)
         except OSError as exc:
             raise InputError(args.json, exc.strerror or str(exc)) from None
         except ValueError as exc:
