@@ -105,13 +105,9 @@ def _classify(code: CodeType) -> int:
     return found
 
 
-def user_source(skip: int = 2) -> SourceLocation | None:
-    """The innermost frames of the user's code that led to the current call (cached per distinct call stack).
-
-    The walk keeps only (code id, instruction offset) pairs, the cache key; the frames themselves
-    are walked again only for a stack not seen before.
-    """
-    frame: FrameType | None = sys._getframe(skip)
+def _walk(frame: FrameType | None, wrap: int = 0) -> tuple[list[int], FrameType | None]:
+    """The (code id, instruction offset) pairs of the user frames from `frame` outwards, up to `STACK_DEPTH` of them
+    or a stop frame, and the frame of the wrapper code `wrap` the walk stopped at (None where it stopped otherwise)."""
     key: list[int] = []
     append = key.append
     get = _USER_CODE.get
@@ -128,14 +124,30 @@ def user_source(skip: int = 2) -> SourceLocation | None:
                 break
         elif kind == _STOP:
             break
+        elif wrap and id(code) == wrap:
+            return key, frame
         frame = frame.f_back
+    return key, None
+
+
+def _found(key: list[int], skip: int) -> SourceLocation | None:
+    """The location cached for the walk's `key`, made from the frames `skip` levels above the calling `user_source`."""
     if not key:
         return None
-    k = tuple(key)
+    k = tuple(key[:2 * STACK_DEPTH])
     found = _LOCATIONS.get(k)
     if found is None:
-        found = _LOCATIONS[k] = _location(sys._getframe(skip), len(key) // 2)
+        found = _LOCATIONS[k] = _location(sys._getframe(skip + 1), len(k) // 2)
     return found
+
+
+def user_source(skip: int = 2) -> SourceLocation | None:
+    """The innermost frames of the user's code that led to the current call (cached per distinct call stack).
+
+    The walk keeps only (code id, instruction offset) pairs, the cache key; the frames themselves
+    are walked again only for a stack not seen before.
+    """
+    return _found(_walk(sys._getframe(skip))[0], skip)
 
 
 class SourceStack:
@@ -161,62 +173,20 @@ class SourceStack:
         found = self.outer[level]
         if found is not None:
             return found
-        key: list[int] = []
-        depth = 2 * STACK_DEPTH
-        get = _USER_CODE.get
-        f = frame.f_back
-        while f is not None:
-            code = f.f_code
-            kind = get(id(code))
-            if kind is None:
-                kind = _classify(code)
-            if kind == _USER:
-                key.append(id(code))
-                key.append(f.f_lasti)
-                if len(key) == depth:
-                    break
-            elif kind == _STOP:
-                break
-            elif id(code) == self.wrap and level > 0:
-                key.extend(self._above(f, level - 1))
-                break
-            f = f.f_back
-        found = self.outer[level] = tuple(key[:depth])
+        key, wrapper = _walk(frame.f_back, self.wrap if level > 0 else 0)
+        if wrapper is not None:
+            key.extend(self._above(wrapper, level - 1))
+        found = self.outer[level] = tuple(key[:2 * STACK_DEPTH])
         return found
 
     def user_source(self, skip: int = 2) -> SourceLocation | None:
         """`user_source(skip)` (the same location), walking only up to the innermost running module call."""
         if not self.outer or get_ident() != self.thread:
             return user_source(skip + 1)
-        frame: FrameType | None = sys._getframe(skip)
-        key: list[int] = []
-        append = key.append
-        get = _USER_CODE.get
-        depth = 2 * STACK_DEPTH
-        wrap = self.wrap
-        while frame is not None:
-            code = frame.f_code
-            kind = get(id(code))
-            if kind is None:
-                kind = _classify(code)
-            if kind == _USER:
-                append(id(code))
-                append(frame.f_lasti)
-                if len(key) == depth:
-                    break
-            elif kind == _STOP:
-                break
-            elif id(code) == wrap:
-                key.extend(self._above(frame, len(self.outer) - 1))
-                break
-            frame = frame.f_back
-        if not key:
-            return None
-        k = tuple(key[:depth])
-        found = _LOCATIONS.get(k)
-        if found is None:
-            found = _LOCATIONS[k] = _location(sys._getframe(skip), len(k) // 2)
-        return found
+        key, wrapper = _walk(sys._getframe(skip), self.wrap)
+        if wrapper is not None:
+            key.extend(self._above(wrapper, len(self.outer) - 1))
+        return _found(key, skip)
 
 
 def _location(frame: FrameType | None, count: int) -> SourceLocation:
