@@ -179,6 +179,15 @@ def reason(event: Event, found: Standout, what: str) -> dict[str, Any]:
     return data
 
 
+def outlier(events: Sequence[Event], what: str) -> tuple[tuple[int, int], dict[str, Any]] | None:
+    """The window of the forward module call whose `what` stands out (`choose`), and why (`reason`, with its events)."""
+    found = choose(events, what)
+    if found is None:
+        return None
+    window = call_window(found[0])
+    return window, {**reason(*found, what), "events": list(window)}
+
+
 def _bytes(n: float) -> str:
     from ascend_tui.fmt import nbytes
 

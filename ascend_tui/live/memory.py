@@ -376,13 +376,12 @@ class MemoryCheck:
 
     def coarse_outlier(self, ctx: LiveContext, events: Sequence[Any]) -> tuple[int, int] | None:
         """The forward module call whose bytes stand out against its peers' (`coarse_meter.choose`)."""
-        from ascend_tui.live.coarse_meter import MEMORY, call_window, choose, reason
+        from ascend_tui.live.coarse_meter import MEMORY, outlier
 
-        found = choose(events, MEMORY)
+        found = outlier(events, MEMORY)
         if found is None:
             return None
-        window = call_window(found[0])
-        self.why = {**reason(*found, MEMORY), "events": list(window)}
+        window, self.why = found
         return window
 
     def _coarse_evidence(self, ctx: LiveContext) -> None:

@@ -57,13 +57,12 @@ class ProfileCheck:
 
     def coarse_outlier(self, ctx: LiveContext, events: Sequence[Any]) -> tuple[int, int] | None:
         """The window of the forward module call whose time stands out against its peers' (`coarse_meter.choose`)."""
-        from ascend_tui.live.coarse_meter import TIME, call_window, choose, reason
+        from ascend_tui.live.coarse_meter import TIME, outlier
 
-        found = choose(events, TIME)
+        found = outlier(events, TIME)
         if found is None:
             return None
-        window = call_window(found[0])
-        self.why = {**reason(*found, TIME), "events": list(window)}
+        window, self.why = found
         return window
 
     def observers(self, ctx: LiveContext, run: Run) -> list[Any]:
