@@ -60,19 +60,22 @@ class Detail(VerticalScroll, can_focus=True):
         super().__init__(id=id, classes=classes)
         self.node_id: str | None = None
         self._inv: Investigation | None = None
+        self._lines = 0  # lines of the text shown, when they are its height (0: not known)
 
     def compose(self) -> ComposeResult:
         yield Static(Text("no operator selected"), id="detail-body")
 
-    def show(self, inv: Investigation | None, node_id: str | None) -> None:
-        """Describe `node_id` (None: an empty pane with a hint)."""
+    def show(self, inv: Investigation | None, node_id: str | None, *, force: bool = False) -> None:
+        """Describe `node_id` (None: an empty pane with a hint); nothing to do if it is shown already, unless `force`."""
+        if not force and inv is self._inv and node_id == self.node_id and self._lines:
+            return
         self._inv, self.node_id = inv, node_id
         self._paint()
 
     def note(self, text: str) -> None:
         """Show a line of status instead of an operator (while the first investigation loads)."""
         self._inv, self.node_id = None, None
-        self.query_one("#detail-body", Static).update(Text(text, style=self._style("detail--muted")))
+        self._update(Text(text, style=self._style("detail--muted")))
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -80,15 +83,20 @@ class Detail(VerticalScroll, can_focus=True):
             self.call_later(self._paint)
 
     def _paint(self) -> None:
-        body = self.query_one("#detail-body", Static)
         if self._inv is None:
-            body.update(welcome(self._style))
+            self._update(welcome(self._style))
             return
         if self.node_id is None or self.node_id not in self._inv.graph:
-            body.update(Text("no operator selected", style=self._style("detail--muted")))
+            self._update(Text("no operator selected", style=self._style("detail--muted")))
             return
-        body.update(hanging(describe(self._inv, self.node_id, self._style), self.scrollable_content_region.width,
-                            self.app.console))
+        self._update(hanging(describe(self._inv, self.node_id, self._style), self.scrollable_content_region.width,
+                             self.app.console))
+
+    def _update(self, text: Text) -> None:
+        """Show `text`, laying the pane out only when its height changes (a layout of the screen is 3-10 ms)."""
+        lines = text.plain.count("\n") + 1 if text.no_wrap else 0  # a text Textual wraps: height unknown here
+        self.query_one("#detail-body", Static).update(text, layout=not lines or lines != self._lines)
+        self._lines = lines
 
     def on_resize(self) -> None:
         if self._inv is not None:

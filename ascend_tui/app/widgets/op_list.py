@@ -104,7 +104,7 @@ class OpList(ScrollView, can_focus=True, inherit_bindings=False):
     OpList > .op-list--empty { color: $text-muted; text-style: italic; }
     """
 
-    cursor: reactive[int] = reactive(0, always_update=True, init=False)
+    cursor: reactive[int] = reactive(0, always_update=True, init=False, repaint=False)  # watch_cursor repaints the two rows
 
     class Highlighted(Message):
         """The cursor moved onto `node_id`; a burst of moves collapses to the last one."""
