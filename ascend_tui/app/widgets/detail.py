@@ -71,6 +71,7 @@ class Detail(ScrollView, can_focus=True):
         self._lines: list[Text] = []  # the text's lines at the width they were cut for
         self._width = -1
         self._strips: dict[int, Strip] = {}
+        self._base: Style | None = None  # the pane's own style, under every line
 
     @property
     def text(self) -> str:
@@ -91,6 +92,7 @@ class Detail(ScrollView, can_focus=True):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
+        self._base = None
         if self.is_mounted:
             self.call_later(self._paint)  # the text carries the styles it was made with
 
@@ -130,8 +132,10 @@ class Detail(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         row = int(self.scroll_y) + y
-        width = self.scrollable_content_region.width
-        base = self.rich_style
+        width = self.scrollable_content_region.width  # the lines' own until a resize has them cut again
+        if self._base is None:
+            self._base = self.rich_style  # walks every ancestor's styles: once, not per line
+        base = self._base
         if row >= len(self._lines):
             return Strip.blank(width, base)
         strip = self._strips.get(row)
