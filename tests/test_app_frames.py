@@ -1,7 +1,8 @@
 """The home screen's keys on a long list: the cursor, the panes and the scrollbar follow with no layout of the screen.
 
 Each key used to lay the screen out once or twice and paint it three or four times (the list, then
-the panes a frame later, then the scrollbar that came or went): 50-100 ms a key at 1M kernels.
+the panes a frame later, then the scrollbar that came or went): 50-100 ms a key at 1M kernels. A
+table's new rows lay it out only when its scrollbar comes or goes, and then once.
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from pathlib import Path
 
 import pytest
 from app_fixtures import _finding, wide_investigation
+from textual.app import App, ComposeResult
 
 from ascend_tui.app.app import InvestigatorApp
+from ascend_tui.app.config import variable_defaults
+from ascend_tui.app.screens.row_table import Column, Row, RowTable
 from ascend_tui.app.widgets.breadcrumb import Breadcrumb
 from ascend_tui.app.widgets.detail import Detail
 from ascend_tui.app.widgets.neighbours import Neighbours
@@ -86,3 +90,37 @@ async def test_a_new_text_in_the_detail_pane_is_cut_for_the_width_it_is_shown_at
             assert all(len(line) == width for line in lines)  # every line fills the pane, none runs under the bar
             assert message in " ".join(" ".join(lines).split())  # cut at words, hanging under its start
             assert detail.vertical_scrollbar.window_virtual_size == detail.virtual_size.height
+
+
+class _TableApp(App[None]):
+    """One `RowTable` on a screen, nothing else."""
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return variable_defaults(self.current_theme)  # the app's own variables, which the table's styles use
+
+    def compose(self) -> ComposeResult:
+        yield RowTable([Column("name"), Column("time", align="right")], _rows(200))
+
+
+def _rows(n: int) -> list[Row]:
+    return [Row((f"op [{i}]", f"{i * 1.5:.1f}")) for i in range(n)]
+
+
+async def test_new_rows_lay_out_only_when_the_scrollbar_comes_or_goes_and_then_once() -> None:
+    app = _TableApp()
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        table = app.query_one(RowTable)
+        assert table.show_vertical_scrollbar
+        layouts: list[object] = []
+        app.screen.screen_layout_refresh_signal.subscribe(app.screen, layouts.append, immediate=True)
+        for n, bar, laid_out in ((150, True, 0), (5, False, 1), (8, False, 0), (300, True, 1)):
+            layouts.clear()
+            table.set_rows(_rows(n))
+            await pilot.pause()
+            await pilot.pause()
+            assert len(layouts) == laid_out, f"{n} rows: {len(layouts)} layouts"
+            assert table.show_vertical_scrollbar is bar and table.vertical_scrollbar.display is bar
+            if bar:
+                assert table.vertical_scrollbar.window_virtual_size == n + 1  # the header line too
+            assert table.current is not None and table.current.cells[0] == "op [0]" and table.scroll_y == 0
