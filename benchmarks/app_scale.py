@@ -8,7 +8,8 @@ and streams, one after the other) is written and opened instead: the read alone 
 app's first screen from the file — the op list of the whole read, before its advice is computed —
 measured from the moment the app's reader returned (goal: under 1 s), and when the advice was filled
 in; then the keys on the opened investigation and in its profile view (`T`, and `T` again once closed; goal:
-each under 50 ms).
+each under 50 ms). Each home-screen key also says how many times it laid the screen out (goal: none; the
+screen's public `screen_layout_refresh_signal`).
 With `--timeline-kernels N` the timeline view (`L`) is opened on N synthetic kernels (two ranks, a
 compute and a communication stream each) and every zoom / pan / jump key is timed, each press
 printed, beside the same keys on 1,000 kernels in the same run (goal: each under 50 ms). With
@@ -130,10 +131,15 @@ async def _app_timings(source: Path | Investigation, repeat: int, profile: bool 
                 if isinstance(source, Path):
                     out.setdefault("advice filled in beyond the read", []).append(time.perf_counter() - read_end[-1])
                     continue
+                await pilot.pause(0.3)  # the start-up frames (the footer lays its new keys out twice) are no key's
+                layouts: list[object] = []
+                app.main.screen_layout_refresh_signal.subscribe(app.main, layouts.append, immediate=True)
                 for name, key in (("unbound key (floor)", "w"), *((f"key: {n}", k) for n, k in KEYS)):
+                    layouts.clear()
                     c0 = time.process_time()
                     await pilot.press(key)
                     out[name].append(time.process_time() - c0)
+                    out.setdefault(f"layouts: {name}", []).append(len(layouts))
                 await pilot.press("slash")
                 c0 = time.process_time()
                 await pilot.press(*"mlp.act")
@@ -266,7 +272,9 @@ def measure_trace(kernels: int, repeat: int, folder: Path) -> None:
     for key, value in keys.items():
         if key.startswith(("key:", "unbound", "search", "profile view")):
             worst = "" if max(value) < 0.05 else " ← over"
-            print(f"  {key}: {_runs(value)} (goal < 50 ms){worst}")
+            laid = keys.get(f"layouts: {key}")
+            laid_out = f"; layouts of the screen {', '.join(str(n) for n in laid)}" if laid else ""
+            print(f"  {key}: {_runs(value)} (goal < 50 ms){worst}{laid_out}")
 
 
 TIMELINE_KEYS = (("zoom in", "plus"), ("zoom in", "plus"), ("zoom out", "minus"), ("pan left", "h"),
@@ -375,6 +383,10 @@ def main() -> None:
     print(f"every run of {args.repeat} (median); terminal {SIZE[0]}x{SIZE[1]}; 'key:' rows are CPU time per key press "
           "including the event loop and painting the whole screen (goal < 50 ms); search is per typed character")
     for key in big:
+        if key.startswith("layouts: "):
+            print(f"{key}: {args.baseline:,} ops {', '.join(str(n) for n in base[key])} | {args.ops:,} ops "
+                  f"{', '.join(str(n) for n in big[key])}")
+            continue
         b, g = base[key], big[key]
         ratio = _median(g) / _median(b) if _median(b) > 0 else float("inf")
         print(f"{key}: {args.baseline:,} ops {_runs(b)} | {args.ops:,} ops {_runs(g)} | median ratio {ratio:.1f}x")
