@@ -156,26 +156,38 @@ def profile_of_columns(c: Columns, cancel: threading.Event | None = None) -> Pro
     table = _kernel_table(c, kernel_rows, kineto, is_proc["hardware"], module_at, host_at)
     rows = np.flatnonzero(overlap | step)
     rows = rows[np.argsort(x["ts"][rows], kind="stable")]
-    thread_of = {k: threads.get((vals[k >> 32], vals[k & 0xFFFFFFFF]), "") for k in np.unique(pair[rows]).tolist()}
-    name_of = {k: _text(vals[k]) for k in np.unique(x["name"][rows]).tolist()}
-    spans = tuple(Span(OVERLAP, thread_of[key], (t - origin) / 1000, d) if ov else
-                  Span("Step", name_of[nm], (t - origin) / 1000, d)
-                  for ov, key, nm, t, d in zip(overlap[rows].tolist(), pair[rows].tolist(), x["name"][rows].tolist(),
-                                               x["ts"][rows].tolist(), x["dur"][rows].tolist()))
+    spans = _spans(c, pair, rows, overlap[rows], threads, origin)
     return Profile("kineto" if kineto else "trace", table, host_ops=_host_ops(c, pair, host_rows),
                    spans=spans, extra={"trace_events": c.events, **_framework_ops(c, host_rows)},
                    host_calls=_host_calls(c, pair, calls, threads))
 
 
+def _spans(c: Columns, pair: np.ndarray, rows: np.ndarray, overlap: np.ndarray, threads: dict[tuple[Any, Any], str],
+           origin: int) -> tuple[Span, ...]:
+    """The overlap tracks' and profiler steps' spans of `rows` (an overlap span is named by its thread)."""
+    vals = c.values
+    keys, inv_k = np.unique(pair[rows], return_inverse=True)
+    names, inv_n = np.unique(c.x["name"][rows], return_inverse=True)
+    thread_of = [threads.get((vals[k >> 32], vals[k & 0xFFFFFFFF]), "") for k in keys.tolist()]
+    name_of = [_text(vals[k]) for k in names.tolist()]
+    label = np.where(overlap, inv_k.reshape(-1), len(thread_of) + inv_n.reshape(-1))
+    text = np.array(thread_of + name_of, dtype=object)[label].tolist() if len(rows) else []
+    track = np.where(overlap, OVERLAP, "Step").astype(object).tolist()
+    starts = ((c.x["ts"][rows] - origin) / 1000).tolist()  # exact int ns differences, divided as Python would
+    return tuple(map(Span, track, text, starts, c.x["dur"][rows].tolist()))
+
+
 def _framework_ops(c: Columns, rows: np.ndarray) -> dict[str, Any]:
     """`framework_ops`' aten sequence and optimizer steps of the host rows (µs as the float of the trace's text)."""
-    names = {k: _text(c.values[k]) for k in np.unique(c.x["name"][rows]).tolist()}
-    named = [names[k] for k in c.x["name"][rows].tolist()]
-    aten = [i for i, n in enumerate(named) if n.startswith("aten::")]
+    uniq, inv = np.unique(c.x["name"][rows], return_inverse=True)
+    inv = inv.reshape(-1)
+    names = [_text(c.values[k]) for k in uniq.tolist()]
+    aten = np.array([n.startswith("aten::") for n in names], bool)[inv] if names else np.zeros(0, bool)
+    step = np.array([n.startswith(framework_ops.OPTIMIZER_STEP) for n in names], bool)[inv] if names else aten
     starts = [ns / 1000 for ns in c.x["ts"][rows[aten]].tolist()]  # int / int: the float nearest the decimal text
     ends = [t + d for t, d in zip(starts, c.x["dur"][rows[aten]].tolist())]
-    return {**framework_ops.sequence([named[i] for i in aten], starts, ends),
-            **framework_ops.optimizer_steps(n for n in named if n.startswith(framework_ops.OPTIMIZER_STEP))}
+    return {**framework_ops.sequence([names[i] for i in inv[aten].tolist()], starts, ends),
+            **framework_ops.optimizer_steps([names[i] for i in inv[step].tolist()])}
 
 
 def _text(v: Any) -> str:
@@ -430,41 +442,48 @@ def _host_ops(c: Columns, pair: np.ndarray, host: np.ndarray) -> tuple[HostOp, .
     if not len(host):
         return ()
     x, vals = c.x, c.values
-    keys = pair[host]
-    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    uniq, first, inv = np.unique(pair[host], return_index=True, return_inverse=True)
     rank = np.empty(len(uniq), np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(uniq))
+    thread = rank[inv.reshape(-1)]
     t0s, ends = x["ts"][host], _ends(c, host)
-    order = np.lexsort((-ends, t0s, rank[inv.reshape(-1)]))
-    names = {k: _text(vals[k]) for k in np.unique(x["name"][host]).tolist()}
-    acc: dict[str, list[float]] = {}
-    stacks: dict[str, str] = {}
-    thread = -1
-    open_: list[list[Any]] = []  # [end, name, child time, total]
-    for t0, end, th, nk, sk in zip(t0s[order].tolist(), ends[order].tolist(), rank[inv.reshape(-1)][order].tolist(),
-                                   x["name"][host][order].tolist(), x["stack"][host][order].tolist()):
+    order = np.lexsort((-ends, t0s, thread))  # per thread by start, the outer op first at equal starts
+    total = (ends - t0s)[order]
+    child = _child_times(thread[order].tolist(), t0s[order].tolist(), ends[order].tolist(), closed := [])
+    codes, at = np.unique(x["name"][host][order], return_inverse=True)
+    group: dict[str, int] = {}  # codes of one text (None and "") are one name
+    name_at = np.array([group.setdefault(_text(vals[v]), len(group)) for v in codes.tolist()], np.int64)[at.reshape(-1)]
+    text, k = list(group), len(group)
+    calls = np.bincount(name_at, minlength=k)
+    self_ns = np.bincount(name_at, np.maximum(total - child, 0).astype(np.float64), minlength=k)
+    total_ns = np.bincount(name_at, total.astype(np.float64), minlength=k)  # exact: integers below 2**53
+    first_push = np.unique(name_at, return_index=True)[1]  # a name's call stack: its first op in sweep order
+    first_close = np.full(k, len(order), np.int64)  # ties in self time keep the order the names first closed
+    closing = name_at[np.asarray(closed, np.int64)]
+    np.minimum.at(first_close, closing, np.arange(len(closing)))
+    stacks = x["stack"][host][order][first_push].tolist()
+    return tuple(HostOp(text[i], int(calls[i]), self_ns[i] / 1000, total_ns[i] / 1000, 0.0, 0.0,
+                        _text(vals[stacks[i]]).replace("\r", "").replace(";\n", "\n").strip())
+                 for i in np.lexsort((first_close, -self_ns)).tolist())
+
+
+def _child_times(threads: list[int], starts: list[int], ends: list[int], closed: list[int]) -> np.ndarray:
+    """Per op (sorted by thread, start, outer first), the time of the ops directly nested in it; `closed` gets the
+    ops in the order they close (a stack sweep: an op closes when one starts at or after its end)."""
+    child = [0] * len(starts)
+    stack: list[tuple[int, int]] = []  # (end, op) of the open ops, outermost first
+    pop, push, close = stack.pop, stack.append, closed.append
+    thread = None
+    for i, (th, t0, end) in enumerate(zip(threads, starts, ends)):
         if th != thread:
-            while open_:
-                _close(open_.pop(), acc)
+            while stack:
+                close(pop()[1])
             thread = th
-        while open_ and open_[-1][0] <= t0:
-            _close(open_.pop(), acc)
-        if open_:
-            open_[-1][2] += end - t0
-        name = names[nk]
-        open_.append([end, name, 0, end - t0])
-        if name not in stacks:
-            stacks[name] = _text(vals[sk])
-    while open_:
-        _close(open_.pop(), acc)
-    return tuple(HostOp(name, int(v[0]), v[1] / 1000, v[2] / 1000, 0.0, 0.0,
-                        stacks.get(name, "").replace("\r", "").replace(";\n", "\n").strip())
-                 for name, v in sorted(acc.items(), key=lambda kv: -kv[1][1]))
-
-
-def _close(frame: list[Any], acc: dict[str, list[float]]) -> None:
-    end, name, child, total = frame
-    cur = acc.setdefault(name, [0, 0.0, 0.0])
-    cur[0] += 1
-    cur[1] += max(total - child, 0)
-    cur[2] += total
+        while stack and stack[-1][0] <= t0:
+            close(pop()[1])
+        if stack:
+            child[stack[-1][1]] += end - t0
+        push((end, i))
+    while stack:
+        close(pop()[1])
+    return np.array(child, np.int64)
