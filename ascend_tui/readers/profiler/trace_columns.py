@@ -13,8 +13,7 @@ import json
 import re
 from collections import defaultdict
 from itertools import count
-from operator import attrgetter
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Sequence, Union
 
 import numpy as np
 
@@ -147,15 +146,15 @@ class Columns:
         turns them into columns in C, and each column becomes an array at once."""
         self.events += len(events)
         rows = [(e.ts, e.dur, e.name, e.cat, e.pid, e.tid, e.args) for e in events if e.ph == "X" and e.ts is not None]
-        flows = []
+        flows: list[tuple[Any, ...]] = []
         if len(rows) < len(events):
             rest = [e for e in events if e.ph != "X" and e.ph is not None]
-            flows = [e for e in rest if (e.ph == "s" or e.ph == "f") and e.ts is not None]
-            if len(flows) < len(rest):
-                for e in rest:
-                    if e.ph == "M" and (e.name == "process_name" or e.name == "thread_name"):
-                        a = e.args
-                        self.meta.append((e.name, e.pid, e.tid, "" if a is None or a.name is None else str(a.name)))
+            flows = [(e.ph == "s", e.ts, e.cat, e.id, e.pid, e.tid) for e in rest
+                     if (e.ph == "s" or e.ph == "f") and e.ts is not None]
+            for e in [e for e in rest if e.ph == "M"] if len(flows) < len(rest) else ():
+                if e.name == "process_name" or e.name == "thread_name":
+                    a = e.args
+                    self.meta.append((e.name, e.pid, e.tid, "" if a is None or a.name is None else str(a.name)))
         if rows:
             ts, dur, name, cat, pid, tid, args = zip(*rows)
             del rows
@@ -178,12 +177,12 @@ class Columns:
             x["ext"].append(self.ids(ext))
             x["stack"].append(self.codes(stack))
         if flows:
-            n = len(flows)
+            start, fts, fcat, fid, fpid, ftid = zip(*flows)
             f = self._f
-            f["start"].append(np.fromiter((e.ph == "s" for e in flows), bool, n))
-            f["ts"].append(_times(list(map(_TS, flows))))
-            for key, get in F_TEXT.items():
-                f[key].append(self.ids(list(map(get, flows))))
+            f["start"].append(np.array(start, bool))
+            f["ts"].append(_times(fts))
+            for key, values in zip(F_FIELDS[2:], (fcat, fid, fpid, ftid)):
+                f[key].append(self.ids(values))
 
     def finish(self) -> None:
         """Join the pieces' arrays."""
@@ -206,11 +205,8 @@ class Columns:
         return self.codes(uniq.tolist())[inv.reshape(-1)]
 
 
-_TS = attrgetter("ts")
 X_FIELDS = ("ts", "dur", "stream", "name", "cat", "pid", "tid", "task", "ext", "stack")
-F_TEXT: dict[str, Callable[[Any], Any]] = {
-    "cat": attrgetter("cat"), "id": attrgetter("id"), "pid": attrgetter("pid"), "tid": attrgetter("tid")}
-F_FIELDS = ("start", "ts", *F_TEXT)
+F_FIELDS = ("start", "ts", "cat", "id", "pid", "tid")
 
 
 def _ints(values: Sequence[Any]) -> np.ndarray:
@@ -231,24 +227,23 @@ def _floats(values: Sequence[Any]) -> np.ndarray:
 def _times(values: Sequence[Any]) -> np.ndarray:
     """int64 ns of µs times, exactly (strings keep their ns decimals; numbers as `round(v * 1000)`)."""
     n = len(values)
-    kinds = set(map(type, values))
-    if n and kinds == {str}:
+    if n and type(values[0]) is str:
         out = _decimal_ns(values)
         if out is not None:
             return out
-    elif n and kinds <= {float, int}:
+    elif n and set(map(type, values)) <= {float, int}:
         return np.rint(np.array(values, np.float64) * 1000).astype(np.int64)
     return np.fromiter(map(ns_of, values), np.int64, n)
 
 
 def _decimal_ns(values: Sequence[str]) -> np.ndarray | None:
     """`"1736408883688177.930"` -> 1736408883688177930 for a list of such strings at once; None if one is not like it."""
-    w = len(values[0])
-    if not w or set(map(len, values)) != {w}:
-        return None
     try:
-        text = "".join(values).encode("ascii")
-    except UnicodeEncodeError:
+        text = "".join(values).encode("ascii")  # TypeError: not all are strings
+    except (TypeError, UnicodeEncodeError):
+        return None
+    w = len(values[0])
+    if not w or len(text) != w * len(values) or set(map(len, values)) != {w}:
         return None
     m = np.frombuffer(text, np.uint8).reshape(len(values), w)
     dots = np.flatnonzero(m[0] == 46)
