@@ -211,8 +211,8 @@ def text_codes(raw: np.ndarray, text: Callable[[int], str]) -> Codes:
     return Codes(final[inv.reshape(-1)], list(index))
 
 
-def _kernel_table(c: Columns, kidx: np.ndarray, kineto: bool, hardware: np.ndarray, module_at: dict[int, str],
-                  host_at: np.ndarray) -> KernelTable:
+def _kernel_table(c: Columns, kidx: np.ndarray, kineto: bool, hardware: np.ndarray,
+                  module_at: tuple[np.ndarray, list[str]] | None, host_at: np.ndarray) -> KernelTable:
     x, vals = c.x, c.values
     order = kidx[np.argsort(x["ts"][kidx], kind="stable")]
     n = len(order)
@@ -231,7 +231,7 @@ def _kernel_table(c: Columns, kidx: np.ndarray, kineto: bool, hardware: np.ndarr
                           lambda k: "COMMUNICATION" if k < 0 else _text(vals[k]))
     return KernelTable(n, {
         "name": text_codes(names, lambda k: _text(vals[k])), "type": text_codes(names, op_type), "core": core,
-        "module": Codes.of(module_at.get(i, "") for i in order.tolist()) if module_at else Codes.constant("", n),
+        "module": text_codes(module_at[0][order], module_at[1].__getitem__) if module_at else Codes.constant("", n),
     }, {"start_ns": x["ts"][order], "stream": _streams(c, order), "host_op": host_at[order]},
         {"dur_us": x["dur"][order]})
 
@@ -298,37 +298,60 @@ class _ModulePaths:
 
 
 def _module_attribution(c: Columns, pair: np.ndarray, host: np.ndarray, modules: np.ndarray,
-                        kernels: np.ndarray, flow_kernels: np.ndarray) -> dict[int, str]:
-    """X row of a kernel -> the `nn.Module` path around the framework op that launched it, through the flows."""
+                        kernels: np.ndarray, flow_kernels: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
+    """Per X row, the `nn.Module` path (a code into the list returned, 0: none) around the framework op that launched
+    it, through the flows; None when no kernel has one."""
     if not len(modules) or not len(kernels):
-        return {}
+        return None
     x, f = c.x, c.f
     paths = _ModulePaths(c, pair, modules)
-    fpair = _pair(f["pid"], f["tid"])
+    index: dict[str, int] = {"": 0}
     s_rows = np.flatnonzero(f["start"])
-    starts: dict[tuple[int, int], str] = {}
-    for cat, fid, path in zip(f["cat"][s_rows].tolist(), f["id"][s_rows].tolist(),
-                              paths.paths(fpair[s_rows], f["ts"][s_rows])):
-        if path:
-            starts[(cat, fid)] = path
-    out: dict[int, str] = {}
-    f_rows = np.flatnonzero(~f["start"])
-    for cat, fid, k in zip(f["cat"][f_rows].tolist(), f["id"][f_rows].tolist(), flow_kernels.tolist()):
-        if k >= 0:
-            path = starts.get((cat, fid))
-            if path is not None:
-                out[k] = path
+    opened = _path_codes(paths.paths(_pair(f["pid"], f["tid"])[s_rows], f["ts"][s_rows]), index)
+    out = np.zeros(len(x["ts"]), np.int64)
+    _through_flows(c, opened, out, flow_kernels)
     # Kineto links a kernel to its launching op by "External id" too.
     with_ext = host[x["ext"][host] != 0]
-    if not len(with_ext) or not (x["ext"][kernels] != 0).any():
-        return out
-    ext = dict(zip(x["ext"][with_ext].tolist(), paths.paths(pair[with_ext], x["ts"][with_ext])))
-    for k, e in zip(kernels.tolist(), x["ext"][kernels].tolist()):
-        if k not in out:
-            path = ext.get(e)
-            if path:
-                out[k] = path
-    return out
+    if len(with_ext) and (x["ext"][kernels] != 0).any():
+        at = _path_codes(paths.paths(pair[with_ext], x["ts"][with_ext]), index)
+        todo = kernels[out[kernels] == 0]
+        j = _last_match(x["ext"][with_ext], x["ext"][todo])
+        found = np.where(j >= 0, at[np.maximum(j, 0)], 0) if len(at) else np.zeros(len(todo), np.int64)
+        out[todo] = np.where(found > 0, found, out[todo])
+    return (out, list(index)) if out.any() else None
+
+
+def _path_codes(paths: list[str], index: dict[str, int]) -> np.ndarray:
+    return np.fromiter((index.setdefault(p, len(index)) for p in paths), np.int64, len(paths))
+
+
+def _last_match(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """For each query, the position of the last of `keys` equal to it (-1: none), as a dict built from them would."""
+    if not len(keys) or not len(queries):
+        return np.full(len(queries), -1, np.int64)
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    last = np.ones(len(order), bool)
+    last[:-1] = ordered[1:] != ordered[:-1]
+    uniq, pos = ordered[last], order[last]
+    j = np.minimum(np.searchsorted(uniq, queries), len(uniq) - 1)
+    return np.where(uniq[j] == queries, pos[j], -1)
+
+
+def _through_flows(c: Columns, opened: np.ndarray, out: np.ndarray, flow_kernels: np.ndarray) -> None:
+    """`out[kernel] = opened[s]` for each flow end on a kernel whose start `s` (same category and id; the last such
+    start) has `opened >= 1`: the value at the launch, carried to the kernel (the last flow end wins)."""
+    f = c.f
+    key = _pair(f["cat"], f["id"])
+    s_rows, f_rows = np.flatnonzero(f["start"]), np.flatnonzero(~f["start"])
+    valid = np.flatnonzero(opened >= 1)
+    j = _last_match(key[s_rows][valid], key[f_rows])
+    hit = np.flatnonzero((j >= 0) & (flow_kernels >= 0))
+    if not len(hit):
+        return
+    kernels, values = flow_kernels[hit], opened[valid[j[hit]]]
+    last = _last_match(kernels, np.unique(kernels))  # a kernel reached by several flow ends takes the last
+    out[kernels[last]] = values[last]
 
 
 def _flow_kernels(c: Columns, pair: np.ndarray, kernels: np.ndarray) -> np.ndarray:
@@ -403,20 +426,15 @@ def _host_attribution(c: Columns, pair: np.ndarray, calls: np.ndarray, kernels: 
         return out
     s_rows = np.flatnonzero(f["start"])
     opened = _innermost(c, pair, calls, _pair(f["pid"], f["tid"])[s_rows], f["ts"][s_rows])
-    starts = {(cat, fid): h for cat, fid, h in zip(f["cat"][s_rows].tolist(), f["id"][s_rows].tolist(),
-                                                   opened.tolist()) if h >= 0}
-    f_rows = np.flatnonzero(~f["start"])
-    if starts:
-        for cat, fid, k in zip(f["cat"][f_rows].tolist(), f["id"][f_rows].tolist(), flow_kernels.tolist()):
-            if k >= 0 and (h := starts.get((cat, fid))) is not None:
-                out[k] = h
+    shifted = out + 1  # _through_flows carries values >= 1
+    _through_flows(c, opened + 1, shifted, flow_kernels)
+    out = shifted - 1
     ext = x["ext"][calls]
     if (ext != 0).any() and (x["ext"][kernels] != 0).any():
         has = np.flatnonzero(ext != 0)
-        by_ext = dict(zip(ext[has].tolist(), has.tolist()))
         todo = kernels[(out[kernels] < 0) & (x["ext"][kernels] != 0)]
-        found = np.array([by_ext.get(e, -1) for e in x["ext"][todo].tolist()], np.int64)
-        out[todo] = found
+        j = _last_match(ext[has], x["ext"][todo])
+        out[todo] = np.where(j >= 0, has[np.maximum(j, 0)], -1)
     return out
 
 
