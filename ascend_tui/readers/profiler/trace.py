@@ -14,7 +14,7 @@ import json
 import threading
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -121,20 +121,25 @@ def profile_of_columns(c: Columns, cancel: threading.Event | None = None) -> Pro
         return c.index.get(v, -1)
 
     def where(col: np.ndarray, test: Callable[[Any], bool]) -> np.ndarray:
-        """Rows whose interned value passes `test` (tested once per distinct value)."""
-        uniq = np.unique(col)
-        hit = [u for u in uniq.tolist() if test(vals[u])]
-        return np.isin(col, np.asarray(hit, np.int32)) if hit else np.zeros(len(col), bool)
+        """Rows whose interned value passes `test` (tested once per distinct value, looked up by code)."""
+        hit = np.zeros(len(vals), bool)
+        for u in np.flatnonzero(np.bincount(col, minlength=len(vals))).tolist():
+            hit[u] = test(vals[u])
+        return hit[col]
+
+    def of_values(col: np.ndarray, raw: Iterable[Any]) -> np.ndarray:
+        """Rows whose value is one of `raw`."""
+        return np.isin(col, np.asarray([k for v in raw if (k := code(v)) >= 0] or [-1], np.int32))
 
     pid = x["pid"]
-    proc_of = {p: procs.get(vals[p], "") for p in np.unique(pid).tolist()}
-    is_proc = {name: np.isin(pid, np.asarray([p for p, v in proc_of.items() if v in names] or [-1], np.int32))
+    is_proc = {name: of_values(pid, [p for p, v in procs.items() if v in names])
                for name, names in (("device", DEVICE_PROCESSES), ("hardware", ("Ascend Hardware",)),
                                    ("overlap", (OVERLAP,)))}
     pair = _pair(pid, x["tid"])
-    up, inv = np.unique(pair, return_inverse=True)
-    comm_thread = np.array(["Communication" in threads.get((vals[k >> 32], vals[k & 0xFFFFFFFF]), "")
-                            for k in up.tolist()], bool)[inv] if len(up) else np.zeros(0, bool)
+    comm_thread = np.zeros(len(pid), bool)  # on a thread whose name says Communication
+    for (p, t), name in threads.items():
+        if "Communication" in name and (pc := code(p)) >= 0 and (tc := code(t)) >= 0:
+            comm_thread |= pair == (pc << 32 | tc)
     kcat = np.isin(x["cat"], np.asarray([code(k) for k in KINETO_DEVICE_CATS], np.int32))
     kineto = bool(kcat.any())
     kernel = kcat | (not kineto) & is_proc["device"] & (is_proc["hardware"] | comm_thread)
@@ -273,16 +278,17 @@ class _ModulePaths:
         for spans in self.by_thread.values():
             spans.sort()
 
-    def paths(self, threads: np.ndarray, times: np.ndarray) -> list[str]:
-        """The path at each (thread, time), in one sweep per thread."""
-        out = [""] * len(times)
+    def paths(self, threads: np.ndarray, times: np.ndarray, index: dict[str, int]) -> np.ndarray:
+        """The path at each (thread, time) as its code in `index` (which gets the new ones), in one sweep per thread."""
+        out = [0] * len(times)
         order = np.lexsort((times, threads))
         keys, ts, order_list = threads[order].tolist(), times[order].tolist(), order.tolist()
+        code = index.setdefault
         i = 0
         while i < len(order):
             key = keys[i]
             spans = self.by_thread.get(key, [])
-            j, active, path, soonest = 0, [], "", 1 << 63  # open spans, their path, the earliest end among them
+            j, active, path, soonest = 0, [], 0, 1 << 63  # open spans, their path's code, the earliest end among them
             while i < len(order) and keys[i] == key:
                 t = ts[i]
                 if soonest < t or (j < len(spans) and spans[j][0] <= t):
@@ -290,11 +296,12 @@ class _ModulePaths:
                         active.append(spans[j])
                         j += 1
                     active = [s for s in active if s[1] >= t]
-                    path = ".".join(s[2] for s in active)
+                    text = ".".join(s[2] for s in active)
+                    path = code(text, len(index))
                     soonest = min((s[1] for s in active), default=1 << 63)
                 out[order_list[i]] = path
                 i += 1
-        return out
+        return np.array(out, np.int64)
 
 
 def _module_attribution(c: Columns, pair: np.ndarray, host: np.ndarray, modules: np.ndarray,
@@ -307,22 +314,18 @@ def _module_attribution(c: Columns, pair: np.ndarray, host: np.ndarray, modules:
     paths = _ModulePaths(c, pair, modules)
     index: dict[str, int] = {"": 0}
     s_rows = np.flatnonzero(f["start"])
-    opened = _path_codes(paths.paths(_pair(f["pid"], f["tid"])[s_rows], f["ts"][s_rows]), index)
+    opened = paths.paths(_pair(f["pid"], f["tid"])[s_rows], f["ts"][s_rows], index)
     out = np.zeros(len(x["ts"]), np.int64)
     _through_flows(c, opened, out, flow_kernels)
     # Kineto links a kernel to its launching op by "External id" too.
     with_ext = host[x["ext"][host] != 0]
     if len(with_ext) and (x["ext"][kernels] != 0).any():
-        at = _path_codes(paths.paths(pair[with_ext], x["ts"][with_ext]), index)
+        at = paths.paths(pair[with_ext], x["ts"][with_ext], index)
         todo = kernels[out[kernels] == 0]
         j = _last_match(x["ext"][with_ext], x["ext"][todo])
         found = np.where(j >= 0, at[np.maximum(j, 0)], 0) if len(at) else np.zeros(len(todo), np.int64)
         out[todo] = np.where(found > 0, found, out[todo])
     return (out, list(index)) if out.any() else None
-
-
-def _path_codes(paths: list[str], index: dict[str, int]) -> np.ndarray:
-    return np.fromiter((index.setdefault(p, len(index)) for p in paths), np.int64, len(paths))
 
 
 def _last_match(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
