@@ -24,12 +24,18 @@ from ascend_tui.progress import Progress, check_cancel, paused_gc
 from ascend_tui.readers.base import head
 from ascend_tui.readers.parse.json_events import BLOCK, BadPiece, Ending, decoded_pieces
 from ascend_tui.readers.profiler import framework_ops
-from ascend_tui.readers.profiler.trace_columns import ABSENT, Columns, decode
+from ascend_tui.readers.profiler.trace_columns import ABSENT, Columns, Keep, decode
 
 DEVICE_PROCESSES = ("Ascend Hardware", "HCCL", "Communication")
 KINETO_DEVICE_CATS = {"kernel": "GPU", "gpu_memcpy": "MEMCPY", "gpu_memset": "MEMSET"}
 OVERLAP = "Overlap Analysis"
 MODULE = "nn.Module: "
+STEP_CATS = ("user_annotation", "gpu_user_annotation")
+# What the tables below read of a complete event: a device process's (kernels) or the overlap tracks', and on any
+# process framework ops, Kineto kernels, module spans and step annotations; the rest (CANN/AscendCL API calls, the
+# Python tracer's plain function calls, task-queue events) is skipped as read once its process is named.
+KEEP = Keep(frozenset((*DEVICE_PROCESSES, OVERLAP)), frozenset(("cpu_op", *KINETO_DEVICE_CATS, *STEP_CATS)),
+            ("python_function", MODULE))
 
 
 def is_trace_name(path: Path) -> bool:
@@ -63,17 +69,9 @@ def read_trace(path: Path, cancel: threading.Event | None = None, progress: Prog
     A file cut while being written is read up to its last whole event, the lost tail said in
     `unmatched`; `fast=False` decodes with the standard json module even where msgspec is installed.
     """
-    cols = Columns()
-    ending = Ending()
-    with paused_gc():  # millions of short-lived structs, no cycles
-        for events in decoded_pieces(path, partial(decode, fast=fast), block=block, cancel=cancel,
-                                     progress=progress, ending=ending):
-            try:
-                cols.add(events)
-            except (TypeError, ValueError) as exc:
-                raise InputError(path, f"malformed trace event: {exc}", where=f"event {cols.events}+") from None
-            del events
-    cols.finish()
+    cols, ending = _columns(path, cancel, progress, block, fast, KEEP)
+    if cols.conflict():  # a process named late holds events that were skipped: read them all
+        cols, ending = _columns(path, cancel, progress, block, fast, None)
     try:
         profile = profile_of_columns(cols, cancel)
     except (KeyError, TypeError, ValueError) as exc:
@@ -85,6 +83,22 @@ def read_trace(path: Path, cancel: threading.Event | None = None, progress: Prog
         profile.unmatched = (*profile.unmatched, f"{path.name}: the trace ends at byte {ending.offset} before its "
                                                   f"closing ']' (cut while being written?): {lost}")
     return profile
+
+
+def _columns(path: Path, cancel: threading.Event | None, progress: Progress | None, block: int, fast: bool,
+             keep: Keep | None) -> tuple[Columns, Ending]:
+    cols = Columns(keep)
+    ending = Ending()
+    with paused_gc():  # millions of short-lived structs, no cycles
+        for events in decoded_pieces(path, partial(decode, fast=fast), block=block, cancel=cancel,
+                                     progress=progress, ending=ending):
+            try:
+                cols.add(events)
+            except (TypeError, ValueError) as exc:
+                raise InputError(path, f"malformed trace event: {exc}", where=f"event {cols.events}+") from None
+            del events
+    cols.finish()
+    return cols, ending
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
@@ -149,9 +163,10 @@ def profile_of_columns(c: Columns, cancel: threading.Event | None = None) -> Pro
     module = rest & (x["cat"] == code("python_function")) & where(x["name"], lambda v: _text(v).startswith(MODULE))
     rest &= ~module
     overlap = rest & is_proc["overlap"]
-    step = rest & ~overlap & np.isin(x["cat"], np.asarray([code("user_annotation"), code("gpu_user_annotation")])) \
+    step = rest & ~overlap & np.isin(x["cat"], np.asarray([code(k) for k in STEP_CATS])) \
         & where(x["name"], lambda v: _text(v).startswith("ProfilerStep#"))
-    origin = int(x["ts"].min()) if len(x["ts"]) else 0
+    starts = ([int(x["ts"].min())] if len(x["ts"]) else []) + ([c.first] if c.first is not None else [])
+    origin = min(starts, default=0)
     check_cancel(cancel)
     kernel_rows, host_rows = np.flatnonzero(kernel), np.flatnonzero(host)
     flow_kernels = _flow_kernels(c, pair, kernel_rows)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from itertools import count
+from dataclasses import dataclass
+from itertools import compress, count
 from typing import Any, Sequence, Union
 
 import numpy as np
@@ -119,19 +120,40 @@ def ns_of(value: Any) -> int:
     return to_ns(value) if isinstance(value, str) else int(round(float(value) * 1000))
 
 
-class Columns:
-    """The columns of a trace's events, filled a piece at a time; values interned in one table."""
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """Which complete events a view may read, whatever their process: by category, or by a name prefix within
+    one; and the processes all of whose events it may read. An event on another named process is skipped."""
 
-    def __init__(self) -> None:
+    processes: frozenset[str]
+    cats: frozenset[str]
+    prefixed: tuple[str, str]  # (category, name prefix)
+
+
+class Columns:
+    """The columns of a trace's events, filled a piece at a time; values interned in one table.
+
+    With `keep`, a complete event on a process that `keep` does not name (its `process_name` already read)
+    is skipped unless its category is kept: it costs its start time only (the earliest start anchors the
+    spans). `conflict` says if a process named later overturns a skip; the trace is then read again whole.
+    """
+
+    def __init__(self, keep: Keep | None = None) -> None:
         self.index: defaultdict[Any, int] = defaultdict(count().__next__)  # a value not seen yet gets the next code
         self.index[None]  # code 0
         self.values: list[Any] = [None]  # by code, once `finish` ran
         self.events = 0
+        self.skipped = 0
+        self.first: int | None = None  # the earliest start among the skipped events
         self._x: dict[str, list[np.ndarray]] = {k: [] for k in X_FIELDS}
         self._f: dict[str, list[np.ndarray]] = {k: [] for k in F_FIELDS}
         self.meta: list[tuple[str, Any, Any, str]] = []  # ("process_name" | "thread_name", pid, tid, name)
         self.x: dict[str, np.ndarray] = {}
         self.f: dict[str, np.ndarray] = {}
+        self._keep = keep
+        self._named: dict[Any, str] = {}  # pid -> process name, as read so far
+        self._drop: set[Any] = set()  # pids named as processes `keep` does not name
+        self._dropped: set[Any] = set()  # pids whose events were skipped
 
     def codes(self, items: Sequence[Any]) -> np.ndarray:
         """Intern codes of `items` in one C-level pass (unhashable values are interned as their JSON text)."""
@@ -141,20 +163,30 @@ class Columns:
             items = [v if getattr(v, "__hash__", None) else json.dumps(v, sort_keys=True) for v in items]
             return np.fromiter(map(self.index.__getitem__, items), np.int32, len(items))
 
+    def conflict(self) -> bool:
+        """Whether a process whose events were skipped is, by the names read in the end, one that `keep` names."""
+        keep = self._keep
+        return keep is not None and any(self._named.get(p, "") in keep.processes for p in self._dropped)
+
     def add(self, events: list[Any]) -> None:
         """Take one decoded piece's events: one pass picks each complete event's fields (and one its args'), `zip`
         turns them into columns in C, and each column becomes an array at once."""
         self.events += len(events)
-        rows = [(e.ts, e.dur, e.name, e.cat, e.pid, e.tid, e.args) for e in events if e.ph == "X" and e.ts is not None]
-        flows: list[tuple[Any, ...]] = []
-        if len(rows) < len(events):
-            rest = [e for e in events if e.ph != "X" and e.ph is not None]
-            flows = [(e.ph == "s", e.ts, e.cat, e.id, e.pid, e.tid) for e in rest
-                     if (e.ph == "s" or e.ph == "f") and e.ts is not None]
-            for e in [e for e in rest if e.ph == "M"] if len(flows) < len(rest) else ():
-                if e.name == "process_name" or e.name == "thread_name":
-                    a = e.args
-                    self.meta.append((e.name, e.pid, e.tid, "" if a is None or a.name is None else str(a.name)))
+        rest = [e for e in events if e.ph != "X" and e.ph is not None]
+        flows = [(e.ph == "s", e.ts, e.cat, e.id, e.pid, e.tid) for e in rest
+                 if (e.ph == "s" or e.ph == "f") and e.ts is not None]
+        for e in [e for e in rest if e.ph == "M"] if len(flows) < len(rest) else ():
+            if e.name == "process_name" or e.name == "thread_name":
+                a = e.args
+                self.meta.append((e.name, e.pid, e.tid, "" if a is None or a.name is None else str(a.name)))
+                if e.name == "process_name" and self._keep is not None:
+                    self._name(e.pid, self.meta[-1][3])
+        del rest
+        xs = [e for e in events if e.ph == "X" and e.ts is not None]
+        if self._drop and xs:
+            xs = self._skip(xs)
+        rows = [(e.ts, e.dur, e.name, e.cat, e.pid, e.tid, e.args) for e in xs]
+        del xs
         if rows:
             ts, dur, name, cat, pid, tid, args = zip(*rows)
             del rows
@@ -183,6 +215,34 @@ class Columns:
             f["ts"].append(_times(fts))
             for key, values in zip(F_FIELDS[2:], (fcat, fid, fpid, ftid)):
                 f[key].append(self.ids(values))
+
+    def _name(self, pid: Any, name: str) -> None:
+        try:
+            self._named[pid] = name
+        except TypeError:  # an unhashable pid: never skipped
+            return
+        if name in self._keep.processes:  # type: ignore[union-attr]
+            self._drop.discard(pid)
+        else:
+            self._drop.add(pid)
+
+    def _skip(self, xs: list[Any]) -> list[Any]:
+        """The complete events of `xs` a view may read; the others' earliest start kept in `first`."""
+        keep, drop = self._keep, self._drop
+        cats, (cat, prefix) = keep.cats, keep.prefixed  # type: ignore[union-attr]
+        try:
+            flags = [e.pid not in drop or e.cat in cats or (e.cat == cat and str(e.name).startswith(prefix))
+                     for e in xs]
+        except TypeError:  # an unhashable pid or category: keep the piece whole
+            return xs
+        kept = list(compress(xs, flags))
+        if len(kept) < len(xs):
+            skipped = [e for e, f in zip(xs, flags) if not f]
+            self.skipped += len(skipped)
+            self._dropped.update(e.pid for e in skipped)
+            first = int(_times([e.ts for e in skipped]).min())
+            self.first = first if self.first is None else min(self.first, first)
+        return kept
 
     def finish(self) -> None:
         """Join the pieces' arrays."""
