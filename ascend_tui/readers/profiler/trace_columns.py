@@ -13,7 +13,7 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from itertools import compress, count
+from itertools import count
 from typing import Any, Sequence, Union
 
 import numpy as np
@@ -153,7 +153,7 @@ class Columns:
         self._keep = keep
         self._named: dict[Any, str] = {}  # pid -> process name, as read so far
         self._drop: set[Any] = set()  # pids named as processes `keep` does not name
-        self._dropped: set[Any] = set()  # pids whose events were skipped
+        self._dropped: set[Any] = set()  # pids whose events may have been skipped
 
     def codes(self, items: Sequence[Any]) -> np.ndarray:
         """Intern codes of `items` in one C-level pass (unhashable values are interned as their JSON text)."""
@@ -182,11 +182,9 @@ class Columns:
                 if e.name == "process_name" and self._keep is not None:
                     self._name(e.pid, self.meta[-1][3])
         del rest
-        xs = [e for e in events if e.ph == "X" and e.ts is not None]
-        if self._drop and xs:
-            xs = self._skip(xs)
-        rows = [(e.ts, e.dur, e.name, e.cat, e.pid, e.tid, e.args) for e in xs]
-        del xs
+        rows = self._skip(events) if self._drop else None
+        if rows is None:
+            rows = [(e.ts, e.dur, e.name, e.cat, e.pid, e.tid, e.args) for e in events if e.ph == "X" and e.ts is not None]
         if rows:
             ts, dur, name, cat, pid, tid, args = zip(*rows)
             del rows
@@ -226,23 +224,25 @@ class Columns:
         else:
             self._drop.add(pid)
 
-    def _skip(self, xs: list[Any]) -> list[Any]:
-        """The complete events of `xs` a view may read; the others' earliest start kept in `first`."""
-        keep, drop = self._keep, self._drop
-        cats, (cat, prefix) = keep.cats, keep.prefixed  # type: ignore[union-attr]
-        try:
-            flags = [e.pid not in drop or e.cat in cats or (e.cat == cat and str(e.name).startswith(prefix))
-                     for e in xs]
-        except TypeError:  # an unhashable pid or category: keep the piece whole
-            return xs
-        kept = list(compress(xs, flags))
-        if len(kept) < len(xs):
-            skipped = [e for e, f in zip(xs, flags) if not f]
+    def _skip(self, events: list[Any]) -> list[tuple[Any, ...]] | None:
+        """The fields of the complete events a view may read; the others' earliest start kept in `first`.
+
+        None where a pid or category cannot be looked up (unhashable): the piece is kept whole."""
+        drop, cats, (cat, prefix) = self._drop, self._keep.cats, self._keep.prefixed  # type: ignore[union-attr]
+        try:  # an event is read if not on a dropped process, or of a kept category, or a prefixed one
+            rows = [(e.ts, e.dur, e.name, e.cat, e.pid, e.tid, e.args) for e in events if e.ph == "X"
+                    and e.ts is not None and (e.pid not in drop or e.cat in cats
+                                              or (e.cat == cat and str(e.name).startswith(prefix)))]
+            skipped = [e.ts for e in events if e.ph == "X" and e.ts is not None and e.pid in drop
+                       and e.cat not in cats and not (e.cat == cat and str(e.name).startswith(prefix))]
+        except TypeError:
+            return None
+        if skipped:
             self.skipped += len(skipped)
-            self._dropped.update(e.pid for e in skipped)
-            first = int(_times([e.ts for e in skipped]).min())
+            self._dropped |= drop
+            first = int(_times(skipped).min())
             self.first = first if self.first is None else min(self.first, first)
-        return kept
+        return rows
 
     def finish(self) -> None:
         """Join the pieces' arrays."""
