@@ -14,7 +14,8 @@ import pytest
 
 from ascend_tui.readers.profiler import trace_columns
 from ascend_tui.readers.profiler.csv_tables import to_ns
-from ascend_tui.readers.profiler.trace import KEEP, _last_match, read_trace
+from ascend_tui.readers.profiler.trace import KEEP, read_trace
+from ascend_tui.readers.profiler.trace_links import last_match
 from ascend_tui.readers.profiler.trace_columns import Columns, decode
 from tests import trace_reference
 from tests.test_trace_stream import SMALL, _view
@@ -93,8 +94,8 @@ def test_last_match_is_a_dict_of_the_keys(seed: int) -> None:
     keys = np.array([rng.randrange(30) for _ in range(rng.randrange(1, 200))], np.int64)
     queries = np.array([rng.randrange(40) for _ in range(100)], np.int64)
     last = {k: i for i, k in enumerate(keys.tolist())}
-    assert _last_match(keys, queries).tolist() == [last.get(q, -1) for q in queries.tolist()]
-    assert _last_match(keys[:0], queries).tolist() == [-1] * 100
+    assert last_match(keys, queries).tolist() == [last.get(q, -1) for q in queries.tolist()]
+    assert last_match(keys[:0], queries).tolist() == [-1] * 100
 
 
 @pytest.mark.parametrize("values", [
