@@ -229,14 +229,14 @@ class Columns:
 
         None where a pid or category cannot be looked up (unhashable): the piece is kept whole."""
         drop, cats, (cat, prefix) = self._drop, self._keep.cats, self._keep.prefixed  # type: ignore[union-attr]
-        try:  # an event is read if not on a dropped process, or of a kept category, or a prefixed one
-            rows = [(e.ts, e.dur, e.name, e.cat, e.pid, e.tid, e.args) for e in events if e.ph == "X"
-                    and e.ts is not None and (e.pid not in drop or e.cat in cats
-                                              or (e.cat == cat and str(e.name).startswith(prefix)))]
-            skipped = [e.ts for e in events if e.ph == "X" and e.ts is not None and e.pid in drop
-                       and e.cat not in cats and not (e.cat == cat and str(e.name).startswith(prefix))]
+        try:  # an event is read if not on a dropped process, or of a kept category, or a prefixed one; else its ts
+            both = [(e.ts, e.dur, e.name, e.cat, e.pid, e.tid, e.args) if e.pid not in drop or e.cat in cats
+                    or (e.cat == cat and str(e.name).startswith(prefix)) else e.ts
+                    for e in events if e.ph == "X" and e.ts is not None]
         except TypeError:
             return None
+        rows = [r for r in both if r.__class__ is tuple]  # a ts is a str or a number, never a tuple
+        skipped = [r for r in both if r.__class__ is not tuple] if len(rows) < len(both) else []
         if skipped:
             self.skipped += len(skipped)
             self._dropped |= drop
