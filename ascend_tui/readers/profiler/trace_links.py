@@ -160,9 +160,9 @@ def _thread_time_keys(apair: np.ndarray, ats: np.ndarray, bpair: np.ndarray, bts
 
 def _innermost(c: Columns, pair: np.ndarray, calls: np.ndarray, qpair: np.ndarray, qts: np.ndarray) -> np.ndarray:
     """For each (thread, time) query, the host-call index of the innermost call open then on that thread (-1: none)."""
-    out = np.full(len(qts), -1, np.int64)
     if not len(calls) or not len(qts):
-        return out
+        return np.full(len(qts), -1, np.int64)
+    out = [-1] * len(qts)
     cpair, starts, ends = pair[calls], c.x["ts"][calls], end_ns(c, calls)
     by_call = np.lexsort((-ends, starts, cpair))  # per thread by start, the longer (outer) first at equal starts
     by_query = np.lexsort((qts, qpair))
@@ -183,7 +183,7 @@ def _innermost(c: Columns, pair: np.ndarray, calls: np.ndarray, qpair: np.ndarra
             stack.pop()
         if stack:
             out[q] = stack[-1][1]
-    return out
+    return np.array(out, np.int64)
 
 
 def host_attribution(c: Columns, pair: np.ndarray, calls: np.ndarray, kernels: np.ndarray,
