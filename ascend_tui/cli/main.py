@@ -16,8 +16,7 @@ from types import ModuleType
 from typing import Any, NoReturn, Sequence
 
 from ascend_tui import __version__
-from ascend_tui.cli import exits
-from ascend_tui.cli.exits import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT, guarded
+from ascend_tui.cli.exits import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT, guarded, leave, leaving
 from ascend_tui.cli.parser import ArgParser
 
 __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_INPUT", "SUBCOMMANDS", "build_parser", "entry", "main"]
@@ -89,5 +88,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> NoReturn:
     """The program (`python -m ascend_tui`, the `ascend-tui` script): `main` on `sys.argv`, then the process
     ends without taking apart what the command kept (`exits.keep`); `main` itself, as tests call it, returns."""
-    exits.leaving()
-    exits.leave(main())
+    leaving()
+    leave(main())
