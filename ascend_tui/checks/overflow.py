@@ -36,6 +36,7 @@ from ascend_tui.checks.overflow_explain import (
     DtypeRange,
     Explainer,
     RangeEvidence,
+    StatRows,
     headroom,
     label,
     num,
@@ -84,30 +85,6 @@ def analyze(
     return analysis.run()
 
 
-class _Table:
-    """Row access to a `StatsTable` through its columns."""
-
-    def __init__(self, table: StatsTable | None) -> None:
-        self.rows = {key: i for i, key in enumerate(table.keys())} if table is not None else {}
-        self.col = {n: (table.column(n) if table is not None else np.zeros(0)) for n in
-                    ("min", "max", "abs_max", "nan_count", "inf_count", "zero_count", "numel", "l2norm")}
-        # Counts are whole numbers >= 0 whatever a reader found; magnitudes are >= 0 (NaN stays: it means NaN).
-        for n in ("nan_count", "inf_count", "zero_count", "numel"):
-            self.col[n] = np.nan_to_num(self.col[n], nan=0.0, posinf=2.0 ** 62, neginf=0.0).clip(0.0, 2.0 ** 62)
-        for n in ("abs_max", "l2norm"):
-            self.col[n] = np.abs(self.col[n])
-        self._values: dict[str, list[float]] = {}  # a column as Python floats, made when first read one at a time
-
-    def get(self, key: tuple[str, int], name: str) -> float | None:
-        row = self.rows.get(key)
-        if row is None:
-            return None
-        values = self._values.get(name)
-        if values is None:  # one `tolist` instead of a numpy scalar and a float() per read (~7k reads a step)
-            values = self._values[name] = self.col[name].astype(np.float64).tolist()
-        return values[row]
-
-
 class _Analysis(Explainer):
     """One pass of the overflow check over a graph; holds the per-output classification."""
 
@@ -116,7 +93,7 @@ class _Analysis(Explainer):
                  evidence: dict[tuple[str, int], RangeEvidence], underflow_fraction: float) -> None:
         self.g, self.target, self.inf_nan, self.flags = graph, target, inf_nan_mode, flags
         self.headroom_bits, self.phase, self.evidence, self.uf_min = headroom_bits, phase, evidence, underflow_fraction
-        self.t, self.r = _Table(stats), _Table(reference)
+        self.t, self.r = StatRows(stats), StatRows(reference)
         self.predict = target.low_precision and not any(
             (rng := range_of(m.dtype)) is not None and rng.low_precision
             for n in graph for m in n.outputs if m is not None)

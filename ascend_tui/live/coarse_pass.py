@@ -19,6 +19,7 @@ from ascend_tui.errors import Cancelled
 from ascend_tui.graph.opgraph import derive, op_node
 from ascend_tui.live.batch_stats import BatchStats
 from ascend_tui.live.capture import ABSENT, Recorder, SlotRef, Unshadow, call_model, tensor_leaves, tensor_meta
+from ascend_tui.live.coarse_window import WindowClosed, lazy_window_mode, window_mode
 from ascend_tui.live.frames import stop_at
 from ascend_tui.progress import frozen_gc
 
@@ -28,11 +29,6 @@ if TYPE_CHECKING:
 MODULE = "module"  # the value of `attrs["detail"]` on nodes that stand for a whole module call
 FLAG_READS = 32  # reads of the overflow flag (a host sync each) in the pass that looks for it: one every N events
 MODULE_SAMPLE = 512  # values per module-level histogram (an operator's: `HIST_SAMPLE`); binning is ~4 ns a value
-
-
-class WindowClosed(BaseException):
-    """Raised at the end of a forward window when the replay stops there (not an `Exception`: a model's own
-    `except Exception` must not swallow it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,49 +399,6 @@ class StepRecorder(Recorder):
                 tap(node_id, 0, p.grad)
             if self.want_stats and self.module_stats:
                 self.take((node_id, 0), p.grad)
-
-
-def _window_mode(base: type) -> type:
-    class WindowMode(base):  # type: ignore[misc, valid-type]
-        """`RecordingMode` that lets operators outside the recorder's window run untouched."""
-
-        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-            if not self.recorder.active:
-                return func(*args, **(kwargs or {}))
-            return super().__torch_dispatch__(func, types, args, kwargs)
-
-    return WindowMode
-
-
-_WINDOW_MODES: dict[Any, type] = {}
-
-
-def window_mode(base: type) -> type:
-    if base not in _WINDOW_MODES:
-        _WINDOW_MODES[base] = _window_mode(base)
-    return _WINDOW_MODES[base]
-
-
-def lazy_window_mode(base: type) -> type:
-    """`window_mode(base)` that `recording()` enters and leaves without pushing it: `push()` / `pop()` do, when the
-    window opens and closes (outside it, operators run without any Python in between)."""
-    key = ("lazy", base)
-    if key not in _WINDOW_MODES:
-        class LazyWindowMode(window_mode(base)):  # type: ignore[misc, valid-type]
-            def __enter__(self) -> Any:
-                return self
-
-            def __exit__(self, *exc: Any) -> None:
-                return None
-
-            def push(self) -> None:
-                super().__enter__()
-
-            def pop(self) -> None:
-                super().__exit__(None, None, None)
-
-        _WINDOW_MODES[key] = LazyWindowMode
-    return _WINDOW_MODES[key]
 
 
 def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backward: bool = False,
