@@ -419,15 +419,18 @@ class _Analysis(Explainer):
             seen = self._origin_parts[origin] = (onode, olabel_text, ChainLink(
                 origin, onode.module, onode.op_type, _or_nan(self.magnitude((origin, oslot)))))
         onode, olabel_text, olink = seen
-        label = self.slotlabel((node.id, slot), kind)
-        fed = {self.bad[(e.src, e.out_slot)] for e in self.prods(node.id) if (e.src, e.out_slot) in self.bad}
-        turn = (" (Inf turned into NaN here: Inf - Inf, 0 x Inf or Inf / Inf)"
-                if kind == "nan" and fed == {"inf"} else "")
-        message = f"{label} {self.where(node)} is inherited from `{origin}`, where {olabel_text} first appears{turn}"
         key = (node.id, slot)
+        name = self.slotlabel(key, kind) if kind == "inf" else label(kind)  # only Inf has a sign to tell
+        turn = ""
+        if kind == "nan":  # fed by Inf alone: the NaN was made here
+            bad = self.bad
+            if {bad[(e.src, e.out_slot)] for e in self.prods(node.id) if (e.src, e.out_slot) in bad} == {"inf"}:
+                turn = " (Inf turned into NaN here: Inf - Inf, 0 x Inf or Inf / Inf)"
+        message = f"{name} {self.where(node)} is inherited from `{origin}`, where {olabel_text} first appears{turn}"
+        metrics: dict[str, Any] = self.counts(key)
+        metrics["origin"] = origin
         root = RootCause(origin, onode.module, f"{olabel_text} first appears at `{origin}`",
-                         (ChainLink(node.id, node.module, node.op_type, _or_nan(self.t.get(key, "abs_max"))), olink))
-        metrics: dict[str, Any] = {**self.counts(key), "origin": origin}
+                         (ChainLink(node.id, node.module, node.op_type, _or_nan(metrics["abs_max"])), olink))
         return Finding(CHECK, kind, "info", node.id, node.op_type, node.module, node.index, message,
                        "inherited", metrics, root)
 
