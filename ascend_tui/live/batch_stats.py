@@ -29,6 +29,7 @@ from ascend_tui.live.statistics import histogram_row, raw_view, sample_of, tenso
 
 _RUN = 64  # consecutive values per run of a histogram sample (a cache line or four)
 _BIN_VALUES = 1 << 15  # sample values binned at once (`_host_histograms`): temporaries of 128-256 KiB
+SAMPLE_BUDGET = 1 << 20  # sample values kept (4 MiB) before they are binned and the array reused
 
 _COLUMNS = 1024  # a sum of squares as per-row dot products of this length: vectorised, and never BLAS's threads
 # Below this magnitude neither a float32 sum nor a row's sum of squares (`_COLUMNS` values) can overflow:
@@ -59,12 +60,14 @@ class BatchStats:
         self._device: list[tuple[int, Any, Any]] = []  # (row, values, counts) queued on an accelerator
         self._device_hist: list[tuple[int, Any]] = []
         self._samples = np.empty(HIST_SAMPLE * 64, dtype=np.float32)
+        self._room = min(self._samples.size, SAMPLE_BUDGET)  # sample values that fit before `_grow_samples`
+        self._binned: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, histograms) binned when the samples filled
         self._sample_rows: list[int] = []
         self._sample_lens: list[int] = []
         self._used = 0
         self._flags = np.empty(1 << 16, dtype=bool)
         self.budget = budget  # bytes of CPU tensors kept for later before a flush
-        self._pending: list[tuple[int, Any, int]] = []  # (row, tensor, its version when handed over)
+        self._pending: list[tuple[int, Any, int, bool]] = []  # (row, tensor, its version when handed over, hist)
         self.pending_ids: set[int] = set()
         self._pending_bytes = 0
         self.changed: list[int] = []  # rows not measured: changed in place before their flush (no values)
@@ -72,9 +75,10 @@ class BatchStats:
     def __len__(self) -> int:
         return len(self.numel)
 
-    def add(self, t: Any, *, later: bool = False) -> int | None:
+    def add(self, t: Any, *, later: bool = False, hist: bool = True) -> int | None:
         """Measure a floating tensor (a CPU one `later`: at the next `flush`, with the rest of the batch); its row,
-        or None when it holds nothing to measure (empty, complex, meta)."""
+        or None when it holds nothing to measure (empty, complex, meta). `hist`: False takes no histogram sample of
+        it (as `histogram_row` takes none of a non-contiguous tensor)."""
         n = t.numel()
         if n == 0 or not t.is_floating_point():
             return None
@@ -82,15 +86,15 @@ class BatchStats:
         if self.host and t.is_cpu and t.layout == self._strided:
             self.numel.append(n)
             if later:
-                self._pending.append((row, t, t._version))
+                self._pending.append((row, t, t._version, hist))
                 self.pending_ids.add(id(t))
                 self._pending_bytes += n * t.element_size()
                 if self._pending_bytes > self.budget:
                     self.flush()
             else:
-                self._measure_host(row, t)
+                self._measure_host(row, t, hist)
             return row
-        if not self._queue(row, t):
+        if not self._queue(row, t, hist):
             return None
         self.numel.append(n)
         return row
@@ -101,13 +105,13 @@ class BatchStats:
         pending, self._pending = self._pending, []
         self.pending_ids.clear()
         self._pending_bytes = 0
-        for row, t, version in pending:
+        for row, t, version, hist in pending:
             if t._version != version:
                 self.changed.append(row)
             else:
-                self._measure_host(row, t)
+                self._measure_host(row, t, hist)
 
-    def _measure_host(self, row: int, t: Any) -> None:
+    def _measure_host(self, row: int, t: Any, hist: bool = True) -> None:
         keep = None
         if t.dtype == self._float32 and t.is_contiguous() and not t.is_neg():  # most outputs: read in place
             try:
@@ -118,26 +122,26 @@ class BatchStats:
         else:
             a, keep = self._host_view(t)
         if a is None:
-            if not self._queue(row, t):
+            if not self._queue(row, t, hist):
                 self.changed.append(row)
             return
         if row >= self._host.shape[0]:
             self._host = np.concatenate([self._host, np.empty((max(row + 1, self._host.shape[0]), 7))])
         self._host[row] = self._cpu_row(a)
-        if self.histograms:
+        if hist and self.histograms:
             self._sample(row, a)
         del keep
 
-    def _queue(self, row: int, t: Any) -> bool:
+    def _queue(self, row: int, t: Any, hist: bool = True) -> bool:
         """The accelerator's route: reductions queued on `t`'s device, brought over at `finish`."""
         found = tensor_stats_row(self._torch, t)
         if found is None:
             return False
         self._device.append((row, found[0], found[1]))
-        if self.histograms:
-            hist = histogram_row(self._torch, t)
-            if hist is not None:
-                self._device_hist.append((row, hist))
+        if hist and self.histograms:
+            binned = histogram_row(self._torch, t)
+            if binned is not None:
+                self._device_hist.append((row, binned))
         return True
 
     def _host_view(self, t: Any) -> tuple[np.ndarray | None, Any]:
@@ -191,7 +195,7 @@ class BatchStats:
         if self.sample != HIST_SAMPLE and a.dtype == np.float32:  # one gather of the cached offsets, into place
             offsets = _sample_offsets(a.size, self._runs)
             k = offsets.size
-            if self._used + k > self._samples.size:
+            if self._used + k > self._room:
                 self._grow_samples(k)
             np.take(a, offsets, out=self._samples[self._used: self._used + k], mode="clip")  # in range: unbuffered
             self._used += k
@@ -203,7 +207,7 @@ class BatchStats:
             with np.errstate(over="ignore"):
                 sample = sample.astype(np.float32)
         k = sample.size
-        if self._used + k > self._samples.size:
+        if self._used + k > self._room:
             self._grow_samples(k)
         if sample.ndim == 1:
             ctypes.memmove(self._samples.ctypes.data + 4 * self._used, sample.ctypes.data, 4 * k)
@@ -214,9 +218,17 @@ class BatchStats:
         self._sample_lens.append(k)
 
     def _grow_samples(self, k: int) -> None:
-        bigger = np.empty(max(2 * self._samples.size, self._used + k), dtype=np.float32)
-        bigger[: self._used] = self._samples[: self._used]
-        self._samples = bigger
+        """Room for `k` more sample values: what is kept is binned (and the array reused) once `SAMPLE_BUDGET`
+        values are, so a long run's samples never take more memory than that; else the array doubles."""
+        if self._used and self._used + k > SAMPLE_BUDGET:
+            self._binned.append(self._host_histograms())
+            self._used = 0
+            self._sample_rows, self._sample_lens = [], []
+        if self._used + k > self._samples.size:
+            bigger = np.empty(max(min(2 * self._samples.size, SAMPLE_BUDGET), self._used + k), dtype=np.float32)
+            bigger[: self._used] = self._samples[: self._used]
+            self._samples = bigger
+        self._room = min(self._samples.size, max(SAMPLE_BUDGET, k))
 
     def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(rows [n, 7], numels [n], histogram rows' indices [h], histograms [h, HIST_BINS + 1]): one transfer per
@@ -235,6 +247,9 @@ class BatchStats:
             raw[rows, :4] = self._torch.stack([e[1] for e in entries]).cpu().double().numpy()
             raw[rows, 4:] = self._torch.stack([e[2] for e in entries]).cpu().numpy()
         hist_rows, hists = self._host_histograms()
+        if self._binned:
+            hist_rows = np.concatenate([r for r, _ in self._binned] + [hist_rows])
+            hists = np.concatenate([h for _, h in self._binned] + [hists])
         if self._device_hist:
             extra_rows = [r for r, _ in self._device_hist]
             extra = np.zeros((len(extra_rows), HIST_BINS + 1), dtype=np.int64)
