@@ -28,7 +28,7 @@ from ascend_tui.evidence import HIST_BINS, HIST_EDGES_LOG2, HIST_SAMPLE
 from ascend_tui.live.statistics import histogram_row, raw_view, sample_of, tensor_stats_row
 
 _RUN = 64  # consecutive values per run of a histogram sample (a cache line or four)
-_BIN_VALUES = 1 << 15  # sample values binned at once (`_host_histograms`): temporaries of 128-256 KiB
+_BIN_VALUES = 1 << 16  # sample values binned at once (`_host_histograms`): temporaries of 256-512 KiB
 SAMPLE_BUDGET = 1 << 20  # sample values kept (4 MiB) before they are binned and the array reused
 
 _COLUMNS = 1024  # a sum of squares as per-row dot products of this length: vectorised, and never BLAS's threads
@@ -61,7 +61,8 @@ class BatchStats:
         self._device_hist: list[tuple[int, Any]] = []
         self._samples = np.empty(HIST_SAMPLE * 64, dtype=np.float32)
         self._room = min(self._samples.size, SAMPLE_BUDGET)  # sample values that fit before `_grow_samples`
-        self._binned: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, histograms) binned when the samples filled
+        self._binned: list[tuple[np.ndarray, np.ndarray]] = []
+        self._keys: Any = None  # int32 scratch of `_bin_rows`  # (rows, histograms) binned when the samples filled
         self._sample_rows: list[int] = []
         self._sample_lens: list[int] = []
         self._used = 0
@@ -266,18 +267,18 @@ class BatchStats:
         return raw, np.asarray(self.numel, dtype=np.float64), hist_rows, hists
 
     def _host_histograms(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every CPU sample binned: one `bincount` of (row, biased exponent) per group of rows holding at most
-        `_BIN_VALUES` values, then zeros and NaN (exponents 0 and 255 hold them among subnormals and Inf) taken out
-        of the rows that have any. Groups keep each temporary small enough for the allocator to hand the same memory
-        back every time: one array over all of a step's samples (~6 MB on the Llama step) came fresh from the
-        system each pass, ~1.5k page faults."""
+        """Every CPU sample binned: one `bincount` of (row, sign and biased exponent) per group of rows holding at
+        most `_BIN_VALUES` values, then zeros and NaN (exponents 0 and 255 hold them among subnormals and Inf) taken
+        out of the rows that have any. Groups keep each temporary small enough for the allocator to hand the same
+        memory back every time: one array over all of a step's samples (~6 MB on the Llama step) came fresh from
+        the system each pass, ~1.5k page faults."""
         rows = np.asarray(self._sample_rows, dtype=np.int64)
         out = np.zeros((len(rows), HIST_BINS + 1), dtype=np.int64)
         if not len(rows):
             return rows, out
         lens = np.asarray(self._sample_lens, dtype=np.int64)
         ends = np.cumsum(lens)
-        samples = self._samples[: self._used].view(np.uint32)
+        samples = self._samples[: self._used].view(np.int32)
         first, start = 0, 0
         while first < len(rows):
             last = max(first + 1, int(np.searchsorted(ends, start + _BIN_VALUES, side="right")))
@@ -286,17 +287,31 @@ class BatchStats:
             first, start = last, stop
         return rows, out
 
-    @staticmethod
-    def _bin_rows(samples: np.ndarray, lens: np.ndarray, out: np.ndarray) -> None:
-        """Bin the concatenated samples of `len(lens)` rows (float32 bits) into `out`'s rows."""
+    def _bin_rows(self, samples: np.ndarray, lens: np.ndarray, out: np.ndarray) -> None:
+        """Bin the concatenated samples of `len(lens)` rows (float32 bits as int32) into `out`'s rows.
+
+        The key (row * 512 + sign and exponent: `bits >> 23 & 511`) is made and counted by torch,
+        in place and in one pass each (numpy's `bincount` first casts its input to int64: twice as
+        slow over the Llama step's 6M sample values); the sign is folded after.
+        """
+        torch = self._torch
         n = len(lens)
-        bits = samples & np.uint32(0x7FFFFFFF)  # |x|
-        key = bits >> np.uint32(23)
-        key += np.repeat(np.arange(n, dtype=np.uint32) * np.uint32(256), lens)
-        exponents = np.bincount(key, minlength=256 * n).reshape(n, 256)
+        if self._keys is None or self._keys.numel() < samples.size:  # reused: a fresh 256 KiB temporary per
+            self._keys = torch.empty(max(samples.size, _BIN_VALUES), dtype=torch.int32)  # group is an mmap each
+        key = torch.bitwise_right_shift(torch.from_numpy(samples), 23, out=self._keys[: samples.size])
+        key.bitwise_and_(511)
+        if n > 1:
+            if (lens == lens[0]).all():  # the common case: every row a whole sample, offsets by broadcasting
+                key.view(n, -1).add_(torch.arange(0, 512 * n, 512, dtype=torch.int32)[:, None])
+            else:
+                key.add_(torch.repeat_interleave(torch.arange(0, 512 * n, 512, dtype=torch.int32),
+                                                 torch.from_numpy(lens)))
+        counts = torch.bincount(key, minlength=512 * n).numpy().reshape(n, 2, 256)
+        exponents = counts[:, 0] + counts[:, 1]
         out[:, :HIST_BINS] = np.add.reduceat(exponents, _FIRST_EXPONENT, axis=1)
         kept = lens.copy()
         if exponents[:, 0].any() or exponents[:, 255].any():  # zeros and NaN out of their bins, every row at once
+            bits = samples.view(np.uint32) & np.uint32(0x7FFFFFFF)  # |x|
             starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
             zeros = np.add.reduceat(bits == 0, starts, dtype=np.int64)
             nan = np.add.reduceat(bits > 0x7F800000, starts, dtype=np.int64)
