@@ -313,3 +313,34 @@ def test_mid_sized_outputs_get_exact_rows_and_the_histogram_every_route_bins(
             np.testing.assert_array_equal(np.append(*hist), histogram_row(torch, t))
         else:
             assert hist is None, i
+
+
+def test_an_expand_that_repeats_nothing_takes_its_inputs_row_and_histogram() -> None:
+    """`expand` of size-1 dims to 1 (matmul's broadcast of a 4-d operand) holds its input's values in its layout:
+    the input's row and histogram, not a second read; they equal the expanded tensor's own."""
+    from ascend_tui.live.recording import capture
+
+    class Net(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x * 2
+            return y.expand(1, *y.shape[1:]) + 0, y[0].t().expand(1, 100, 100)
+
+    x = torch.randn(1, 100, 100)
+    x[0, 0, :7] = 0.0
+    result = capture(Net(), (x,))
+    expands = [n.id for n in result.graph.nodes if n.op_type == "aten.expand"]
+    assert len(expands) == 2
+    copied = {key for key, _ in result.recorder.stat_rows.copies}
+    assert all((e, 0) in copied for e in expands)  # rows taken from the input's, not measured
+    y = (x * 2).double()
+    for node in expands:
+        got = result.stats.get(node, 0)
+        assert (got.numel, got.zero_count, got.min, got.max) == (10000, 7, float(y.min()), float(y.max()))
+        assert got.l2norm == pytest.approx(float(torch.linalg.vector_norm(y)), rel=1e-6)
+    mul = next(n.id for n in result.graph.nodes if n.op_type == "aten.mul")
+    np.testing.assert_array_equal(np.append(*result.histograms.get(expands[0], 0)), histogram_row(torch, x * 2))
+    np.testing.assert_array_equal(np.append(*result.histograms.get(expands[0], 0)),
+                                  np.append(*result.histograms.get(mul, 0)))
+    select = next(n.id for n in result.graph.nodes if n.op_type == "aten.select")  # a view of a view: the row and
+    np.testing.assert_array_equal(np.append(*result.histograms.get(expands[1], 0)),  # sample of what it views
+                                  np.append(*result.histograms.get(select, 0)))

@@ -428,10 +428,13 @@ class Recorder:
         if (facts.same_values and len(out_tensors) == 1 and in_tensors
                 and out_tensors[0].numel() == in_tensors[0].numel() and out_tensors[0].dtype == in_tensors[0].dtype):
             self._same_as = (refs[0].node, refs[0].slot)
-        elif facts.name == "expand" and len(out_tensors) == 1 and in_tensors:  # each input value k > 1 times over
-            n, m = in_tensors[0].numel(), out_tensors[0].numel()  # (k = 1 is measured: it may be contiguous, and
-            if n and m > n and m % n == 0 and out_tensors[0].dtype == in_tensors[0].dtype:  # get a histogram)
-                self._repeats = ((refs[0].node, refs[0].slot), m // n)
+        elif facts.name == "expand" and len(out_tensors) == 1 and in_tensors:  # each input value k times over
+            n, m = in_tensors[0].numel(), out_tensors[0].numel()
+            if n and m % n == 0 and out_tensors[0].dtype == in_tensors[0].dtype:
+                if m == n:  # only size-1 dims expanded to 1: the input's values, strides and contiguity
+                    self._same_as = (refs[0].node, refs[0].slot)  # (so its histogram too, or its lack of one)
+                else:
+                    self._repeats = ((refs[0].node, refs[0].slot), m // n)
         measured = (self.want_stats or self.taps) and not facts.unwritten_output  # allocator garbage: measured
         weak = weakref.ref  # once an op writes it
         for slot, t in enumerate(out_tensors):
