@@ -29,7 +29,8 @@ from ascend_tui.live.statistics import histogram_row, raw_view, sample_of, tenso
 
 _RUN = 64  # consecutive values per run of a histogram sample (a cache line or four)
 _BIN_VALUES = 1 << 16  # sample values binned at once (`_host_histograms`): temporaries of 256-512 KiB
-SAMPLE_BUDGET = 1 << 20  # sample values kept (4 MiB) before they are binned and the array reused
+_GROUP_ROWS = 63  # rows binned at once: row * 512 + key stays within int16
+SAMPLE_BUDGET = 1 << 20  # sample keys kept (2 MiB) before they are binned and the array reused
 
 _COLUMNS = 1024  # a sum of squares as per-row dot products of this length: vectorised, and never BLAS's threads
 # Below this magnitude neither a float32 sum nor a row's sum of squares (`_COLUMNS` values) can overflow:
@@ -59,10 +60,12 @@ class BatchStats:
         self._host = np.empty((256, 7), dtype=np.float64)
         self._device: list[tuple[int, Any, Any]] = []  # (row, values, counts) queued on an accelerator
         self._device_hist: list[tuple[int, Any]] = []
-        self._samples = np.empty(HIST_SAMPLE * 64, dtype=np.float32)
+        self._samples = np.empty(HIST_SAMPLE * 64, dtype=np.int16)  # the samples' bin keys (`_sample`)
+        self._gather = np.empty(max(HIST_SAMPLE, sample), dtype=np.float32)
+        self._sample_out: list[tuple[int, int, int]] = []  # (sample, its zeros, its NaN) where it holds any
         self._room = min(self._samples.size, SAMPLE_BUDGET)  # sample values that fit before `_grow_samples`
         self._binned: list[tuple[np.ndarray, np.ndarray]] = []
-        self._keys: Any = None  # int32 scratch of `_bin_rows`  # (rows, histograms) binned when the samples filled
+        self._keys: Any = None  # int16 scratch of `_count_keys`  # (rows, histograms) binned when the samples filled
         self._sample_rows: list[int] = []
         self._sample_lens: list[int] = []
         self._used = 0
@@ -128,9 +131,9 @@ class BatchStats:
             return
         if row >= self._host.shape[0]:
             self._host = np.concatenate([self._host, np.empty((max(row + 1, self._host.shape[0]), 7))])
-        self._host[row] = self._cpu_row(a)
+        found = self._host[row] = self._cpu_row(a)
         if hist and self.histograms:
-            self._sample(row, a)
+            self._sample(row, a, found[6], found[4])
         del keep
 
     def _queue(self, row: int, t: Any, hist: bool = True) -> bool:
@@ -191,32 +194,35 @@ class BatchStats:
             self._flags = np.empty(max(n, 2 * self._flags.size), dtype=bool)
         return self._flags[:n]
 
-    def _sample(self, row: int, a: np.ndarray) -> None:
-        """Copy `a`'s histogram sample (the runs `statistics.sample_of` names) into the run's sample array."""
-        if self.sample != HIST_SAMPLE and a.dtype == np.float32:  # one gather of the cached offsets, into place
+    def _sample(self, row: int, a: np.ndarray, zeros: int = -1, nan: int = -1) -> None:
+        """Keep the bin key (sign and biased exponent: the float32 bits >> 23) of each value of `a`'s histogram
+        sample (the runs `statistics.sample_of` names), written by the one pass that copies it.
+
+        The key cannot tell a zero from a subnormal, nor NaN from Inf: the sample's zeros and NaN
+        are counted here, and only where `a` holds any (`zeros`, `nan`: `a`'s own counts; -1 when
+        unknown, or when a cast to float32 may have made some).
+        """
+        if self.sample != HIST_SAMPLE and a.dtype == np.float32:  # one gather of the cached offsets
             offsets = _sample_offsets(a.size, self._runs)
-            k = offsets.size
-            if self._used + k > self._room:
-                self._grow_samples(k)
-            np.take(a, offsets, out=self._samples[self._used: self._used + k], mode="clip")  # in range: unbuffered
-            self._used += k
-            self._sample_rows.append(row)
-            self._sample_lens.append(k)
-            return
-        sample = sample_of(a) if self.sample == HIST_SAMPLE else _strided_sample(a, self._runs)
-        if sample.dtype != np.float32:  # float64: what a float32 cast makes of it, as `histogram_row` bins
-            with np.errstate(over="ignore"):
-                sample = sample.astype(np.float32)
+            sample = self._gather[: offsets.size]
+            np.take(a, offsets, out=sample, mode="clip")  # in range: unbuffered
+        else:
+            sample = sample_of(a) if self.sample == HIST_SAMPLE else _strided_sample(a, self._runs)
+            if sample.dtype != np.float32:  # float64: what a float32 cast makes of it, as `histogram_row` bins
+                with np.errstate(over="ignore"):
+                    sample = sample.astype(np.float32)
+                zeros = nan = -1  # (tiny values flush to zero in the cast)
         k = sample.size
         if self._used + k > self._room:
             self._grow_samples(k)
-        if sample.ndim == 1:
-            ctypes.memmove(self._samples.ctypes.data + 4 * self._used, sample.ctypes.data, 4 * k)
-        else:
-            self._samples[self._used: self._used + k].reshape(sample.shape)[...] = sample
+        np.right_shift(sample.view(np.uint32), 23, out=self._samples[self._used: self._used + k].reshape(sample.shape),
+                       casting="unsafe")
         self._used += k
         self._sample_rows.append(row)
         self._sample_lens.append(k)
+        if zeros or nan:  # the sample's own zeros and NaN, left out of their bins
+            self._sample_out.append((len(self._sample_rows) - 1, int(np.count_nonzero(sample == 0)) if zeros else 0,
+                                     int(np.count_nonzero(np.isnan(sample))) if nan else 0))
 
     def _grow_samples(self, k: int) -> None:
         """Room for `k` more sample values: what is kept is binned (and the array reused) once `SAMPLE_BUDGET`
@@ -224,9 +230,9 @@ class BatchStats:
         if self._used and self._used + k > SAMPLE_BUDGET:
             self._binned.append(self._host_histograms())
             self._used = 0
-            self._sample_rows, self._sample_lens = [], []
+            self._sample_rows, self._sample_lens, self._sample_out = [], [], []
         if self._used + k > self._samples.size:
-            bigger = np.empty(max(min(2 * self._samples.size, SAMPLE_BUDGET), self._used + k), dtype=np.float32)
+            bigger = np.empty(max(min(2 * self._samples.size, SAMPLE_BUDGET), self._used + k), dtype=np.int16)
             bigger[: self._used] = self._samples[: self._used]
             self._samples = bigger
         self._room = min(self._samples.size, max(SAMPLE_BUDGET, k))
@@ -267,58 +273,58 @@ class BatchStats:
         return raw, np.asarray(self.numel, dtype=np.float64), hist_rows, hists
 
     def _host_histograms(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every CPU sample binned: one `bincount` of (row, sign and biased exponent) per group of rows holding at
-        most `_BIN_VALUES` values, then zeros and NaN (exponents 0 and 255 hold them among subnormals and Inf) taken
-        out of the rows that have any. Groups keep each temporary small enough for the allocator to hand the same
-        memory back every time: one array over all of a step's samples (~6 MB on the Llama step) came fresh from
-        the system each pass, ~1.5k page faults."""
+        """Every CPU sample binned: one `bincount` of (row, key) per group of at most `_GROUP_ROWS` rows holding at
+        most `_BIN_VALUES` values, the sign folded after, then the zeros and NaN `_sample` counted taken out of
+        exponents 0 and 255 (where they lie among subnormals and Inf). Groups keep each temporary small enough for
+        the allocator to hand the same memory back every time: one array over all of a step's samples (~6 MB on
+        the Llama step) came fresh from the system each pass, ~1.5k page faults."""
         rows = np.asarray(self._sample_rows, dtype=np.int64)
         out = np.zeros((len(rows), HIST_BINS + 1), dtype=np.int64)
         if not len(rows):
             return rows, out
         lens = np.asarray(self._sample_lens, dtype=np.int64)
         ends = np.cumsum(lens)
-        samples = self._samples[: self._used].view(np.int32)
+        keys = self._samples[: self._used]
+        exponents = np.empty((len(rows), 256), dtype=np.int64)
         first, start = 0, 0
         while first < len(rows):
             last = max(first + 1, int(np.searchsorted(ends, start + _BIN_VALUES, side="right")))
+            last = min(last, first + _GROUP_ROWS)
             stop = int(ends[last - 1])
-            self._bin_rows(samples[start:stop], lens[first:last], out[first:last])
+            exponents[first:last] = self._count_keys(keys[start:stop], lens[first:last])
             first, start = last, stop
+        kept = lens.copy()
+        if self._sample_out:
+            which, zeros, nan = (np.asarray(c, dtype=np.int64) for c in zip(*self._sample_out))
+            exponents[which, 0] -= zeros
+            exponents[which, 255] -= nan
+            kept[which] -= zeros + nan
+        out[:, :HIST_BINS] = np.add.reduceat(exponents, _FIRST_EXPONENT, axis=1)
+        out[:, HIST_BINS] = kept
         return rows, out
 
-    def _bin_rows(self, samples: np.ndarray, lens: np.ndarray, out: np.ndarray) -> None:
-        """Bin the concatenated samples of `len(lens)` rows (float32 bits as int32) into `out`'s rows.
+    def _count_keys(self, keys: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """[rows, 256] counts of each biased exponent among the keys of `len(lens)` consecutive samples.
 
-        The key (row * 512 + sign and exponent: `bits >> 23 & 511`) is made and counted by torch,
-        in place and in one pass each (numpy's `bincount` first casts its input to int64: twice as
-        slow over the Llama step's 6M sample values); the sign is folded after.
+        Row r's keys are offset by r * 512 (into a reused scratch: int16 holds `_GROUP_ROWS` rows of
+        them) and counted by one torch `bincount` (numpy's casts its input to int64 first: twice
+        as slow over the Llama step's 6M sample values); the sign is folded after.
         """
         torch = self._torch
         n = len(lens)
-        if self._keys is None or self._keys.numel() < samples.size:  # reused: a fresh 256 KiB temporary per
-            self._keys = torch.empty(max(samples.size, _BIN_VALUES), dtype=torch.int32)  # group is an mmap each
-        key = torch.bitwise_right_shift(torch.from_numpy(samples), 23, out=self._keys[: samples.size])
-        key.bitwise_and_(511)
-        if n > 1:
-            if (lens == lens[0]).all():  # the common case: every row a whole sample, offsets by broadcasting
-                key.view(n, -1).add_(torch.arange(0, 512 * n, 512, dtype=torch.int32)[:, None])
-            else:
-                key.add_(torch.repeat_interleave(torch.arange(0, 512 * n, 512, dtype=torch.int32),
-                                                 torch.from_numpy(lens)))
+        src = torch.from_numpy(keys)
+        if self._keys is None or self._keys.numel() < keys.size:
+            self._keys = torch.empty(max(keys.size, _BIN_VALUES), dtype=torch.int16)
+        key = self._keys[: keys.size]
+        offsets = torch.arange(0, 512 * n, 512, dtype=torch.int16)
+        if n == 1:
+            key = src
+        elif (lens == lens[0]).all():  # the common case: every row a whole sample, offsets by broadcasting
+            torch.add(src.view(n, -1), offsets[:, None], out=key.view(n, -1))
+        else:
+            torch.add(src, torch.repeat_interleave(offsets, torch.from_numpy(lens)), out=key)
         counts = torch.bincount(key, minlength=512 * n).numpy().reshape(n, 2, 256)
-        exponents = counts[:, 0] + counts[:, 1]
-        out[:, :HIST_BINS] = np.add.reduceat(exponents, _FIRST_EXPONENT, axis=1)
-        kept = lens.copy()
-        if exponents[:, 0].any() or exponents[:, 255].any():  # zeros and NaN out of their bins, every row at once
-            bits = samples.view(np.uint32) & np.uint32(0x7FFFFFFF)  # |x|
-            starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-            zeros = np.add.reduceat(bits == 0, starts, dtype=np.int64)
-            nan = np.add.reduceat(bits > 0x7F800000, starts, dtype=np.int64)
-            out[:, _CODE[0]] -= zeros
-            out[:, _CODE[255]] -= nan
-            kept -= zeros + nan
-        out[:, HIST_BINS] = kept
+        return counts[:, 0] + counts[:, 1]
 
 
 class _Memory:
