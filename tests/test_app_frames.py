@@ -124,3 +124,34 @@ async def test_new_rows_lay_out_only_when_the_scrollbar_comes_or_goes_and_then_o
             if bar:
                 assert table.vertical_scrollbar.window_virtual_size == n + 1  # the header line too
             assert table.current is not None and table.current.cells[0] == "op [0]" and table.scroll_y == 0
+
+
+async def test_the_next_operator_repaints_only_the_detail_lines_that_differ(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    app = InvestigatorApp(_long_investigation(), theme="textual-dark", export_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        detail = app.main.query_one(Detail)
+        app.main.go("layers.30/add.1")
+        await pilot.pause()
+        painted: list[int] = []
+        plain = Detail.render_line
+
+        def counted(self: Detail, y: int) -> object:
+            painted.append(y)
+            return plain(self, y)
+
+        monkeypatch.setattr(Detail, "render_line", counted)
+        await pilot.press("j")  # layers.30/add.2: the same headings and layout, other names and numbers
+        await pilot.pause()
+        assert detail.node_id == "layers.30/add.2" and detail.text.startswith("layers.30/add.2")
+        lines = detail.virtual_size.height
+        assert 0 < len(set(painted)) < lines, f"{len(set(painted))} of {lines} lines painted"
+        shown = [plain(detail, y).text.rstrip() for y in range(lines)]
+        assert shown == [line.rstrip() for line in detail_lines(detail)]
+
+
+def detail_lines(detail: Detail) -> list[str]:
+    """The detail pane's text as cut for its width, every line (what a full repaint would show)."""
+    return [line.plain for line in detail._lines]

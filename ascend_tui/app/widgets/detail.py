@@ -16,7 +16,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
@@ -92,7 +92,7 @@ class Detail(ScrollView, can_focus=True):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._base = None
+        self._base, self._strips = None, {}  # made with the old styles
         if self.is_mounted:
             self.call_later(self._paint)  # the text carries the styles it was made with
 
@@ -118,13 +118,23 @@ class Detail(ScrollView, can_focus=True):
         console = self.app.console
         text = self._text
         if width >= 20:
-            self._lines = list(hanging(text, width, console).split("\n", allow_blank=True))
+            lines = list(hanging(text, width, console).split("\n", allow_blank=True))
         else:  # too narrow to hang lines under their start
-            self._lines = list(text.wrap(console, max(1, width)))
-        self._width = width
-        self._strips = {}
-        set_virtual_size(self, Size(width, len(self._lines)))
-        self.refresh()
+            lines = list(text.wrap(console, max(1, width)))
+        old, top = self._lines if width == self._width else [], int(self.scroll_y)
+        # a line the same as the one shown in its place keeps its strip and is not painted again: operators
+        # side by side share their headings, blank lines and most of their layout
+        same = [row for row in range(min(len(old), len(lines))) if lines[row] == old[row]]
+        self._strips = {row: self._strips[row] for row in same if row in self._strips}
+        self._lines, self._width = lines, width
+        set_virtual_size(self, Size(width, len(lines)))
+        if int(self.scroll_y) != top or not old:
+            self.refresh()
+            return
+        height, kept, blank = self.scrollable_content_region.height, set(same), max(len(old), len(lines))
+        changed = [Region(0, row - top, width, 1) for row in range(top, min(top + height, blank)) if row not in kept]
+        if changed:
+            self.refresh(*changed)
 
     def on_resize(self, _event: events.Resize) -> None:
         if self.scrollable_content_region.width != self._width:

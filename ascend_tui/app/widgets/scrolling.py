@@ -16,9 +16,11 @@ from textual.widget import Widget
 
 
 def set_virtual_size(view: ScrollView, size: Size) -> None:
-    """Give `view` a new virtual size, laying the screen out only if its scrollbars would come or go."""
+    """Give `view` a new virtual size, laying the screen out only if its scrollbars would come or go.
+
+    The caller repaints what changed in its lines (all of them: `refresh()`).
+    """
     if size == view.virtual_size:
-        view.refresh()
         return
     height = view.container_size.height
     styles = view.styles
@@ -43,4 +45,3 @@ def set_virtual_size(view: ScrollView, size: Size) -> None:
         bar.window_size = height - view.scrollbar_size_horizontal
     if view.scroll_y > view.max_scroll_y:
         view.scroll_to(y=view.max_scroll_y, animate=False, immediate=True)
-    view.refresh()
