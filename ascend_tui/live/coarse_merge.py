@@ -183,8 +183,10 @@ def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) ->
     if hkeys:
         at, from1 = np.asarray(hrows, dtype=np.int64), np.asarray(hfirst, dtype=bool)
         rows = np.empty((len(hkeys), HIST_BINS + 1), dtype=np.int64)
-        rows[from1] = h1._data[at[from1]]
-        rows[~from1] = h2._data[at[~from1]]
+        if from1.any():  # an empty table holds no array
+            rows[from1] = h1._data[at[from1]]
+        if not from1.all():
+            rows[~from1] = h2._data[at[~from1]]
         hists = HistogramTable(hkeys, rows)
     return CaptureResult(r2.graph, stats, r2.outputs, r2.op_count, recorder=r2, histograms=hists)
 
