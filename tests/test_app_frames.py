@@ -10,15 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from app_fixtures import _finding, wide_investigation
+from app_fixtures import wide_investigation
+from rich.text import Text
 from textual.app import App, ComposeResult
 
 from ascend_tui.app.app import InvestigatorApp
 from ascend_tui.app.config import variable_defaults
 from ascend_tui.app.screens.row_table import Column, Row, RowTable
 from ascend_tui.app.widgets.breadcrumb import Breadcrumb
-from ascend_tui.app.widgets.detail import Detail
+from ascend_tui.app.widgets.detail import Detail, hanging
 from ascend_tui.app.widgets.neighbours import Neighbours
+from ascend_tui.evidence import Finding
 from ascend_tui.investigation import Investigation
 
 FLAGGED = (13, 82, 165, 246)  # ops with a finding, far apart
@@ -32,9 +34,10 @@ def _no_user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def _long_investigation() -> Investigation:
     inv = wide_investigation(300)
     nodes = [f"layers.{i // 4}/add.{i % 4}" for i in FLAGGED]
-    inv.add_findings([_finding(inv.graph, nid, "near_max", "error" if k % 2 else "warning",
-                               f"abs max of [{nid}] leaves little headroom", hint="scale it down\nthen look again")
-                      for k, nid in enumerate(nodes)])
+    inv.add_findings([Finding("overflow", "near_max", "error" if k % 2 else "warning", nid, "aten.add.Tensor",
+                              nid.split("/")[0], i, f"abs max of [{nid}] leaves little headroom",
+                              hint="scale it down\nthen look again")
+                      for k, (i, nid) in enumerate(zip(FLAGGED, nodes))])
     return inv
 
 
@@ -148,10 +151,7 @@ async def test_the_next_operator_repaints_only_the_detail_lines_that_differ(tmp_
         assert detail.node_id == "layers.30/add.2" and detail.text.startswith("layers.30/add.2")
         lines = detail.virtual_size.height
         assert 0 < len(set(painted)) < lines, f"{len(set(painted))} of {lines} lines painted"
-        shown = [plain(detail, y).text.rstrip() for y in range(lines)]
-        assert shown == [line.rstrip() for line in detail_lines(detail)]
-
-
-def detail_lines(detail: Detail) -> list[str]:
-    """The detail pane's text as cut for its width, every line (what a full repaint would show)."""
-    return [line.plain for line in detail._lines]
+        # every line, the ones kept and the ones painted again, is the new operator's (what a full repaint shows)
+        width = detail.scrollable_content_region.width
+        whole = hanging(Text(detail.text), width, app.console).plain.split("\n")
+        assert [plain(detail, y).text.rstrip() for y in range(lines)] == [line.rstrip() for line in whole]
