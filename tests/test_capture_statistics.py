@@ -277,3 +277,70 @@ def test_the_host_batch_counts_each_segments_zeros_with_none_few_or_many(fractio
     got = _zeros_by_segment(a, starts)
     want = [int((a[s:e] == 0).sum()) for s, e in zip(starts, [*starts[1:], a.size])]
     assert got.tolist() == want and got.dtype == np.int64
+
+
+@pytest.mark.parametrize("budget", [None, 3 * 4096])
+def test_mid_sized_outputs_get_exact_rows_and_the_histogram_every_route_bins(
+        budget: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lean route (a row at once, samples binned together at the end, or whenever `SAMPLE_BUDGET` values are
+    kept) gives the reference row and `histogram_row`'s histogram; a non-contiguous output gets none, as before."""
+    import ascend_tui.live.batch_stats as batch_stats
+    from ascend_tui.live.stat_rows import StatRows
+
+    if budget is not None:
+        monkeypatch.setattr(batch_stats, "SAMPLE_BUDGET", budget)
+    tensors = [patterned(n, kind, dtype) for n in (SMALL + 1, 20000, CHUNK) for kind in KINDS
+               for dtype in (torch.float32, torch.float16, torch.bfloat16)]
+    tensors += [torch._neg_view(patterned(20000, "mixed", torch.float32)),
+                patterned(20000, "nonfinite", torch.float32).reshape(100, 200).t()]
+    rows = StatRows(torch)
+    for i, t in enumerate(tensors):
+        rows.take((f"n{i}", 0), t)
+    assert len(rows.lean) == len(tensors)  # every one took the lean route
+    assert (len(rows.lean._binned) > 3) == (budget is not None)  # binned whenever the budget filled
+    table, hists = rows.finish_stats(), rows.finish_histograms()
+    for i, t in enumerate(tensors):
+        got = table.get(f"n{i}", 0)
+        want = reference(t)
+        assert got.numel == t.numel()
+        assert (got.nan_count, got.inf_count, got.zero_count) == want[4:], i
+        assert (got.min, got.max) == pytest.approx(want[:2], rel=0, abs=0, nan_ok=True), i
+        assert got.mean * t.numel() == pytest.approx(want[2], rel=1e-5, abs=1e-3, nan_ok=True), i
+        assert got.l2norm == pytest.approx(want[3], rel=1e-5, nan_ok=True), i
+        hist = hists.get(f"n{i}", 0)
+        if t.is_contiguous():
+            assert hist is not None, i
+            np.testing.assert_array_equal(np.append(*hist), histogram_row(torch, t))
+        else:
+            assert hist is None, i
+
+
+def test_an_expand_that_repeats_nothing_takes_its_inputs_row_and_histogram() -> None:
+    """`expand` of size-1 dims to 1 (matmul's broadcast of a 4-d operand) holds its input's values in its layout:
+    the input's row and histogram, not a second read; they equal the expanded tensor's own."""
+    from ascend_tui.live.recording import capture
+
+    class Net(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x * 2
+            return y.expand(1, *y.shape[1:]) + 0, y[0].t().expand(1, 100, 100)
+
+    x = torch.randn(1, 100, 100)
+    x[0, 0, :7] = 0.0
+    result = capture(Net(), (x,))
+    expands = [n.id for n in result.graph.nodes if n.op_type == "aten.expand"]
+    assert len(expands) == 2
+    copied = {key for key, _ in result.recorder.stat_rows.copies}
+    assert all((e, 0) in copied for e in expands)  # rows taken from the input's, not measured
+    y = (x * 2).double()
+    for node in expands:
+        got = result.stats.get(node, 0)
+        assert (got.numel, got.zero_count, got.min, got.max) == (10000, 7, float(y.min()), float(y.max()))
+        assert got.l2norm == pytest.approx(float(torch.linalg.vector_norm(y)), rel=1e-6)
+    mul = next(n.id for n in result.graph.nodes if n.op_type == "aten.mul")
+    np.testing.assert_array_equal(np.append(*result.histograms.get(expands[0], 0)), histogram_row(torch, x * 2))
+    np.testing.assert_array_equal(np.append(*result.histograms.get(expands[0], 0)),
+                                  np.append(*result.histograms.get(mul, 0)))
+    select = next(n.id for n in result.graph.nodes if n.op_type == "aten.select")  # a view of a view: the row and
+    np.testing.assert_array_equal(np.append(*result.histograms.get(expands[1], 0)),  # sample of what it views
+                                  np.append(*result.histograms.get(select, 0)))

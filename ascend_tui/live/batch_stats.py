@@ -28,7 +28,9 @@ from ascend_tui.evidence import HIST_BINS, HIST_EDGES_LOG2, HIST_SAMPLE
 from ascend_tui.live.statistics import histogram_row, raw_view, sample_of, tensor_stats_row
 
 _RUN = 64  # consecutive values per run of a histogram sample (a cache line or four)
-_BIN_VALUES = 1 << 15  # sample values binned at once (`_host_histograms`): temporaries of 128-256 KiB
+_BIN_VALUES = 1 << 16  # sample values binned at once (`_host_histograms`): temporaries of 256-512 KiB
+_GROUP_ROWS = 63  # rows binned at once: row * 512 + key stays within int16
+SAMPLE_BUDGET = 1 << 20  # sample keys kept (2 MiB) before they are binned and the array reused
 
 _COLUMNS = 1024  # a sum of squares as per-row dot products of this length: vectorised, and never BLAS's threads
 # Below this magnitude neither a float32 sum nor a row's sum of squares (`_COLUMNS` values) can overflow:
@@ -58,13 +60,18 @@ class BatchStats:
         self._host = np.empty((256, 7), dtype=np.float64)
         self._device: list[tuple[int, Any, Any]] = []  # (row, values, counts) queued on an accelerator
         self._device_hist: list[tuple[int, Any]] = []
-        self._samples = np.empty(HIST_SAMPLE * 64, dtype=np.float32)
+        self._samples = np.empty(HIST_SAMPLE * 64, dtype=np.int16)  # the samples' bin keys (`_sample`)
+        self._gather = np.empty(max(HIST_SAMPLE, sample), dtype=np.float32)
+        self._sample_out: list[tuple[int, int, int]] = []  # (sample, its zeros, its NaN) where it holds any
+        self._room = min(self._samples.size, SAMPLE_BUDGET)  # sample values that fit before `_grow_samples`
+        self._binned: list[tuple[np.ndarray, np.ndarray]] = []
+        self._keys: Any = None  # int16 scratch of `_count_keys`  # (rows, histograms) binned when the samples filled
         self._sample_rows: list[int] = []
         self._sample_lens: list[int] = []
         self._used = 0
         self._flags = np.empty(1 << 16, dtype=bool)
         self.budget = budget  # bytes of CPU tensors kept for later before a flush
-        self._pending: list[tuple[int, Any, int]] = []  # (row, tensor, its version when handed over)
+        self._pending: list[tuple[int, Any, int, bool]] = []  # (row, tensor, its version when handed over, hist)
         self.pending_ids: set[int] = set()
         self._pending_bytes = 0
         self.changed: list[int] = []  # rows not measured: changed in place before their flush (no values)
@@ -72,9 +79,10 @@ class BatchStats:
     def __len__(self) -> int:
         return len(self.numel)
 
-    def add(self, t: Any, *, later: bool = False) -> int | None:
+    def add(self, t: Any, *, later: bool = False, hist: bool = True) -> int | None:
         """Measure a floating tensor (a CPU one `later`: at the next `flush`, with the rest of the batch); its row,
-        or None when it holds nothing to measure (empty, complex, meta)."""
+        or None when it holds nothing to measure (empty, complex, meta). `hist`: False takes no histogram sample of
+        it (as `histogram_row` takes none of a non-contiguous tensor)."""
         n = t.numel()
         if n == 0 or not t.is_floating_point():
             return None
@@ -82,15 +90,15 @@ class BatchStats:
         if self.host and t.is_cpu and t.layout == self._strided:
             self.numel.append(n)
             if later:
-                self._pending.append((row, t, t._version))
+                self._pending.append((row, t, t._version, hist))
                 self.pending_ids.add(id(t))
                 self._pending_bytes += n * t.element_size()
                 if self._pending_bytes > self.budget:
                     self.flush()
             else:
-                self._measure_host(row, t)
+                self._measure_host(row, t, hist)
             return row
-        if not self._queue(row, t):
+        if not self._queue(row, t, hist):
             return None
         self.numel.append(n)
         return row
@@ -101,13 +109,13 @@ class BatchStats:
         pending, self._pending = self._pending, []
         self.pending_ids.clear()
         self._pending_bytes = 0
-        for row, t, version in pending:
+        for row, t, version, hist in pending:
             if t._version != version:
                 self.changed.append(row)
             else:
-                self._measure_host(row, t)
+                self._measure_host(row, t, hist)
 
-    def _measure_host(self, row: int, t: Any) -> None:
+    def _measure_host(self, row: int, t: Any, hist: bool = True) -> None:
         keep = None
         if t.dtype == self._float32 and t.is_contiguous() and not t.is_neg():  # most outputs: read in place
             try:
@@ -118,26 +126,26 @@ class BatchStats:
         else:
             a, keep = self._host_view(t)
         if a is None:
-            if not self._queue(row, t):
+            if not self._queue(row, t, hist):
                 self.changed.append(row)
             return
         if row >= self._host.shape[0]:
             self._host = np.concatenate([self._host, np.empty((max(row + 1, self._host.shape[0]), 7))])
-        self._host[row] = self._cpu_row(a)
-        if self.histograms:
-            self._sample(row, a)
+        found = self._host[row] = self._cpu_row(a)
+        if hist and self.histograms:
+            self._sample(row, a, found[6], found[4])
         del keep
 
-    def _queue(self, row: int, t: Any) -> bool:
+    def _queue(self, row: int, t: Any, hist: bool = True) -> bool:
         """The accelerator's route: reductions queued on `t`'s device, brought over at `finish`."""
         found = tensor_stats_row(self._torch, t)
         if found is None:
             return False
         self._device.append((row, found[0], found[1]))
-        if self.histograms:
-            hist = histogram_row(self._torch, t)
-            if hist is not None:
-                self._device_hist.append((row, hist))
+        if hist and self.histograms:
+            binned = histogram_row(self._torch, t)
+            if binned is not None:
+                self._device_hist.append((row, binned))
         return True
 
     def _host_view(self, t: Any) -> tuple[np.ndarray | None, Any]:
@@ -186,37 +194,48 @@ class BatchStats:
             self._flags = np.empty(max(n, 2 * self._flags.size), dtype=bool)
         return self._flags[:n]
 
-    def _sample(self, row: int, a: np.ndarray) -> None:
-        """Copy `a`'s histogram sample (the runs `statistics.sample_of` names) into the run's sample array."""
-        if self.sample != HIST_SAMPLE and a.dtype == np.float32:  # one gather of the cached offsets, into place
+    def _sample(self, row: int, a: np.ndarray, zeros: int = -1, nan: int = -1) -> None:
+        """Keep the bin key (sign and biased exponent: the float32 bits >> 23) of each value of `a`'s histogram
+        sample (the runs `statistics.sample_of` names), written by the one pass that copies it.
+
+        The key cannot tell a zero from a subnormal, nor NaN from Inf: the sample's zeros and NaN
+        are counted here, and only where `a` holds any (`zeros`, `nan`: `a`'s own counts; -1 when
+        unknown, or when a cast to float32 may have made some).
+        """
+        if self.sample != HIST_SAMPLE and a.dtype == np.float32:  # one gather of the cached offsets
             offsets = _sample_offsets(a.size, self._runs)
-            k = offsets.size
-            if self._used + k > self._samples.size:
-                self._grow_samples(k)
-            np.take(a, offsets, out=self._samples[self._used: self._used + k], mode="clip")  # in range: unbuffered
-            self._used += k
-            self._sample_rows.append(row)
-            self._sample_lens.append(k)
-            return
-        sample = sample_of(a) if self.sample == HIST_SAMPLE else _strided_sample(a, self._runs)
-        if sample.dtype != np.float32:  # float64: what a float32 cast makes of it, as `histogram_row` bins
-            with np.errstate(over="ignore"):
-                sample = sample.astype(np.float32)
-        k = sample.size
-        if self._used + k > self._samples.size:
-            self._grow_samples(k)
-        if sample.ndim == 1:
-            ctypes.memmove(self._samples.ctypes.data + 4 * self._used, sample.ctypes.data, 4 * k)
+            sample = self._gather[: offsets.size]
+            np.take(a, offsets, out=sample, mode="clip")  # in range: unbuffered
         else:
-            self._samples[self._used: self._used + k].reshape(sample.shape)[...] = sample
+            sample = sample_of(a) if self.sample == HIST_SAMPLE else _strided_sample(a, self._runs)
+            if sample.dtype != np.float32:  # float64: what a float32 cast makes of it, as `histogram_row` bins
+                with np.errstate(over="ignore"):
+                    sample = sample.astype(np.float32)
+                zeros = nan = -1  # (tiny values flush to zero in the cast)
+        k = sample.size
+        if self._used + k > self._room:
+            self._grow_samples(k)
+        np.right_shift(sample.view(np.uint32), 23, out=self._samples[self._used: self._used + k].reshape(sample.shape),
+                       casting="unsafe")
         self._used += k
         self._sample_rows.append(row)
         self._sample_lens.append(k)
+        if zeros or nan:  # the sample's own zeros and NaN, left out of their bins
+            self._sample_out.append((len(self._sample_rows) - 1, int(np.count_nonzero(sample == 0)) if zeros else 0,
+                                     int(np.count_nonzero(np.isnan(sample))) if nan else 0))
 
     def _grow_samples(self, k: int) -> None:
-        bigger = np.empty(max(2 * self._samples.size, self._used + k), dtype=np.float32)
-        bigger[: self._used] = self._samples[: self._used]
-        self._samples = bigger
+        """Room for `k` more sample values: what is kept is binned (and the array reused) once `SAMPLE_BUDGET`
+        values are, so a long run's samples never take more memory than that; else the array doubles."""
+        if self._used and self._used + k > SAMPLE_BUDGET:
+            self._binned.append(self._host_histograms())
+            self._used = 0
+            self._sample_rows, self._sample_lens, self._sample_out = [], [], []
+        if self._used + k > self._samples.size:
+            bigger = np.empty(max(min(2 * self._samples.size, SAMPLE_BUDGET), self._used + k), dtype=np.int16)
+            bigger[: self._used] = self._samples[: self._used]
+            self._samples = bigger
+        self._room = min(self._samples.size, max(SAMPLE_BUDGET, k))
 
     def finish(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(rows [n, 7], numels [n], histogram rows' indices [h], histograms [h, HIST_BINS + 1]): one transfer per
@@ -235,6 +254,9 @@ class BatchStats:
             raw[rows, :4] = self._torch.stack([e[1] for e in entries]).cpu().double().numpy()
             raw[rows, 4:] = self._torch.stack([e[2] for e in entries]).cpu().numpy()
         hist_rows, hists = self._host_histograms()
+        if self._binned:
+            hist_rows = np.concatenate([r for r, _ in self._binned] + [hist_rows])
+            hists = np.concatenate([h for _, h in self._binned] + [hists])
         if self._device_hist:
             extra_rows = [r for r, _ in self._device_hist]
             extra = np.zeros((len(extra_rows), HIST_BINS + 1), dtype=np.int64)
@@ -251,44 +273,58 @@ class BatchStats:
         return raw, np.asarray(self.numel, dtype=np.float64), hist_rows, hists
 
     def _host_histograms(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every CPU sample binned: one `bincount` of (row, biased exponent) per group of rows holding at most
-        `_BIN_VALUES` values, then zeros and NaN (exponents 0 and 255 hold them among subnormals and Inf) taken out
-        of the rows that have any. Groups keep each temporary small enough for the allocator to hand the same memory
-        back every time: one array over all of a step's samples (~6 MB on the Llama step) came fresh from the
-        system each pass, ~1.5k page faults."""
+        """Every CPU sample binned: one `bincount` of (row, key) per group of at most `_GROUP_ROWS` rows holding at
+        most `_BIN_VALUES` values, the sign folded after, then the zeros and NaN `_sample` counted taken out of
+        exponents 0 and 255 (where they lie among subnormals and Inf). Groups keep each temporary small enough for
+        the allocator to hand the same memory back every time: one array over all of a step's samples (~6 MB on
+        the Llama step) came fresh from the system each pass, ~1.5k page faults."""
         rows = np.asarray(self._sample_rows, dtype=np.int64)
         out = np.zeros((len(rows), HIST_BINS + 1), dtype=np.int64)
         if not len(rows):
             return rows, out
         lens = np.asarray(self._sample_lens, dtype=np.int64)
         ends = np.cumsum(lens)
-        samples = self._samples[: self._used].view(np.uint32)
+        keys = self._samples[: self._used]
+        exponents = np.empty((len(rows), 256), dtype=np.int64)
         first, start = 0, 0
         while first < len(rows):
             last = max(first + 1, int(np.searchsorted(ends, start + _BIN_VALUES, side="right")))
+            last = min(last, first + _GROUP_ROWS)
             stop = int(ends[last - 1])
-            self._bin_rows(samples[start:stop], lens[first:last], out[first:last])
+            exponents[first:last] = self._count_keys(keys[start:stop], lens[first:last])
             first, start = last, stop
+        kept = lens.copy()
+        if self._sample_out:
+            which, zeros, nan = (np.asarray(c, dtype=np.int64) for c in zip(*self._sample_out))
+            exponents[which, 0] -= zeros
+            exponents[which, 255] -= nan
+            kept[which] -= zeros + nan
+        out[:, :HIST_BINS] = np.add.reduceat(exponents, _FIRST_EXPONENT, axis=1)
+        out[:, HIST_BINS] = kept
         return rows, out
 
-    @staticmethod
-    def _bin_rows(samples: np.ndarray, lens: np.ndarray, out: np.ndarray) -> None:
-        """Bin the concatenated samples of `len(lens)` rows (float32 bits) into `out`'s rows."""
+    def _count_keys(self, keys: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """[rows, 256] counts of each biased exponent among the keys of `len(lens)` consecutive samples.
+
+        Row r's keys are offset by r * 512 (into a reused scratch: int16 holds `_GROUP_ROWS` rows of
+        them) and counted by one torch `bincount` (numpy's casts its input to int64 first: twice
+        as slow over the Llama step's 6M sample values); the sign is folded after.
+        """
+        torch = self._torch
         n = len(lens)
-        bits = samples & np.uint32(0x7FFFFFFF)  # |x|
-        key = bits >> np.uint32(23)
-        key += np.repeat(np.arange(n, dtype=np.uint32) * np.uint32(256), lens)
-        exponents = np.bincount(key, minlength=256 * n).reshape(n, 256)
-        out[:, :HIST_BINS] = np.add.reduceat(exponents, _FIRST_EXPONENT, axis=1)
-        kept = lens.copy()
-        if exponents[:, 0].any() or exponents[:, 255].any():  # zeros and NaN out of their bins, every row at once
-            starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-            zeros = np.add.reduceat(bits == 0, starts, dtype=np.int64)
-            nan = np.add.reduceat(bits > 0x7F800000, starts, dtype=np.int64)
-            out[:, _CODE[0]] -= zeros
-            out[:, _CODE[255]] -= nan
-            kept -= zeros + nan
-        out[:, HIST_BINS] = kept
+        src = torch.from_numpy(keys)
+        if self._keys is None or self._keys.numel() < keys.size:
+            self._keys = torch.empty(max(keys.size, _BIN_VALUES), dtype=torch.int16)
+        key = self._keys[: keys.size]
+        offsets = torch.arange(0, 512 * n, 512, dtype=torch.int16)
+        if n == 1:
+            key = src
+        elif (lens == lens[0]).all():  # the common case: every row a whole sample, offsets by broadcasting
+            torch.add(src.view(n, -1), offsets[:, None], out=key.view(n, -1))
+        else:
+            torch.add(src, torch.repeat_interleave(offsets, torch.from_numpy(lens)), out=key)
+        counts = torch.bincount(key, minlength=512 * n).numpy().reshape(n, 2, 256)
+        return counts[:, 0] + counts[:, 1]
 
 
 class _Memory:

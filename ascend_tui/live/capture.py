@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from math import prod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -20,7 +21,7 @@ from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import HistogramTable, StatsTable, TensorMeta
 from ascend_tui.graph.ids import IdMinter, api_op
 from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node
-from ascend_tui.live.aten import SAME_VALUES, overload_facts, storage_key, written_args
+from ascend_tui.live.aten import _FACTS, SAME_VALUES, overload_facts, storage_key, written_args
 from ascend_tui.live.frames import SourceStack, stop_at, user_source
 from ascend_tui.live.stat_rows import StatRows
 from ascend_tui.live.weights import WEIGHTS
@@ -177,6 +178,7 @@ class Recorder:
         self.module_stack: list[str] = []
         self._module_class: dict[str, str] = {}
         self.ids = IdMinter()
+        self._counters = self.ids._counters  # (`record` mints forward ids itself)
         self.want_api = api_ids  # name each op's framework API call as msprobe does (recording's ApiMode)
         self.api_ids = IdMinter()
         self.api: str | None = None
@@ -383,10 +385,19 @@ class Recorder:
         """Add the node for one finished aten call and wire its inputs."""
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled("capture cancelled")
-        facts = overload_facts(func)
+        facts = _FACTS.get(id(func)) or overload_facts(func)
         stack = self.module_stack
         module = stack[-1] if stack else ""
-        node_id = self.ids.mint(module, facts.name, self.phase)
+        phase = self.phase
+        name = facts.name
+        if phase == "forward":  # `IdMinter.mint` inline: one call fewer per op
+            counters = self._counters
+            key = (phase, module, name)
+            k = counters.get(key, 0)
+            counters[key] = k + 1
+            node_id = f"{module}/{name}.{k}" if module else f"{name}.{k}"
+        else:
+            node_id = self.ids.mint(module, name, phase)
         tensor = self._tensor
         in_tensors = tensor_leaves(args, tensor)
         if kwargs:
@@ -421,16 +432,19 @@ class Recorder:
         if self.want_source:  # (inside a module call, the walk stops at it: the frames above it are cached)
             source = self.sources.user_source(3) if self.sources.outer else user_source(3)
         self.graph.add_fed(op_node(
-            node_id, facts.op_type, module, index, "op", tuple(in_metas), out_metas, source, self.phase,
+            node_id, facts.op_type, module, index, "op", tuple(in_metas), out_metas, source, phase,
             self._module_class.get(module, ""), self.node_attrs(func, facts),
         ), [(ref.node, ref.slot) for ref in refs])
-        self.recorded(node_id, out_tensors)
-        if (facts.same_values and len(out_tensors) == 1 and in_tensors
-                and out_tensors[0].numel() == in_tensors[0].numel() and out_tensors[0].dtype == in_tensors[0].dtype):
-            self._same_as = (refs[0].node, refs[0].slot)
-        elif facts.name == "expand" and len(out_tensors) == 1 and in_tensors:  # each input value k > 1 times over
-            n, m = in_tensors[0].numel(), out_tensors[0].numel()  # (k = 1 is measured: it may be contiguous, and
-            if n and m > n and m % n == 0 and out_tensors[0].dtype == in_tensors[0].dtype:  # get a histogram)
+        self.recorded(node_id, out_tensors, out_metas, module)
+        if len(out_tensors) == 1 and in_tensors and (facts.same_values or name == "expand"):
+            # (the metas, not the tensors, say numel and dtype: a tensor's attributes cost ~0.5 us each)
+            a, b = in_metas[0], out_metas[0]
+            n, m = (prod(a.shape), prod(b.shape)) if a is not b else (1, 1)
+            if a.dtype != b.dtype or not n:
+                pass
+            elif m == n:  # a view or copy; or an expand of size-1 dims to 1: the input's values, strides and
+                self._same_as = (refs[0].node, refs[0].slot)  # contiguity (so its histogram too, or its lack of one)
+            elif name == "expand" and m % n == 0:  # each input value k times over
                 self._repeats = ((refs[0].node, refs[0].slot), m // n)
         measured = (self.want_stats or self.taps) and not facts.unwritten_output  # allocator garbage: measured
         weak = weakref.ref  # once an op writes it
@@ -452,9 +466,9 @@ class Recorder:
             self.progress(self.phase_label, index, self.expected_ops)
         return node_id
 
-    def recorded(self, node_id: str, outputs: list[Any]) -> None:
-        """Called with each new node's output tensors (subclasses keep weak references: a strong one would change
-        what autograd does, which steals a gradient only nobody else holds)."""
+    def recorded(self, node_id: str, outputs: list[Any], metas: tuple[TensorMeta, ...] = (), module: str = "") -> None:
+        """Called with each new node's output tensors, their metas and the node's module (subclasses keep weak
+        references: a strong one would change what autograd does, which steals a gradient only nobody else holds)."""
 
     def node_attrs(self, func: Any, facts: Any) -> dict[str, Any] | None:
         """The attributes of the node for one call of `func` (its overload, its API call's id)."""

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ascend_tui.evidence import HIST_BINS, STAT_FIELDS, HistogramTable, StatsTable
+from ascend_tui.live.batch_stats import BatchStats
 from ascend_tui.live.statistics import (
     CHUNK,
     SMALL,
@@ -49,6 +50,11 @@ class StatRows:
         self.derived: list[tuple[Key, Key, int]] = []
         self.has: set[Key] = set()  # keys that get a row: queued, copied or repeated
         self.batch = HostBatch(torch)
+        # Mid-sized float32/16 outputs: rows measured at once, histogram samples binned together at the end;
+        # their `rows` / `hist_rows` entries are `-1 - row` of this batch.
+        self.lean = BatchStats(torch)
+        self._lean = frozenset({torch.float32, torch.float16, torch.bfloat16})  # float64: in float32, as the rest
+        self._lean_done: tuple[np.ndarray, np.ndarray] | None = None
 
     def copy(self, key: Key, source: Key) -> None:
         """`key` holds exactly the values of `source` (a view or copy): its row is the source's."""
@@ -73,10 +79,10 @@ class StatRows:
             if n == 0:
                 return
             contiguous = t.is_contiguous()
-            if contiguous and SMALL < n <= CHUNK and t.dtype == self._float32:  # most outputs: read in place, at once
-                view = raw_view(t)  # (None when negated or without plain storage: the general route below)
-                if view is not None:
-                    self.queue(key, view_stats(view), n, raw_histogram(view))
+            if SMALL < n <= CHUNK and t.dtype in self._lean:  # most outputs: a handful of numpy passes while the
+                row = self.lean.add(t, hist=contiguous)  # output is hot in the cache; its sample binned later
+                if row is not None and not (self.lean.changed and self.lean.changed[-1] == row):  # (no route: none)
+                    self.queue(key, -1 - row, n, -1 - row if contiguous else None)
                     return
             hist = contiguous and t.is_floating_point()
             neg = t.is_neg()
@@ -110,7 +116,6 @@ class StatRows:
         if values is not None:
             self.queue(key, values, t.numel(), histogram_row(self._torch, t))
 
-
     def queue(self, key: Key, row: Any, numel: int, hist: Any) -> None:
         """Add a finished or queued row (and histogram) for `key`."""
         self.has.add(key)
@@ -128,18 +133,22 @@ class StatRows:
             return table
         torch = self._torch
         batch_values, _ = self.batch.finish()
+        lean_values = self._lean_finish()[0]
         raw = np.empty((len(self.rows), 7), dtype=np.float64)
         by_device: dict[Any, list[int]] = {}
         batched: list[int] = []
+        lean: list[int] = []
         for i, row in enumerate(self.rows):
             if type(row) is int:
-                batched.append(i)
+                (batched if row >= 0 else lean).append(i)
             elif isinstance(row, np.ndarray):
                 raw[i] = row
             else:
                 by_device.setdefault(row[0].device, []).append(i)
         if batched:
             raw[batched] = batch_values[[self.rows[i] for i in batched]]
+        if lean:
+            raw[lean] = lean_values[[-1 - self.rows[i] for i in lean]]
         for rows in by_device.values():
             raw[rows, :4] = torch.stack([self.rows[i][0] for i in rows]).cpu().double().numpy()
             raw[rows, 4:] = torch.stack([self.rows[i][1] for i in rows]).cpu().numpy()
@@ -167,14 +176,6 @@ class StatRows:
             rows[repeats, 5:9] *= factor[repeats, None]
         table.add_many(keys, np.concatenate([data, rows]))
         return table
-        rows = data[extra]  # rows are appended in order, so a derived row's source is always an earlier row
-        for j, (i, k) in enumerate(zip(extra, times)):  # chains: a copy of a repeat takes the finished repeat
-            if i >= len(data):
-                rows[j] = rows[i - len(data)]
-            if k != 1:
-                rows[j] = repeated(rows[j], k)
-        table.add_many(keys, np.concatenate([data, rows]))
-        return table
 
     def finish_histograms(self) -> HistogramTable:
         """Bring every queued histogram to the host at once."""
@@ -182,18 +183,30 @@ class StatRows:
             return HistogramTable()
         torch = self._torch
         _, batch_hist = self.batch.finish()
+        lean_hist = self._lean_finish()[1]
         data = np.zeros((len(self.hist_rows), HIST_BINS + 1), dtype=np.int64)
         by_device: dict[Any, list[int]] = {}
+        keys = list(self.hist_keys)
+        dropped: list[int] = []
         for i, row in enumerate(self.hist_rows):
             if type(row) is int:
-                data[i] = batch_hist[row]
+                if row >= 0:
+                    data[i] = batch_hist[row]
+                elif lean_hist[-1 - row] is not None:
+                    data[i] = lean_hist[-1 - row]
+                else:  # the lean batch took no sample of it (no plain storage; a torch route with no histogram)
+                    dropped.append(i)
             elif isinstance(row, np.ndarray):
                 data[i] = row
             else:
                 by_device.setdefault(row.device, []).append(i)
         for rows in by_device.values():
             data[rows] = torch.stack([self.hist_rows[i] for i in rows]).cpu().numpy()
-        keys = list(self.hist_keys)
+        if dropped:
+            kept = np.ones(len(keys), dtype=bool)
+            kept[dropped] = False
+            keys = [k for k, keep in zip(keys, kept) if keep]
+            data = data[kept]
         position = {k: i for i, k in enumerate(keys)}
         extra = []
         for key, source in self.copies:
@@ -202,6 +215,16 @@ class StatRows:
                 keys.append(key)
                 extra.append(position[source])
         return HistogramTable(keys, np.concatenate([data, data[extra]]) if extra else data)
+
+    def _lean_finish(self) -> tuple[np.ndarray, list[np.ndarray | None]]:
+        """The lean batch's rows, and each of its rows' histogram (None where it took none), finished once."""
+        if self._lean_done is None:
+            raw, _, hist_rows, hists = self.lean.finish()
+            by_row: list[np.ndarray | None] = [None] * len(raw)
+            for r, h in zip(hist_rows.tolist(), hists):
+                by_row[r] = h
+            self._lean_done = (raw, by_row)
+        return self._lean_done
 
 
 def finish_rows(raw: np.ndarray, numel: np.ndarray) -> np.ndarray:
