@@ -84,7 +84,7 @@ def test_events_of_an_unnamed_process_are_kept() -> None:
     assert _columns(events).skipped == 30  # only the plain Python calls: pid 5 has no name yet
 
 
-def test_the_fixtures_skip_events_and_read_as_before() -> None:
+def test_the_level1_fixture_skips_events_without_a_reread() -> None:
     cols = _columns(json.loads(SMALL[0].read_bytes()))
     assert cols.skipped > 0 and not cols.conflict()
 
