@@ -21,7 +21,7 @@ from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import HistogramTable, StatsTable, TensorMeta
 from ascend_tui.graph.ids import IdMinter, api_op
 from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node
-from ascend_tui.live.aten import _FACTS, SAME_VALUES, overload_facts, storage_key, written_args
+from ascend_tui.live.aten import FACTS, SAME_VALUES, overload_facts, storage_key, written_args
 from ascend_tui.live.frames import SourceStack, stop_at, user_source
 from ascend_tui.live.stat_rows import StatRows
 from ascend_tui.live.weights import WEIGHTS
@@ -385,7 +385,7 @@ class Recorder:
         """Add the node for one finished aten call and wire its inputs."""
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled("capture cancelled")
-        facts = _FACTS.get(id(func)) or overload_facts(func)
+        facts = FACTS.get(id(func)) or overload_facts(func)
         stack = self.module_stack
         module = stack[-1] if stack else ""
         phase = self.phase
