@@ -39,6 +39,7 @@ class OverloadFacts:
 # them), and `_KEEP` holds them too, so an id is never reused.
 _FACTS: dict[int, OverloadFacts] = {}
 _KEEP: list[Any] = []
+FACTS = _FACTS  # read-only for callers: `FACTS.get(id(func)) or overload_facts(func)` saves a call per op
 
 
 def overload_facts(func: Any) -> OverloadFacts:
