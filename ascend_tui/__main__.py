@@ -1,5 +1,5 @@
 """`python -m ascend_tui` runs the command line."""
 
-from ascend_tui.cli.main import main
+from ascend_tui.cli.main import entry
 
-raise SystemExit(main())
+entry()

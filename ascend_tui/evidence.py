@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal, Mapping
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np  # imported where rows are stored: a graph without statistics never needs numpy
 
 Severity = Literal["error", "warning", "info"]
 CheckName = Literal["overflow", "precision", "memory", "profile"]
@@ -103,14 +104,14 @@ class TensorStats:
 class StatsTable:
     """Column store of `TensorStats` keyed by (node id, output slot).
 
-    Rows live in one float64 numpy array; lookups go through a dict of row numbers.
+    Rows live in one float64 numpy array (none until the first row); lookups go through a dict of row numbers.
     """
 
     __slots__ = ("_rows", "_data", "_n")
 
     def __init__(self) -> None:
         self._rows: dict[tuple[str, int], int] = {}
-        self._data = np.zeros((0, len(STAT_FIELDS)), dtype=np.float64)
+        self._data: np.ndarray | None = None
         self._n = 0
 
     def __len__(self) -> int:
@@ -121,6 +122,8 @@ class StatsTable:
 
     def add_many(self, keys: list[tuple[str, int]], values: np.ndarray) -> None:
         """Append rows; `values` has one row of `STAT_FIELDS` per key."""
+        import numpy as np
+
         values = np.asarray(values, dtype=np.float64).reshape(len(keys), len(STAT_FIELDS))
         if not self._rows and len(set(keys)) == len(keys):
             self._data = values.copy()
@@ -128,9 +131,11 @@ class StatsTable:
             self._n = len(keys)
             return
         need = self._n + len(keys)
-        if need > self._data.shape[0]:
-            grown = np.zeros((max(need, 2 * self._data.shape[0], 64), len(STAT_FIELDS)), dtype=np.float64)
-            grown[: self._n] = self._data[: self._n]
+        held = 0 if self._data is None else self._data.shape[0]
+        if need > held:
+            grown = np.zeros((max(need, 2 * held, 64), len(STAT_FIELDS)), dtype=np.float64)
+            if self._data is not None:
+                grown[: self._n] = self._data[: self._n]
             self._data = grown
         for i, key in enumerate(keys):
             row = self._rows.get(key)
@@ -141,6 +146,8 @@ class StatsTable:
             self._data[row] = values[i]
 
     def add(self, node: str, slot: int, stats: TensorStats) -> None:
+        import numpy as np
+
         self.add_many([(node, slot)], np.array([stats.to_row()]))
 
     def get(self, node: str, slot: int = 0) -> TensorStats | None:
@@ -159,7 +166,15 @@ class StatsTable:
 
     def column(self, name: str) -> np.ndarray:
         """One statistic for every row, in insertion order."""
-        return self._data[: self._n, STAT_FIELDS.index(name)]
+        return self._rows_data()[: self._n, STAT_FIELDS.index(name)]
+
+    def _rows_data(self) -> np.ndarray:
+        """The rows' array, an empty one before the first row."""
+        if self._data is None:
+            import numpy as np
+
+            return np.zeros((0, len(STAT_FIELDS)), dtype=np.float64)
+        return self._data
 
     def keys(self) -> list[tuple[str, int]]:
         return list(self._rows)
@@ -170,7 +185,9 @@ class StatsTable:
 
     def to_json(self) -> dict[str, Any]:
         """Columns of keys and finite rows; non-finite cells listed apart so the file stays strict JSON."""
-        data = self._data[: self._n]
+        import numpy as np
+
+        data = self._rows_data()[: self._n]
         finite = np.isfinite(data)
         bad = np.argwhere(~finite)
         return {
@@ -187,6 +204,8 @@ class StatsTable:
         keys = list(zip(map(str, data.get("nodes", [])), map(int, data.get("slots", []))))
         if not keys:
             return table
+        import numpy as np
+
         rows = np.asarray(data["rows"], dtype=np.float64).reshape(len(keys), len(STAT_FIELDS))
         for r, c, value in data.get("nonfinite", []):
             rows[int(r), int(c)] = _from_json_float(value)
@@ -208,8 +227,11 @@ class HistogramTable:
     def __init__(self, keys: list[tuple[str, int]] | None = None, data: np.ndarray | None = None) -> None:
         keys = keys or []
         self._rows = {k: i for i, k in enumerate(keys)}
-        self._data = np.zeros((0, HIST_BINS + 1), dtype=np.int64) if data is None else \
-            np.asarray(data, dtype=np.int64).reshape(len(keys), HIST_BINS + 1)
+        self._data: np.ndarray | None = None  # no rows, no numpy
+        if data is not None:
+            import numpy as np
+
+            self._data = np.asarray(data, dtype=np.int64).reshape(len(keys), HIST_BINS + 1)
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -217,20 +239,21 @@ class HistogramTable:
     def get(self, node: str, slot: int = 0) -> tuple[np.ndarray, int] | None:
         """(bin counts, sample size) of output `slot` of `node`, or None when none was taken."""
         row = self._rows.get((node, slot))
-        if row is None:
+        if row is None or self._data is None:
             return None
         return self._data[row, :HIST_BINS], int(self._data[row, HIST_BINS])
 
     def to_json(self) -> dict[str, Any]:
         return {"edges_log2": list(HIST_EDGES_LOG2), "nodes": [k[0] for k in self._rows],
-                "slots": [k[1] for k in self._rows], "rows": self._data.tolist()}
+                "slots": [k[1] for k in self._rows],
+                "rows": [] if self._data is None else self._data.tolist()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> HistogramTable:
         if list(data.get("edges_log2", HIST_EDGES_LOG2)) != list(HIST_EDGES_LOG2):
             return cls()  # another binning: better none than a mislabelled one
         keys = list(zip(map(str, data.get("nodes", [])), map(int, data.get("slots", []))))
-        return cls(keys, np.asarray(data.get("rows", []), dtype=np.int64)) if keys else cls()
+        return cls(keys, data.get("rows", [])) if keys else cls()
 
 
 def _json_float(x: float) -> float | str:

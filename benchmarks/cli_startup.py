@@ -1,5 +1,5 @@
-"""Wall time of `import ascend_tui.readers`, `ascend-tui --help` and `ascend-tui check DUMP --json OUT`,
-this checkout against another.
+"""Wall time of `import ascend_tui.readers`, `ascend-tui --help`, `ascend-tui check DUMP --json OUT` and the
+start-up of `graph` and `profile` (on a small ONNX model and a small kernel CSV), this checkout against another.
 
     PYTHONPATH=. python benchmarks/cli_startup.py --before /tmp/before-checkout [--runs 5] [--dump DIR]
 
@@ -37,13 +37,19 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", type=Path, required=True, help="the checkout to compare against")
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--dump", type=Path, default=ROOT.parent / "shared" / "fixtures" / "msprobe" / "dump_ovf")
+    fixtures = ROOT.parent / "shared" / "fixtures"
+    ap.add_argument("--dump", type=Path, default=fixtures / "msprobe" / "dump_ovf")
+    ap.add_argument("--onnx", type=Path, default=ROOT / "tests" / "data" / "block_dynamo_export.onnx")
+    ap.add_argument("--kernels", type=Path,
+                    default=fixtures / "profiler" / "level1_2025-01" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
     args = ap.parse_args()
     out = Path(tempfile.mkdtemp(prefix="cli_startup_")) / "x.json"
     bare = [_time(ROOT, ["-c", "pass"]) for _ in range(args.runs)]
     print("python -c pass " + " ".join(f"{v:.3f}" for v in bare) + f"  median {statistics.median(bare):.3f} s")
     commands = {"readers": ["-c", "import ascend_tui.readers"], "--help": ["-m", "ascend_tui", "--help"],
-                "check": ["-m", "ascend_tui", "check", str(args.dump), "-q", "--json", str(out)]}
+                "check": ["-m", "ascend_tui", "check", str(args.dump), "-q", "--json", str(out)],
+                "graph": ["-m", "ascend_tui", "graph", str(args.onnx), "-q"],
+                "profile": ["-m", "ascend_tui", "profile", str(args.kernels), "-q"]}
     for name, argv in commands.items():
         times: dict[str, list[float]] = {"before": [], "after": []}
         for _ in range(args.runs):

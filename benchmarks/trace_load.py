@@ -47,6 +47,33 @@ print(json.dumps({"s": time.perf_counter() - t0, "cpu": time.process_time() - c0
                   "kernels": p.kernels.n, "host_ops": len(p.host_ops)}))
 """
 
+PHASES = """
+import json, sys, time
+from pathlib import Path
+from ascend_tui.progress import paused_gc
+from ascend_tui.readers.parse.json_events import decoded_pieces
+from ascend_tui.readers.profiler.trace import KEEP, profile_of_columns
+from ascend_tui.readers.profiler.trace_columns import Columns, decode
+cols, cut, add = Columns(KEEP), 0.0, 0.0
+with paused_gc():
+    pieces = decoded_pieces(Path(sys.argv[1]), decode)
+    while True:
+        c0 = time.process_time()
+        events = next(pieces, None)
+        c1 = time.process_time()
+        cut += c1 - c0
+        if events is None:
+            break
+        cols.add(events)
+        del events
+        add += time.process_time() - c1
+c0 = time.process_time()
+cols.finish()
+profile_of_columns(cols)
+print(json.dumps({"cut": cut, "add": add, "profile": time.process_time() - c0, "skipped": cols.skipped,
+                  "events": cols.events}))
+"""
+
 
 def generate(path: Path, size: int, source: Path = FIXTURE) -> int:
     """Write a trace of about `size` bytes from `source`'s events; returns the number of copies."""
@@ -103,6 +130,9 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the generated traces")
     ap.add_argument("--no-cli", action="store_true", help="skip the end-to-end command")
     ap.add_argument("--json-fallback", action="store_true", help="also time our reader without msgspec")
+    ap.add_argument("--phases", action="store_true",
+                    help="also split our reader's CPU time: cut and decode (with freeing the last piece), columns, "
+                         "profile")
     ap.add_argument("--json-load-limit", type=float, default=1000.0, metavar="MB",
                     help="skip json.load above this size (it holds ~5x the file in memory); the ratio is then "
                          "taken against the rate json.load had on the smaller sizes of this run, said as an estimate")
@@ -144,6 +174,10 @@ def main() -> None:
                     print(f"  {label:18} {wall:6.2f} s  cpu {cpu:6.2f} s   peak {rss / 1e6:6.0f} MB = {rss / size:.2f}x "
                           f"file   {wall / wall_j:.2f}x json.load wall, {cpu / cpu_j:.2f}x CPU   ({r['events']} events, "
                           f"{r['kernels']} kernels, {r['host_ops']} host op names)")
+                if args.phases:
+                    r = json.loads(child([py, "-c", PHASES, str(path)])[2])
+                    print(f"  ours, CPU by phase: cut+decode {r['cut']:.2f} s, columns {r['add']:.2f} s, profile "
+                          f"{r['profile']:.2f} s; {r['skipped']} of {r['events']} events skipped (no table reads them)")
                 if not args.no_cli:
                     wall, rss, _, cpu = child([*cli, str(path)])
                     wall, cpu = wall - startup, cpu - startup_cpu

@@ -103,9 +103,9 @@ def screen_text(app: Any) -> str:
 
 def detail_text(app: Any) -> str:
     """The detail pane's full text (including lines scrolled out of view)."""
-    from textual.widgets import Static
+    from ascend_tui.app.widgets.detail import Detail
 
-    return str(app.main.query_one("#detail-body", Static).content)
+    return app.main.query_one(Detail).text
 
 
 def saved(inv: Investigation, folder: Path, name: str = "run.atui.json") -> Path:

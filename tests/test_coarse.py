@@ -224,7 +224,8 @@ def test_full_detail_records_every_operator() -> None:
     assert "capture" not in full.run.extra
     assert not any(is_module_level(full, n.id) for n in full.graph.nodes)
     clean = ascend_tui.investigate(net, inputs(), checks=("overflow",), device="cpu")
-    assert clean.run.extra["capture"] == {"detail": "module", "passes": 1, "module_events": 30, "operators": 0}
+    assert clean.run.extra["capture"] == {"detail": "module", "passes": 1, "module_events": 30, "operators": 0,
+                                          "module_histograms": False}
     assert all(is_module_level(clean, n.id) for n in clean.graph.nodes if n.kind == "op")
 
 
@@ -365,3 +366,27 @@ def test_a_training_steps_investigation_is_freed_when_dropped() -> None:
     del cap
     gc.collect()
     assert rec() is None, "the module pass's recorder outlived its capture"
+
+
+class Tiny(nn.Module):
+    """Most of its output lies below float16's smallest subnormal (2**-24), beside a few values of 1."""
+
+    def forward(self, x: Any) -> Any:
+        return torch.where(x > 1.5, torch.ones_like(x), x.abs() * 1e-9 + 1e-10)
+
+
+def test_module_histograms_are_sampled_only_when_the_check_reads_them() -> None:
+    # the overflow check reads a module's histogram only to predict float16 underflow of a wider run; otherwise the
+    # module pass does not sample them, and says so
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(64, 64), Tiny(), nn.Linear(64, 4)).eval()
+    data = (torch.randn(32, 64),)
+    plain = ascend_tui.investigate(net, data, checks=("overflow",), reference=None)
+    modules = [n.id for n in plain.graph.nodes if n.kind == "op" and is_module_level(plain, n.id)]
+    assert modules and not any(plain.histograms.get(m, 0) for m in modules)
+    assert plain.run.extra["capture"]["module_histograms"] is False
+    predicted = ascend_tui.investigate(net, data, checks=("overflow",), reference=None, range_dtype="float16")
+    assert all(predicted.histograms.get(m, 0) is not None for m in modules)
+    assert "module_histograms" not in predicted.run.extra["capture"]
+    under = [f for f in predicted.findings if f.kind == "underflow"]
+    assert [(f.module, f.metrics["source"]) for f in under] == [("1", "histogram")]

@@ -36,6 +36,7 @@ from ascend_tui.checks.overflow_explain import (
     DtypeRange,
     Explainer,
     RangeEvidence,
+    StatRows,
     headroom,
     label,
     num,
@@ -84,30 +85,6 @@ def analyze(
     return analysis.run()
 
 
-class _Table:
-    """Row access to a `StatsTable` through its columns."""
-
-    def __init__(self, table: StatsTable | None) -> None:
-        self.rows = {key: i for i, key in enumerate(table.keys())} if table is not None else {}
-        self.col = {n: (table.column(n) if table is not None else np.zeros(0)) for n in
-                    ("min", "max", "abs_max", "nan_count", "inf_count", "zero_count", "numel", "l2norm")}
-        # Counts are whole numbers >= 0 whatever a reader found; magnitudes are >= 0 (NaN stays: it means NaN).
-        for n in ("nan_count", "inf_count", "zero_count", "numel"):
-            self.col[n] = np.nan_to_num(self.col[n], nan=0.0, posinf=2.0 ** 62, neginf=0.0).clip(0.0, 2.0 ** 62)
-        for n in ("abs_max", "l2norm"):
-            self.col[n] = np.abs(self.col[n])
-        self._values: dict[str, list[float]] = {}  # a column as Python floats, made when first read one at a time
-
-    def get(self, key: tuple[str, int], name: str) -> float | None:
-        row = self.rows.get(key)
-        if row is None:
-            return None
-        values = self._values.get(name)
-        if values is None:  # one `tolist` instead of a numpy scalar and a float() per read (~7k reads a step)
-            values = self._values[name] = self.col[name].astype(np.float64).tolist()
-        return values[row]
-
-
 class _Analysis(Explainer):
     """One pass of the overflow check over a graph; holds the per-output classification."""
 
@@ -116,7 +93,7 @@ class _Analysis(Explainer):
                  evidence: dict[tuple[str, int], RangeEvidence], underflow_fraction: float) -> None:
         self.g, self.target, self.inf_nan, self.flags = graph, target, inf_nan_mode, flags
         self.headroom_bits, self.phase, self.evidence, self.uf_min = headroom_bits, phase, evidence, underflow_fraction
-        self.t, self.r = _Table(stats), _Table(reference)
+        self.t, self.r = StatRows(stats), StatRows(reference)
         self.predict = target.low_precision and not any(
             (rng := range_of(m.dtype)) is not None and rng.low_precision
             for n in graph for m in n.outputs if m is not None)
@@ -442,15 +419,18 @@ class _Analysis(Explainer):
             seen = self._origin_parts[origin] = (onode, olabel_text, ChainLink(
                 origin, onode.module, onode.op_type, _or_nan(self.magnitude((origin, oslot)))))
         onode, olabel_text, olink = seen
-        label = self.slotlabel((node.id, slot), kind)
-        fed = {self.bad[(e.src, e.out_slot)] for e in self.prods(node.id) if (e.src, e.out_slot) in self.bad}
-        turn = (" (Inf turned into NaN here: Inf - Inf, 0 x Inf or Inf / Inf)"
-                if kind == "nan" and fed == {"inf"} else "")
-        message = f"{label} {self.where(node)} is inherited from `{origin}`, where {olabel_text} first appears{turn}"
         key = (node.id, slot)
+        name = self.slotlabel(key, kind) if kind == "inf" else label(kind)  # only Inf has a sign to tell
+        turn = ""
+        if kind == "nan":  # fed by Inf alone: the NaN was made here
+            bad = self.bad
+            if {bad[(e.src, e.out_slot)] for e in self.prods(node.id) if (e.src, e.out_slot) in bad} == {"inf"}:
+                turn = " (Inf turned into NaN here: Inf - Inf, 0 x Inf or Inf / Inf)"
+        message = f"{name} {self.where(node)} is inherited from `{origin}`, where {olabel_text} first appears{turn}"
+        metrics: dict[str, Any] = self.counts(key)
+        metrics["origin"] = origin
         root = RootCause(origin, onode.module, f"{olabel_text} first appears at `{origin}`",
-                         (ChainLink(node.id, node.module, node.op_type, _or_nan(self.t.get(key, "abs_max"))), olink))
-        metrics: dict[str, Any] = {**self.counts(key), "origin": origin}
+                         (ChainLink(node.id, node.module, node.op_type, _or_nan(metrics["abs_max"])), olink))
         return Finding(CHECK, kind, "info", node.id, node.op_type, node.module, node.index, message,
                        "inherited", metrics, root)
 

@@ -1,7 +1,7 @@
 """Why an overflow happened: the amplification chain, the root cause and the fixes the evidence supports.
 
 Used by `checks.overflow` (its `_Analysis` mixes `Explainer` in); pure like it: no torch, no I/O.
-Also the dtype ranges and the names and numbers the messages use.
+Also the dtype ranges, the names and numbers the messages use, and `StatRows` (the row access both read through).
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ascend_tui.checks.effect import OpStats, divergence
 from ascend_tui.evidence import ChainLink, RootCause
@@ -142,6 +144,30 @@ def label(kind: str) -> str:
 def times(g: float) -> str:
     """`x15`, `x3.9`, `x1.2e3`: a growth factor."""
     return f"x{g:.2g}" if g < 100 else f"x{num(g)}"
+
+
+class StatRows:
+    """Row access to a `StatsTable` (or None: no rows) through its columns, counts made whole and magnitudes >= 0."""
+
+    def __init__(self, table: Any) -> None:
+        self.rows = {key: i for i, key in enumerate(table.keys())} if table is not None else {}
+        self.col = {n: (table.column(n) if table is not None else np.zeros(0)) for n in
+                    ("min", "max", "abs_max", "nan_count", "inf_count", "zero_count", "numel", "l2norm")}
+        # Counts are whole numbers >= 0 whatever a reader found; magnitudes are >= 0 (NaN stays: it means NaN).
+        for n in ("nan_count", "inf_count", "zero_count", "numel"):
+            self.col[n] = np.nan_to_num(self.col[n], nan=0.0, posinf=2.0 ** 62, neginf=0.0).clip(0.0, 2.0 ** 62)
+        for n in ("abs_max", "l2norm"):
+            self.col[n] = np.abs(self.col[n])
+        self._values: dict[str, list[float]] = {}  # a column as Python floats, made when first read one at a time
+
+    def get(self, key: tuple[str, int], name: str) -> float | None:
+        row = self.rows.get(key)
+        if row is None:
+            return None
+        values = self._values.get(name)
+        if values is None:  # one `tolist` instead of a numpy scalar and a float() per read (~7k reads a step)
+            values = self._values[name] = self.col[name].astype(np.float64).tolist()
+        return values[row]
 
 
 class Explainer:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ascend_tui.cli.exits import EXIT_CLEAN, EXIT_FINDINGS
+from ascend_tui.cli.exits import EXIT_CLEAN, EXIT_FINDINGS, keep
 from ascend_tui.cli.finish import check_outputs
 from ascend_tui.cli.parser import add_quiet
 from ascend_tui.cli.progress import ProgressLine
@@ -52,6 +52,7 @@ def run_graph(args: Any, out: TextIO, progress: Progress | None = None) -> int:
 
     path = Path(args.path)
     inv = open_path(path, progress=progress)
+    keep(inv)  # the process ends after this command: nothing gains from taking a 100k-node graph apart
     reader = reader_for(path)
     notes: list[str] = list(inv.run.extra.get("notes") or [])
     if args.evidence:

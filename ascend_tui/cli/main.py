@@ -13,13 +13,13 @@ import argparse
 import importlib
 import sys
 from types import ModuleType
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from ascend_tui import __version__
-from ascend_tui.cli.exits import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT, guarded
+from ascend_tui.cli.exits import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT, guarded, leave, leaving
 from ascend_tui.cli.parser import ArgParser
 
-__all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_INPUT", "SUBCOMMANDS", "build_parser", "main"]
+__all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_INPUT", "SUBCOMMANDS", "build_parser", "entry", "main"]
 
 # subcommand -> its line in `ascend-tui --help`, in the order listed there; the module is ascend_tui.cli.<name>
 SUBCOMMANDS: dict[str, str] = {
@@ -83,3 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(subcommand(args.command).run(args))
 
     return guarded(run)
+
+
+def entry() -> NoReturn:
+    """The program (`python -m ascend_tui`, the `ascend-tui` script): `main` on `sys.argv`, then the process
+    ends without taking apart what the command kept (`exits.keep`); `main` itself, as tests call it, returns."""
+    leaving()
+    leave(main())

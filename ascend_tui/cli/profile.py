@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
 
 from ascend_tui import fmt
+from ascend_tui.cli.exits import keep
 from ascend_tui.cli.finish import check_outputs, finish
 from ascend_tui.cli.parser import add_gate_options, add_outputs, add_quiet
 from ascend_tui.cli.progress import ProgressLine
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
             if args.baseline and not is_report(args.baseline) else None
     finally:
         progress.done()
+    keep(inv)  # the process ends after this command: its million rows need not be taken apart
     code = finish(inv, args, before=lambda out: print_summary(inv, out, args.top), baseline=base)
     if args.open:
         from ascend_tui.app.app import InvestigatorApp

@@ -94,6 +94,7 @@ class CoarseCapture:
     why: list[dict[str, Any]] = field(default_factory=list)  # the checks' reasons for their suspects
     meter: str = ""  # what the module pass's bytes are, when it measured them
     measured: tuple[str, ...] = ()  # what the module pass measured per forward call beside values: time, memory
+    module_histograms: bool = True  # False: module-level histograms not sampled (no check of the run reads them)
 
     def describe(self) -> dict[str, Any]:
         """`run.extra["capture"]`: what was recorded operator by operator and what only per module."""
@@ -114,6 +115,8 @@ class CoarseCapture:
         if self.measured:
             data["module_level"] = {"calls": sum(1 for e in ev if e.phase == "forward"),
                                     "measured": list(self.measured), **({"bytes": self.meter} if self.meter else {})}
+        if not self.module_histograms:
+            data["module_histograms"] = False  # the app shows histograms of the recorded operators only
         if self.notes:
             data["notes"] = list(self.notes)
         return data
@@ -140,7 +143,8 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
                    suspects: Sequence[Callable[[list[Event]], int | tuple[int, int] | None]] = (),
                    on_target: Callable[[CaptureResult], None] | None = None, meter: Any = None,
                    around: Callable[[int, str], ContextManager[Any]] | None = None,
-                   outliers: Sequence[Callable[[list[Event]], int | tuple[int, int] | None]] = ()) -> CoarseCapture:
+                   outliers: Sequence[Callable[[list[Event]], int | tuple[int, int] | None]] = (),
+                   histograms: bool = True) -> CoarseCapture:
     """Pass 1 at module level (on the reference too, when given: a module whose float32 values leave the checked
     dtype's range is as suspect as one that went bad); if some event is, replay the step with operators recorded in
     its window (both runs, the same window). `suspects` are the checks' own verdicts on pass 1 (the precision
@@ -151,7 +155,8 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
     hungry module. `meter` measures pass 1
     of the target (`live.coarse_meter.Meter`); `around(side, stage)` is entered around each pass of side 0 (the
     target) or 1 (the reference), `stage` one of "module", "flag" (the pass that looks for the overflow flag) and
-    "window" (a replay)."""
+    "window" (a replay). `histograms`: sample module-level histograms (False when no check reads them: the window's
+    operators get theirs either way)."""
     sides = [Side(model, inputs, device, observers)] + ([reference] if reference is not None else [])
     states = [StepState.save(s.model, s.device) for s in sides]
     passes = 1
@@ -171,7 +176,7 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
             with (around(i, stage) if around is not None else contextlib.nullcontext()):
                 rec = step_pass(side.model, side.inputs, window=window, backward=backward, loss=loss,
                                 observers=side.observers, progress=progress if i == 0 else None,
-                                cancel=cancel, forward_only=lazy, stop_after_window=lazy, **kw)
+                                cancel=cancel, forward_only=lazy, stop_after_window=lazy, histograms=histograms, **kw)
             if not lazy or adopt_rest(rec, first[i][0]):
                 break
             notes.append("the replay's forward made other module calls than the module pass's: replayed whole")
@@ -232,7 +237,8 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
         out = CoarseCapture(results[0], recs[0][0], window, passes, flag_set, notes,
                             meter=meter.source if meter is not None and meter.nbytes else "",
                             measured=() if meter is None else tuple(
-                                m for m, on in (("time", meter.seconds), ("memory", meter.nbytes)) if on))
+                                m for m, on in (("time", meter.seconds), ("memory", meter.nbytes)) if on),
+                            module_histograms=histograms)
         out.reference = results[1] if len(results) > 1 else None
         return out
     finally:

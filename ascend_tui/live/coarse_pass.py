@@ -19,6 +19,7 @@ from ascend_tui.errors import Cancelled
 from ascend_tui.graph.opgraph import derive, op_node
 from ascend_tui.live.batch_stats import BatchStats
 from ascend_tui.live.capture import ABSENT, Recorder, SlotRef, Unshadow, call_model, tensor_leaves, tensor_meta
+from ascend_tui.live.coarse_window import WindowClosed, lazy_window_mode, window_mode
 from ascend_tui.live.frames import stop_at
 from ascend_tui.progress import frozen_gc
 
@@ -28,11 +29,6 @@ if TYPE_CHECKING:
 MODULE = "module"  # the value of `attrs["detail"]` on nodes that stand for a whole module call
 FLAG_READS = 32  # reads of the overflow flag (a host sync each) in the pass that looks for it: one every N events
 MODULE_SAMPLE = 512  # values per module-level histogram (an operator's: `HIST_SAMPLE`); binning is ~4 ns a value
-
-
-class WindowClosed(BaseException):
-    """Raised at the end of a forward window when the replay stops there (not an `Exception`: a model's own
-    `except Exception` must not swallow it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +50,8 @@ class StepRecorder(Recorder):
     window of events (none when `window` is None: pass 1)."""
 
     def __init__(self, model: Any, inputs: Any, *, window: tuple[int, int] | None = None, grads: bool = False,
-                 flag_device: Device | None = None, module_stats: bool = True, **kwargs: Any) -> None:
+                 flag_device: Device | None = None, module_stats: bool = True, histograms: bool = True,
+                 **kwargs: Any) -> None:
         super().__init__(model, inputs, **kwargs)
         self.module_stats = module_stats  # False on a replay: the module pass measured those already
         self.window = window  # operators between event window[0] (-1: the start) and event window[1] are recorded
@@ -75,8 +72,9 @@ class StepRecorder(Recorder):
         self._last: SlotRef | None = None
         # Module-level measurements: taken when handed over, rows together at the end (`live.batch_stats`); a
         # tensor measured already (a parent returning its child's output, one gradient reaching two outputs)
-        # unchanged since takes that row.
-        self.batch = BatchStats(self._torch, sample=MODULE_SAMPLE)
+        # unchanged since takes that row. Their histograms only when a check reads them (`histograms`): the overflow
+        # check's float16 prediction does; sampling and binning them was ~4 ms of a hidden-128 Llama step's ~50.
+        self.batch = BatchStats(self._torch, sample=MODULE_SAMPLE, histograms=histograms)
         self._grad_enabled = self._torch.is_grad_enabled
         self.mode: Any = None  # a dispatch mode entered only while the window is open (a forward window's replay)
         self._mode_entered = False
@@ -403,63 +401,23 @@ class StepRecorder(Recorder):
                 self.take((node_id, 0), p.grad)
 
 
-def _window_mode(base: type) -> type:
-    class WindowMode(base):  # type: ignore[misc, valid-type]
-        """`RecordingMode` that lets operators outside the recorder's window run untouched."""
-
-        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-            if not self.recorder.active:
-                return func(*args, **(kwargs or {}))
-            return super().__torch_dispatch__(func, types, args, kwargs)
-
-    return WindowMode
-
-
-_WINDOW_MODES: dict[Any, type] = {}
-
-
-def window_mode(base: type) -> type:
-    if base not in _WINDOW_MODES:
-        _WINDOW_MODES[base] = _window_mode(base)
-    return _WINDOW_MODES[base]
-
-
-def lazy_window_mode(base: type) -> type:
-    """`window_mode(base)` that `recording()` enters and leaves without pushing it: `push()` / `pop()` do, when the
-    window opens and closes (outside it, operators run without any Python in between)."""
-    key = ("lazy", base)
-    if key not in _WINDOW_MODES:
-        class LazyWindowMode(window_mode(base)):  # type: ignore[misc, valid-type]
-            def __enter__(self) -> Any:
-                return self
-
-            def __exit__(self, *exc: Any) -> None:
-                return None
-
-            def push(self) -> None:
-                super().__enter__()
-
-            def pop(self) -> None:
-                super().__exit__(None, None, None)
-
-        _WINDOW_MODES[key] = LazyWindowMode
-    return _WINDOW_MODES[key]
-
-
 def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backward: bool = False,
               loss: Callable[[Any], Any] | None = None, observers: Sequence[Any] = (), progress: Any = None,
               cancel: Any = None, flag_device: Device | None = None, phase_label: str = "capturing",
               module_stats: bool = True, forward_only: bool = False,
-              stop_after_window: bool = False, flag_every: int = 1, meter: Any = None) -> StepRecorder:
+              stop_after_window: bool = False, flag_every: int = 1, meter: Any = None,
+              histograms: bool = True) -> StepRecorder:
     """One run of the step (forward, and backward when asked) under a `StepRecorder`; a dispatch mode only when there
     is a window to record operators in. `forward_only`: a window in the forward, replayed without the backward (in the
     same grad mode), the dispatch mode entered when the window opens and left when it closes; `stop_after_window`: and
     stopped there (`rec.stopped`; `adopt_rest` gives it the rest of the step from the module pass); `meter`: each
-    forward module call's time and bytes on its event (`live.coarse_meter`)."""
+    forward module call's time and bytes on its event (`live.coarse_meter`); `histograms`: sample module-level
+    histograms too (the window's operators always get theirs)."""
     from ascend_tui.live.overflow import default_loss
 
     rec = StepRecorder(model, inputs, window=window, grads=backward and not forward_only, flag_device=flag_device, progress=progress,
-                       cancel=cancel, phase_label=phase_label, source=window is not None, module_stats=module_stats)
+                       cancel=cancel, phase_label=phase_label, source=window is not None, module_stats=module_stats,
+                       histograms=histograms)
     rec.flag_every = flag_every
     rec.meter = meter
 

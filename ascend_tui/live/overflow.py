@@ -48,6 +48,12 @@ class OverflowCheck:
         dtype = str(ctx.options.setting("range_dtype") or dtype_name(ctx.dtype))
         return dtype if range_of(dtype) is not None else "float32"
 
+    def module_histograms(self, ctx: LiveContext) -> bool:
+        """Whether the check reads module-level histograms: only to estimate float16 underflow of outputs stored in a
+        wider dtype (`checks.overflow`'s "histogram" source); a coarse capture samples them only when some check
+        does."""
+        return self.dtype(ctx) == "float16" and not (range_of(dtype_name(ctx.dtype)) or range_of("float32")).low_precision
+
     def observers(self, ctx: LiveContext, run: Run) -> list[Watcher]:
         if run.role == "target":
             inf_nan = bool(ctx.options.setting("inf_nan_mode", ctx.device.inf_nan_mode))

@@ -123,7 +123,8 @@ def run_live(model: Any, inputs: Any, options: RunOptions, *, progress: Progress
             saturation_limit=saturation_limit(options.setting("range_dtype") or run_dtype), progress=progress,
             cancel=cancel, reference=ref_side, on_target=lambda r: setattr(ctx, "target", r),
             suspects=[_suspect(c, ctx) for c in checks if hasattr(c, "coarse_suspect")], meter=meter,
-            around=around, outliers=[_outlier(c, ctx) for c in checks if hasattr(c, "coarse_outlier")]))
+            around=around, outliers=[_outlier(c, ctx) for c in checks if hasattr(c, "coarse_outlier")],
+            histograms=any(c.module_histograms(ctx) if hasattr(c, "module_histograms") else True for c in checks)))
         ctx.target, ctx.reference = ctx.coarse.result, ctx.coarse.reference
         end = ctx.coarse.window[1] if ctx.coarse.window is not None else None
         ctx.coarse.why.extend(w for c in checks if isinstance(w := getattr(c, "why", None), dict)

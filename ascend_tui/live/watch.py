@@ -341,8 +341,10 @@ class Watch:
                 cast = torch.autocast(device_type=modes.device_type, dtype=modes.autocast_dtype) \
                     if modes.autocast else nullcontext()
                 with modes.applied(self.model), cast:
+                    # no module histograms: this investigation keeps none (its overflow check reads none either)
                     coarse = coarse_capture(self.model, inputs, self.device, backward=self.loss is not None,
-                                            loss=self.loss, saturation_limit=saturation_limit(self.dtype))
+                                            loss=self.loss, saturation_limit=saturation_limit(self.dtype),
+                                            histograms=False)
                 result = coarse.result
             device = self.device
             info = device.info().to_json() if device.backend in ("cpu", "cuda", "npu") else \

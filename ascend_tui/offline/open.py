@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ascend_tui import readers
-from ascend_tui.readers import LazyReader
+from ascend_tui.readers import FOLDERS, LazyReader, Takes
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
     from ascend_tui.progress import Progress
 
-CLUSTER = LazyReader("cluster profile", "ascend_tui.offline.profile_cluster:READER")
-RANKS_DUMP = LazyReader("msprobe multi-rank dump", "ascend_tui.offline.nan_ranks:READER")
+CLUSTER = LazyReader("cluster profile", "ascend_tui.offline.profile_cluster:READER", takes=Takes(
+    True, ("cluster_step_trace_time.csv", "cluster_step_trace_time.csv.gz", "cluster_analysis.db")))
+RANKS_DUMP = LazyReader("msprobe multi-rank dump", "ascend_tui.offline.nan_ranks:READER", takes=FOLDERS)
 
 # reader name -> the analysis (`module:function`, Investigation -> Investigation) that adds its findings
 ANALYSES = {

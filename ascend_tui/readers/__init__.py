@@ -24,12 +24,32 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class Takes:
+    """What a reader's sniff can accept at most, judged by the path's name alone (no bytes read, no import):
+    folders or not, and files whose names end (case aside) in one of `endings` (None: a file of any name).
+    It must never refuse what the sniff accepts (`tests/test_reader_takes.py` checks every fixture)."""
+
+    folders: bool = False
+    endings: tuple[str, ...] | None = None
+
+    def could(self, path: Path) -> bool:
+        """False when the reader's sniff surely refuses `path`."""
+        if path.is_dir():
+            return self.folders
+        return self.endings is None or path.name.lower().endswith(self.endings)
+
+
+ANY = Takes(folders=True)  # what a reader without a `Takes` (a plug-in) is asked about: everything
+
+
+@dataclass(frozen=True, slots=True)
 class LazyReader:
     """A reader known by name, imported from `target` (`module:attribute`) the first time it is needed."""
 
     name: str
     target: str
     plugin: str = ""  # the distribution that declared it, for a plug-in
+    takes: Takes = ANY  # the paths worth asking its sniff about
 
     def reader(self) -> Reader:
         """The `Reader` itself (importing its module)."""
@@ -44,6 +64,8 @@ class LazyReader:
         return getattr(importlib.import_module(module), attr)
 
     def sniff(self, path: Path) -> bool:
+        if not self.takes.could(path):
+            return False
         if not self.plugin:
             return bool(self.reader().sniff(path))
         return bool(self._foreign("sniff", path, self.reader().sniff, path))
@@ -68,21 +90,27 @@ class LazyReader:
         return bool(getattr(self.reader(), "streams", False))
 
 
+FILES = Takes()  # a file of any name: the sniff reads its first bytes
+FOLDERS = Takes(folders=True, endings=())
 READERS: list[LazyReader] = [
-    LazyReader("investigation", "ascend_tui.readers.native:INVESTIGATION_READER"),
-    LazyReader("graph", "ascend_tui.readers.native:GRAPH_READER"),
-    LazyReader("msprobe dump", "ascend_tui.readers.msprobe.dump:READER"),
-    LazyReader("msprobe compare result", "ascend_tui.readers.msprobe.compare_result:READER"),
-    LazyReader("msprobe overflow_check", "ascend_tui.readers.msprobe.overflow:READER"),
-    LazyReader("sanitizer log", "ascend_tui.readers.sanitizer.investigation:READER"),
-    LazyReader("profiler", "ascend_tui.readers.profiler.ascend_pt:READER"),
-    LazyReader("msprof op", "ascend_tui.readers.profiler.msprof_op:READER"),
-    LazyReader("profiler memory", "ascend_tui.readers.profiler.memory:READER"),
-    LazyReader("GE graph dump", "ascend_tui.readers.graphs.ge_dump:READER"),
-    LazyReader("ONNX model", "ascend_tui.readers.graphs.onnx_model:READER"),
-    LazyReader("torch.export archive", "ascend_tui.readers.graphs.torch_export:READER"),
-    LazyReader("MindSpore IR", "ascend_tui.readers.graphs.mindspore_ir:READER"),
-    LazyReader("msprobe graph_visualize", "ascend_tui.readers.msprobe.vis:READER"),
+    LazyReader("investigation", "ascend_tui.readers.native:INVESTIGATION_READER", takes=FILES),
+    LazyReader("graph", "ascend_tui.readers.native:GRAPH_READER", takes=FILES),
+    LazyReader("msprobe dump", "ascend_tui.readers.msprobe.dump:READER", takes=Takes(True, ("dump.json",))),
+    LazyReader("msprobe compare result", "ascend_tui.readers.msprobe.compare_result:READER",
+               takes=Takes(False, (".csv", ".xlsx"))),
+    LazyReader("msprobe overflow_check", "ascend_tui.readers.msprobe.overflow:READER", takes=Takes(True, (".json",))),
+    LazyReader("sanitizer log", "ascend_tui.readers.sanitizer.investigation:READER", takes=FILES),
+    LazyReader("profiler", "ascend_tui.readers.profiler.ascend_pt:READER",
+               takes=Takes(True, (".db", ".csv", ".csv.gz", ".json", ".json.gz"))),
+    LazyReader("msprof op", "ascend_tui.readers.profiler.msprof_op:READER", takes=FOLDERS),
+    LazyReader("profiler memory", "ascend_tui.readers.profiler.memory:READER", takes=Takes(True, (".csv", ".csv.gz"))),
+    LazyReader("GE graph dump", "ascend_tui.readers.graphs.ge_dump:READER",
+               takes=Takes(False, (".txt", ".pbtxt", ".prototxt", ".json"))),
+    LazyReader("ONNX model", "ascend_tui.readers.graphs.onnx_model:READER", takes=Takes(False, (".onnx",))),
+    LazyReader("torch.export archive", "ascend_tui.readers.graphs.torch_export:READER", takes=Takes(False, (".pt2",))),
+    LazyReader("MindSpore IR", "ascend_tui.readers.graphs.mindspore_ir:READER", takes=Takes(False, (".ir",))),
+    LazyReader("msprobe graph_visualize", "ascend_tui.readers.msprobe.vis:READER",
+               takes=Takes(False, (".vis", ".vis.db"))),
 ]
 
 

@@ -57,6 +57,7 @@ class MainScreen(Screen[None]):
         self._auto_node: str | None = None  # the cursor's place when we chose it only for lack of a finding
         self._freeze = HeldFreeze()
         self._to_prepare: Investigation | None = None  # the investigation the views compute ahead for
+        self._quiet = False  # True while the list is set up: its cursor moves paint no pane
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -74,6 +75,9 @@ class MainScreen(Screen[None]):
         yield KeyFooter(compact=True)
 
     def on_mount(self) -> None:
+        # the panes follow the cursor in the handler that moved it, so the list and they are painted in one frame
+        # (a Highlighted message is handled a frame later: the list, then the panes, painted apart)
+        self.watch(self.ops, "cursor", self._cursor_moved, init=False)
         if self.inv is None:
             self._repaint()
 
@@ -101,6 +105,21 @@ class MainScreen(Screen[None]):
         self.inv = inv
         self._chain, self._slot = [], None
         self.nav.rebase(inv)
+        self._quiet = True  # the panes are painted once, at the end, whatever the cursor does on the way
+        try:
+            self._show_investigation(inv, focus)
+        finally:
+            self._quiet = False
+        if self.ops.current != self._auto_node:
+            self._auto_node = None
+        self._repaint(force=True)  # the same operator of a newer investigation may say more
+        self.refresh_bindings()
+        self._to_prepare = inv
+        if not any(w.group == "prepare" and not w.is_finished for w in self.workers):
+            self._prepare_views()
+
+    def _show_investigation(self, inv: Investigation, focus: str | None) -> None:
+        """The list on `inv`, its cursor on `focus`, where the user was or the first finding."""
         self.ops.set_investigation(inv)
         tree = self.query_one(ModuleTree)
         if not tree.has_class("-hidden"):
@@ -119,11 +138,6 @@ class MainScreen(Screen[None]):
         elif (cur := self.ops.current) is not None:
             self.nav.focus(cur, remember=False)
             self._auto_node = cur
-        self._repaint()
-        self.refresh_bindings()
-        self._to_prepare = inv
-        if not any(w.group == "prepare" and not w.is_finished for w in self.workers):
-            self._prepare_views()
 
     @work(thread=True, group="prepare", exit_on_error=False, description="preparing the views")
     def _prepare_views(self) -> None:
@@ -160,10 +174,11 @@ class MainScreen(Screen[None]):
         except RuntimeError:  # the workers changed while read from this thread: ask again
             return True
 
-    def _repaint(self) -> None:
+    def _repaint(self, *, force: bool = False) -> None:
+        """The panes on the operator under the cursor; each leaves itself as it is if it shows that one already."""
         node = self.ops.current
-        self.query_one(Detail).show(self.inv, node)
-        self.query_one(Neighbours).show(self.inv, node)
+        self.query_one(Detail).show(self.inv, node, force=force)
+        self.query_one(Neighbours).show(self.inv, node, force=force)
         self._paint_breadcrumb()
 
     def _paint_breadcrumb(self) -> None:
@@ -181,8 +196,9 @@ class MainScreen(Screen[None]):
             mode.append(f"slot {self._slot}")
         self.query_one(Breadcrumb).show(trail, here, " · ".join(mode))
 
-    @on(OpList.Highlighted)
-    def _highlighted(self, _event: OpList.Highlighted) -> None:
+    def _cursor_moved(self) -> None:
+        if self._quiet:
+            return
         if self.ops.current != self._auto_node:
             self._auto_node = None  # the user moved: partial results keep their place from now on
         self._repaint()

@@ -23,6 +23,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ascend_tui.app.keys import LIST_BINDINGS
+from ascend_tui.app.widgets.scrolling import set_virtual_size
 
 Tone = Literal["", "error", "warning", "info", "muted", "bad", "good", "section"]
 _AUTO_SAMPLE = 5_000
@@ -152,7 +153,7 @@ class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
         self._laid_out_for = -1
         self.expanded, self._extra = False, []
         self.set_reactive(RowTable.cursor, self._landing(0, 1))
-        self.virtual_size = Size(0, len(self.rows) + 1)
+        set_virtual_size(self, Size(0, len(self.rows) + 1))  # a layout only if the scrollbar comes or goes
         self.scroll_to(y=0, animate=False, immediate=True)
         self.refresh()
 
@@ -283,7 +284,7 @@ class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
         if self._laid_out_for < 0:
             self._layout(self.scrollable_content_region.width)
         self._extra = self._expand_lines() if self.expanded else []
-        self.virtual_size = Size(0, len(self.rows) + 1 + len(self._extra))
+        set_virtual_size(self, Size(0, len(self.rows) + 1 + len(self._extra)))
         if self._extra:
             self._scroll_to_cursor(self.cursor + len(self._extra))
             self._scroll_to_cursor()

@@ -30,9 +30,12 @@ class Breadcrumb(Static):
         self._trail: tuple[str, ...] = ()
         self._here: str | None = None
         self._mode = ""
+        self._painted = False
 
     def show(self, trail: Sequence[str], here: str | None, mode: str = "") -> None:
         """Display `trail` (oldest first) leading to `here`, with an optional mode tag such as STEP."""
+        if (tuple(trail), here, mode) == (self._trail, self._here, self._mode) and self._painted:
+            return
         self._trail, self._here, self._mode = tuple(trail), here, mode
         self._paint()
 
@@ -69,7 +72,8 @@ class Breadcrumb(Static):
         for p in reversed(parts):
             out.append(p + SEPARATOR, style("breadcrumb--trail"))
         out.append(here, style("breadcrumb--here"))
-        self.update(out)
+        self.update(out, layout=False)  # one line whatever it says: no layout of the screen
+        self._painted = True
 
     def _style(self, name: str) -> Style:
         return cell_style(self, name)

@@ -12,12 +12,15 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual import events
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
+from ascend_tui.app.widgets.scrolling import set_virtual_size
 from ascend_tui.app.widgets.styles import cell_style
 from ascend_tui.checks.overflow import range_of
 from ascend_tui.fmt import count, magnitude
@@ -34,15 +37,19 @@ STAT_ROWS: tuple[tuple[str, str], ...] = (
 StyleOf = Callable[[str], Style]
 
 
-class Detail(VerticalScroll, can_focus=True):
-    """Shapes, statistics, a magnitude bar, source and findings of one operator."""
+class Detail(ScrollView, can_focus=True):
+    """Shapes, statistics, a magnitude bar, source and findings of one operator.
+
+    A Line-API view of the text's lines: a new operator repaints the pane, and lays nothing out (its
+    scrollbar is always there, so a longer or shorter text moves no other widget: `set_virtual_size`).
+    """
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "detail--title", "detail--heading", "detail--muted", "detail--bad", "detail--error",
         "detail--warning", "detail--info", "detail--bar", "detail--limit", "detail--code",
     }
     DEFAULT_CSS = """
-    Detail { padding: 0 1; }
+    Detail { padding: 0 1; overflow-x: hidden; overflow-y: scroll; }
     Detail > .detail--title { text-style: bold; color: $foreground; }
     Detail > .detail--heading { text-style: bold; color: $secondary; }
     Detail > .detail--muted { color: $text-muted; }
@@ -53,46 +60,90 @@ class Detail(VerticalScroll, can_focus=True):
     Detail > .detail--bar { color: $accent; }
     Detail > .detail--limit { color: $error; }
     Detail > .detail--code { color: $foreground; background: $boost; }
-    Detail > Static { width: 1fr; }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.node_id: str | None = None
         self._inv: Investigation | None = None
+        self._note: str | None = None  # a line of status shown instead of an operator
+        self._text = Text("no operator selected")
+        self._lines: list[Text] = []  # the text's lines at the width they were cut for
+        self._width = -1
+        self._strips: dict[int, Strip] = {}
+        self._base: Style | None = None  # the pane's own style, under every line
 
-    def compose(self) -> ComposeResult:
-        yield Static(Text("no operator selected"), id="detail-body")
+    @property
+    def text(self) -> str:
+        """The whole text (lines scrolled out of view too), as a test or a screen reader sees it."""
+        return self._text.plain
 
-    def show(self, inv: Investigation | None, node_id: str | None) -> None:
-        """Describe `node_id` (None: an empty pane with a hint)."""
-        self._inv, self.node_id = inv, node_id
+    def show(self, inv: Investigation | None, node_id: str | None, *, force: bool = False) -> None:
+        """Describe `node_id` (None: an empty pane with a hint); nothing to do if it is shown already, unless `force`."""
+        if not force and inv is self._inv and node_id == self.node_id and self._note is None and self._width >= 0:
+            return
+        self._inv, self.node_id, self._note = inv, node_id, None
         self._paint()
 
     def note(self, text: str) -> None:
         """Show a line of status instead of an operator (while the first investigation loads)."""
-        self._inv, self.node_id = None, None
-        self.query_one("#detail-body", Static).update(Text(text, style=self._style("detail--muted")))
+        self._inv, self.node_id, self._note = None, None, text
+        self._paint()
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        if self.is_mounted and self._inv is not None:
-            self.call_later(self._paint)
+        self._base = None
+        if self.is_mounted:
+            self.call_later(self._paint)  # the text carries the styles it was made with
+
+    def on_mount(self) -> None:
+        self._paint()
 
     def _paint(self) -> None:
-        body = self.query_one("#detail-body", Static)
-        if self._inv is None:
-            body.update(welcome(self._style))
-            return
-        if self.node_id is None or self.node_id not in self._inv.graph:
-            body.update(Text("no operator selected", style=self._style("detail--muted")))
-            return
-        body.update(hanging(describe(self._inv, self.node_id, self._style), self.scrollable_content_region.width,
-                            self.app.console))
+        if self._note is not None:
+            text = Text(self._note, style=self._style("detail--muted"))
+        elif self._inv is None:
+            text = welcome(self._style)
+        elif self.node_id is None or self.node_id not in self._inv.graph:
+            text = Text("no operator selected", style=self._style("detail--muted"))
+        else:
+            text = describe(self._inv, self.node_id, self._style)
+        self._text = text
+        self._cut(self.scrollable_content_region.width)
 
-    def on_resize(self) -> None:
-        if self._inv is not None:
-            self._paint()
+    def _cut(self, width: int) -> None:
+        """Cut the text into the lines of `width` cells (a long line hangs under its start) and show them."""
+        if not self.is_mounted:
+            return
+        console = self.app.console
+        text = self._text
+        if width >= 20:
+            self._lines = list(hanging(text, width, console).split("\n", allow_blank=True))
+        else:  # too narrow to hang lines under their start
+            self._lines = list(text.wrap(console, max(1, width)))
+        self._width = width
+        self._strips = {}
+        set_virtual_size(self, Size(width, len(self._lines)))
+        self.refresh()
+
+    def on_resize(self, _event: events.Resize) -> None:
+        if self.scrollable_content_region.width != self._width:
+            self._cut(self.scrollable_content_region.width)
+
+    def render_line(self, y: int) -> Strip:
+        row = int(self.scroll_y) + y
+        width = self.scrollable_content_region.width  # the lines' own until a resize has them cut again
+        if self._base is None:
+            self._base = self.rich_style  # walks every ancestor's styles: once, not per line
+        base = self._base
+        if row >= len(self._lines):
+            return Strip.blank(width, base)
+        strip = self._strips.get(row)
+        if strip is None or strip.cell_length != width:
+            segments = list(self._lines[row].render(self.app.console, end=""))
+            strip = Strip(Segment.apply_style(segments, base)).adjust_cell_length(width, base)
+            self._strips[row] = strip
+        return strip
 
     def page(self, direction: int) -> None:
         """Scroll by a page, whatever has the focus (the list keeps it)."""

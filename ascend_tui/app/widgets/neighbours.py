@@ -38,9 +38,12 @@ class Neighbours(Static):
         super().__init__(Text(""), id=id, classes=classes)
         self._inv: Investigation | None = None
         self.node_id: str | None = None
+        self._lines = 0  # lines of the text shown (0: nothing shown yet)
 
-    def show(self, inv: Investigation | None, node_id: str | None) -> None:
-        """List the neighbours of `node_id`."""
+    def show(self, inv: Investigation | None, node_id: str | None, *, force: bool = False) -> None:
+        """List the neighbours of `node_id`; nothing to do if they are listed already, unless `force`."""
+        if not force and inv is self._inv and node_id == self.node_id and self._lines:
+            return
         self._inv, self.node_id = inv, node_id
         self._paint()
 
@@ -52,7 +55,7 @@ class Neighbours(Static):
     def _paint(self) -> None:
         inv, node_id = self._inv, self.node_id
         if inv is None or node_id is None or node_id not in inv.graph:
-            self.update(Text(""))
+            self._update(Text(""))
             return
         style = self._style
         out = Text(no_wrap=True, overflow="ellipsis")
@@ -72,7 +75,13 @@ class Neighbours(Static):
             self._line(out, f"[{i}] → ", e.dst, f" in {e.in_slot}")
         if len(consumers) > MAX_CONSUMERS:
             out.append(f"\n  … {len(consumers) - MAX_CONSUMERS} more", style("neighbours--muted"))
-        self.update(out)
+        self._update(out)
+
+    def _update(self, text: Text) -> None:
+        """Show `text` (never wrapped: a line each), laying the screen out only when the number of lines changes."""
+        lines = text.plain.count("\n") + 1
+        self.update(text, layout=lines != self._lines)
+        self._lines = lines
 
     def _line(self, out: Text, slot: str, other: str, port: str) -> None:
         assert self._inv is not None

@@ -24,6 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ascend_tui.app.keys import LIST_BINDINGS
+from ascend_tui.app.widgets.scrolling import set_virtual_size
 from ascend_tui.app.widgets.styles import cell_style
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class OpList(ScrollView, can_focus=True, inherit_bindings=False):
         "op-list--none", "op-list--error", "op-list--warning", "op-list--info", "op-list--empty",
     }
     DEFAULT_CSS = """
-    OpList { overflow-x: hidden; }
+    OpList { overflow-x: hidden; overflow-y: scroll; }
     OpList > .op-list--cursor { background: $cursor-blurred; }
     OpList:focus > .op-list--cursor {
         background: $block-cursor-background;
@@ -104,7 +105,7 @@ class OpList(ScrollView, can_focus=True, inherit_bindings=False):
     OpList > .op-list--empty { color: $text-muted; text-style: italic; }
     """
 
-    cursor: reactive[int] = reactive(0, always_update=True, init=False)
+    cursor: reactive[int] = reactive(0, always_update=True, init=False, repaint=False)  # watch_cursor repaints the two rows
 
     class Highlighted(Message):
         """The cursor moved onto `node_id`; a burst of moves collapses to the last one."""
@@ -159,7 +160,7 @@ class OpList(ScrollView, can_focus=True, inherit_bindings=False):
             return
         self.shown = self.rows.select(flagged=self.flagged_only, search=self.search, module=self.module)
         self._cache.clear()
-        self.virtual_size = Size(self.scrollable_content_region.width, len(self.shown))
+        set_virtual_size(self, Size(self.scrollable_content_region.width, len(self.shown)))
         self.border_title = Content(self.title())  # plain text: a search may contain '['
         self.border_subtitle = Content(badge_legend())
         target = self._visible_row(keep) if keep is not None else None

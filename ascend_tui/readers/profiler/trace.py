@@ -14,7 +14,7 @@ import json
 import threading
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -24,12 +24,19 @@ from ascend_tui.progress import Progress, check_cancel, paused_gc
 from ascend_tui.readers.base import head
 from ascend_tui.readers.parse.json_events import BLOCK, BadPiece, Ending, decoded_pieces
 from ascend_tui.readers.profiler import framework_ops
-from ascend_tui.readers.profiler.trace_columns import ABSENT, Columns, decode
+from ascend_tui.readers.profiler import trace_links as links
+from ascend_tui.readers.profiler.trace_columns import ABSENT, Columns, Keep, decode
+from ascend_tui.readers.profiler.trace_links import MODULE, end_ns, text_of, thread_pair
 
 DEVICE_PROCESSES = ("Ascend Hardware", "HCCL", "Communication")
 KINETO_DEVICE_CATS = {"kernel": "GPU", "gpu_memcpy": "MEMCPY", "gpu_memset": "MEMSET"}
 OVERLAP = "Overlap Analysis"
-MODULE = "nn.Module: "
+STEP_CATS = ("user_annotation", "gpu_user_annotation")
+# What the tables below read of a complete event: a device process's (kernels) or the overlap tracks', and on any
+# process framework ops, Kineto kernels, module spans and step annotations; the rest (CANN/AscendCL API calls, the
+# Python tracer's plain function calls, task-queue events) is skipped as read once its process is named.
+KEEP = Keep(frozenset((*DEVICE_PROCESSES, OVERLAP)), frozenset(("cpu_op", *KINETO_DEVICE_CATS, *STEP_CATS)),
+            ("python_function", MODULE))
 
 
 def is_trace_name(path: Path) -> bool:
@@ -63,17 +70,9 @@ def read_trace(path: Path, cancel: threading.Event | None = None, progress: Prog
     A file cut while being written is read up to its last whole event, the lost tail said in
     `unmatched`; `fast=False` decodes with the standard json module even where msgspec is installed.
     """
-    cols = Columns()
-    ending = Ending()
-    with paused_gc():  # millions of short-lived structs, no cycles
-        for events in decoded_pieces(path, partial(decode, fast=fast), block=block, cancel=cancel,
-                                     progress=progress, ending=ending):
-            try:
-                cols.add(events)
-            except (TypeError, ValueError) as exc:
-                raise InputError(path, f"malformed trace event: {exc}", where=f"event {cols.events}+") from None
-            del events
-    cols.finish()
+    cols, ending = _columns(path, cancel, progress, block, fast, KEEP)
+    if cols.conflict():  # a process named late holds events that were skipped: read them all
+        cols, ending = _columns(path, cancel, progress, block, fast, None)
     try:
         profile = profile_of_columns(cols, cancel)
     except (KeyError, TypeError, ValueError) as exc:
@@ -85,6 +84,22 @@ def read_trace(path: Path, cancel: threading.Event | None = None, progress: Prog
         profile.unmatched = (*profile.unmatched, f"{path.name}: the trace ends at byte {ending.offset} before its "
                                                   f"closing ']' (cut while being written?): {lost}")
     return profile
+
+
+def _columns(path: Path, cancel: threading.Event | None, progress: Progress | None, block: int, fast: bool,
+             keep: Keep | None) -> tuple[Columns, Ending]:
+    cols = Columns(keep)
+    ending = Ending()
+    with paused_gc():  # millions of short-lived structs, no cycles
+        for events in decoded_pieces(path, partial(decode, fast=fast), block=block, cancel=cancel,
+                                     progress=progress, ending=ending):
+            try:
+                cols.add(events)
+            except (TypeError, ValueError) as exc:
+                raise InputError(path, f"malformed trace event: {exc}", where=f"event {cols.events}+") from None
+            del events
+    cols.finish()
+    return cols, ending
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
@@ -121,70 +136,79 @@ def profile_of_columns(c: Columns, cancel: threading.Event | None = None) -> Pro
         return c.index.get(v, -1)
 
     def where(col: np.ndarray, test: Callable[[Any], bool]) -> np.ndarray:
-        """Rows whose interned value passes `test` (tested once per distinct value)."""
-        uniq = np.unique(col)
-        hit = [u for u in uniq.tolist() if test(vals[u])]
-        return np.isin(col, np.asarray(hit, np.int32)) if hit else np.zeros(len(col), bool)
+        """Rows whose interned value passes `test` (tested once per distinct value, looked up by code)."""
+        hit = np.zeros(len(vals), bool)
+        for u in np.flatnonzero(np.bincount(col, minlength=len(vals))).tolist():
+            hit[u] = test(vals[u])
+        return hit[col]
+
+    def of_values(col: np.ndarray, raw: Iterable[Any]) -> np.ndarray:
+        """Rows whose value is one of `raw`."""
+        return np.isin(col, np.asarray([k for v in raw if (k := code(v)) >= 0] or [-1], np.int32))
 
     pid = x["pid"]
-    proc_of = {p: procs.get(vals[p], "") for p in np.unique(pid).tolist()}
-    is_proc = {name: np.isin(pid, np.asarray([p for p, v in proc_of.items() if v in names] or [-1], np.int32))
+    is_proc = {name: of_values(pid, [p for p, v in procs.items() if v in names])
                for name, names in (("device", DEVICE_PROCESSES), ("hardware", ("Ascend Hardware",)),
                                    ("overlap", (OVERLAP,)))}
-    pair = _pair(pid, x["tid"])
-    up, inv = np.unique(pair, return_inverse=True)
-    comm_thread = np.array(["Communication" in threads.get((vals[k >> 32], vals[k & 0xFFFFFFFF]), "")
-                            for k in up.tolist()], bool)[inv] if len(up) else np.zeros(0, bool)
+    pair = thread_pair(pid, x["tid"])
+    comm_thread = np.zeros(len(pid), bool)  # on a thread whose name says Communication
+    for (p, t), name in threads.items():
+        if "Communication" in name and (pc := code(p)) >= 0 and (tc := code(t)) >= 0:
+            comm_thread |= pair == (pc << 32 | tc)
     kcat = np.isin(x["cat"], np.asarray([code(k) for k in KINETO_DEVICE_CATS], np.int32))
     kineto = bool(kcat.any())
     kernel = kcat | (not kineto) & is_proc["device"] & (is_proc["hardware"] | comm_thread)
     rest = ~kernel
     host = rest & (x["cat"] == code("cpu_op"))
     rest &= ~host
-    module = rest & (x["cat"] == code("python_function")) & where(x["name"], lambda v: _text(v).startswith(MODULE))
+    module = rest & (x["cat"] == code("python_function")) & where(x["name"], lambda v: text_of(v).startswith(MODULE))
     rest &= ~module
     overlap = rest & is_proc["overlap"]
-    step = rest & ~overlap & np.isin(x["cat"], np.asarray([code("user_annotation"), code("gpu_user_annotation")])) \
-        & where(x["name"], lambda v: _text(v).startswith("ProfilerStep#"))
-    origin = int(x["ts"].min()) if len(x["ts"]) else 0
+    step = rest & ~overlap & np.isin(x["cat"], np.asarray([code(k) for k in STEP_CATS])) \
+        & where(x["name"], lambda v: text_of(v).startswith("ProfilerStep#"))
+    starts = ([int(x["ts"].min())] if len(x["ts"]) else []) + ([c.first] if c.first is not None else [])
+    origin = min(starts, default=0)
     check_cancel(cancel)
     kernel_rows, host_rows = np.flatnonzero(kernel), np.flatnonzero(host)
-    flow_kernels = _flow_kernels(c, pair, kernel_rows)
-    module_at = _module_attribution(c, pair, host_rows, np.flatnonzero(module), kernel_rows, flow_kernels)
+    flow_kernels = links.flow_kernels(c, pair, kernel_rows)
+    module_at = links.module_attribution(c, pair, host_rows, np.flatnonzero(module), kernel_rows, flow_kernels)
     calls = host_rows[np.argsort(x["ts"][host_rows], kind="stable")]  # the host-call table's rows, by start
-    host_at = _host_attribution(c, pair, calls, kernel_rows, flow_kernels)
+    host_at = links.host_attribution(c, pair, calls, kernel_rows, flow_kernels)
     table = _kernel_table(c, kernel_rows, kineto, is_proc["hardware"], module_at, host_at)
     rows = np.flatnonzero(overlap | step)
     rows = rows[np.argsort(x["ts"][rows], kind="stable")]
-    thread_of = {k: threads.get((vals[k >> 32], vals[k & 0xFFFFFFFF]), "") for k in np.unique(pair[rows]).tolist()}
-    name_of = {k: _text(vals[k]) for k in np.unique(x["name"][rows]).tolist()}
-    spans = tuple(Span(OVERLAP, thread_of[key], (t - origin) / 1000, d) if ov else
-                  Span("Step", name_of[nm], (t - origin) / 1000, d)
-                  for ov, key, nm, t, d in zip(overlap[rows].tolist(), pair[rows].tolist(), x["name"][rows].tolist(),
-                                               x["ts"][rows].tolist(), x["dur"][rows].tolist()))
+    spans = _spans(c, pair, rows, overlap[rows], threads, origin)
     return Profile("kineto" if kineto else "trace", table, host_ops=_host_ops(c, pair, host_rows),
                    spans=spans, extra={"trace_events": c.events, **_framework_ops(c, host_rows)},
                    host_calls=_host_calls(c, pair, calls, threads))
 
 
+def _spans(c: Columns, pair: np.ndarray, rows: np.ndarray, overlap: np.ndarray, threads: dict[tuple[Any, Any], str],
+           origin: int) -> tuple[Span, ...]:
+    """The overlap tracks' and profiler steps' spans of `rows` (an overlap span is named by its thread)."""
+    vals = c.values
+    keys, inv_k = np.unique(pair[rows], return_inverse=True)
+    names, inv_n = np.unique(c.x["name"][rows], return_inverse=True)
+    thread_of = [threads.get((vals[k >> 32], vals[k & 0xFFFFFFFF]), "") for k in keys.tolist()]
+    name_of = [text_of(vals[k]) for k in names.tolist()]
+    label = np.where(overlap, inv_k.reshape(-1), len(thread_of) + inv_n.reshape(-1))
+    text = np.array(thread_of + name_of, dtype=object)[label].tolist() if len(rows) else []
+    track = np.where(overlap, OVERLAP, "Step").astype(object).tolist()
+    starts = ((c.x["ts"][rows] - origin) / 1000).tolist()  # exact int ns differences, divided as Python would
+    return tuple(map(Span, track, text, starts, c.x["dur"][rows].tolist()))
+
+
 def _framework_ops(c: Columns, rows: np.ndarray) -> dict[str, Any]:
     """`framework_ops`' aten sequence and optimizer steps of the host rows (µs as the float of the trace's text)."""
-    names = {k: _text(c.values[k]) for k in np.unique(c.x["name"][rows]).tolist()}
-    named = [names[k] for k in c.x["name"][rows].tolist()]
-    aten = [i for i, n in enumerate(named) if n.startswith("aten::")]
+    uniq, inv = np.unique(c.x["name"][rows], return_inverse=True)
+    inv = inv.reshape(-1)
+    names = [text_of(c.values[k]) for k in uniq.tolist()]
+    aten = np.array([n.startswith("aten::") for n in names], bool)[inv] if names else np.zeros(0, bool)
+    step = np.array([n.startswith(framework_ops.OPTIMIZER_STEP) for n in names], bool)[inv] if names else aten
     starts = [ns / 1000 for ns in c.x["ts"][rows[aten]].tolist()]  # int / int: the float nearest the decimal text
     ends = [t + d for t, d in zip(starts, c.x["dur"][rows[aten]].tolist())]
-    return {**framework_ops.sequence([named[i] for i in aten], starts, ends),
-            **framework_ops.optimizer_steps(n for n in named if n.startswith(framework_ops.OPTIMIZER_STEP))}
-
-
-def _text(v: Any) -> str:
-    return "" if v is None else str(v)
-
-
-def _pair(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    """One int64 per (pid, tid) code pair."""
-    return (pid.astype(np.int64) << 32) | tid.astype(np.int64)
+    return {**framework_ops.sequence([names[i] for i in inv[aten].tolist()], starts, ends),
+            **framework_ops.optimizer_steps([names[i] for i in inv[step].tolist()])}
 
 
 def text_codes(raw: np.ndarray, text: Callable[[int], str]) -> Codes:
@@ -199,27 +223,27 @@ def text_codes(raw: np.ndarray, text: Callable[[int], str]) -> Codes:
     return Codes(final[inv.reshape(-1)], list(index))
 
 
-def _kernel_table(c: Columns, kidx: np.ndarray, kineto: bool, hardware: np.ndarray, module_at: dict[int, str],
-                  host_at: np.ndarray) -> KernelTable:
+def _kernel_table(c: Columns, kidx: np.ndarray, kineto: bool, hardware: np.ndarray,
+                  module_at: tuple[np.ndarray, list[str]] | None, host_at: np.ndarray) -> KernelTable:
     x, vals = c.x, c.values
     order = kidx[np.argsort(x["ts"][kidx], kind="stable")]
     n = len(order)
     names = x["name"][order]
     if kineto:
         def op_type(k: int) -> str:
-            name = _text(vals[k])
+            name = text_of(vals[k])
             return name.replace("void ", "", 1).split("(")[0][:60] or name
 
-        core = text_codes(x["cat"][order], lambda k: KINETO_DEVICE_CATS.get(_text(vals[k]), ""))
+        core = text_codes(x["cat"][order], lambda k: KINETO_DEVICE_CATS.get(text_of(vals[k]), ""))
     else:
         def op_type(k: int) -> str:
-            return type_from_name(_text(vals[k]))
+            return type_from_name(text_of(vals[k]))
 
         core = text_codes(np.where(hardware[order], x["task"][order], -1),
-                          lambda k: "COMMUNICATION" if k < 0 else _text(vals[k]))
+                          lambda k: "COMMUNICATION" if k < 0 else text_of(vals[k]))
     return KernelTable(n, {
-        "name": text_codes(names, lambda k: _text(vals[k])), "type": text_codes(names, op_type), "core": core,
-        "module": Codes.of(module_at.get(i, "") for i in order.tolist()) if module_at else Codes.constant("", n),
+        "name": text_codes(names, lambda k: text_of(vals[k])), "type": text_codes(names, op_type), "core": core,
+        "module": text_codes(module_at[0][order], module_at[1].__getitem__) if module_at else Codes.constant("", n),
     }, {"start_ns": x["ts"][order], "stream": _streams(c, order), "host_op": host_at[order]},
         {"dur_us": x["dur"][order]})
 
@@ -244,170 +268,6 @@ def type_from_name(name: str) -> str:
     return stripped
 
 
-def _ends(c: Columns, rows: np.ndarray) -> np.ndarray:
-    """End times (ns) of X rows: start plus the µs duration, truncated to ns as the profilers do."""
-    return c.x["ts"][rows] + np.trunc(c.x["dur"][rows] * 1000).astype(np.int64)
-
-
-class _ModulePaths:
-    """The `nn.Module` path around a time on a thread: the names of the module spans open then, outermost first."""
-
-    def __init__(self, c: Columns, pair: np.ndarray, rows: np.ndarray) -> None:
-        starts, ends = c.x["ts"][rows].tolist(), _ends(c, rows).tolist()
-        names = [_text(c.values[k])[len(MODULE):] for k in c.x["name"][rows].tolist()]
-        self.by_thread: dict[int, list[tuple[int, int, str]]] = {}
-        for key, s, e, name in zip(pair[rows].tolist(), starts, ends, names):
-            self.by_thread.setdefault(key, []).append((s, e, name))
-        for spans in self.by_thread.values():
-            spans.sort()
-
-    def paths(self, threads: np.ndarray, times: np.ndarray) -> list[str]:
-        """The path at each (thread, time), in one sweep per thread."""
-        out = [""] * len(times)
-        order = np.lexsort((times, threads))
-        keys, ts, order_list = threads[order].tolist(), times[order].tolist(), order.tolist()
-        i = 0
-        while i < len(order):
-            key = keys[i]
-            spans = self.by_thread.get(key, [])
-            j, active, path, soonest = 0, [], "", 1 << 63  # open spans, their path, the earliest end among them
-            while i < len(order) and keys[i] == key:
-                t = ts[i]
-                if soonest < t or (j < len(spans) and spans[j][0] <= t):
-                    while j < len(spans) and spans[j][0] <= t:
-                        active.append(spans[j])
-                        j += 1
-                    active = [s for s in active if s[1] >= t]
-                    path = ".".join(s[2] for s in active)
-                    soonest = min((s[1] for s in active), default=1 << 63)
-                out[order_list[i]] = path
-                i += 1
-        return out
-
-
-def _module_attribution(c: Columns, pair: np.ndarray, host: np.ndarray, modules: np.ndarray,
-                        kernels: np.ndarray, flow_kernels: np.ndarray) -> dict[int, str]:
-    """X row of a kernel -> the `nn.Module` path around the framework op that launched it, through the flows."""
-    if not len(modules) or not len(kernels):
-        return {}
-    x, f = c.x, c.f
-    paths = _ModulePaths(c, pair, modules)
-    fpair = _pair(f["pid"], f["tid"])
-    s_rows = np.flatnonzero(f["start"])
-    starts: dict[tuple[int, int], str] = {}
-    for cat, fid, path in zip(f["cat"][s_rows].tolist(), f["id"][s_rows].tolist(),
-                              paths.paths(fpair[s_rows], f["ts"][s_rows])):
-        if path:
-            starts[(cat, fid)] = path
-    out: dict[int, str] = {}
-    f_rows = np.flatnonzero(~f["start"])
-    for cat, fid, k in zip(f["cat"][f_rows].tolist(), f["id"][f_rows].tolist(), flow_kernels.tolist()):
-        if k >= 0:
-            path = starts.get((cat, fid))
-            if path is not None:
-                out[k] = path
-    # Kineto links a kernel to its launching op by "External id" too.
-    with_ext = host[x["ext"][host] != 0]
-    if not len(with_ext) or not (x["ext"][kernels] != 0).any():
-        return out
-    ext = dict(zip(x["ext"][with_ext].tolist(), paths.paths(pair[with_ext], x["ts"][with_ext])))
-    for k, e in zip(kernels.tolist(), x["ext"][kernels].tolist()):
-        if k not in out:
-            path = ext.get(e)
-            if path:
-                out[k] = path
-    return out
-
-
-def _flow_kernels(c: Columns, pair: np.ndarray, kernels: np.ndarray) -> np.ndarray:
-    """The X row of the kernel each flow end (`f`) lands on, by thread and start (-1: none; the last of equal keys)."""
-    f = c.f
-    f_rows = np.flatnonzero(~f["start"])
-    if not len(f_rows) or not len(kernels):
-        return np.full(len(f_rows), -1, np.int64)
-    qpair, qts = _pair(f["pid"], f["tid"])[f_rows], f["ts"][f_rows]
-    kkey, qkey = _thread_time_keys(pair[kernels], c.x["ts"][kernels], qpair, qts)
-    order = np.argsort(kkey, kind="stable")  # equal keys keep file order: the last one wins, as a dict would
-    kkey = kkey[order]
-    j = np.searchsorted(kkey, qkey, side="right") - 1
-    hit = (j >= 0) & (kkey[np.maximum(j, 0)] == qkey)
-    return np.where(hit, kernels[order[np.maximum(j, 0)]], -1)
-
-
-def _thread_time_keys(apair: np.ndarray, ats: np.ndarray, bpair: np.ndarray, bts: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """One sortable key per (thread, time) of two sets, equal where both are: a thread's rank times the time span
-    plus the time, or the rank of the pair among both sets where that would not fit 63 bits."""
-    threads, inv = np.unique(np.concatenate([apair, bpair]), return_inverse=True)
-    ts = np.concatenate([ats, bts])
-    t0, span = int(ts.min()), int(ts.max()) - int(ts.min()) + 1
-    if len(threads) * span < (1 << 62):
-        key = inv.reshape(-1).astype(np.int64) * span + (ts - t0)
-    else:  # rank the (thread, time) pairs themselves
-        order = np.lexsort((ts, inv.reshape(-1)))
-        pairs = np.stack([inv.reshape(-1)[order], ts[order]], axis=1)
-        new = np.ones(len(order), bool)
-        new[1:] = (pairs[1:] != pairs[:-1]).any(axis=1)
-        key = np.empty(len(order), np.int64)
-        key[order] = np.cumsum(new) - 1
-    return key[:len(apair)], key[len(apair):]
-
-
-def _innermost(c: Columns, pair: np.ndarray, calls: np.ndarray, qpair: np.ndarray, qts: np.ndarray) -> np.ndarray:
-    """For each (thread, time) query, the host-call index of the innermost call open then on that thread (-1: none)."""
-    out = np.full(len(qts), -1, np.int64)
-    if not len(calls) or not len(qts):
-        return out
-    cpair, starts, ends = pair[calls], c.x["ts"][calls], _ends(c, calls)
-    by_call = np.lexsort((-ends, starts, cpair))  # per thread by start, the longer (outer) first at equal starts
-    by_query = np.lexsort((qts, qpair))
-    cp, cs, ce, ci = cpair[by_call].tolist(), starts[by_call].tolist(), ends[by_call].tolist(), by_call.tolist()
-    j, n = 0, len(ci)
-    thread, stack = None, []  # the calls open at the last query time, outermost first: (end, index)
-    for q, key, t in zip(by_query.tolist(), qpair[by_query].tolist(), qts[by_query].tolist()):
-        if key != thread:
-            thread, stack = key, []
-            while j < n and cp[j] < key:
-                j += 1
-        while j < n and cp[j] == key and cs[j] <= t:
-            while stack and stack[-1][0] < cs[j]:
-                stack.pop()
-            stack.append((ce[j], ci[j]))
-            j += 1
-        while stack and stack[-1][0] < t:
-            stack.pop()
-        if stack:
-            out[q] = stack[-1][1]
-    return out
-
-
-def _host_attribution(c: Columns, pair: np.ndarray, calls: np.ndarray, kernels: np.ndarray,
-                      flow_kernels: np.ndarray) -> np.ndarray:
-    """Per X row, the host-call index (a position in `calls`) of the framework op that launched that kernel: the
-    innermost op open where its flow starts (`s`, torch_npu's async_npu, Kineto's ac2g), else Kineto's External id."""
-    x, f = c.x, c.f
-    out = np.full(len(x["ts"]), -1, np.int64)
-    if not len(calls) or not len(kernels):
-        return out
-    s_rows = np.flatnonzero(f["start"])
-    opened = _innermost(c, pair, calls, _pair(f["pid"], f["tid"])[s_rows], f["ts"][s_rows])
-    starts = {(cat, fid): h for cat, fid, h in zip(f["cat"][s_rows].tolist(), f["id"][s_rows].tolist(),
-                                                   opened.tolist()) if h >= 0}
-    f_rows = np.flatnonzero(~f["start"])
-    if starts:
-        for cat, fid, k in zip(f["cat"][f_rows].tolist(), f["id"][f_rows].tolist(), flow_kernels.tolist()):
-            if k >= 0 and (h := starts.get((cat, fid))) is not None:
-                out[k] = h
-    ext = x["ext"][calls]
-    if (ext != 0).any() and (x["ext"][kernels] != 0).any():
-        has = np.flatnonzero(ext != 0)
-        by_ext = dict(zip(ext[has].tolist(), has.tolist()))
-        todo = kernels[(out[kernels] < 0) & (x["ext"][kernels] != 0)]
-        found = np.array([by_ext.get(e, -1) for e in x["ext"][todo].tolist()], np.int64)
-        out[todo] = found
-    return out
-
-
 def _host_calls(c: Columns, pair: np.ndarray, calls: np.ndarray, threads: dict[tuple[Any, Any], str]) -> KernelTable:
     """The host-call table: every framework op in start order, with its name, thread, start (ns) and duration."""
     if not len(calls):
@@ -415,12 +275,12 @@ def _host_calls(c: Columns, pair: np.ndarray, calls: np.ndarray, threads: dict[t
     vals = c.values
     keys = pair[calls]
     uniq, inv = np.unique(keys, return_inverse=True)
-    tids = [_text(vals[k & 0xFFFFFFFF]) for k in uniq.tolist()]
+    tids = [text_of(vals[k & 0xFFFFFFFF]) for k in uniq.tolist()]
     names = [threads.get((vals[k >> 32], vals[k & 0xFFFFFFFF]), "") or f"thread {tid}"
              for k, tid in zip(uniq.tolist(), tids)]
     shared = {n for n in names if names.count(n) > 1}  # a name several threads have gets each one's id
     labels = [f"{n} ({tid})" if n in shared else n for n, tid in zip(names, tids)]
-    return KernelTable(len(calls), {"name": text_codes(c.x["name"][calls], lambda k: _text(vals[k])),
+    return KernelTable(len(calls), {"name": text_codes(c.x["name"][calls], lambda k: text_of(vals[k])),
                                     "thread": Codes(inv.reshape(-1).astype(np.int32), labels)},
                        {"start_ns": c.x["ts"][calls]}, {"dur_us": c.x["dur"][calls]})
 
@@ -430,41 +290,48 @@ def _host_ops(c: Columns, pair: np.ndarray, host: np.ndarray) -> tuple[HostOp, .
     if not len(host):
         return ()
     x, vals = c.x, c.values
-    keys = pair[host]
-    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    uniq, first, inv = np.unique(pair[host], return_index=True, return_inverse=True)
     rank = np.empty(len(uniq), np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(uniq))
-    t0s, ends = x["ts"][host], _ends(c, host)
-    order = np.lexsort((-ends, t0s, rank[inv.reshape(-1)]))
-    names = {k: _text(vals[k]) for k in np.unique(x["name"][host]).tolist()}
-    acc: dict[str, list[float]] = {}
-    stacks: dict[str, str] = {}
-    thread = -1
-    open_: list[list[Any]] = []  # [end, name, child time, total]
-    for t0, end, th, nk, sk in zip(t0s[order].tolist(), ends[order].tolist(), rank[inv.reshape(-1)][order].tolist(),
-                                   x["name"][host][order].tolist(), x["stack"][host][order].tolist()):
+    thread = rank[inv.reshape(-1)]
+    t0s, ends = x["ts"][host], end_ns(c, host)
+    order = np.lexsort((-ends, t0s, thread))  # per thread by start, the outer op first at equal starts
+    total = (ends - t0s)[order]
+    child = _child_times(thread[order].tolist(), t0s[order].tolist(), ends[order].tolist(), closed := [])
+    codes, at = np.unique(x["name"][host][order], return_inverse=True)
+    group: dict[str, int] = {}  # codes of one text (None and "") are one name
+    name_at = np.array([group.setdefault(text_of(vals[v]), len(group)) for v in codes.tolist()], np.int64)[at.reshape(-1)]
+    text, k = list(group), len(group)
+    calls = np.bincount(name_at, minlength=k)
+    self_ns = np.bincount(name_at, np.maximum(total - child, 0).astype(np.float64), minlength=k)
+    total_ns = np.bincount(name_at, total.astype(np.float64), minlength=k)  # exact: integers below 2**53
+    first_push = np.unique(name_at, return_index=True)[1]  # a name's call stack: its first op in sweep order
+    first_close = np.full(k, len(order), np.int64)  # ties in self time keep the order the names first closed
+    closing = name_at[np.asarray(closed, np.int64)]
+    np.minimum.at(first_close, closing, np.arange(len(closing)))
+    stacks = x["stack"][host][order][first_push].tolist()
+    return tuple(HostOp(text[i], int(calls[i]), self_ns[i] / 1000, total_ns[i] / 1000, 0.0, 0.0,
+                        text_of(vals[stacks[i]]).replace("\r", "").replace(";\n", "\n").strip())
+                 for i in np.lexsort((first_close, -self_ns)).tolist())
+
+
+def _child_times(threads: list[int], starts: list[int], ends: list[int], closed: list[int]) -> np.ndarray:
+    """Per op (sorted by thread, start, outer first), the time of the ops directly nested in it; `closed` gets the
+    ops in the order they close (a stack sweep: an op closes when one starts at or after its end)."""
+    child = [0] * len(starts)
+    stack: list[tuple[int, int]] = []  # (end, op) of the open ops, outermost first
+    pop, push, close = stack.pop, stack.append, closed.append
+    thread = None
+    for i, (th, t0, end) in enumerate(zip(threads, starts, ends)):
         if th != thread:
-            while open_:
-                _close(open_.pop(), acc)
+            while stack:
+                close(pop()[1])
             thread = th
-        while open_ and open_[-1][0] <= t0:
-            _close(open_.pop(), acc)
-        if open_:
-            open_[-1][2] += end - t0
-        name = names[nk]
-        open_.append([end, name, 0, end - t0])
-        if name not in stacks:
-            stacks[name] = _text(vals[sk])
-    while open_:
-        _close(open_.pop(), acc)
-    return tuple(HostOp(name, int(v[0]), v[1] / 1000, v[2] / 1000, 0.0, 0.0,
-                        stacks.get(name, "").replace("\r", "").replace(";\n", "\n").strip())
-                 for name, v in sorted(acc.items(), key=lambda kv: -kv[1][1]))
-
-
-def _close(frame: list[Any], acc: dict[str, list[float]]) -> None:
-    end, name, child, total = frame
-    cur = acc.setdefault(name, [0, 0.0, 0.0])
-    cur[0] += 1
-    cur[1] += max(total - child, 0)
-    cur[2] += total
+        while stack and stack[-1][0] <= t0:
+            close(pop()[1])
+        if stack:
+            child[stack[-1][1]] += end - t0
+        push((end, i))
+    while stack:
+        close(pop()[1])
+    return np.array(child, np.int64)

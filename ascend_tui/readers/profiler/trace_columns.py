@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-from operator import attrgetter
-from typing import Any, Callable, Iterable, Union
+from collections import defaultdict
+from dataclasses import dataclass
+from itertools import count
+from typing import Any, Sequence, Union
 
 import numpy as np
 
@@ -118,86 +120,129 @@ def ns_of(value: Any) -> int:
     return to_ns(value) if isinstance(value, str) else int(round(float(value) * 1000))
 
 
-class Columns:
-    """The columns of a trace's events, filled a piece at a time; values interned in one table."""
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """Which complete events a view may read, whatever their process: by category, or by a name prefix within
+    one; and the processes all of whose events it may read. An event on another named process is skipped."""
 
-    def __init__(self) -> None:
-        self.index: dict[Any, int] = {None: 0}
-        self.values: list[Any] = [None]
+    processes: frozenset[str]
+    cats: frozenset[str]
+    prefixed: tuple[str, str]  # (category, name prefix)
+
+
+class Columns:
+    """The columns of a trace's events, filled a piece at a time; values interned in one table.
+
+    With `keep`, a complete event on a process that `keep` does not name (its `process_name` already read)
+    is skipped unless its category is kept: it costs its start time only (the earliest start anchors the
+    spans). `conflict` says if a process named later overturns a skip; the trace is then read again whole.
+    """
+
+    def __init__(self, keep: Keep | None = None) -> None:
+        self.index: defaultdict[Any, int] = defaultdict(count().__next__)  # a value not seen yet gets the next code
+        self.index[None]  # code 0
+        self.values: list[Any] = [None]  # by code, once `finish` ran
         self.events = 0
+        self.skipped = 0
+        self.first: int | None = None  # the earliest start among the skipped events
         self._x: dict[str, list[np.ndarray]] = {k: [] for k in X_FIELDS}
         self._f: dict[str, list[np.ndarray]] = {k: [] for k in F_FIELDS}
         self.meta: list[tuple[str, Any, Any, str]] = []  # ("process_name" | "thread_name", pid, tid, name)
         self.x: dict[str, np.ndarray] = {}
         self.f: dict[str, np.ndarray] = {}
+        self._keep = keep
+        self._named: dict[Any, str] = {}  # pid -> process name, as read so far
+        self._drop: set[Any] = set()  # pids named as processes `keep` does not name
+        self._dropped: set[Any] = set()  # pids whose events may have been skipped
 
-    def codes(self, items: Iterable[Any], n: int) -> np.ndarray:
-        """Intern codes of `items` (unhashable values are interned as their JSON text)."""
-        index = self.index
-        items = list(items)
+    def codes(self, items: Sequence[Any]) -> np.ndarray:
+        """Intern codes of `items` in one C-level pass (unhashable values are interned as their JSON text)."""
         try:
-            new = set(items).difference(index)
+            return np.fromiter(map(self.index.__getitem__, items), np.int32, len(items))
         except TypeError:
             items = [v if getattr(v, "__hash__", None) else json.dumps(v, sort_keys=True) for v in items]
-            new = set(items).difference(index)
-        values = self.values
-        for v in new:
-            index[v] = len(values)
-            values.append(v)
-        return np.fromiter(map(index.__getitem__, items), np.int32, n)
+            return np.fromiter(map(self.index.__getitem__, items), np.int32, len(items))
+
+    def conflict(self) -> bool:
+        """Whether a process whose events were skipped is, by the names read in the end, one that `keep` names."""
+        keep = self._keep
+        return keep is not None and any(self._named.get(p, "") in keep.processes for p in self._dropped)
 
     def add(self, events: list[Any]) -> None:
-        """Take one decoded piece's events (one pass over them: they were just made and are cold in cache)."""
+        """Take one decoded piece's events: one pass picks each complete event's fields (and one its args'), `zip`
+        turns them into columns in C, and each column becomes an array at once."""
         self.events += len(events)
-        ts: list[Any] = []
-        dur: list[Any] = []
-        name: list[Any] = []
-        cat: list[Any] = []
-        pid: list[Any] = []
-        tid: list[Any] = []
-        args: list[Any] = []
-        other: list[Any] = []
-        keep = (ts.append, dur.append, name.append, cat.append, pid.append, tid.append, args.append)
-        t_, d_, n_, c_, p_, i_, a_ = keep
-        o_ = other.append
-        for e in events:
-            if e.ph == "X":
-                if e.ts is not None:
-                    t_(e.ts)
-                    d_(e.dur)
-                    n_(e.name)
-                    c_(e.cat)
-                    p_(e.pid)
-                    i_(e.tid)
-                    a_(e.args)
-            elif e.ph is not None:
-                o_(e)
-        flows = [e for e in other if (e.ph == "s" or e.ph == "f") and e.ts is not None]
-        for e in other:
-            if e.ph == "M" and (e.name == "process_name" or e.name == "thread_name"):
+        rest = [e for e in events if e.ph != "X" and e.ph is not None]
+        flows = [(e.ph == "s", e.ts, e.cat, e.id, e.pid, e.tid) for e in rest
+                 if (e.ph == "s" or e.ph == "f") and e.ts is not None]
+        for e in [e for e in rest if e.ph == "M"] if len(flows) < len(rest) else ():
+            if e.name == "process_name" or e.name == "thread_name":
                 a = e.args
                 self.meta.append((e.name, e.pid, e.tid, "" if a is None or a.name is None else str(a.name)))
-        if ts:
-            n = len(ts)
+                if e.name == "process_name" and self._keep is not None:
+                    self._name(e.pid, self.meta[-1][3])
+        del rest
+        rows = self._skip(events) if self._drop else None
+        if rows is None:
+            rows = [(e.ts, e.dur, e.name, e.cat, e.pid, e.tid, e.args) for e in events if e.ph == "X" and e.ts is not None]
+        if rows:
+            ts, dur, name, cat, pid, tid, args = zip(*rows)
+            del rows
+            ps, si, st, task, ext, stack = zip(*[(a.physic_stream, a.stream_id, a.stream, a.task_type, a.external_id,
+                                                 a.call_stack) for a in args])
             x = self._x
             x["ts"].append(_times(ts))
             x["dur"].append(_floats(dur))
-            streams = [_ints(list(map(get, args))) for get in _STREAMS]
-            x["stream"].append(np.where(streams[0] != ABSENT, streams[0],
-                                        np.where(streams[1] != ABSENT, streams[1], streams[2])))
-            x["name"].append(self.codes(name, n))
-            x["cat"].append(self.codes(cat, n))
+            stream = _ints(ps)
+            for more in (si, st):
+                missing = stream == ABSENT
+                if missing.any():
+                    stream = np.where(missing, _ints(more), stream)
+            x["stream"].append(stream)
+            x["name"].append(self.codes(name))
+            x["cat"].append(self.codes(cat))
             x["pid"].append(self.ids(pid))
             x["tid"].append(self.ids(tid))
-            for key, get in ARGS_TEXT.items():
-                x[key].append(self.ids(list(map(get, args))) if key == "ext" else self.codes(map(get, args), n))
+            x["task"].append(self.codes(task))
+            x["ext"].append(self.ids(ext))
+            x["stack"].append(self.codes(stack))
         if flows:
-            n = len(flows)
+            start, fts, fcat, fid, fpid, ftid = zip(*flows)
             f = self._f
-            f["start"].append(np.fromiter((e.ph == "s" for e in flows), bool, n))
-            f["ts"].append(_times(list(map(_TS, flows))))
-            for key, get in F_TEXT.items():
-                f[key].append(self.ids(list(map(get, flows))))
+            f["start"].append(np.array(start, bool))
+            f["ts"].append(_times(fts))
+            for key, values in zip(F_FIELDS[2:], (fcat, fid, fpid, ftid)):
+                f[key].append(self.ids(values))
+
+    def _name(self, pid: Any, name: str) -> None:
+        try:
+            self._named[pid] = name
+        except TypeError:  # an unhashable pid: never skipped
+            return
+        if name in self._keep.processes:  # type: ignore[union-attr]
+            self._drop.discard(pid)
+        else:
+            self._drop.add(pid)
+
+    def _skip(self, events: list[Any]) -> list[tuple[Any, ...]] | None:
+        """The fields of the complete events a view may read; the others' earliest start kept in `first`.
+
+        None where a pid or category cannot be looked up (unhashable): the piece is kept whole."""
+        drop, cats, (cat, prefix) = self._drop, self._keep.cats, self._keep.prefixed  # type: ignore[union-attr]
+        try:  # an event is read if not on a dropped process, or of a kept category, or a prefixed one; else its ts
+            both = [(e.ts, e.dur, e.name, e.cat, e.pid, e.tid, e.args) if e.pid not in drop or e.cat in cats
+                    or (e.cat == cat and str(e.name).startswith(prefix)) else e.ts
+                    for e in events if e.ph == "X" and e.ts is not None]
+        except TypeError:
+            return None
+        rows = [r for r in both if r.__class__ is tuple]  # a ts is a str or a number, never a tuple
+        skipped = [r for r in both if r.__class__ is not tuple] if len(rows) < len(both) else []
+        if skipped:
+            self.skipped += len(skipped)
+            self._dropped |= drop
+            first = int(_times(skipped).min())
+            self.first = first if self.first is None else min(self.first, first)
+        return rows
 
     def finish(self) -> None:
         """Join the pieces' arrays."""
@@ -205,35 +250,26 @@ class Columns:
         self.x = {k: np.concatenate(v) if v else np.zeros(0, empty.get(k, np.int32)) for k, v in self._x.items()}
         self.f = {k: np.concatenate(v) if v else np.zeros(0, empty.get(k, np.int32)) for k, v in self._f.items()}
         self._x = self._f = {}
+        self.values = list(self.index)
         absent = self.index.get(ABSENT)
         if absent is not None:
             self.x["ext"][self.x["ext"] == absent] = 0
 
-    def ids(self, items: list[Any]) -> np.ndarray:
+    def ids(self, items: Sequence[Any]) -> np.ndarray:
         """Intern codes of ids (pids, tids, flow ids): through numpy when all are ints."""
         try:
             arr = np.fromiter(items, np.int64, len(items))
         except (TypeError, ValueError, OverflowError):
-            return self.codes(items, len(items))
+            return self.codes(items)
         uniq, inv = np.unique(arr, return_inverse=True)
-        return self.codes(uniq.tolist(), len(uniq))[inv.reshape(-1)]
-
-    def code_of(self, value: Any) -> int:
-        """The intern code of `value`, adding it."""
-        return int(self.codes((value,), 1)[0])
+        return self.codes(uniq.tolist())[inv.reshape(-1)]
 
 
-_TS = attrgetter("ts")
-_STREAMS = (attrgetter("physic_stream"), attrgetter("stream_id"), attrgetter("stream"))
-ARGS_TEXT: dict[str, Callable[[Any], Any]] = {
-    "task": attrgetter("task_type"), "ext": attrgetter("external_id"), "stack": attrgetter("call_stack")}
-X_FIELDS = ("ts", "dur", "stream", "name", "cat", "pid", "tid", *ARGS_TEXT)
-F_TEXT: dict[str, Callable[[Any], Any]] = {
-    "cat": attrgetter("cat"), "id": attrgetter("id"), "pid": attrgetter("pid"), "tid": attrgetter("tid")}
-F_FIELDS = ("start", "ts", *F_TEXT)
+X_FIELDS = ("ts", "dur", "stream", "name", "cat", "pid", "tid", "task", "ext", "stack")
+F_FIELDS = ("start", "ts", "cat", "id", "pid", "tid")
 
 
-def _ints(values: list[Any]) -> np.ndarray:
+def _ints(values: Sequence[Any]) -> np.ndarray:
     """int64 of int args (ABSENT kept)."""
     try:
         return np.fromiter(values, np.int64, len(values))
@@ -241,35 +277,35 @@ def _ints(values: list[Any]) -> np.ndarray:
         return np.fromiter((ABSENT if v is None else int(v) for v in values), np.int64, len(values))
 
 
-def _floats(values: list[Any]) -> np.ndarray:
+def _floats(values: Sequence[Any]) -> np.ndarray:
     try:
         return np.fromiter(values, np.float64, len(values))
     except (TypeError, ValueError):
         return np.fromiter((0.0 if v is None else float(v) for v in values), np.float64, len(values))
 
 
-def _times(values: list[Any]) -> np.ndarray:
+def _times(values: Sequence[Any]) -> np.ndarray:
     """int64 ns of µs times, exactly (strings keep their ns decimals; numbers as `round(v * 1000)`)."""
     n = len(values)
-    if n and all(type(v) is str for v in values):
+    if n and type(values[0]) is str:
         out = _decimal_ns(values)
         if out is not None:
             return out
-    elif n and all(type(v) is float or type(v) is int for v in values):
+    elif n and set(map(type, values)) <= {float, int}:
         return np.rint(np.array(values, np.float64) * 1000).astype(np.int64)
     return np.fromiter(map(ns_of, values), np.int64, n)
 
 
-def _decimal_ns(values: list[str]) -> np.ndarray | None:
+def _decimal_ns(values: Sequence[str]) -> np.ndarray | None:
     """`"1736408883688177.930"` -> 1736408883688177930 for a list of such strings at once; None if one is not like it."""
     try:
-        a = np.array(values, dtype="S")
-    except UnicodeEncodeError:
+        text = "".join(values).encode("ascii")  # TypeError: not all are strings
+    except (TypeError, UnicodeEncodeError):
         return None
-    w = a.dtype.itemsize
-    if not w:
+    w = len(values[0])
+    if not w or len(text) != w * len(values) or set(map(len, values)) != {w}:
         return None
-    m = a.view(np.uint8).reshape(len(values), w)
+    m = np.frombuffer(text, np.uint8).reshape(len(values), w)
     dots = np.flatnonzero(m[0] == 46)
     p = int(dots[0]) if len(dots) == 1 else 0
     if 0 < p <= 16 and p + 4 == w and (m[:, p] == 46).all():  # the usual: one layout, three decimals
