@@ -390,3 +390,15 @@ def test_module_histograms_are_sampled_only_when_the_check_reads_them() -> None:
     assert "module_histograms" not in predicted.run.extra["capture"]
     under = [f for f in predicted.findings if f.kind == "underflow"]
     assert [(f.module, f.metrics["source"]) for f in under] == [("1", "histogram")]
+
+
+def test_a_float16_window_merges_with_a_module_pass_that_sampled_no_histograms() -> None:
+    # a float16 run samples no module histograms (no check reads them), so the window's operators bring the only ones
+    net = model("llama")
+    with torch.no_grad():
+        net.get_submodule("layers.1.mlp.up_proj").weight.mul_(4e5)
+    inv = ascend_tui.investigate(net, inputs(), checks=("overflow",), device="cpu", dtype="float16")
+    assert inv.run.extra["capture"]["module_histograms"] is False and inv.run.extra["capture"]["passes"] == 2
+    ops = [n.id for n in inv.graph.nodes if n.kind == "op" and not is_module_level(inv, n.id)]
+    assert inv.histograms.get("layers.1.mlp.up_proj/mm.0") is not None, "the window's operators keep theirs"
+    assert not any(inv.histograms.get(n.id) for n in inv.graph.nodes if is_module_level(inv, n.id))

@@ -37,19 +37,18 @@ class OverloadFacts:
 
 # Keyed by id: `OpOverload.__hash__` is Python code. Overloads are never freed (torch.ops holds
 # them), and `_KEEP` holds them too, so an id is never reused.
-_FACTS: dict[int, OverloadFacts] = {}
+FACTS: dict[int, OverloadFacts] = {}
 _KEEP: list[Any] = []
-FACTS = _FACTS  # read-only for callers: `FACTS.get(id(func)) or overload_facts(func)` saves a call per op
 
 
 def overload_facts(func: Any) -> OverloadFacts:
     """The cached `OverloadFacts` of `func` (an `OpOverload`)."""
-    found = _FACTS.get(id(func))
+    found = FACTS.get(id(func))
     if found is None:
         _KEEP.append(func)
         name = func.overloadpacket.__name__
         overload = func._overloadname
-        found = _FACTS[id(func)] = OverloadFacts(
+        found = FACTS[id(func)] = OverloadFacts(
             name, f"aten.{name}", {"overload": overload} if overload != "default" else None,
             tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
                   if a.alias_info is not None and a.alias_info.is_write),

@@ -183,8 +183,9 @@ def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) ->
     if hkeys:
         at, from1 = np.asarray(hrows, dtype=np.int64), np.asarray(hfirst, dtype=bool)
         rows = np.empty((len(hkeys), HIST_BINS + 1), dtype=np.int64)
-        rows[from1] = h1._data[at[from1]]
-        rows[~from1] = h2._data[at[~from1]]
+        for table, take in ((h1, from1), (h2, ~from1)):  # an empty table holds no array (pass 1 may sample none)
+            if take.any():
+                rows[take] = table._data[at[take]]
         hists = HistogramTable(hkeys, rows)
     return CaptureResult(r2.graph, stats, r2.outputs, r2.op_count, recorder=r2, histograms=hists)
 
