@@ -344,3 +344,24 @@ def test_an_expand_that_repeats_nothing_takes_its_inputs_row_and_histogram() -> 
     select = next(n.id for n in result.graph.nodes if n.op_type == "aten.select")  # a view of a view: the row and
     np.testing.assert_array_equal(np.append(*result.histograms.get(expands[1], 0)),  # sample of what it views
                                   np.append(*result.histograms.get(select, 0)))
+
+
+def test_a_mid_sized_output_changed_in_place_keeps_the_values_it_was_made_with() -> None:
+    """The lean route measures an output (and copies its histogram sample) when it is made: a later in-place write
+    reaches neither its row nor its histogram, only the writer's."""
+    from ascend_tui.live.recording import capture
+
+    class M(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x * 2
+            y.mul_(0)  # every value zero afterwards
+            return y
+
+    x = torch.randn(200, 100) + 5
+    r = capture(M(), (x,))
+    mul, mul_ = r.stats.get("mul.0"), r.stats.get("mul_.0")
+    want = (x * 2).double()
+    assert (mul.min, mul.max, mul.zero_count) == (float(want.min()), float(want.max()), 0)
+    assert (mul_.min, mul_.max, mul_.zero_count) == (0.0, 0.0, 20000)
+    np.testing.assert_array_equal(np.append(*r.histograms.get("mul.0")), histogram_row(torch, x * 2))
+    assert r.histograms.get("mul_.0")[1] == 0  # zeros are left out of a histogram

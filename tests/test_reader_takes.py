@@ -64,3 +64,17 @@ def test_choosing_the_reader_of_an_onnx_file_imports_no_other_format(tmp_path: P
                                                    "ascend_tui.offline.profile", "ascend_tui.offline.nan_ranks",
                                                    "ascend_tui.readers.graphs.ge_dump"))}, sorted(loaded)
     assert "ascend_tui.readers.graphs.onnx_model" in loaded
+
+
+def test_choosing_the_reader_of_a_kernel_csv_imports_no_graph_or_cluster_reader(fixtures: Path) -> None:
+    csv = fixtures / "profiler" / "level1_2025-01" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    code = ("import sys\nfrom ascend_tui.offline.open import reader_for\n"
+            f"assert reader_for({str(csv)!r}).name == 'profiler'\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('ascend_tui.readers.', 'ascend_tui.offline.'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(ast.literal_eval(proc.stdout.strip().splitlines()[-1]))
+    assert not {m for m in loaded if m.startswith(("ascend_tui.readers.graphs", "ascend_tui.offline.profile_cluster",
+                                                   "ascend_tui.offline.nan_ranks", "ascend_tui.readers.msprobe.overflow",
+                                                   "ascend_tui.readers.msprobe.vis",
+                                                   "ascend_tui.readers.profiler.msprof_op"))}, sorted(loaded)

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             if args.baseline and not is_report(args.baseline) else None
     finally:
         progress.done()
-    keep(inv)  # the process ends after this command: its million rows need not be taken apart
+    keep((inv, base))  # the process ends after this command: their million rows need not be taken apart
     code = finish(inv, args, before=lambda out: print_summary(inv, out, args.top), baseline=base)
     if args.open:
         from ascend_tui.app.app import InvestigatorApp

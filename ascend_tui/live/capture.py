@@ -21,14 +21,15 @@ from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import HistogramTable, StatsTable, TensorMeta
 from ascend_tui.graph.ids import IdMinter, api_op
 from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node
+from ascend_tui.live.attribution import ABSENT, WRAPPER_CODE, Unshadow, attributed
 from ascend_tui.live.aten import FACTS, SAME_VALUES, overload_facts, storage_key, written_args
 from ascend_tui.live.frames import SourceStack, stop_at, user_source
 from ascend_tui.live.stat_rows import StatRows
 from ascend_tui.live.weights import WEIGHTS
 from ascend_tui.progress import Progress
 
-__all__ = ["SAME_VALUES", "CaptureResult", "Inputs", "Recorder", "call_model", "dtype_name", "iter_tensors",
-           "split_inputs", "user_source"]
+__all__ = ["ABSENT", "SAME_VALUES", "CaptureResult", "Inputs", "Recorder", "call_model", "dtype_name", "iter_tensors",
+           "split_inputs", "Unshadow", "user_source"]
 
 
 @dataclass(slots=True)
@@ -99,48 +100,6 @@ def _deep_leaves(values: Any, tensor_type: type) -> list[Any]:
     from torch.utils._pytree import tree_flatten
 
     return [x for x in tree_flatten(list(values))[0] if isinstance(x, tensor_type)]
-
-
-ABSENT = object()
-
-
-def _attributed(call: Callable[..., Any], name: str, stack: list[str], thread: int,
-                get_ident: Callable[[], int], outer: list[Any], code: Any = None) -> Callable[..., Any]:
-    """`call` with `name` on the module stack while it runs (on the recording thread), and an entry on `outer`
-    (the `SourceStack`'s cache of the frames above it); `code`: this recording's own copy of the wrapper's code."""
-
-    def _call_impl(*args: Any, **kwargs: Any) -> Any:
-        if get_ident() != thread:
-            return call(*args, **kwargs)
-        stack.append(name)
-        outer.append(None)
-        try:
-            return call(*args, **kwargs)
-        finally:
-            stack.pop()
-            outer.pop()
-
-    if code is not None:
-        _call_impl.__code__ = code
-    return _call_impl
-
-
-_WRAPPER_CODE = _attributed(len, "", [], 0, threading.get_ident, []).__code__
-
-
-class Unshadow:
-    """Puts back every module's own `_call_impl` (or its absence)."""
-
-    def __init__(self, shadowed: list[tuple[dict[str, Any], Any]]) -> None:
-        self.shadowed = shadowed
-
-    def remove(self) -> None:
-        for own, prior in self.shadowed:
-            if prior is ABSENT:
-                own.pop("_call_impl", None)
-            else:
-                own["_call_impl"] = prior
-        self.shadowed = []
 
 
 class Recorder:
@@ -272,7 +231,7 @@ class Recorder:
         sources = self.sources
         # A code object of this recording's own: its frames are the ones whose entries are on `sources.outer`
         # (another recording's wrappers around the same modules are walked through as library frames).
-        code = _WRAPPER_CODE.replace()
+        code = WRAPPER_CODE.replace()
         self._keepalive.append(code)
         sources.wrap, sources.thread, sources.outer = id(code), thread, []
         shadowed: list[tuple[dict[str, Any], Any]] = []
@@ -281,7 +240,7 @@ class Recorder:
                 continue
             own = mod.__dict__
             prior = own.get("_call_impl", ABSENT)
-            own["_call_impl"] = _attributed(mod._call_impl, names[id(mod)], stack, thread, get_ident, sources.outer,
+            own["_call_impl"] = attributed(mod._call_impl, names[id(mod)], stack, thread, get_ident, sources.outer,
                                             code)
             shadowed.append((own, prior))
         return [Unshadow(shadowed)]

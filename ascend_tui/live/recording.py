@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from ascend_tui.graph.opgraph import OpNode
-from ascend_tui.live.aten import overload_facts
+from ascend_tui.live.aten import FACTS, overload_facts
 from ascend_tui.live.capture import ABSENT, CaptureResult, Recorder, call_model, iter_tensors
 from ascend_tui.live.frames import stop_at
 from ascend_tui.progress import Progress, frozen_gc
@@ -86,7 +86,7 @@ def _mode_class() -> type:
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             rec = self.recorder
-            if overload_facts(func).writes:
+            if (FACTS.get(id(func)) or overload_facts(func)).writes:
                 rec.before(func, args, kwargs)
             if self.plain:
                 out = func(*args, **kwargs)

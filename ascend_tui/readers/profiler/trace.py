@@ -300,7 +300,8 @@ def _host_ops(c: Columns, pair: np.ndarray, host: np.ndarray) -> tuple[HostOp, .
     child = _child_times(thread[order].tolist(), t0s[order].tolist(), ends[order].tolist(), closed := [])
     codes, at = np.unique(x["name"][host][order], return_inverse=True)
     group: dict[str, int] = {}  # codes of one text (None and "") are one name
-    name_at = np.array([group.setdefault(text_of(vals[v]), len(group)) for v in codes.tolist()], np.int64)[at.reshape(-1)]
+    grouped = np.array([group.setdefault(text_of(vals[v]), len(group)) for v in codes.tolist()], np.int64)
+    name_at = grouped[at.reshape(-1)]
     text, k = list(group), len(group)
     calls = np.bincount(name_at, minlength=k)
     self_ns = np.bincount(name_at, np.maximum(total - child, 0).astype(np.float64), minlength=k)
