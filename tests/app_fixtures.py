@@ -190,3 +190,12 @@ def attention_investigation() -> Investigation:
     run = RunInfo(target="attention.py", device={"backend": "cpu", "name": "cpu"}, checks=("overflow",),
                   dtype="float16", reference="cpu:float32", source="live")
     return Investigation(g, stats=stats, findings=findings, run=run)
+
+
+async def to_home(app: object, pilot: object) -> None:
+    """Wait for the app's start-up jobs, then close whatever opened over the home screen (the story, say)."""
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    while app.screen is not app.main:
+        app.pop_screen()
+        await pilot.pause()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from app_fixtures import wide_investigation
+from app_fixtures import to_home, wide_investigation
 from rich.text import Text
 from textual.app import App, ComposeResult
 
@@ -44,11 +44,7 @@ def _long_investigation() -> Investigation:
 async def test_home_screen_keys_move_everything_without_laying_the_screen_out(tmp_path: Path) -> None:
     app = InvestigatorApp(_long_investigation(), theme="textual-dark", export_dir=tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        while app.screen is not app.main:
-            app.pop_screen()
-            await pilot.pause()
+        await to_home(app, pilot)
         main, ops, detail = app.main, app.main.ops, app.main.query_one(Detail)
         await pilot.pause(0.2)
         layouts: list[object] = []

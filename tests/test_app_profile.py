@@ -17,6 +17,7 @@ from ascend_tui.offline.open import open_path
 from ascend_tui.investigation import Investigation
 from ascend_tui.offline.profile_baseline import attach_baseline
 from tests.conftest import FIXTURES
+from app_fixtures import to_home
 
 PROF = FIXTURES / "profiler"
 
@@ -382,11 +383,7 @@ async def test_profile_view_kept_once_built_and_made_anew_for_another_investigat
 
     app = InvestigatorApp(profile_inv())
     async with app.run_test(size=(120, 40)) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        while app.screen is not app.main:  # the story screen it may open on
-            app.pop_screen()
-            await pilot.pause()
+        await to_home(app, pilot)  # the story screen it may open on
         built = app._kept.get("profile")  # composed ahead once the open job was done
         assert isinstance(built, ProfileScreen) and built.is_running and built.inv is app.inv
         await pilot.press("T")
@@ -419,11 +416,7 @@ async def test_kept_profile_view_follows_a_theme_changed_while_it_was_hidden() -
 
     app = InvestigatorApp(profile_inv(), theme="ascend-dark")
     async with app.run_test(size=(120, 40)) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        while app.screen is not app.main:
-            app.pop_screen()
-            await pilot.pause()
+        await to_home(app, pilot)
         await pilot.press("T")
         screen = app.screen
         assert isinstance(screen, ProfileScreen)

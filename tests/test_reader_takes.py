@@ -51,14 +51,19 @@ def test_takes_judges_by_name_and_kind() -> None:
     assert Takes().could(Path("any.name")) and not Takes().could(ROOT)
 
 
-def test_choosing_the_reader_of_an_onnx_file_imports_no_other_format(tmp_path: Path) -> None:
-    model = ROOT / "tests" / "data" / "block_dynamo_export.onnx"
+def _modules_choosing(path: Path, reader: str) -> set[str]:
+    """The reader and service modules a fresh process has imported once it chose `reader` for `path`."""
     code = ("import sys\nfrom ascend_tui.offline.open import reader_for\n"
-            f"assert reader_for({str(model)!r}).name == 'ONNX model'\n"
+            f"assert reader_for({str(path)!r}).name == {reader!r}\n"
             "print(sorted(m for m in sys.modules if m.startswith(('ascend_tui.readers.', 'ascend_tui.offline.'))))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    loaded = set(ast.literal_eval(proc.stdout.strip().splitlines()[-1]))
+    return set(ast.literal_eval(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_choosing_the_reader_of_an_onnx_file_imports_no_other_format(tmp_path: Path) -> None:
+    model = ROOT / "tests" / "data" / "block_dynamo_export.onnx"
+    loaded = _modules_choosing(model, 'ONNX model')
     # the readers whose sniff reads any file's first bytes (our own files, sanitizer logs) and the one that reads it
     assert not {m for m in loaded if m.startswith(("ascend_tui.readers.msprobe", "ascend_tui.readers.profiler",
                                                    "ascend_tui.offline.profile", "ascend_tui.offline.nan_ranks",
@@ -68,12 +73,7 @@ def test_choosing_the_reader_of_an_onnx_file_imports_no_other_format(tmp_path: P
 
 def test_choosing_the_reader_of_a_kernel_csv_imports_no_graph_or_cluster_reader(fixtures: Path) -> None:
     csv = fixtures / "profiler" / "level1_2025-01" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
-    code = ("import sys\nfrom ascend_tui.offline.open import reader_for\n"
-            f"assert reader_for({str(csv)!r}).name == 'profiler'\n"
-            "print(sorted(m for m in sys.modules if m.startswith(('ascend_tui.readers.', 'ascend_tui.offline.'))))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    loaded = set(ast.literal_eval(proc.stdout.strip().splitlines()[-1]))
+    loaded = _modules_choosing(csv, 'profiler')
     assert not {m for m in loaded if m.startswith(("ascend_tui.readers.graphs", "ascend_tui.offline.profile_cluster",
                                                    "ascend_tui.offline.nan_ranks", "ascend_tui.readers.msprobe.overflow",
                                                    "ascend_tui.readers.msprobe.vis",
