@@ -453,3 +453,29 @@ async def test_opened_while_its_tabs_are_laid_out_ahead_it_shows_the_first_tab()
             await pilot.pause(0.3)
         await pilot.press("3")
         assert screen.query_one(ContentSwitcher).current == "timeline" and screen.tab == "timeline"
+
+
+async def test_regrouping_the_ops_table_lays_nothing_out_whether_or_not_its_rows_fit() -> None:
+    """`v` from op types (9 rows here) to ops and back: the table's bar stays, so the view is not laid out again
+    (at 1M kernels a bar that came or went cost a layout of the whole view, 50-95 ms)."""
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp(profile_inv(baseline=False), theme="ascend-dark")
+    async with app.run_test(size=(100, 22)) as pilot:
+        await to_home(app, pilot)
+        await pilot.press("T")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ProfileScreen)
+        table = screen.query_one("#ops-table", RowTable)
+        layouts: list[object] = []
+        screen.screen_layout_refresh_signal.subscribe(screen, layouts.append, immediate=True)
+        fits = []
+        for _ in range(4):  # op type -> op -> module -> category -> op type
+            await pilot.press("v")
+            await pilot.pause()
+            await pilot.pause()
+            fits.append(len(table.rows) + 1 <= table.scrollable_content_region.height)
+            assert table.vertical_scrollbar.display
+        assert True in fits and False in fits, fits  # some groupings fit the table's height, some do not
+        assert layouts == [], f"{len(layouts)} layouts"

@@ -74,6 +74,8 @@ class ProfileScreen(TabbedView):
     ProfileScreen #profile-panes { height: 1fr; }
     ProfileScreen #timeline-info { height: auto; padding: 0 1; }
     ProfileScreen #profile-status { height: 1; padding: 0 1; color: $text-muted; }
+    /* bars always shown: regrouping 1M kernels into 20 op types would otherwise lay the view out twice */
+    ProfileScreen RowTable { overflow-y: scroll; }
     """
 
     @classmethod
