@@ -1,9 +1,9 @@
 """Benchmark: loading a 100,000-node ONNX model into `OpGraph` against `onnx.load` alone, a full upstream walk,
 and `ascend-tui graph` on it end to end.
 
-Run: `PYTHONPATH=. python benchmarks/graph_load.py [--nodes 100000] [--no-types] [--dynamo] [--rounds 3]`. Each
-round times `onnx.load`, our load and the walk, and every round's numbers are printed (the machines
-these run on are shared: read the spread, not one number), then their median. The model is a
+Run: `PYTHONPATH=. python benchmarks/graph_load.py [--nodes 100000] [--no-types] [--dynamo] [--rounds 3]
+[--count-nodes 5000]`. Each round times `onnx.load`, our load and the walk, and every round's numbers are
+printed (the machines these run on are shared: read the spread, not one number), then their median. The model is a
 stack of blocks named like the legacy exporter names them (`/layers.N/mlp/MatMul`), each block
 with a branch (two ops reading one tensor) and a join (an Add of both); tensor types are written
 as exporters write them (`value_info`), or left out with `--no-types` so that shape inference is
@@ -15,14 +15,19 @@ the user waits for, `ascend-tui graph -q big.onnx`, in fresh processes, `--round
 start-up (the same command on a 10-node model, also `--rounds` times, their median) taken off; and
 once `graph --json`, which needs every node's tensors. The command is also set against
 `onnx.load` as a user's script meets it, timed inside a fresh process (the in-process rounds
-reuse memory the round before freed; the command's process touches its memory first). Goals
-(issues 12 and 21): the load, and the command beyond its start-up, under 1 s (CPU) beyond
-`onnx.load`; an upstream walk from the last node over the whole graph in under 100 ms.
+reuse memory the round before freed; the command's process touches its memory first). Beside the
+times, counts the machine's load does not move: the page faults of each command run beyond start-up
+(memory first touched, which costs system time here), and the command's work on a `--count-nodes`
+model of the same kind counted per node (Python calls, calls of C functions from Python, bytecodes
+run), so a change is judged by them when the VM drifts. Goals (issues 12 and 21): the load, and the
+command beyond its start-up, under 1 s (CPU) beyond `onnx.load`; an upstream walk from the last node
+over the whole graph in under 100 ms.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import tempfile
 import time
@@ -114,19 +119,72 @@ def fresh_cpu(script: str, path: Path) -> float:
                                 check=True).stdout)
 
 
-def command(args: list[str]) -> tuple[float, float]:
-    """(CPU, wall) seconds of `ascend-tui ARGS` in a fresh process."""
+def _env() -> dict[str, str]:
+    import os
+
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+
+
+def command(args: list[str]) -> tuple[float, float, int]:
+    """(CPU, wall) seconds and page faults (memory first touched: a count the machine's speed does not change)
+    of `ascend-tui ARGS` in a fresh process."""
     import os
     import subprocess
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
     w0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "ascend_tui", *args], stdout=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "ascend_tui", *args], stdout=subprocess.DEVNULL, env=_env())
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise SystemExit(f"ascend-tui {' '.join(args)} exited {proc.returncode}")
-    return usage.ru_utime + usage.ru_stime, time.perf_counter() - w0
+    return usage.ru_utime + usage.ru_stime, time.perf_counter() - w0, usage.ru_minflt
+
+
+# What the command runs (`cli.graph.run_graph`), its work counted: a first run on a tiny model imports and warms
+# everything, then the model's run counts Python function calls and calls of C functions from Python code, and
+# another the bytecodes Python executes (C loops such as `map` count as the one call that runs them).
+_CALLS = """
+import argparse, io, sys
+from ascend_tui.cli.graph import run_graph
+
+def graph(path):
+    run_graph(argparse.Namespace(path=path, evidence=[], json=None, quiet=True, fail_on="error"), io.StringIO())
+
+graph(sys.argv[2])
+counts = {"call": 0, "c_call": 0}
+
+def count(frame, event, arg):
+    if event in counts:
+        counts[event] += 1
+
+sys.setprofile(count)
+graph(sys.argv[1])
+sys.setprofile(None)
+opcodes = [0]
+
+def each_opcode(frame, event, arg):
+    opcodes[0] += event == "opcode"
+    return each_opcode
+
+def trace(frame, event, arg):
+    frame.f_trace_opcodes = True
+    return each_opcode
+
+sys.settrace(trace)
+graph(sys.argv[1])
+sys.settrace(None)
+print(counts["call"], counts["c_call"], opcodes[0])
+"""
+
+
+def calls(path: Path, tiny: Path) -> tuple[int, int, int]:
+    """(Python calls, C calls from Python, bytecodes run) of `ascend-tui graph PATH`'s work, in a fresh process:
+    counts that stay put when the machine is loaded, so a change is judged by them where the times drift."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", _CALLS, str(path), str(tiny)], capture_output=True, text=True,
+                         check=True, env=_env()).stdout.split()
+    return int(out[0]), int(out[1]), int(out[2])
 
 
 def median(values: list[float]) -> float:
@@ -141,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-types", action="store_true", help="leave tensor types out, so shape inference runs")
     ap.add_argument("--dynamo", action="store_true", help="dynamo exporter names and metadata_props on every node")
     ap.add_argument("--rounds", type=int, default=3, help="time everything this many times; every run is printed")
+    ap.add_argument("--count-nodes", type=int, default=5_000,
+                    help="size of the model whose Python calls per node are counted (profiling is slow)")
     args = ap.parse_args(argv)
     rounds_n = max(1, args.rounds)
     sys.path.insert(0, str(ROOT))
@@ -197,8 +257,15 @@ def main(argv: list[str] | None = None) -> int:
         generate(tiny, 10, typed=not args.no_types, dynamo=args.dynamo)
         starts = [command(["graph", "-q", str(tiny)]) for _ in range(rounds_n)]
         print("[ascend-tui graph on a 10-node model: start-up] "
-              + "; ".join(f"{w:.2f} s wall ({c:.2f} s CPU)" for c, w in starts))
-        startup = (median([c for c, _ in starts]), median([w for _, w in starts]))
+              + "; ".join(f"{w:.2f} s wall ({c:.2f} s CPU, {f:,} page faults)" for c, w, f in starts))
+        startup = (median([c for c, _, _ in starts]), median([w for _, w, _ in starts]),
+                   median([f for _, _, f in starts]))
+        small = Path(tmp) / "small.onnx"
+        m = generate(small, args.count_nodes, typed=not args.no_types, dynamo=args.dynamo)
+        py_calls, c_calls, opcodes = calls(small, tiny)
+        print(f"[ascend-tui graph's work on a {m:,}-node model of the same kind, counted (deterministic)] "
+              f"per node {py_calls / m:.2f} Python calls, {c_calls / m:.2f} calls of C functions from Python, "
+              f"{opcodes / m:.1f} bytecodes ({py_calls:,}, {c_calls:,}, {opcodes:,})")
         t_onnx = median([r["onnx"][0] for r in runs])
         # onnx.load as a user's script meets it: in a fresh process, its memory first touched as the command's is
         # (the in-process rounds reuse what the round before freed), timed inside that process (import onnx is not)
@@ -210,10 +277,12 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(rounds_n):
             total = command(["graph", "-q", str(path)])
             beyond = (total[0] - startup[0], total[1] - startup[1])
+            faults = total[2] - startup[2]
             print(f"[ascend-tui graph, end to end] {total[1]:.2f} s wall ({total[0]:.2f} s CPU); beyond start-up "
                   f"{beyond[1]:.2f} s wall ({beyond[0]:.2f} s CPU) = {beyond[0] - t_onnx:.2f} s CPU beyond onnx.load "
                   f"(goal < 1 s), x{beyond[0] / t_onnx:.1f} onnx.load; {beyond[0] - t_fresh:.2f} s CPU beyond "
-                  f"onnx.load in a fresh process")
+                  f"onnx.load in a fresh process; {faults:,} page faults beyond start-up ({faults / n:.2f} a node, "
+                  f"{faults * resource.getpagesize() / 2**20:,.0f} MB first touched)")
         total = command(["graph", "-q", str(path), "--json", str(Path(tmp) / "bench.json")])
         print(f"[ascend-tui graph --json, end to end: every node's tensors] {total[1]:.2f} s wall ({total[0]:.2f} s "
               f"CPU); beyond start-up {total[1] - startup[1]:.2f} s wall ({total[0] - startup[0]:.2f} s CPU)")

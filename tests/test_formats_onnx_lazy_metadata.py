@@ -172,3 +172,24 @@ def test_scope_modules_of_many_texts_equal_each_read_alone_on_random_texts_of_br
     modules, named = onnx_metadata.ScopeModules().modules(texts)
     assert list(zip(modules, named)) == [one(text) for text in texts]
     assert sum(named) > 500  # plain lists are among them
+
+
+def test_scope_modules_of_small_batches_equal_each_read_alone_where_counts_over_the_batch_decide() -> None:
+    """`all_plain` judges a whole batch by counts over the joined text: odd texts alone, in pairs and among plain
+    lists (one bracket quote shared, a separator at a bracket or overlapping another, a quote in a name made up
+    for by a missing one elsewhere) must read as each read alone, whichever way the batch goes."""
+    rng = random.Random(6)
+    odd = ["[']", "['a'b']", "[']x', 'y']", "['a', ', ']", "['a', ', ', 'b']", "[', 'a']", "['a', ']", "['']",
+           "['', '']", "['a'', 'b']", "['a', ''b']", "['x']", *SCOPE_TEXTS]
+    odd += ["['" + "".join(rng.choice("[]', a.") for _ in range(rng.randrange(10))) + "']" for _ in range(300)]
+    plain = [t for t in odd if onnx_metadata.all_plain(t, 1) and not any(c in t for c in "\\\r\n\0")]
+    one = onnx_metadata.ScopeModules()
+    batches = [[t] for t in odd] + [[a, b] for a in odd[:40] for b in odd[:40]]
+    batches += [rng.sample(plain, 4) + [rng.choice(odd)] for _ in range(500)]
+    went_plain = 0
+    for texts in batches:
+        went_plain += onnx_metadata.all_plain("\n".join(texts), len(texts))
+        modules, named = onnx_metadata.ScopeModules().modules(texts)
+        assert list(zip(modules, named)) == [one(text) for text in texts], texts
+    assert went_plain > 300 and len(plain) > 30  # both ways taken
+    assert not onnx_metadata.all_plain("[']\n['a'b']", 2)  # quotes right in all, wrong in each

@@ -73,7 +73,7 @@ def op_node(id: str, op_type: str, module: str, index: int, kind: NodeKind, inpu
     field through `object.__setattr__` (readers build 100k nodes at a time)."""
     node: Any = _Unfrozen(id, op_type, module, index, kind, inputs, outputs, source, phase, module_class, attrs)
     node.__class__ = OpNode
-    return cast(OpNode, node)
+    return node  # an `OpNode` now (no `typing.cast`: a Python call per node that does nothing)
 
 
 def op_nodes(*columns: Iterable[Any]) -> list[OpNode]:

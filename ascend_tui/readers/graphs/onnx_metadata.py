@@ -27,6 +27,19 @@ _PLAIN_SEP = "', '"
 _TWO_OR_MORE = re.compile(r"\[(?:'[^'\\\r\n\0]*', )*'([^'\\\r\n\0]*)', '[^'\\\r\n\0]*'\]").fullmatch
 
 
+def all_plain(joined: str, count: int) -> bool:
+    """True when each of the `count` lines of `joined` (none holding a backslash, CR or NUL) is a plain list of one
+    name or more (`['', 'attn', 'mm']`, no quote in a name), what `ScopeModules.modules` splits, judged by counts
+    over the whole text: each line starts with `['` and ends with `']`, no separator `', '` overlaps another or
+    either bracket's quote, and the quotes are two per name in all, so in each line (a line holds two per
+    separator and its brackets' two at least)."""
+    return (joined[:2] == "['" and joined[-2:] == "']" and joined.count("']\n['") == count - 1
+            and joined[:3] != "[']" and "\n[']" not in joined  # brackets sharing one quote
+            and not joined.startswith(_PLAIN_SEP, 1) and "\n[" + _PLAIN_SEP not in joined
+            and not joined.endswith(_PLAIN_SEP + "]") and _PLAIN_SEP + "]\n" not in joined
+            and "', ', '" not in joined and joined.count("'") == 2 * (joined.count(_PLAIN_SEP) + count))
+
+
 class ScopeModules:
     """(module path, whether any scopes were named) of a `name_scopes` text, as `literal_list` and
     `module_from_scopes` give them: a plain literal of two or more names by one regex call that also finds
@@ -55,6 +68,8 @@ class ScopeModules:
         joined = "\n".join(texts)
         if "\\" in joined or "\r" in joined or "\0" in joined or joined.count("\n") != len(texts) - 1:
             found: list[str | None] = [None] * len(texts)
+        elif all_plain(joined, len(texts)):  # the text after the last quote before the last separator: none for one
+            return [text.rpartition(_PLAIN_SEP)[0].rpartition("'")[2] for text in texts], [True] * len(texts)
         else:
             # `['a', 'b']` split at `', '` into `['a` and `b']` (the brackets' quotes none of a separator's) with
             # no quote besides: two per part
