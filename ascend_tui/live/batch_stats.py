@@ -210,7 +210,9 @@ class BatchStats:
                 wide = a.astype(np.float64)
                 s, sq = float(wide.sum()), _squares(wide)  # by rows: one long np.dot wakes every BLAS thread
         if not lo > 0 and not hi < 0:  # 0 lies in [lo, hi] (or NaN hides the range): count the zeros
-            zeros = int(np.count_nonzero(np.equal(a, 0, out=self._mask(a.size))))
+            k = a.size
+            flags = self._flags[:k] if k <= self._flags.size else self._mask(k)
+            zeros = int(np.count_nonzero(np.equal(a, 0, out=flags)))
         return lo, hi, s, math.sqrt(sq), nan, inf, zeros
 
     def _mask(self, n: int) -> np.ndarray:
