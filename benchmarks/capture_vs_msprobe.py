@@ -23,7 +23,9 @@ overflow investigation, the same with a planted bug (two passes), `--detail full
 statistics dump of the same step, alternating every variant but msprobe each round (msprobe's API
 patches stay in the process, so it runs after the others, followed by one more plain step to show
 what its patches cost when idle). Every run's time is printed, and the host syncs (`.item()`,
-`.cpu()`, `.tolist()` calls) of one investigation of each kind. Goals: default <= 1.5x plain and
+`.cpu()`, `.tolist()` calls) of one investigation of each kind, and the work of one default and one planted-bug
+investigation in counts a drifting VM does not change (tensors measured, values read, gradient hooks registered and
+fired, Python calls). Goals: default <= 1.5x plain and
 <= 0.3x msprobe; planted bug <= 3x plain; full <= msprobe; full's fixed cost <= 3x the bare mode's.
 """
 
@@ -239,6 +241,44 @@ def count_syncs(fn: Callable[[], Any]) -> int:
     return counts[0]
 
 
+def count_work(fn: Callable[[], Any]) -> dict[str, int]:
+    """Deterministic counts of one investigation (a drifting VM's timings aside): module-level tensors measured
+    (`BatchStats.add` rows) and the values they hold, gradient hooks registered and fired, and Python function calls
+    (cProfile's count, builtins included)."""
+    import cProfile
+    import pstats
+
+    from ascend_tui.live.batch_stats import BatchStats
+
+    counts = {"measured": 0, "values": 0, "hooks": 0, "fired": 0}
+    add, register = BatchStats.add, torch.Tensor.register_hook
+
+    def counted_add(self: Any, t: Any, **kw: Any) -> Any:
+        row = add(self, t, **kw)
+        if row is not None:
+            counts["measured"] += 1
+            counts["values"] += t.numel()
+        return row
+
+    def counted_register(self: Any, hook: Any) -> Any:
+        counts["hooks"] += 1
+
+        def fired(grad: Any) -> Any:
+            counts["fired"] += 1
+            return hook(grad)
+        return register(self, fired)
+
+    BatchStats.add, torch.Tensor.register_hook = counted_add, counted_register  # type: ignore[method-assign]
+    try:
+        fn()
+    finally:
+        BatchStats.add, torch.Tensor.register_hook = add, register  # type: ignore[method-assign]
+    profile = cProfile.Profile()
+    profile.runcall(fn)
+    counts["python calls"] = pstats.Stats(profile).total_calls  # type: ignore[attr-defined]
+    return counts
+
+
 def llama_bench(reps: int, with_msprobe: bool, hiddens: list[int] | None = None) -> None:
     """The 16-layer Llama training step of each config, every variant in one process; every run printed. msprobe
     runs after every config's own variants (its API patches stay in the process)."""
@@ -294,6 +334,7 @@ def _llama_runs(reps: int, hidden: int) -> dict[str, Any]:
     variants: dict[str, Callable[[], Any]] = {"plain": step, "bare": bare_step, "default": ours,
                                                "bug": lambda: ours(buggy), "full": lambda: ours(detail="full")}
     syncs = {k: count_syncs(v) for k, v in variants.items() if k in ("default", "bug", "full")}
+    work = {k: count_work(variants[k]) for k in ("default", "bug")}
     runs: dict[str, list[float]] = {k: [] for k in variants}
     for fn in variants.values():
         fn()  # warm-up
@@ -302,7 +343,8 @@ def _llama_runs(reps: int, hidden: int) -> dict[str, Any]:
             t0 = CLOCK()
             fn()
             runs[name].append(CLOCK() - t0)
-    return {"title": title, "runs": runs, "syncs": syncs, "model": model, "inputs": inputs, "step": step}
+    return {"title": title, "runs": runs, "syncs": syncs, "work": work, "model": model, "inputs": inputs,
+            "step": step}
 
 
 def _llama_report(config: dict[str, Any], reps: int) -> None:
@@ -336,6 +378,8 @@ def _llama_report(config: dict[str, Any], reps: int) -> None:
               f"<= {LLAMA_GOALS[k]}x: median {'met' if v <= LLAMA_GOALS[k] else 'NOT met'}, every round "
               f"{'met' if worst <= LLAMA_GOALS[k] else 'NOT met'})")
     print("  host syncs per investigation (.item/.cpu/.tolist): " + ", ".join(f"{k} {v}" for k, v in syncs.items()))
+    for k, counts in config["work"].items():
+        print(f"  {k} investigation's work (deterministic): " + ", ".join(f"{n} {v}" for n, v in counts.items()))
 
 
 def llama_msprobe(model: nn.Module, inputs: dict[str, Any], reps: int) -> list[float]:
