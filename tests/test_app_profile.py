@@ -565,3 +565,32 @@ async def test_moving_along_the_strip_lays_out_only_when_its_line_wraps() -> Non
             assert after != before and "overlap track" in after
             assert (layouts == []) is fits
             assert (info.size.height == 1) is fits
+
+
+async def test_built_ahead_even_the_first_switch_to_each_tab_restyles_nothing() -> None:
+    """Composed and laid out ahead, the view also focused each pane's widget off screen: opened, the first switch
+    to every tab restyles no widget, and the tab shown is focused and lit."""
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await to_home(app, pilot)
+        built = app._kept.get("profile")
+        assert isinstance(built, ProfileScreen)
+        for _ in range(40):  # the panes laid out ahead, one a frame
+            if not built._ahead:
+                break
+            await pilot.pause(0.05)
+        assert not built._ahead
+        await pilot.press("T")
+        assert app.screen is built and built.focused is table(app, "ops-table")
+        restyled: list[object] = []
+        apply = app.stylesheet.apply
+        app.stylesheet.apply = lambda node, **kw: restyled.append(node) or apply(node, **kw)  # type: ignore[method-assign]
+        try:
+            for key in "23451":
+                await pilot.press(key)
+                assert built.tab == built.query_one("TabBar").active and built.focused is built._focus_target(built.tab)
+        finally:
+            app.stylesheet.apply = apply  # type: ignore[method-assign]
+        assert restyled == []
