@@ -594,3 +594,29 @@ async def test_built_ahead_even_the_first_switch_to_each_tab_restyles_nothing() 
         finally:
             app.stylesheet.apply = apply  # type: ignore[method-assign]
         assert restyled == []
+
+
+async def test_opened_while_another_pane_is_focused_ahead_it_focuses_the_tab_shown() -> None:
+    """`T` just as laying out ahead showed and focused another tab's pane (off screen): the first tab shows, lit,
+    its table focused, not the hidden pane's."""
+    from textual.widgets import ContentSwitcher
+
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await to_home(app, pilot)
+        built = app._kept.get("profile")
+        assert isinstance(built, ProfileScreen)
+        for _ in range(40):
+            if not built._ahead:
+                break
+            await pilot.pause(0.05)
+        built._switch_to("modules")  # where `_lay_out_ahead` leaves a pane it shows ahead
+        built.set_focus(built.query_one("#modules-table"), scroll_visible=False)
+        await pilot.press("T")
+        assert app.screen is built and built.tab == "ops"
+        assert built.query_one(ContentSwitcher).current == "ops-table"
+        assert built.focused is built.query_one("#ops-table")
+        await pilot.pause()
+        assert built.focused is built.query_one("#ops-table")

@@ -197,6 +197,10 @@ class TabbedView(CheckView):
         self._refocus()
 
     def _refocus(self) -> None:
-        """Focus what the tab shown holds if nothing is (a pane hidden with the focus in it lets go of it)."""
-        if self.focused is None and (target := self._focus_target(self.tab)) is not None:
+        """Focus what the tab shown holds if the focus is not in its pane: a pane hidden with the focus in it lets go
+        of it, and one focused ahead (`_lay_out_ahead`) and hidden again here still holds it until the next layout."""
+        pane, focused = self._pane_of(self.tab), self.focused
+        if focused is not None and pane is not None and (focused is pane or pane in focused.ancestors):
+            return
+        if (target := self._focus_target(self.tab)) is not None:
             self.set_focus(target)
