@@ -8,8 +8,9 @@ and streams, one after the other) is written and opened instead: the read alone 
 app's first screen from the file — the op list of the whole read, before its advice is computed —
 measured from the moment the app's reader returned (goal: under 1 s), and when the advice was filled
 in; then the keys on the opened investigation and in its profile view (`T`, and `T` again once closed; goal:
-each under 50 ms). Each home-screen key also says how many times it laid the screen out (goal: none; the
-screen's public `screen_layout_refresh_signal`).
+each under 50 ms). Beside each key's times, each run's counts (`Counts`): nodes restyled, lines painted, layouts
+of the screen (goal for the home screen's keys: none) and full garbage collections, so a slow hour's times can
+be told from more work.
 With `--timeline-kernels N` the timeline view (`L`) is opened on N synthetic kernels (two ranks, a
 compute and a communication stream each) and every zoom / pan / jump key is timed, each press
 printed, beside the same keys on 1,000 kernels in the same run (goal: each under 50 ms). With
@@ -24,6 +25,8 @@ import asyncio
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
+
 import numpy as np
 
 from ascend_tui.evidence import STAT_FIELDS, Finding, StatsTable, TensorMeta
@@ -83,11 +86,88 @@ def _runs(samples: list[float]) -> str:
     return f"{', '.join(_fmt(v) for v in samples)} (median {_fmt(_median(samples))})"
 
 
+class Counts:
+    """What a key press did, counted the same however fast the machine is: nodes restyled from the stylesheet
+    (each widget and each of its component classes), lines painted (not taken from a widget's cache), layouts of
+    the screen, and full collections of the garbage collector (with their CPU time, the one count that is a time).
+
+    Counted by wrapping Textual's `Stylesheet.apply`, `StylesCache.render_line` and `Screen._refresh_layout`
+    (textual is pinned at 8.2.8) and a `gc.callbacks` hook.
+    """
+
+    NAMES = ("restyled", "lines", "layouts", "full GCs")
+
+    def __init__(self) -> None:
+        self.n = dict.fromkeys(self.NAMES, 0)
+        self.gc_ms = 0.0
+        self._undo: list[tuple[type, str, object]] = []
+        self._gc_start = 0.0
+
+    def __enter__(self) -> Counts:
+        import gc
+
+        from textual._styles_cache import StylesCache
+        from textual.css.stylesheet import Stylesheet
+        from textual.screen import Screen
+
+        for cls, name, key in ((Stylesheet, "apply", "restyled"), (StylesCache, "render_line", "lines"),
+                               (Screen, "_refresh_layout", "layouts")):
+            self._undo.append((cls, name, cls.__dict__[name]))
+            setattr(cls, name, self._counted(cls.__dict__[name], key))
+        gc.callbacks.append(self._gc)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        import gc
+
+        for cls, name, method in self._undo:
+            setattr(cls, name, method)
+        gc.callbacks.remove(self._gc)
+
+    def _counted(self, method: Callable[..., object], key: str) -> Callable[..., object]:
+        counts = self.n
+
+        def counted(*args: object, **kwargs: object) -> object:
+            counts[key] += 1
+            return method(*args, **kwargs)
+
+        return counted
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self.n["full GCs"] += 1
+            self._gc_start = time.thread_time()
+        else:
+            self.gc_ms += (time.thread_time() - self._gc_start) * 1000
+
+    def reset(self) -> None:
+        self.n.update(dict.fromkeys(self.NAMES, 0))
+        self.gc_ms = 0.0
+
+    def taken(self, per: int = 1) -> tuple[float, ...]:
+        """The counts since `reset` (divided by `per`), then the full collections' CPU ms."""
+        return (*(self.n[k] / per for k in self.NAMES), self.gc_ms / per)
+
+
+def _counts(runs: list[tuple[float, ...]]) -> str:
+    """`restyled 0/0/0, lines 71/71/71, layouts 1/1/1, full GCs 0/1 (12 ms)/0`: each run's counts."""
+    parts = []
+    for i, name in enumerate(Counts.NAMES):
+        if name == "full GCs":
+            each = [f"{r[i]:.3g}" + (f" ({r[-1]:.0f} ms)" if r[i] else "") for r in runs]
+        else:
+            each = [f"{r[i]:.3g}" for r in runs]
+        parts.append(f"{name} {'/'.join(each)}")
+    return ", ".join(parts)
+
+
 KEYS = (("page down", "pagedown"), ("cursor down", "j"), ("jump to last op", "G"), ("next finding", "n"),
         ("flagged-only filter", "F"), ("filter off", "F"))
 
 
-async def _app_timings(source: Path | Investigation, repeat: int, profile: bool = False) -> dict[str, list[float]]:
+async def _app_timings(source: Path | Investigation, repeat: int, profile: bool = False) -> dict[str, list[Any]]:
     """Open an investigation in the app (from a file, or already in memory) and time what a user does with it.
 
     Keys are timed in CPU seconds of this process (the pilot's idle waits are not work);
@@ -99,7 +179,7 @@ async def _app_timings(source: Path | Investigation, repeat: int, profile: bool 
     from ascend_tui import readers
 
     label = "first screen (from file)" if isinstance(source, Path) else "first screen (in memory)"
-    out: dict[str, list[float]] = {label: [], "unbound key (floor)": [], "search 'mlp.act'": []}
+    out: dict[str, list[Any]] = {label: [], "unbound key (floor)": [], "search 'mlp.act'": []}
     out.update({f"key: {name}": [] for name, _ in KEYS})
     read_end: list[float] = []
     plain_read = readers.read_with
@@ -132,21 +212,22 @@ async def _app_timings(source: Path | Investigation, repeat: int, profile: bool 
                     out.setdefault("advice filled in beyond the read", []).append(time.perf_counter() - read_end[-1])
                     continue
                 await pilot.pause(0.3)  # the start-up frames (the footer lays its new keys out twice) are no key's
-                layouts: list[object] = []
-                app.main.screen_layout_refresh_signal.subscribe(app.main, layouts.append, immediate=True)
-                for name, key in (("unbound key (floor)", "w"), *((f"key: {n}", k) for n, k in KEYS)):
-                    layouts.clear()
+                with Counts() as counts:
+                    for name, key in (("unbound key (floor)", "w"), *((f"key: {n}", k) for n, k in KEYS)):
+                        counts.reset()
+                        c0 = time.process_time()
+                        await pilot.press(key)
+                        out[name].append(time.process_time() - c0)
+                        out.setdefault(f"counts: {name}", []).append(counts.taken())
+                    await pilot.press("slash")
+                    counts.reset()
                     c0 = time.process_time()
-                    await pilot.press(key)
-                    out[name].append(time.process_time() - c0)
-                    out.setdefault(f"layouts: {name}", []).append(len(layouts))
-                await pilot.press("slash")
-                c0 = time.process_time()
-                await pilot.press(*"mlp.act")
-                out["search 'mlp.act'"].append((time.process_time() - c0) / len("mlp.act"))
-                if source.profile is not None:
-                    await pilot.press("escape")  # the search closed
-                    await _profile_keys(app, pilot, out)
+                    await pilot.press(*"mlp.act")
+                    out["search 'mlp.act'"].append((time.process_time() - c0) / len("mlp.act"))
+                    out.setdefault("counts: search 'mlp.act'", []).append(counts.taken(len("mlp.act")))
+                    if source.profile is not None:
+                        await pilot.press("escape")  # the search closed
+                        await _profile_keys(app, pilot, out, counts)
         finally:
             readers.read_with = plain_read  # type: ignore[assignment]
     return {k: v for k, v in out.items() if v}
@@ -158,23 +239,28 @@ PROFILE_KEYS = (("open profile view", "T"), ("page down", "pagedown"), ("cursor 
                 ("timeline tab", "3"), ("strip: later", "l"), ("advice tab", "4"), ("page down (advice)", "pagedown"), ("ops tab", "1"))
 
 
-async def _profile_keys(app: object, pilot: object, out: dict[str, list[float]]) -> None:
-    """CPU time of each key in the profile view (`T`) on the opened investigation (then back to the graph)."""
+async def _profile_keys(app: object, pilot: object, out: dict[str, list[Any]], counts: Counts) -> None:
+    """CPU time and counts of each key in the profile view (`T`) on the opened investigation (then back to the
+    graph)."""
     from ascend_tui.app.screens.profile import ProfileScreen
 
     while app.screen is not app.main:  # type: ignore[attr-defined]  # the story screen it may open on
         app.pop_screen()  # type: ignore[attr-defined]
         await pilot.pause()  # type: ignore[attr-defined]
     for name, key in PROFILE_KEYS:
+        counts.reset()
         c0 = time.process_time()
         await pilot.press(key)  # type: ignore[attr-defined]
         out.setdefault(f"profile view: {name} ({key})", []).append(time.process_time() - c0)
+        out.setdefault(f"counts: profile view: {name} ({key})", []).append(counts.taken())
         assert isinstance(app.screen, ProfileScreen), "the profile view did not open"  # type: ignore[attr-defined]
     await pilot.press("escape")  # type: ignore[attr-defined]
     await pilot.pause()  # type: ignore[attr-defined]
+    counts.reset()
     c0 = time.process_time()  # back on the graph, the view again: the screen built above shows again
     await pilot.press("T")  # type: ignore[attr-defined]
     out.setdefault("profile view: open it again (T)", []).append(time.process_time() - c0)
+    out.setdefault("counts: profile view: open it again (T)", []).append(counts.taken())
     assert isinstance(app.screen, ProfileScreen), "the profile view did not open again"  # type: ignore[attr-defined]
     await pilot.press("escape")  # type: ignore[attr-defined]
     await pilot.pause()  # type: ignore[attr-defined]
@@ -272,9 +358,8 @@ def measure_trace(kernels: int, repeat: int, folder: Path) -> None:
     for key, value in keys.items():
         if key.startswith(("key:", "unbound", "search", "profile view")):
             worst = "" if max(value) < 0.05 else " ← over"
-            laid = keys.get(f"layouts: {key}")
-            laid_out = f"; layouts of the screen {', '.join(str(n) for n in laid)}" if laid else ""
-            print(f"  {key}: {_runs(value)} (goal < 50 ms){worst}{laid_out}")
+            counted = keys.get(f"counts: {key}")
+            print(f"  {key}: {_runs(value)} (goal < 50 ms){worst}" + (f"; {_counts(counted)}" if counted else ""))
 
 
 TIMELINE_KEYS = (("zoom in", "plus"), ("zoom in", "plus"), ("zoom out", "minus"), ("pan left", "h"),
@@ -383,9 +468,8 @@ def main() -> None:
     print(f"every run of {args.repeat} (median); terminal {SIZE[0]}x{SIZE[1]}; 'key:' rows are CPU time per key press "
           "including the event loop and painting the whole screen (goal < 50 ms); search is per typed character")
     for key in big:
-        if key.startswith("layouts: "):
-            print(f"{key}: {args.baseline:,} ops {', '.join(str(n) for n in base[key])} | {args.ops:,} ops "
-                  f"{', '.join(str(n) for n in big[key])}")
+        if key.startswith("counts: "):
+            print(f"{key}: {args.baseline:,} ops {_counts(base[key])} | {args.ops:,} ops {_counts(big[key])}")
             continue
         b, g = base[key], big[key]
         ratio = _median(g) / _median(b) if _median(b) > 0 else float("inf")

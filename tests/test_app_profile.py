@@ -373,7 +373,7 @@ async def test_a_tab_switch_rebuilds_no_tab() -> None:
         assert table(app, "ops-table") is ops and ops.rows is rows and ops.cursor == 3
         assert screen.tab == "ops" and bar.active == "ops" and screen.focused is ops and "row 4 of" in status(app)
         shown = [c.id for c in screen.query_one(ContentSwitcher).children if c.display]
-        assert shown == ["ops"]
+        assert shown == ["ops-table"]
 
 
 async def test_profile_view_kept_once_built_and_made_anew_for_another_investigation() -> None:
@@ -448,7 +448,7 @@ async def test_opened_while_its_tabs_are_laid_out_ahead_it_shows_the_first_tab()
         screen = app.screen
         assert isinstance(screen, ProfileScreen)
         for _ in range(2):
-            assert screen.tab == "ops" and screen.query_one(ContentSwitcher).current == "ops"
+            assert screen.tab == "ops" and screen.query_one(ContentSwitcher).current == "ops-table"
             assert screen.focused is screen.query_one("#ops-table")
             await pilot.pause(0.3)
         await pilot.press("3")
@@ -479,3 +479,144 @@ async def test_regrouping_the_ops_table_lays_nothing_out_whether_or_not_its_rows
             assert table.vertical_scrollbar.display
         assert True in fits and False in fits, fits  # some groupings fit the table's height, some do not
         assert layouts == [], f"{len(layouts)} layouts"
+
+
+async def test_a_tab_switch_restyles_nothing_and_styles_each_widget_as_the_stylesheet_does() -> None:
+    """Once each tab was shown, switching tabs moves the focus without restyling any widget from the stylesheet
+    (Textual restyled the table losing the focus and the one gaining it, nine throwaway nodes each); every table and
+    the strip still hold the styles a restyle from the stylesheet gives them, the focused cursor lit."""
+    app = Host(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await pilot.press("2", "3", "4", "5", "1", "2", "3", "4", "5", "1")  # every pane made, focused and left once
+        restyled: list[object] = []
+        apply = app.stylesheet.apply
+        app.stylesheet.apply = lambda node, **kw: restyled.append(node) or apply(node, **kw)  # type: ignore[method-assign]
+        for key in "23451":
+            await pilot.press(key)
+            assert screen.focused is screen._focus_target(screen.tab)
+        app.stylesheet.apply = apply  # type: ignore[method-assign]
+        assert restyled == []
+        widgets = list(screen.query("PaneTable, TimelineStrip"))
+        assert len(widgets) == 6
+
+        def styles() -> list[tuple[dict[str, object], dict[str, dict[str, object]]]]:
+            return [(w.styles.base.get_rules(), {k: v.get_rules() for k, v in w._component_styles.items()})
+                    for w in widgets]
+
+        kept = styles()
+        app.stylesheet.update_nodes(widgets)  # from the stylesheet, as Textual does on a focus change
+        assert styles() == kept
+        ops, modules = table(app, "ops-table"), table(app, "modules-table")
+        assert screen.focused is ops
+        assert ops.get_component_rich_style("row-table--cursor") != modules.get_component_rich_style("row-table--cursor")
+
+
+async def test_a_tab_switch_paints_no_widget_the_pane_covers() -> None:
+    """A tab switch paints the pane shown, the bar and the status line, not the switcher behind the pane (setting
+    `ContentSwitcher.current` repainted all of it) nor a container around a table (each table is its own pane)."""
+    from textual._styles_cache import StylesCache
+    from textual.widgets import ContentSwitcher
+
+    app = Host(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await pilot.press("2", "3", "4", "5", "1")
+        painted: list[object] = []  # each widget that painted a line (not taken from its cache)
+        render_widget, render_line = StylesCache.render_widget, StylesCache.render_line
+        lines: list[int] = []
+
+        def widget_painted(cache: StylesCache, widget: Any, crop: Any) -> Any:
+            before = len(lines)
+            strips = render_widget(cache, widget, crop)
+            if len(lines) > before:
+                painted.append(widget)
+            return strips
+
+        def line_painted(cache: StylesCache, *args: Any, **kwargs: Any) -> Any:
+            lines.append(1)
+            return render_line(cache, *args, **kwargs)
+
+        StylesCache.render_widget, StylesCache.render_line = widget_painted, line_painted  # type: ignore[method-assign]
+        try:
+            await pilot.press("2", "4", "5", "1")
+        finally:
+            StylesCache.render_widget, StylesCache.render_line = render_widget, render_line  # type: ignore[method-assign]
+        switcher = screen.query_one(ContentSwitcher)
+        assert [type(c).__name__ for c in switcher.children if c.id != "timeline"] == ["PaneTable"] * 4
+        assert {w.id for w in painted if isinstance(w, RowTable)} >= {"ops-table", "modules-table", "advice-table"}
+        assert switcher not in painted and not [w for w in painted if w.parent is switcher and not isinstance(w, RowTable)]
+
+
+async def test_moving_along_the_strip_lays_out_only_when_its_line_wraps() -> None:
+    """h/l rewrite the line under the strip; while it fits one line nothing is laid out, and where it wraps (a
+    narrow terminal) the line grows to show all of it."""
+    for width, fits in ((120, True), (50, False)):
+        app = Host(profile_inv(baseline=False))
+        async with app.run_test(size=(width, 30)) as pilot:
+            await pilot.press("3", "l")
+            screen = app.screen
+            info = screen.query_one("#timeline-info")
+            layouts: list[object] = []
+            screen.screen_layout_refresh_signal.subscribe(screen, layouts.append, immediate=True)
+            before = str(info.render())
+            await pilot.press("l")
+            after = str(info.render())
+            assert after != before and "overlap track" in after
+            assert (layouts == []) is fits
+            assert (info.size.height == 1) is fits
+
+
+async def test_built_ahead_even_the_first_switch_to_each_tab_restyles_nothing() -> None:
+    """Composed and laid out ahead, the view also focused each pane's widget off screen: opened, the first switch
+    to every tab restyles no widget, and the tab shown is focused and lit."""
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await to_home(app, pilot)
+        built = app._kept.get("profile")
+        assert isinstance(built, ProfileScreen)
+        for _ in range(40):  # the panes laid out ahead, one a frame
+            if not built._ahead:
+                break
+            await pilot.pause(0.05)
+        assert not built._ahead
+        await pilot.press("T")
+        assert app.screen is built and built.focused is table(app, "ops-table")
+        restyled: list[object] = []
+        apply = app.stylesheet.apply
+        app.stylesheet.apply = lambda node, **kw: restyled.append(node) or apply(node, **kw)  # type: ignore[method-assign]
+        try:
+            for key in "23451":
+                await pilot.press(key)
+                assert built.tab == built.query_one("TabBar").active and built.focused is built._focus_target(built.tab)
+        finally:
+            app.stylesheet.apply = apply  # type: ignore[method-assign]
+        assert restyled == []
+
+
+async def test_opened_while_another_pane_is_focused_ahead_it_focuses_the_tab_shown() -> None:
+    """`T` just as laying out ahead showed and focused another tab's pane (off screen): the first tab shows, lit,
+    its table focused, not the hidden pane's."""
+    from textual.widgets import ContentSwitcher
+
+    from ascend_tui.app.app import InvestigatorApp
+
+    app = InvestigatorApp(profile_inv())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await to_home(app, pilot)
+        built = app._kept.get("profile")
+        assert isinstance(built, ProfileScreen)
+        for _ in range(40):
+            if not built._ahead:
+                break
+            await pilot.pause(0.05)
+        built._switch_to("modules")  # where `_lay_out_ahead` leaves a pane it shows ahead
+        built.set_focus(built.query_one("#modules-table"), scroll_visible=False)
+        await pilot.press("T")
+        assert app.screen is built and built.tab == "ops"
+        assert built.query_one(ContentSwitcher).current == "ops-table"
+        assert built.focused is built.query_one("#ops-table")
+        await pilot.pause()
+        assert built.focused is built.query_one("#ops-table")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
+from rich.cells import cell_len
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -20,6 +22,7 @@ from textual.widgets import ContentSwitcher, Header, Static
 
 from ascend_tui import fmt
 from ascend_tui.app.screens.tabbed_view import TabbedView
+from ascend_tui.app.widgets.focus_styles import FocusStyles
 from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.app.widgets.tab_bar import TabBar
 from ascend_tui.app.screens.row_table import Column, Row, RowTable, Tone
@@ -44,6 +47,10 @@ def share_bar(share: float, width: int = BAR) -> str:
     return ("█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")).ljust(width)
 
 
+class PaneTable(FocusStyles, RowTable):
+    """A table of the profile view: a tab switch moves the focus to it without restyling it (`FocusStyles`)."""
+
+
 class ProfileScreen(TabbedView):
     """The profile browser; Enter on an op focuses its node on the graph."""
 
@@ -55,6 +62,8 @@ class ProfileScreen(TabbedView):
     CHECK = "profile"
     KEEP = True  # composing and styling its tabs is most of `T`: re-opened, the same screen shows again
     TABS = TABS
+    PANES: ClassVar[dict[str, str]] = {"ops": "ops-table", "modules": "modules-table", "advice": "advice-table",
+                                       "diff": "diff-table"}
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "back", id="view.close"),
@@ -108,30 +117,28 @@ class ProfileScreen(TabbedView):
         yield Static(self._summary(), id="profile-summary", markup=False)
         # a bar of our own over a switcher, not `TabbedContent`: a switch is then one layout and one paint (tab_bar)
         yield TabBar(TABS, "ops", id="profile-tabs")
-        with ContentSwitcher(initial="ops", id="profile-panes"):
-            with Container(id="ops"):
-                yield RowTable(*self._ops(), empty="no kernel rows", id="ops-table", cell_widths=self._ops_widths())
-            yield Container(id="modules")  # these three are filled when first shown (`_pane`)
-            yield Container(id="timeline")
-            with Container(id="advice"):
-                yield RowTable(*self._advice(), empty=self._advice_empty(), id="advice-table")
-            yield Container(id="diff")
+        # each table is its tab's pane (no container around it); modules, timeline and diff made when first shown
+        with ContentSwitcher(initial="ops-table", id="profile-panes"):
+            yield PaneTable(*self._ops(), empty="no kernel rows", id="ops-table", cell_widths=self._ops_widths())
+            yield PaneTable(*self._advice(), empty=self._advice_empty(), id="advice-table")
         yield Static("", id="profile-status", markup=False)
         yield KeyFooter(compact=True)
 
-    def _pane(self, pane_id: str) -> list[Widget]:
-        """The widgets of a tab not shown on opening, made when it first is: opening mounts and styles a third
+    def _pane(self, tab: str) -> Widget:
+        """The pane of a tab not shown on opening, made when it first is: opening mounts and styles a third
         fewer widgets (60-80 ms of `T`)."""
-        if pane_id == "modules":
-            return [RowTable(*self._modules(), id="modules-table", empty="no module attribution in this profile "
-                             "(profile with with_modules=True, or run it live)")]
-        if pane_id == "timeline":
-            return [TimelineStrip(self.segments, id="timeline-strip"), Static("", id="timeline-info", markup=False),
-                    RowTable(*self._steps(), empty="no step_trace_time in this profile", id="steps-table")]
-        if pane_id == "diff":
-            return [RowTable(*self._diff(), empty="no baseline: run `ascend-tui profile NEW --baseline OLD --open`",
-                             id="diff-table")]
-        return []
+        if tab == "modules":
+            return PaneTable(*self._modules(), id="modules-table", empty="no module attribution in this profile "
+                            "(profile with with_modules=True, or run it live)")
+        if tab == "timeline":
+            return Container(TimelineStrip(self.segments, id="timeline-strip"),
+                             Static("", id="timeline-info", markup=False),
+                             PaneTable(*self._steps(), empty="no step_trace_time in this profile", id="steps-table"),
+                             id="timeline")
+        if tab == "diff":
+            return PaneTable(*self._diff(), empty="no baseline: run `ascend-tui profile NEW --baseline OLD --open`",
+                            id="diff-table")
+        raise ValueError(f"no tab {tab!r}")
 
     def on_mount(self) -> None:
         self.title = "Profile"
@@ -273,14 +280,20 @@ class ProfileScreen(TabbedView):
         self._status(table)
 
     def _active_table(self) -> RowTable | None:
-        tables = list(self._pane_of(self.tab).query(RowTable))
+        return self._table_of(self.tab)
+
+    def _table_of(self, tab: str) -> RowTable | None:
+        """The table of `tab`'s pane (the pane itself, or the steps under the timeline), None until it is made."""
+        pane = self._pane_of(tab)
+        if pane is None or isinstance(pane, RowTable):
+            return pane
+        tables = list(pane.query(RowTable))
         return tables[0] if tables else None
 
     def _focus_target(self, tab: str) -> Widget | None:
         if tab == "timeline":
             return self.query_one(TimelineStrip)
-        tables = list(self._pane_of(tab).query(RowTable))
-        return tables[0] if tables else None
+        return self._table_of(tab)
 
     def _shown(self, tab: str, target: Widget | None) -> None:
         if isinstance(target, RowTable):
@@ -380,9 +393,13 @@ class ProfileScreen(TabbedView):
     def _moved(self, event: TimelineStrip.Moved) -> None:
         total = float(event.shares.sum())
         parts = ", ".join(f"{k} {fmt.percent(v / total)}" for k, v in zip(KINDS, event.shares) if total and v)
-        self.query_one("#timeline-info", Static).update(
-            f"{fmt.duration_us(event.start_us)} – {fmt.duration_us(event.end_us)} of "
-            f"{fmt.duration_us(self.segments.end_us)} ({self.segments.source}): {parts or 'idle'} · h/l move")
+        info = self.query_one("#timeline-info", Static)
+        text = (f"{fmt.duration_us(event.start_us)} – {fmt.duration_us(event.end_us)} of "
+                f"{fmt.duration_us(self.segments.end_us)} ({self.segments.source}): {parts or 'idle'} · h/l move")
+        # its height follows the text: a layout only if the line shown or the new one wraps (h/l: 1 layout less)
+        width = info.content_region.width
+        one_line = cell_len(text) <= width and 0 < cell_len(str(info.render())) <= width
+        info.update(text, layout=not one_line)
 
 def _sort_key(value: Any) -> tuple[int, Any]:
     if isinstance(value, (int, float)):

@@ -16,7 +16,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -213,11 +213,22 @@ class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
 
     # -- painting ---------------------------------------------------------------------------
 
+    _base: Style | None = None  # the widget's own style while `render_lines` paints
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """As Textual's, with the widget's style worked out once for the lines painted, not once a line (it walks
+        every node above the table: 40 µs, half of a line's painting)."""
+        self._base = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._base = None
+
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         if width != self._laid_out_for:
             self._layout(width)
-        base = self.rich_style
+        base = self.rich_style if self._base is None else self._base
         if y == 0:
             header = self.get_component_rich_style("row-table--header")
             cells = tuple(c.label for c in self.columns)
@@ -277,7 +288,8 @@ class RowTable(ScrollView, can_focus=True, inherit_bindings=False):
         return lines
 
     def _continuation(self, line: str, width: int) -> Strip:
-        style = self.rich_style + self.get_component_rich_style("row-table--cursor")
+        base = self.rich_style if self._base is None else self._base
+        style = base + self.get_component_rich_style("row-table--cursor")
         return Strip([Segment(set_cell_size("   " + line, width), style)], width)
 
     def _refresh_expansion(self) -> None:

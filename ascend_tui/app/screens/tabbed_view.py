@@ -13,8 +13,10 @@ skips the restyle of every widget that showing a screen asks for while nothing i
 changed (`update_node_styles`). Both use Textual's own private machinery (`Screen._refresh_layout`,
 `App._css_update_count`; textual is pinned at 8.2.8), as `build_views_ahead` does.
 
-The subclass composes one `TabBar` (ids as `TABS`), one `ContentSwitcher` whose children have the
-tabs' ids, and a `KeyFooter`; it says what to focus in a tab (`_focus_target`).
+The subclass composes one `TabBar` (ids as `TABS`), one `ContentSwitcher` holding the panes shown first,
+each with the id `PANES` gives its tab, and a `KeyFooter`; it makes the other panes (`_pane`) and says what to
+focus in a tab (`_focus_target`). A pane of one widget is that widget, not a container around it: a container
+covered by its one child is still painted whenever it is shown (a line of blanks per line of the pane).
 """
 
 from __future__ import annotations
@@ -39,15 +41,16 @@ class TabbedView(CheckView):
     """Tabs switched in one frame; composed ahead, laid out and styled ahead as well."""
 
     TABS: ClassVar[tuple[tuple[str, str], ...]] = ()  # (id, label) of each tab, the first shown on opening
+    PANES: ClassVar[dict[str, str]] = {}  # the id of a tab's pane, the switcher's child, where it is not the tab's
     _switching = False  # inside `_show` (see `refresh`); a class default, as Screen.__init__ refreshes already
     _ahead: list[str] = []  # the panes still to lay out ahead; set per screen
     _styled: tuple[int, str] | None = None  # the app's CSS count and theme its widgets were last all styled for
 
     # -- what the subclass says -------------------------------------------------------------
 
-    def _pane(self, tab: str) -> list[Widget]:
-        """The widgets of a tab whose pane was composed empty, made when it is first shown."""
-        return []
+    def _pane(self, tab: str) -> Widget:
+        """The pane of a tab not composed, made when it is first shown (its id as `_pane_id` says)."""
+        raise NotImplementedError(tab)
 
     def _focus_target(self, tab: str) -> Widget | None:
         """What to focus when `tab` is shown."""
@@ -63,17 +66,28 @@ class TabbedView(CheckView):
         """The id of the tab shown: the one lit on the bar."""
         return self.query_one(TabBar).active
 
-    def _pane_of(self, tab: str) -> Widget:
-        return self.query_one(ContentSwitcher).get_child_by_id(tab)
+    def _pane_id(self, tab: str) -> str:
+        return self.PANES.get(tab, tab)
+
+    def _pane_of(self, tab: str) -> Widget | None:
+        """The pane of `tab`, None until it is made."""
+        found = self.query_one(ContentSwitcher).children
+        pane_id = self._pane_id(tab)
+        return next((w for w in found if w.id == pane_id), None)
+
+    async def _make_pane(self, tab: str) -> None:
+        """Mount `tab`'s pane, hidden, if it is not yet."""
+        if self._pane_of(tab) is None:
+            pane = self._pane(tab)
+            pane.display = False
+            await self.query_one(ContentSwitcher).mount(pane)
 
     async def action_tab(self, tab: str) -> None:
-        """Show a tab, its widgets made the first time (`_pane`)."""
-        if tab == self.tab and tab == self.query_one(ContentSwitcher).current:
+        """Show a tab, its pane made the first time (`_pane`)."""
+        if tab == self.tab and self._pane_id(tab) == self.query_one(ContentSwitcher).current:
             return
-        pane = self._pane_of(tab)
         with self.app.batch_update():  # the bar, the pane, the focus, the status line and the keys: one frame
-            if not pane.children:
-                await pane.mount_all(self._pane(tab))
+            await self._make_pane(tab)
             self._show(tab)
             await self.query_one(KeyFooter).update_keys()  # a pane's widget may have other keys
 
@@ -84,11 +98,21 @@ class TabbedView(CheckView):
             target = self._focus_target(tab)
             self._shown(tab, target)
             self.query_one(TabBar).active = tab
-            self.query_one(ContentSwitcher).current = tab
+            self._switch_to(tab)
             if target is not None:
                 self.set_focus(target)
         finally:
             self._switching = False
+
+    def _switch_to(self, tab: str) -> None:
+        """Show `tab`'s pane and hide the one shown, as `ContentSwitcher.current = tab` does, less the repaint of the
+        whole switcher that setting it asks for: the pane shown covers it (34 blank lines of a 40-line terminal)."""
+        switcher = self.query_one(ContentSwitcher)
+        old, new = switcher.current, self._pane_id(tab)
+        switcher.set_reactive(ContentSwitcher.current, new)
+        for child in switcher.children:
+            if child.id in (old, new):
+                child.display = child.id == new
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
         """As `Screen.refresh`, but a whole-screen repaint asked for while `_show` switches tabs is left out.
@@ -136,16 +160,20 @@ class TabbedView(CheckView):
         if not self._ahead:
             return
         tab = self._ahead.pop(0)
-        if tab == _FOCUS:  # hiding the focused widget's pane took the focus away: back, and the footer's keys
-            self._refocus()
+        if tab == _FOCUS:  # the focus back on the tab lit, and the footer's keys
+            if (target := self._focus_target(self.tab)) is not None:
+                self.set_focus(target, scroll_visible=False)
             await self.query_one(KeyFooter).update_keys()
         else:
-            pane = self._pane_of(tab)
-            if not pane.children:
-                await pane.mount_all(self._pane(tab))
+            if self._pane_of(tab) is None:
+                await self._make_pane(tab)
                 if self.is_current or self.is_active or not self.is_attached:  # opened while its widgets mounted
                     return
-            self.query_one(ContentSwitcher).current = tab  # shown off screen; the bar and the focus stay
+            self._switch_to(tab)  # shown off screen; the bar stays
+            # and focused: what it focuses is styled focused and then not, ahead, once (`FocusStyles`), so a tab's
+            # first switch restyles nothing either
+            if (target := self._focus_target(tab)) is not None:
+                self.set_focus(target, scroll_visible=False)
         self.call_after_refresh(self._lay_out_ahead, 4)
 
     def update_node_styles(self, animate: bool = True) -> None:
@@ -164,12 +192,15 @@ class TabbedView(CheckView):
 
     def on_screen_resume(self) -> None:
         self._ahead.clear()
-        switcher = self.query_one(ContentSwitcher)
-        if switcher.current != self.tab:  # pushed while a pane was laid out ahead
-            switcher.current = self.tab
+        if self.query_one(ContentSwitcher).current != self._pane_id(self.tab):  # pushed while a pane was laid out ahead
+            self._switch_to(self.tab)
         self._refocus()
 
     def _refocus(self) -> None:
-        """Focus what the tab shown holds if nothing is (a pane hidden with the focus in it lets go of it)."""
-        if self.focused is None and (target := self._focus_target(self.tab)) is not None:
+        """Focus what the tab shown holds if the focus is not in its pane: a pane hidden with the focus in it lets go
+        of it, and one focused ahead (`_lay_out_ahead`) and hidden again here still holds it until the next layout."""
+        pane, focused = self._pane_of(self.tab), self.focused
+        if focused is not None and pane is not None and (focused is pane or pane in focused.ancestors):
+            return
+        if (target := self._focus_target(self.tab)) is not None:
             self.set_focus(target)

@@ -19,6 +19,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from ascend_tui.app.widgets.focus_styles import FocusStyles
 from ascend_tui.graph.profile import Profile
 
 KINDS = ("compute", "communication", "free")
@@ -97,7 +98,7 @@ def segments_of(profile: Profile) -> Segments:
     return Segments(np.zeros(0), np.zeros(0), np.zeros(0, np.int64), "none")
 
 
-class TimelineStrip(Widget, can_focus=True):
+class TimelineStrip(FocusStyles, Widget, can_focus=True):
     """The strip; its cursor is a cell, each cell an equal slice of the profiled time."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
