@@ -15,7 +15,7 @@ import threading
 import weakref
 from math import prod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import HistogramTable, StatsTable, TensorMeta
@@ -23,7 +23,7 @@ from ascend_tui.graph.ids import IdMinter, api_op
 from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node
 from ascend_tui.live.attribution import ABSENT, WRAPPER_CODE, Unshadow, attributed
 from ascend_tui.live.aten import FACTS, SAME_VALUES, overload_facts, storage_key, written_args
-from ascend_tui.live.frames import SourceStack, stop_at, user_source
+from ascend_tui.live.frames import SourceStack, stop_at, user_source, wrapper_code
 from ascend_tui.live.stat_rows import StatRows
 from ascend_tui.live.weights import WEIGHTS
 from ascend_tui.progress import Progress
@@ -46,14 +46,17 @@ class CaptureResult:
     backward: bool = False  # the run was a training step: forward and backward recorded together
 
 
-@dataclass(slots=True)
-class SlotRef:
-    """The node and output slot that made (or last wrote) a tensor's values."""
+class SlotRef(NamedTuple):
+    """The node and output slot that made (or last wrote) a tensor's values (a tuple: `record` makes one per
+    output with `tuple.__new__`, a C call, where a dataclass's `__init__` was a Python call)."""
 
     node: str
     slot: int
     index: int
     meta: TensorMeta | None = None  # the shape and dtype it was made with, when this ref is its own tensor's
+
+
+_new_ref = tuple.__new__
 
 
 _DTYPE_NAMES: dict[Any, str] = {}
@@ -149,8 +152,6 @@ class Recorder:
         self._producers: dict[int, tuple[Any, SlotRef]] = {}
         self._writers: dict[int, SlotRef] = {}
         self.stat_rows = StatRows(torch)  # every measured output's statistics, in recording order
-        self._same_as: tuple[str, int] | None = None
-        self._repeats: tuple[tuple[str, int], int] | None = None  # (input's key, k): an `expand` repeating it k times
         self._const_count = 0
         self._named: dict[int, tuple[str, str]] = {}
         self._keepalive: list[Any] = []
@@ -232,7 +233,7 @@ class Recorder:
         # A code object of this recording's own: its frames are the ones whose entries are on `sources.outer`
         # (another recording's wrappers around the same modules are walked through as library frames).
         code = WRAPPER_CODE.replace()
-        self._keepalive.append(code)
+        wrapper_code(code)
         sources.wrap, sources.thread, sources.outer = id(code), thread, []
         shadowed: list[tuple[dict[str, Any], Any]] = []
         for mod in modules:
@@ -325,11 +326,8 @@ class Recorder:
             tap(node_id, slot, t)
         if not self.want_stats:
             return
-        same_as = same_as or self._same_as
         if same_as is not None:  # a view or copy holding exactly its input's values
             self.stat_rows.copy((node_id, slot), same_as)
-            return
-        if self._repeats is not None and self.stat_rows.repeat((node_id, slot), *self._repeats):
             return
         self.stat_rows.take((node_id, slot), t)
 
@@ -341,7 +339,11 @@ class Recorder:
                     self.source_of(t)
 
     def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str:
-        """Add the node for one finished aten call and wire its inputs."""
+        """Add the node for one finished aten call and wire its inputs.
+
+        The hot path of a full capture (once per aten op): `source_of`, `measure` and the node's
+        edges are inlined for their common cases, and a `SlotRef` is made by `tuple.__new__`.
+        """
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled("capture cancelled")
         facts = FACTS.get(id(func)) or overload_facts(func)
@@ -364,20 +366,24 @@ class Recorder:
         producers = self._producers
         refs = []
         in_metas = []
+        feeds = []
         if self._writers:
             for x in in_tensors:
-                refs.append(self.source_of(x))
+                ref = self.source_of(x)
+                refs.append(ref)
+                feeds.append((ref[0], ref[1]))
                 in_metas.append(tensor_meta(x))
         else:
             for x in in_tensors:  # source_of's common case inlined: a live tensor we made, no in-place writes yet
                 entry = producers.get(id(x))
                 if entry is not None and entry[0]() is x:
                     ref = entry[1]
-                    refs.append(ref)
-                    in_metas.append(ref.meta or tensor_meta(x))
+                    in_metas.append(ref[3] or tensor_meta(x))
                 else:
-                    refs.append(self.source_of(x))
+                    ref = self.source_of(x)
                     in_metas.append(tensor_meta(x))
+                refs.append(ref)
+                feeds.append((ref[0], ref[1]))
         if isinstance(out, tensor):
             out_tensors = [out]
         elif isinstance(out, (list, tuple)):
@@ -389,12 +395,13 @@ class Recorder:
         out_metas = tuple(map(tensor_meta, out_tensors))
         source = None
         if self.want_source:  # (inside a module call, the walk stops at it: the frames above it are cached)
-            source = self.sources.user_source(3) if self.sources.outer else user_source(3)
+            source = self.sources.user_source(3)
         self.graph.add_fed(op_node(
             node_id, facts.op_type, module, index, "op", tuple(in_metas), out_metas, source, phase,
             self._module_class.get(module, ""), self.node_attrs(func, facts),
-        ), [(ref.node, ref.slot) for ref in refs])
+        ), feeds)
         self.recorded(node_id, out_tensors, out_metas, module)
+        same_as = repeats = None
         if len(out_tensors) == 1 and in_tensors and (facts.same_values or name == "expand"):
             # (the metas, not the tensors, say numel and dtype: a tensor's attributes cost ~0.5 us each)
             a, b = in_metas[0], out_metas[0]
@@ -402,16 +409,25 @@ class Recorder:
             if a.dtype != b.dtype or not n:
                 pass
             elif m == n:  # a view or copy; or an expand of size-1 dims to 1: the input's values, strides and
-                self._same_as = (refs[0].node, refs[0].slot)  # contiguity (so its histogram too, or its lack of one)
+                same_as = feeds[0]  # contiguity (so its histogram too, or its lack of one)
             elif name == "expand" and m % n == 0:  # each input value k times over
-                self._repeats = ((refs[0].node, refs[0].slot), m // n)
-        measured = (self.want_stats or self.taps) and not facts.unwritten_output  # allocator garbage: measured
-        weak = weakref.ref  # once an op writes it
+                repeats = (feeds[0], m // n)
+        taps = self.taps
+        stats = self.stat_rows if self.want_stats and not facts.unwritten_output else None  # allocator garbage:
+        measured = stats is not None or (taps and not facts.unwritten_output)  # measured once an op writes it
+        weak = weakref.ref
+        new = _new_ref
         for slot, t in enumerate(out_tensors):
-            producers[id(t)] = (weak(t), SlotRef(node_id, slot, index, out_metas[slot]))
-            if measured:
-                self.measure(node_id, slot, t)
-        self._same_as = self._repeats = None
+            producers[id(t)] = (weak(t), new(SlotRef, (node_id, slot, index, out_metas[slot])))
+            if measured:  # `measure` inlined
+                for tap in taps:
+                    tap(node_id, slot, t)
+                if stats is None:
+                    continue
+                if same_as is not None:  # a view or copy holding exactly its input's values
+                    stats.copy((node_id, slot), same_as)
+                elif repeats is None or not stats.repeat((node_id, slot), *repeats):
+                    stats.take((node_id, slot), t)
         if facts.writes:
             for t in written_args(func, args, kwargs):
                 if isinstance(t, tensor):

@@ -25,7 +25,10 @@ __all__ = ["CHUNK", "SMALL", "HostBatch", "cpu_stats_chunked", "flushed_by_cast"
            "negated", "raw_histogram", "raw_view", "sample_of", "tensor_stats_row", "view_stats"]
 
 SMALL = 8192  # elements: up to this a copy into the host batch beats a handful of torch calls
-BATCH_BYTES = 32 << 20  # host batch size per dtype before it is reduced and reused
+# Host batch size per dtype before it is reduced and reused: about the L2 cache, so the copies are reduced while
+# still in it and one buffer serves the whole run (a 32 MiB batch was reduced cold at the end, from fresh pages
+# that faulted in every run: ~1k page faults a Llama step).
+BATCH_BYTES = 1 << 20
 _RUN = 64
 # The bin of every float32 biased exponent (a positive float's bits >> 23): floor(log2|x|) = e - 127.
 _BIN_OF_EXPONENT = np.clip((np.arange(256) - 127 - HIST_EDGES_LOG2[0]) // (HIST_EDGES_LOG2[1] - HIST_EDGES_LOG2[0]) + 1,
