@@ -167,12 +167,31 @@ class SourceStack:
     instead of every frame up to the model's call. Off the recording thread the walk is whole.
     """
 
-    __slots__ = ("wrap", "outer", "thread")
+    __slots__ = ("wrap", "outer", "thread", "lead")
 
     def __init__(self) -> None:
         self.wrap = 0  # id of the wrapper's code object (0 until the recorder shadows the modules)
         self.outer: list[tuple[int, ...] | None] = []  # per running module call, innermost last
         self.thread = 0  # the recording thread (the wrapper pushes only there)
+        # The code objects of the library frames a walk began with, learned from one op (and again when an op's
+        # differ, or when `lead` is emptied): the dispatch machinery, and in the backward the autograd engine's
+        # callers. An op's walk steps over the frames that match them by identity, with no lookup.
+        self.lead: tuple[CodeType, ...] = ()
+
+    def _learn(self, frame: FrameType | None) -> FrameType | None:
+        """Set `lead` to the codes of the library frames from `frame` outwards; the first frame past them."""
+        lead: list[CodeType] = []
+        while frame is not None:
+            code = frame.f_code
+            kind = _USER_CODE.get(id(code))
+            if kind is None:
+                kind = _classify(code)
+            if kind != _LIBRARY:
+                break
+            lead.append(code)
+            frame = frame.f_back
+        self.lead = tuple(lead)
+        return frame
 
     def _above(self, frame: FrameType, level: int) -> tuple[int, ...]:
         """The cache key pairs of the user frames above the wrapper `frame` of running call `level`."""
@@ -194,6 +213,15 @@ class SourceStack:
         outer = self.outer
         wrap = self.wrap if outer and get_ident() == self.thread else 0
         frame: FrameType | None = sys._getframe(skip)
+        lead = self.lead
+        for code in lead:  # frames known to be library frames: stepped over
+            if frame is None or frame.f_code is not code:
+                frame = self._learn(sys._getframe(skip))
+                break
+            frame = frame.f_back
+        else:
+            if not lead:
+                frame = self._learn(frame)
         key: list[int] = []
         append = key.append
         get = _USER_CODE.get

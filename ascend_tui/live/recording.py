@@ -375,6 +375,7 @@ def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable
             value = (loss or default_loss)(outputs)
             recorder.hook_backward(getattr(value, "grad_fn", None))
             recorder.phase = "backward"
+            recorder.sources.lead = ()  # the gradient ops' walks begin with the engine's callers: learned anew
             value.backward()
         recorder.current = None
         _grad_nodes(recorder, params)
