@@ -59,6 +59,9 @@ class SlotRef(NamedTuple):
 _new_ref = tuple.__new__
 
 
+# The dtype names of floating tensors (`TensorMeta.dtype`).
+FLOATING = frozenset({"float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                      "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2"})
 _DTYPE_NAMES: dict[Any, str] = {}
 _METAS: dict[tuple[Any, ...], TensorMeta] = {}
 
@@ -82,20 +85,46 @@ def tensor_meta(t: Any) -> TensorMeta:
     return meta
 
 
+# Per tensor type: the argument types seen to be tensors and those seen not to be (ints, floats, dtypes, None...),
+# so most arguments are told apart by a set lookup on their type (`isinstance` of an int against `torch.Tensor`
+# costs three times more: it walks the metaclass's subclass check).
+_LEAF_KINDS: dict[type, tuple[set[type], set[type]]] = {}
+
+
 def tensor_leaves(values: Any, tensor_type: type) -> list[Any]:
     """The tensors among an aten call's arguments (or outputs), in `tree_flatten` order."""
+    try:
+        tensors, plain = _LEAF_KINDS[tensor_type]
+    except KeyError:
+        tensors, plain = _LEAF_KINDS[tensor_type] = ({tensor_type}, {int, float, bool, complex, str, type(None)})
     found: list[Any] = []
     for v in values:
-        if isinstance(v, tensor_type):
+        kind = type(v)
+        if kind in tensors:
             found.append(v)
-        elif type(v) is list or type(v) is tuple:  # Tensor[] and Tensor?[] arguments, tuple outputs
+        elif kind in plain:
+            continue
+        elif kind is list or kind is tuple:  # Tensor[] and Tensor?[] arguments, tuple outputs
             for e in v:
-                if isinstance(e, tensor_type):
+                kind = type(e)
+                if kind in tensors:
+                    found.append(e)
+                elif kind in plain:
+                    continue
+                elif isinstance(e, tensor_type):
+                    tensors.add(kind)
                     found.append(e)
                 elif isinstance(e, (list, tuple, dict)):
                     return _deep_leaves(values, tensor_type)
+                else:
+                    plain.add(kind)
+        elif isinstance(v, tensor_type):
+            tensors.add(kind)
+            found.append(v)
         elif isinstance(v, (list, tuple, dict)):
             return _deep_leaves(values, tensor_type)
+        else:
+            plain.add(kind)
     return found
 
 
@@ -150,6 +179,11 @@ class Recorder:
         # id(tensor) -> (weak reference to it, who made its values); the reference tells a live
         # tensor from a dead one whose id was reused.
         self._producers: dict[int, tuple[Any, SlotRef]] = {}
+        # For a subclass that maps gradient ops to forward ops (`GradRecorder`): in the forward, `record` lists each
+        # floating output here ((node id, module), its weak reference) and calls `resolve()` at the next op, when
+        # autograd has set its `grad_fn`; in the backward, with `_owners` set, it calls `_own()` before each op.
+        self._pending: list[tuple[tuple[str, str], Any]] | None = None
+        self._owners: dict[Any, tuple[str, str]] | None = None  # autograd node -> its forward op (node id, module)
         self._writers: dict[int, SlotRef] = {}
         self.stat_rows = StatRows(torch)  # every measured output's statistics, in recording order
         self._const_count = 0
@@ -346,10 +380,15 @@ class Recorder:
         """
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled("capture cancelled")
+        phase = self.phase
+        pending = self._pending
+        if self._owners is not None:
+            self._own()
+        elif pending and phase == "forward":
+            self.resolve()
         facts = FACTS.get(id(func)) or overload_facts(func)
         stack = self.module_stack
         module = stack[-1] if stack else ""
-        phase = self.phase
         name = facts.name
         if phase == "forward":  # `IdMinter.mint` inline: one call fewer per op
             counters = self._counters
@@ -364,13 +403,11 @@ class Recorder:
         if kwargs:
             in_tensors += tensor_leaves(kwargs.values(), tensor)
         producers = self._producers
-        refs = []
         in_metas = []
-        feeds = []
+        feeds = []  # (node, slot) each input reads
         if self._writers:
             for x in in_tensors:
                 ref = self.source_of(x)
-                refs.append(ref)
                 feeds.append((ref[0], ref[1]))
                 in_metas.append(tensor_meta(x))
         else:
@@ -382,17 +419,16 @@ class Recorder:
                 else:
                     ref = self.source_of(x)
                     in_metas.append(tensor_meta(x))
-                refs.append(ref)
                 feeds.append((ref[0], ref[1]))
-        if isinstance(out, tensor):
+        if isinstance(out, tensor):  # most ops: one output, its meta usually cached (`tensor_meta` inlined)
             out_tensors = [out]
-        elif isinstance(out, (list, tuple)):
-            out_tensors = tensor_leaves(out, tensor)
+            meta = _METAS.get((out.dtype, *out.shape))
+            out_metas = (meta or tensor_meta(out),)
         else:
-            out_tensors = []
+            out_tensors = tensor_leaves(out, tensor) if isinstance(out, (list, tuple)) else []
+            out_metas = tuple(map(tensor_meta, out_tensors))
         index = self.op_count
         self.op_count = index + 1
-        out_metas = tuple(map(tensor_meta, out_tensors))
         source = None
         if self.want_source:  # (inside a module call, the walk stops at it: the frames above it are cached)
             source = self.sources.user_source(3)
@@ -400,7 +436,6 @@ class Recorder:
             node_id, facts.op_type, module, index, "op", tuple(in_metas), out_metas, source, phase,
             self._module_class.get(module, ""), self.node_attrs(func, facts),
         ), feeds)
-        self.recorded(node_id, out_tensors, out_metas, module)
         same_as = repeats = None
         if len(out_tensors) == 1 and in_tensors and (facts.same_values or name == "expand"):
             # (the metas, not the tensors, say numel and dtype: a tensor's attributes cost ~0.5 us each)
@@ -417,8 +452,14 @@ class Recorder:
         measured = stats is not None or (taps and not facts.unwritten_output)  # measured once an op writes it
         weak = weakref.ref
         new = _new_ref
+        if pending is not None and phase != "forward":
+            pending = None
         for slot, t in enumerate(out_tensors):
-            producers[id(t)] = (weak(t), new(SlotRef, (node_id, slot, index, out_metas[slot])))
+            w = weak(t)
+            meta = out_metas[slot]
+            producers[id(t)] = (w, new(SlotRef, (node_id, slot, index, meta)))
+            if pending is not None and meta.dtype in FLOATING:  # (the meta's dtype: `is_floating_point()` ~0.7 us)
+                pending.append(((node_id, module), w))
             if measured:  # `measure` inlined
                 for tap in taps:
                     tap(node_id, slot, t)
@@ -441,9 +482,11 @@ class Recorder:
             self.progress(self.phase_label, index, self.expected_ops)
         return node_id
 
-    def recorded(self, node_id: str, outputs: list[Any], metas: tuple[TensorMeta, ...] = (), module: str = "") -> None:
-        """Called with each new node's output tensors, their metas and the node's module (subclasses keep weak
-        references: a strong one would change what autograd does, which steals a gradient only nobody else holds)."""
+    def resolve(self) -> None:
+        """Map the autograd nodes of the outputs listed in `_pending` (a subclass's; none here)."""
+
+    def _own(self) -> None:
+        """Name the forward op of the autograd node running now (a subclass's, with `_owners` set; none here)."""
 
     def node_attrs(self, func: Any, facts: Any) -> dict[str, Any] | None:
         """The attributes of the node for one call of `func` (its overload, its API call's id)."""
