@@ -169,7 +169,7 @@ class Recorder:
         self.module_stack: list[str] = []
         self._module_class: dict[str, str] = {}
         self.ids = IdMinter()
-        self._counters = self.ids._counters  # (`record` mints forward ids itself)
+        self._counters = self.ids._counters  # (`record` mints its ids itself)
         self.want_api = api_ids  # name each op's framework API call as msprobe does (recording's ApiMode)
         self.api_ids = IdMinter()
         self.api: str | None = None
@@ -184,6 +184,7 @@ class Recorder:
         # autograd has set its `grad_fn`; in the backward, with `_owners` set, it calls `_own()` before each op.
         self._pending: list[tuple[tuple[str, str], Any]] | None = None
         self._owners: dict[Any, tuple[str, str]] | None = None  # autograd node -> its forward op (node id, module)
+        self.current: tuple[str, str] | None = None  # (a subclass's) the forward op of the gradient op running now
         self._writers: dict[int, SlotRef] = {}
         self.stat_rows = StatRows(torch)  # every measured output's statistics, in recording order
         self._const_count = 0
@@ -390,14 +391,14 @@ class Recorder:
         stack = self.module_stack
         module = stack[-1] if stack else ""
         name = facts.name
-        if phase == "forward":  # `IdMinter.mint` inline: one call fewer per op
-            counters = self._counters
-            key = (phase, module, name)
-            k = counters.get(key, 0)
-            counters[key] = k + 1
+        counters = self._counters  # `IdMinter.mint` inline (and `ids.node_id`'s format): two calls fewer per op
+        key = (phase, module, name)
+        k = counters.get(key, 0)
+        counters[key] = k + 1
+        if phase == "forward":
             node_id = f"{module}/{name}.{k}" if module else f"{name}.{k}"
         else:
-            node_id = self.ids.mint(module, name, phase)
+            node_id = f"{phase}:{module}/{name}.{k}" if module else f"{phase}:{name}.{k}"
         tensor = self._tensor
         in_tensors = tensor_leaves(args, tensor)
         if kwargs:
@@ -434,7 +435,8 @@ class Recorder:
             source = self.sources.user_source(3)
         self.graph.add_fed(op_node(
             node_id, facts.op_type, module, index, "op", tuple(in_metas), out_metas, source, phase,
-            self._module_class.get(module, ""), self.node_attrs(func, facts),
+            self._module_class.get(module, ""),
+            facts.attrs if self.api is None and self.current is None else self.node_attrs(func, facts),
         ), feeds)
         same_as = repeats = None
         if len(out_tensors) == 1 and in_tensors and (facts.same_values or name == "expand"):
@@ -489,7 +491,8 @@ class Recorder:
         """Name the forward op of the autograd node running now (a subclass's, with `_owners` set; none here)."""
 
     def node_attrs(self, func: Any, facts: Any) -> dict[str, Any] | None:
-        """The attributes of the node for one call of `func` (its overload, its API call's id)."""
+        """The attributes of the node for one call of `func` (its overload, its API call's id); `record` asks only
+        when there is more to say than the overload (an API call's id, or `current`'s forward op)."""
         return facts.attrs if self.api is None else self._attrs(func)
 
     def _attrs(self, func: Any) -> dict[str, Any] | None:
