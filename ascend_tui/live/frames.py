@@ -207,8 +207,8 @@ class SourceStack:
     def user_source(self, skip: int = 2) -> SourceLocation | None:
         """`user_source(skip)` (the same location), walking only up to the innermost running module call.
 
-        `_walk` and `_found` inlined: capture asks once per op, and most ops run in a short stack
-        (a module's forward, or the autograd engine's) whose key is already cached.
+        Capture asks once per op: the walk starts past the library frames `lead` names, and
+        `_found` is inlined.
         """
         outer = self.outer
         wrap = self.wrap if outer and get_ident() == self.thread else 0
@@ -222,29 +222,12 @@ class SourceStack:
         else:
             if not lead:
                 frame = self._learn(frame)
-        key: list[int] = []
-        append = key.append
-        get = _USER_CODE.get
-        depth = 2 * STACK_DEPTH
-        while frame is not None:
-            kind = get(id(frame.f_code))
-            if kind is None:
-                kind = _classify(frame.f_code)
-            if kind:  # (most frames are library frames: nothing but the step to the next)
-                if kind == _USER:
-                    append(id(frame.f_code))
-                    append(frame.f_lasti)
-                    if len(key) == depth:
-                        break
-                elif kind == _STOP:
-                    break
-                elif id(frame.f_code) == wrap:
-                    key.extend(self._above(frame, len(outer) - 1))
-                    break
-            frame = frame.f_back
+        key, wrapper = _walk(frame, wrap)
+        if wrapper is not None:
+            key.extend(self._above(wrapper, len(outer) - 1))
         if not key:
             return None
-        k = tuple(key) if len(key) <= depth else tuple(key[:depth])
+        k = tuple(key) if len(key) <= 2 * STACK_DEPTH else tuple(key[:2 * STACK_DEPTH])
         found = _LOCATIONS.get(k)
         if found is None:
             found = _LOCATIONS[k] = _location(sys._getframe(skip), len(k) // 2)
