@@ -163,6 +163,51 @@ def test_source_location_points_at_user_code() -> None:
     assert "x.exp()" in open(src.file).read().splitlines()[src.line - 1]
 
 
+class _Twice(torch.autograd.Function):
+    """A custom autograd function: its backward is user code, so gradient ops there have user frames."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return grad * 2  # a gradient op called from user code
+
+
+class _Mixed(nn.Module):
+    """Ops called from user code, from torch's Python (F.silu, F.layer_norm) and from a custom function, in turn."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.norm = nn.LayerNorm(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = nn.functional.silu(self.fc(x))
+        h = h * 3 + _Twice.apply(h)
+        return self.norm(h).exp()
+
+
+def test_stepping_over_learned_library_frames_names_the_same_sources(monkeypatch) -> None:
+    """`SourceStack.lead` (library frames an op's walk steps over by identity, relearned when they differ) names the
+    same source location for every node as a walk that classifies every frame: forward and backward ops, ops called
+    from user code and from torch's Python, a custom autograd function's backward."""
+    from ascend_tui.live.frames import SourceStack
+
+    model = _Mixed()
+    x = torch.randn(4, 8)
+    learned = capture(model, (x,), backward=True)
+    monkeypatch.setattr(SourceStack, "_learn", lambda self, frame: frame)  # no lead: every frame classified
+    walked = capture(model, (x,), backward=True)
+    sources = [(n.id, n.source) for n in learned.graph.nodes]
+    assert sources == [(n.id, n.source) for n in walked.graph.nodes]
+    named = {n.id: n.source for n in learned.graph.nodes if n.kind == "op"}
+    assert any(s is not None and s.function == "backward" for s in named.values())  # the custom backward's line
+    assert any(s is not None and s.function == "forward" for s in named.values())
+    assert any(n.phase == "backward" and n.source is None for n in learned.graph.nodes if n.kind == "op")
+
+
 def test_cancel_stops_the_run() -> None:
     import threading
 

@@ -15,7 +15,7 @@ import threading
 import weakref
 from math import prod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import HistogramTable, StatsTable, TensorMeta
@@ -23,7 +23,7 @@ from ascend_tui.graph.ids import IdMinter, api_op
 from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node
 from ascend_tui.live.attribution import ABSENT, WRAPPER_CODE, Unshadow, attributed
 from ascend_tui.live.aten import FACTS, SAME_VALUES, overload_facts, storage_key, written_args
-from ascend_tui.live.frames import SourceStack, stop_at, user_source
+from ascend_tui.live.frames import SourceStack, stop_at, user_source, wrapper_code
 from ascend_tui.live.stat_rows import StatRows
 from ascend_tui.live.weights import WEIGHTS
 from ascend_tui.progress import Progress
@@ -46,9 +46,9 @@ class CaptureResult:
     backward: bool = False  # the run was a training step: forward and backward recorded together
 
 
-@dataclass(slots=True)
-class SlotRef:
-    """The node and output slot that made (or last wrote) a tensor's values."""
+class SlotRef(NamedTuple):
+    """The node and output slot that made (or last wrote) a tensor's values (a tuple: `record` makes one per
+    output with `tuple.__new__`, a C call, where a dataclass's `__init__` was a Python call)."""
 
     node: str
     slot: int
@@ -56,6 +56,12 @@ class SlotRef:
     meta: TensorMeta | None = None  # the shape and dtype it was made with, when this ref is its own tensor's
 
 
+_new_ref = tuple.__new__
+
+
+# The dtype names of floating tensors (`TensorMeta.dtype`).
+FLOATING = frozenset({"float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                      "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2"})
 _DTYPE_NAMES: dict[Any, str] = {}
 _METAS: dict[tuple[Any, ...], TensorMeta] = {}
 
@@ -79,20 +85,46 @@ def tensor_meta(t: Any) -> TensorMeta:
     return meta
 
 
+# Per tensor type: the argument types seen to be tensors and those seen not to be (ints, floats, dtypes, None...),
+# so most arguments are told apart by a set lookup on their type (`isinstance` of an int against `torch.Tensor`
+# costs three times more: it walks the metaclass's subclass check).
+_LEAF_KINDS: dict[type, tuple[set[type], set[type]]] = {}
+
+
 def tensor_leaves(values: Any, tensor_type: type) -> list[Any]:
     """The tensors among an aten call's arguments (or outputs), in `tree_flatten` order."""
+    try:
+        tensors, plain = _LEAF_KINDS[tensor_type]
+    except KeyError:
+        tensors, plain = _LEAF_KINDS[tensor_type] = ({tensor_type}, {int, float, bool, complex, str, type(None)})
     found: list[Any] = []
     for v in values:
-        if isinstance(v, tensor_type):
+        kind = type(v)
+        if kind in tensors:
             found.append(v)
-        elif type(v) is list or type(v) is tuple:  # Tensor[] and Tensor?[] arguments, tuple outputs
+        elif kind in plain:
+            continue
+        elif kind is list or kind is tuple:  # Tensor[] and Tensor?[] arguments, tuple outputs
             for e in v:
-                if isinstance(e, tensor_type):
+                kind = type(e)
+                if kind in tensors:
+                    found.append(e)
+                elif kind in plain:
+                    continue
+                elif isinstance(e, tensor_type):
+                    tensors.add(kind)
                     found.append(e)
                 elif isinstance(e, (list, tuple, dict)):
                     return _deep_leaves(values, tensor_type)
+                else:
+                    plain.add(kind)
+        elif isinstance(v, tensor_type):
+            tensors.add(kind)
+            found.append(v)
         elif isinstance(v, (list, tuple, dict)):
             return _deep_leaves(values, tensor_type)
+        else:
+            plain.add(kind)
     return found
 
 
@@ -137,7 +169,7 @@ class Recorder:
         self.module_stack: list[str] = []
         self._module_class: dict[str, str] = {}
         self.ids = IdMinter()
-        self._counters = self.ids._counters  # (`record` mints forward ids itself)
+        self._counters = self.ids._counters  # (`record` mints its ids itself)
         self.want_api = api_ids  # name each op's framework API call as msprobe does (recording's ApiMode)
         self.api_ids = IdMinter()
         self.api: str | None = None
@@ -147,10 +179,14 @@ class Recorder:
         # id(tensor) -> (weak reference to it, who made its values); the reference tells a live
         # tensor from a dead one whose id was reused.
         self._producers: dict[int, tuple[Any, SlotRef]] = {}
+        # For a subclass that maps gradient ops to forward ops (`GradRecorder`): in the forward, `record` lists each
+        # floating output here ((node id, module), its weak reference) and calls `resolve()` at the next op, when
+        # autograd has set its `grad_fn`; in the backward, with `_owners` set, it calls `_own()` before each op.
+        self._pending: list[tuple[tuple[str, str], Any]] | None = None
+        self._owners: dict[Any, tuple[str, str]] | None = None  # autograd node -> its forward op (node id, module)
+        self.current: tuple[str, str] | None = None  # (a subclass's) the forward op of the gradient op running now
         self._writers: dict[int, SlotRef] = {}
         self.stat_rows = StatRows(torch)  # every measured output's statistics, in recording order
-        self._same_as: tuple[str, int] | None = None
-        self._repeats: tuple[tuple[str, int], int] | None = None  # (input's key, k): an `expand` repeating it k times
         self._const_count = 0
         self._named: dict[int, tuple[str, str]] = {}
         self._keepalive: list[Any] = []
@@ -232,7 +268,7 @@ class Recorder:
         # A code object of this recording's own: its frames are the ones whose entries are on `sources.outer`
         # (another recording's wrappers around the same modules are walked through as library frames).
         code = WRAPPER_CODE.replace()
-        self._keepalive.append(code)
+        wrapper_code(code)
         sources.wrap, sources.thread, sources.outer = id(code), thread, []
         shadowed: list[tuple[dict[str, Any], Any]] = []
         for mod in modules:
@@ -325,11 +361,8 @@ class Recorder:
             tap(node_id, slot, t)
         if not self.want_stats:
             return
-        same_as = same_as or self._same_as
         if same_as is not None:  # a view or copy holding exactly its input's values
             self.stat_rows.copy((node_id, slot), same_as)
-            return
-        if self._repeats is not None and self.stat_rows.repeat((node_id, slot), *self._repeats):
             return
         self.stat_rows.take((node_id, slot), t)
 
@@ -341,60 +374,71 @@ class Recorder:
                     self.source_of(t)
 
     def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str:
-        """Add the node for one finished aten call and wire its inputs."""
+        """Add the node for one finished aten call and wire its inputs.
+
+        The hot path of a full capture (once per aten op): `source_of`, `measure` and the node's
+        edges are inlined for their common cases, and a `SlotRef` is made by `tuple.__new__`.
+        """
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled("capture cancelled")
+        phase = self.phase
+        pending = self._pending
+        if self._owners is not None:
+            self._own()
+        elif pending and phase == "forward":
+            self.resolve()
         facts = FACTS.get(id(func)) or overload_facts(func)
         stack = self.module_stack
         module = stack[-1] if stack else ""
-        phase = self.phase
         name = facts.name
-        if phase == "forward":  # `IdMinter.mint` inline: one call fewer per op
-            counters = self._counters
-            key = (phase, module, name)
-            k = counters.get(key, 0)
-            counters[key] = k + 1
+        counters = self._counters  # `IdMinter.mint` inline (and `ids.node_id`'s format): two calls fewer per op
+        key = (phase, module, name)
+        k = counters.get(key, 0)
+        counters[key] = k + 1
+        if phase == "forward":
             node_id = f"{module}/{name}.{k}" if module else f"{name}.{k}"
         else:
-            node_id = self.ids.mint(module, name, phase)
+            node_id = f"{phase}:{module}/{name}.{k}" if module else f"{phase}:{name}.{k}"
         tensor = self._tensor
         in_tensors = tensor_leaves(args, tensor)
         if kwargs:
             in_tensors += tensor_leaves(kwargs.values(), tensor)
         producers = self._producers
-        refs = []
         in_metas = []
+        feeds = []  # (node, slot) each input reads
         if self._writers:
             for x in in_tensors:
-                refs.append(self.source_of(x))
+                ref = self.source_of(x)
+                feeds.append((ref[0], ref[1]))
                 in_metas.append(tensor_meta(x))
         else:
             for x in in_tensors:  # source_of's common case inlined: a live tensor we made, no in-place writes yet
                 entry = producers.get(id(x))
                 if entry is not None and entry[0]() is x:
                     ref = entry[1]
-                    refs.append(ref)
-                    in_metas.append(ref.meta or tensor_meta(x))
+                    in_metas.append(ref[3] or tensor_meta(x))
                 else:
-                    refs.append(self.source_of(x))
+                    ref = self.source_of(x)
                     in_metas.append(tensor_meta(x))
-        if isinstance(out, tensor):
+                feeds.append((ref[0], ref[1]))
+        if isinstance(out, tensor):  # most ops: one output, its meta usually cached (`tensor_meta` inlined)
             out_tensors = [out]
-        elif isinstance(out, (list, tuple)):
-            out_tensors = tensor_leaves(out, tensor)
+            meta = _METAS.get((out.dtype, *out.shape))
+            out_metas = (meta or tensor_meta(out),)
         else:
-            out_tensors = []
+            out_tensors = tensor_leaves(out, tensor) if isinstance(out, (list, tuple)) else []
+            out_metas = tuple(map(tensor_meta, out_tensors))
         index = self.op_count
         self.op_count = index + 1
-        out_metas = tuple(map(tensor_meta, out_tensors))
         source = None
         if self.want_source:  # (inside a module call, the walk stops at it: the frames above it are cached)
-            source = self.sources.user_source(3) if self.sources.outer else user_source(3)
+            source = self.sources.user_source(3)
         self.graph.add_fed(op_node(
             node_id, facts.op_type, module, index, "op", tuple(in_metas), out_metas, source, phase,
-            self._module_class.get(module, ""), self.node_attrs(func, facts),
-        ), [(ref.node, ref.slot) for ref in refs])
-        self.recorded(node_id, out_tensors, out_metas, module)
+            self._module_class.get(module, ""),
+            facts.attrs if self.api is None and self.current is None else self.node_attrs(func, facts),
+        ), feeds)
+        same_as = repeats = None
         if len(out_tensors) == 1 and in_tensors and (facts.same_values or name == "expand"):
             # (the metas, not the tensors, say numel and dtype: a tensor's attributes cost ~0.5 us each)
             a, b = in_metas[0], out_metas[0]
@@ -402,16 +446,31 @@ class Recorder:
             if a.dtype != b.dtype or not n:
                 pass
             elif m == n:  # a view or copy; or an expand of size-1 dims to 1: the input's values, strides and
-                self._same_as = (refs[0].node, refs[0].slot)  # contiguity (so its histogram too, or its lack of one)
+                same_as = feeds[0]  # contiguity (so its histogram too, or its lack of one)
             elif name == "expand" and m % n == 0:  # each input value k times over
-                self._repeats = ((refs[0].node, refs[0].slot), m // n)
-        measured = (self.want_stats or self.taps) and not facts.unwritten_output  # allocator garbage: measured
-        weak = weakref.ref  # once an op writes it
+                repeats = (feeds[0], m // n)
+        taps = self.taps
+        stats = self.stat_rows if self.want_stats and not facts.unwritten_output else None  # allocator garbage:
+        measured = stats is not None or (taps and not facts.unwritten_output)  # measured once an op writes it
+        weak = weakref.ref
+        new = _new_ref
+        if pending is not None and phase != "forward":
+            pending = None
         for slot, t in enumerate(out_tensors):
-            producers[id(t)] = (weak(t), SlotRef(node_id, slot, index, out_metas[slot]))
-            if measured:
-                self.measure(node_id, slot, t)
-        self._same_as = self._repeats = None
+            w = weak(t)
+            meta = out_metas[slot]
+            producers[id(t)] = (w, new(SlotRef, (node_id, slot, index, meta)))
+            if pending is not None and meta.dtype in FLOATING:  # (the meta's dtype: `is_floating_point()` ~0.7 us)
+                pending.append(((node_id, module), w))
+            if measured:  # `measure` inlined
+                for tap in taps:
+                    tap(node_id, slot, t)
+                if stats is None:
+                    continue
+                if same_as is not None:  # a view or copy holding exactly its input's values
+                    stats.copy((node_id, slot), same_as)
+                elif repeats is None or not stats.repeat((node_id, slot), *repeats):
+                    stats.take((node_id, slot), t)
         if facts.writes:
             for t in written_args(func, args, kwargs):
                 if isinstance(t, tensor):
@@ -425,12 +484,15 @@ class Recorder:
             self.progress(self.phase_label, index, self.expected_ops)
         return node_id
 
-    def recorded(self, node_id: str, outputs: list[Any], metas: tuple[TensorMeta, ...] = (), module: str = "") -> None:
-        """Called with each new node's output tensors, their metas and the node's module (subclasses keep weak
-        references: a strong one would change what autograd does, which steals a gradient only nobody else holds)."""
+    def resolve(self) -> None:
+        """Map the autograd nodes of the outputs listed in `_pending` (a subclass's; none here)."""
+
+    def _own(self) -> None:
+        """Name the forward op of the autograd node running now (a subclass's, with `_owners` set; none here)."""
 
     def node_attrs(self, func: Any, facts: Any) -> dict[str, Any] | None:
-        """The attributes of the node for one call of `func` (its overload, its API call's id)."""
+        """The attributes of the node for one call of `func` (its overload, its API call's id); `record` asks only
+        when there is more to say than the overload (an API call's id, or `current`'s forward op)."""
         return facts.attrs if self.api is None else self._attrs(func)
 
     def _attrs(self, func: Any) -> dict[str, Any] | None:

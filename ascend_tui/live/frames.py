@@ -21,7 +21,7 @@ from typing import Any
 from ascend_tui.evidence import SourceLocation
 
 STACK_DEPTH = 8
-_LIBRARY, _USER, _STOP = 0, 1, 2
+_LIBRARY, _USER, _STOP, _WRAP = 0, 1, 2, 3  # _WRAP: a recording's module wrapper (a library frame to other walks)
 _PREFIXES: tuple[str, ...] | None = None
 _SITE = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 # Keyed by id(code): hashing a code object hashes its constants, nested code objects included,
@@ -90,11 +90,17 @@ def stop_at(function: Any) -> None:
     _USER_CODE[id(code)] = _STOP
 
 
+def wrapper_code(code: CodeType) -> None:
+    """Mark `code` as a recording's module wrapper (`SourceStack.wrap`): its walks stop there, others pass it."""
+    _KEEP.append(code)
+    _USER_CODE[id(code)] = _WRAP
+
+
 def _classify(code: CodeType) -> int:
     found = _USER_CODE.get(id(code))
     if found is None:
         if len(_KEEP) > 65536:  # generated code (exec per call) could grow it without bound
-            stops = {k: v for k, v in _USER_CODE.items() if v == _STOP}
+            stops = {k: v for k, v in _USER_CODE.items() if v == _STOP}  # (wrappers then walk as library frames)
             kept = [c for c in _KEEP if id(c) in stops]
             _USER_CODE.clear()
             _USER_CODE.update(stops)
@@ -113,19 +119,19 @@ def _walk(frame: FrameType | None, wrap: int = 0) -> tuple[list[int], FrameType 
     get = _USER_CODE.get
     depth = 2 * STACK_DEPTH
     while frame is not None:
-        code = frame.f_code
-        kind = get(id(code))
+        kind = get(id(frame.f_code))
         if kind is None:
-            kind = _classify(code)
-        if kind == _USER:
-            append(id(code))
-            append(frame.f_lasti)
-            if len(key) == depth:
+            kind = _classify(frame.f_code)
+        if kind:  # (most frames are library frames: nothing but the step to the next)
+            if kind == _USER:
+                append(id(frame.f_code))
+                append(frame.f_lasti)
+                if len(key) == depth:
+                    break
+            elif kind == _STOP:
                 break
-        elif kind == _STOP:
-            break
-        elif wrap and id(code) == wrap:
-            return key, frame
+            elif id(frame.f_code) == wrap:
+                return key, frame
         frame = frame.f_back
     return key, None
 
@@ -161,12 +167,31 @@ class SourceStack:
     instead of every frame up to the model's call. Off the recording thread the walk is whole.
     """
 
-    __slots__ = ("wrap", "outer", "thread")
+    __slots__ = ("wrap", "outer", "thread", "lead")
 
     def __init__(self) -> None:
         self.wrap = 0  # id of the wrapper's code object (0 until the recorder shadows the modules)
         self.outer: list[tuple[int, ...] | None] = []  # per running module call, innermost last
         self.thread = 0  # the recording thread (the wrapper pushes only there)
+        # The code objects of the library frames a walk began with, learned from one op (and again when an op's
+        # differ, or when `lead` is emptied): the dispatch machinery, and in the backward the autograd engine's
+        # callers. An op's walk steps over the frames that match them by identity, with no lookup.
+        self.lead: tuple[CodeType, ...] = ()
+
+    def _learn(self, frame: FrameType | None) -> FrameType | None:
+        """Set `lead` to the codes of the library frames from `frame` outwards; the first frame past them."""
+        lead: list[CodeType] = []
+        while frame is not None:
+            code = frame.f_code
+            kind = _USER_CODE.get(id(code))
+            if kind is None:
+                kind = _classify(code)
+            if kind != _LIBRARY:
+                break
+            lead.append(code)
+            frame = frame.f_back
+        self.lead = tuple(lead)
+        return frame
 
     def _above(self, frame: FrameType, level: int) -> tuple[int, ...]:
         """The cache key pairs of the user frames above the wrapper `frame` of running call `level`."""
@@ -180,13 +205,33 @@ class SourceStack:
         return found
 
     def user_source(self, skip: int = 2) -> SourceLocation | None:
-        """`user_source(skip)` (the same location), walking only up to the innermost running module call."""
-        if not self.outer or get_ident() != self.thread:
-            return user_source(skip + 1)
-        key, wrapper = _walk(sys._getframe(skip), self.wrap)
+        """`user_source(skip)` (the same location), walking only up to the innermost running module call.
+
+        Capture asks once per op: the walk starts past the library frames `lead` names, and
+        `_found` is inlined.
+        """
+        outer = self.outer
+        wrap = self.wrap if outer and get_ident() == self.thread else 0
+        frame: FrameType | None = sys._getframe(skip)
+        lead = self.lead
+        for code in lead:  # frames known to be library frames: stepped over
+            if frame is None or frame.f_code is not code:
+                frame = self._learn(sys._getframe(skip))
+                break
+            frame = frame.f_back
+        else:
+            if not lead:
+                frame = self._learn(frame)
+        key, wrapper = _walk(frame, wrap)
         if wrapper is not None:
-            key.extend(self._above(wrapper, len(self.outer) - 1))
-        return _found(key, skip)
+            key.extend(self._above(wrapper, len(outer) - 1))
+        if not key:
+            return None
+        k = tuple(key) if len(key) <= 2 * STACK_DEPTH else tuple(key[:2 * STACK_DEPTH])
+        found = _LOCATIONS.get(k)
+        if found is None:
+            found = _LOCATIONS[k] = _location(sys._getframe(skip), len(k) // 2)
+        return found
 
 
 def _location(frame: FrameType | None, count: int) -> SourceLocation:

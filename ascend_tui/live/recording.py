@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
@@ -106,8 +105,6 @@ def _mode_class() -> type:
     return RecordingMode
 
 
-_FLOATING = frozenset({"float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
-                       "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2"})
 _NOT_APIS = frozenset({"backward", "__get__", "__set__", "__repr__", "__format__", "__len__", "__bool__", "__index__"})
 
 
@@ -178,9 +175,8 @@ class GradRecorder(Recorder):
         super().__init__(model, inputs, **kwargs)
         self.forward_of: dict[Any, tuple[str, str]] = {}
         self.current: tuple[str, str] | None = None
-        self._pending: list[tuple[tuple[str, str], Any]] = []  # ((node id, module), weak ref to a float output)
+        self._pending = []  # ((node id, module), weak ref to a float output): `record` adds them in the forward
         self._hooks: list[Any] = []
-        self._owners: dict[Any, tuple[str, str]] | None = None  # autograd node -> its forward op (node id, module)
         self._done: Any = None  # the node whose gradients the engine is adding into a consumer's buffer
         self._backward_api: dict[str, str | None] = {}  # forward node id -> its gradient ops' msprobe API id
         self._base = 0  # 1 while the bottom of the module stack is the running node's owner module (set by `_own`)
@@ -204,13 +200,6 @@ class GradRecorder(Recorder):
         if self._owners is not None:
             self._own()
         super().before(func, args, kwargs)
-
-    def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str:
-        if self._owners is not None:
-            self._own()
-        elif self._pending and self.phase == "forward":
-            self.resolve()
-        return super().record(func, args, kwargs, out)
 
     def _own(self) -> None:
         """Name the forward op (and module) of the autograd node the engine is running now, if any."""
@@ -236,13 +225,6 @@ class GradRecorder(Recorder):
         elif module:
             stack.insert(0, module)
             self._base = 1
-
-    def recorded(self, node_id: str, outputs: list[Any], metas: tuple[Any, ...] = (), module: str = "") -> None:
-        if self.phase == "forward":
-            owner = (node_id, module)
-            for t, meta in zip(outputs, metas):  # (the meta's dtype name: `is_floating_point()` costs ~0.7 us)
-                if meta.dtype in _FLOATING:
-                    self._pending.append((owner, weakref.ref(t)))
 
     def node_attrs(self, func: Any, facts: Any) -> dict[str, Any] | None:
         """A gradient op's attributes name the forward op it belongs to (and msprobe's `backward:` API id)."""
@@ -375,6 +357,7 @@ def grad_capture(recorder: GradRecorder, model: Any, inputs: Any, loss: Callable
             value = (loss or default_loss)(outputs)
             recorder.hook_backward(getattr(value, "grad_fn", None))
             recorder.phase = "backward"
+            recorder.sources.lead = ()  # the gradient ops' walks begin with the engine's callers: learned anew
             value.backward()
         recorder.current = None
         _grad_nodes(recorder, params)

@@ -31,6 +31,7 @@ from ascend_tui.live.statistics import (
 )
 
 Key = tuple[str, int]  # (node id, output slot)
+_OTHER = 1 << 62  # (a finish's slot code for a row that is no host-batch slot: an ndarray or device tensors)
 
 
 class StatRows:
@@ -40,11 +41,9 @@ class StatRows:
         self._torch = torch
         self._strided = torch.strided
         self._float32 = torch.float32
-        self.keys: list[Key] = []
-        self.rows: list[Any] = []  # a host-batch slot (int), a host row (ndarray) or device tensors
-        self.numel: list[int] = []
-        self.hist_keys: list[Key] = []
-        self.hist_rows: list[Any] = []
+        # (key, row, numel, histogram) per measured output, in recording order: the row is a host-batch slot (int),
+        # a host row (ndarray) or device tensors; the histogram likewise, or None. One append an output.
+        self.entries: list[tuple[Key, Any, int, Any]] = []
         self.copies: list[tuple[Key, Key]] = []  # (key, source key): outputs holding exactly their input's values
         # (key, source key, k) in recording order, copies (k = 1) and repeats (each source value k times) alike
         self.derived: list[tuple[Key, Key, int]] = []
@@ -82,7 +81,8 @@ class StatRows:
             if SMALL < n <= CHUNK and t.dtype in self._lean:  # most outputs: a handful of numpy passes while the
                 row = self.lean.add(t, hist=contiguous)  # output is hot in the cache; its sample binned later
                 if row is not None and not (self.lean.changed and self.lean.changed[-1] == row):  # (no route: none)
-                    self.queue(key, -1 - row, n, -1 - row if contiguous else None)
+                    self.has.add(key)  # (`queue` inlined: most outputs come this way)
+                    self.entries.append((key, -1 - row, n, -1 - row if contiguous else None))
                     return
             hist = contiguous and t.is_floating_point()
             neg = t.is_neg()
@@ -119,89 +119,91 @@ class StatRows:
     def queue(self, key: Key, row: Any, numel: int, hist: Any) -> None:
         """Add a finished or queued row (and histogram) for `key`."""
         self.has.add(key)
-        self.keys.append(key)
-        self.rows.append(row)
-        self.numel.append(numel)
-        if hist is not None:
-            self.hist_keys.append(key)
-            self.hist_rows.append(hist)
+        self.entries.append((key, row, numel, hist))
 
     def finish_stats(self) -> StatsTable:
         """Bring every queued statistic to the host at once: two transfers per device, whatever the op count."""
         table = StatsTable()
-        if not self.rows:
+        if not self.entries:
             return table
         torch = self._torch
         batch_values, _ = self.batch.finish()
         lean_values = self._lean_finish()[0]
-        raw = np.empty((len(self.rows), 7), dtype=np.float64)
+        keys_t, rows, numel, _ = zip(*self.entries)
+        raw = np.empty((len(rows), 7), dtype=np.float64)
+        slots = np.fromiter((r if type(r) is int else _OTHER for r in rows), dtype=np.int64, count=len(rows))
+        other = np.flatnonzero(slots == _OTHER)
+        batched = np.flatnonzero((slots >= 0) & (slots != _OTHER))
+        lean = np.flatnonzero(slots < 0)
+        if batched.size:
+            raw[batched] = batch_values[slots[batched]]
+        if lean.size:
+            raw[lean] = lean_values[-1 - slots[lean]]
         by_device: dict[Any, list[int]] = {}
-        batched: list[int] = []
-        lean: list[int] = []
-        for i, row in enumerate(self.rows):
-            if type(row) is int:
-                (batched if row >= 0 else lean).append(i)
-            elif isinstance(row, np.ndarray):
+        for i in other.tolist():
+            row = rows[i]
+            if isinstance(row, np.ndarray):
                 raw[i] = row
             else:
                 by_device.setdefault(row[0].device, []).append(i)
-        if batched:
-            raw[batched] = batch_values[[self.rows[i] for i in batched]]
-        if lean:
-            raw[lean] = lean_values[[-1 - self.rows[i] for i in lean]]
-        for rows in by_device.values():
-            raw[rows, :4] = torch.stack([self.rows[i][0] for i in rows]).cpu().double().numpy()
-            raw[rows, 4:] = torch.stack([self.rows[i][1] for i in rows]).cpu().numpy()
-        keys = list(self.keys)
-        data = finish_rows(raw, np.asarray(self.numel, dtype=np.float64))
+        for on_device in by_device.values():
+            raw[on_device, :4] = torch.stack([rows[i][0] for i in on_device]).cpu().double().numpy()
+            raw[on_device, 4:] = torch.stack([rows[i][1] for i in on_device]).cpu().numpy()
+        keys = list(keys_t)
+        data = finish_rows(raw, np.asarray(numel, dtype=np.float64))
         position = {k: (i, 1) for i, k in enumerate(keys)}
-        extra: list[int] = []
-        times: list[int] = []
+        found_rows: list[tuple[Key, int, int]] = []
         for key, source, k in self.derived:  # in recording order, so a view of a view finds its row
             found = position.get(source)
             if found is not None:
                 i, k = found[0], found[1] * k  # the measured row it derives from, and how many times over
                 position[key] = (i, k)
-                keys.append(key)
-                extra.append(i)
-                times.append(k)
-        if not extra:
+                found_rows.append((key, i, k))
+        if not found_rows:
             table.add_many(keys, data)
             return table
-        rows = data[extra]
+        derived_keys, extra, times = zip(*found_rows)
+        keys.extend(derived_keys)
+        rows_out = data[list(extra)]
         factor = np.asarray(times, dtype=np.float64)
         repeats = np.flatnonzero(factor != 1)
         if repeats.size:  # each value k times: sums, counts and numel k times over, the norm sqrt(k) times
-            rows[repeats, 3] *= np.sqrt(factor[repeats])
-            rows[repeats, 5:9] *= factor[repeats, None]
-        table.add_many(keys, np.concatenate([data, rows]))
+            rows_out[repeats, 3] *= np.sqrt(factor[repeats])
+            rows_out[repeats, 5:9] *= factor[repeats, None]
+        table.add_many(keys, np.concatenate([data, rows_out]))
         return table
 
     def finish_histograms(self) -> HistogramTable:
         """Bring every queued histogram to the host at once."""
-        if not self.hist_rows:
+        entries = [(e[0], e[3]) for e in self.entries if e[3] is not None]
+        if not entries:
             return HistogramTable()
         torch = self._torch
         _, batch_hist = self.batch.finish()
         lean_hist = self._lean_finish()[1]
-        data = np.zeros((len(self.hist_rows), HIST_BINS + 1), dtype=np.int64)
-        by_device: dict[Any, list[int]] = {}
-        keys = list(self.hist_keys)
+        keys_t, hist_rows = zip(*entries)
+        data = np.zeros((len(hist_rows), HIST_BINS + 1), dtype=np.int64)
+        slots = np.fromiter((r if type(r) is int else _OTHER for r in hist_rows), dtype=np.int64, count=len(hist_rows))
+        batched = np.flatnonzero((slots >= 0) & (slots != _OTHER))
+        if batched.size:
+            data[batched] = batch_hist[slots[batched]]
         dropped: list[int] = []
-        for i, row in enumerate(self.hist_rows):
-            if type(row) is int:
-                if row >= 0:
-                    data[i] = batch_hist[row]
-                elif lean_hist[-1 - row] is not None:
-                    data[i] = lean_hist[-1 - row]
-                else:  # the lean batch took no sample of it (no plain storage; a torch route with no histogram)
-                    dropped.append(i)
-            elif isinstance(row, np.ndarray):
+        for i in np.flatnonzero(slots < 0).tolist():
+            found = lean_hist[-1 - int(slots[i])]
+            if found is not None:
+                data[i] = found
+            else:  # the lean batch took no sample of it (no plain storage; a torch route with no histogram)
+                dropped.append(i)
+        by_device: dict[Any, list[int]] = {}
+        for i in np.flatnonzero(slots == _OTHER).tolist():
+            row = hist_rows[i]
+            if isinstance(row, np.ndarray):
                 data[i] = row
             else:
                 by_device.setdefault(row.device, []).append(i)
-        for rows in by_device.values():
-            data[rows] = torch.stack([self.hist_rows[i] for i in rows]).cpu().numpy()
+        for on_device in by_device.values():
+            data[on_device] = torch.stack([hist_rows[i] for i in on_device]).cpu().numpy()
+        keys = list(keys_t)
         if dropped:
             kept = np.ones(len(keys), dtype=bool)
             kept[dropped] = False
