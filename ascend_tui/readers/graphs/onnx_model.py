@@ -137,6 +137,7 @@ class _OnnxBuilder:
         # declarations came into scope, and the steps of the walk (a graph's ordinal, or a run of nodes' names).
         self.graphs: list[Any] = []
         self.steps: list[Step] = []
+        self.op_types: dict[str, str] = {}
         self.module_of_head = NodeNameModules()
         self.scope_module = ScopeModules()
         self.scope_at = [0]  # where in a node's metadata_props the name scopes were last found
@@ -217,6 +218,7 @@ class _OnnxBuilder:
         """Add one segment of nodes (no bodies among them but maybe the last) from its `_FIELDS` columns."""
         names, op_types, domains, input_fields, output_fields, metadata = columns
         base, count = len(self.nodes), len(names)
+        op_types = list(map(self.op_types.setdefault, op_types, op_types))  # one string per op type, not per node
         inputs, outputs = list(map(_ALL, input_fields)), list(map(_ALL, output_fields))  # `field[:]`: lists of str
         if any(metadata):
             modules, classes, sources, attrs, placed = self.from_metadata(names, metadata)
