@@ -240,17 +240,19 @@ class _OnnxBuilder:
                     attrs[k]["domain"] = domain
         ids = self.minter.mint_all(modules, [op or "op" for op in op_types] if "" in op_types else op_types)
         self.steps.append((base, inputs, outputs))  # their types are read when first asked for
-        self.link(base, inputs, outputs, scopes)
-        self.nodes += op_nodes(ids, op_types, modules, range(base, base + count), repeat("op"), repeat(_NO_TENSORS),
+        positions = list(range(base, base + count))  # one int object a node, shared by its record and its edges
+        self.link(positions, inputs, outputs, scopes)
+        self.nodes += op_nodes(ids, op_types, modules, positions, repeat("op"), repeat(_NO_TENSORS),
                                repeat(_NO_TENSORS), sources, repeat("forward"), classes, attrs)
 
-    def link(self, base: int, inputs: list[list[str]], outputs: list[list[str]],
+    def link(self, positions: list[int], inputs: list[list[str]], outputs: list[list[str]],
              scopes: list[dict[str, tuple[int, int]]]) -> None:
-        """Edges into each node from the producers its input names resolve to, then its outputs into scope."""
+        """Edges into the nodes at `positions` from the producers their input names resolve to, then their outputs
+        into scope."""
         scope = scopes[0]
         scope_get, ins, outs = scope.get, self.ins, self.outs
         outs += [[] for _ in inputs]
-        for index, tensors, produced in zip(range(base, base + len(inputs)), inputs, outputs):
+        for index, tensors, produced in zip(positions, inputs, outputs):
             # One or two inputs made in this graph (most ops) spelled out; the rest in edges_into().
             if len(tensors) == 2 and (a := scope_get(tensors[0])) is not None \
                     and (b := scope_get(tensors[1])) is not None:
