@@ -102,7 +102,9 @@ def scope_texts(metadata: Sequence[Any], at: list[int]) -> list[str | None]:
     node has an entry there and each is `name_scopes`, the keys and values are read by `map` over the batch
     (no bytecode per node); else (a first batch, nodes without metadata, other orders) one node at a time."""
     k = at[0]
-    if metadata and k < min(map(len, metadata)):  # every node has that entry: read them all by C calls, no loop
+    if metadata and k < min(map(len, metadata)) and metadata[0][k].key == SCOPES and metadata[-1][k].key == SCOPES:
+        # every node has an entry there and the ends' are name scopes (nodes with the entry elsewhere seldom read
+        # twice): read them all by C calls, no loop
         entries = list(map(itemgetter(k), metadata))
         if list(map(_KEY, entries)).count(SCOPES) == len(entries):
             return list(map(_VALUE, entries))
