@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Callable, Sequence, cast
 
 from ascend_tui.evidence import SourceLocation
@@ -21,6 +21,7 @@ from ascend_tui.readers.graphs.torch_meta import literal_list, module_from_scope
 
 SCOPES = "pkg.torch.onnx.name_scopes"
 _KEY_VALUE = attrgetter("key", "value")
+_KEY, _VALUE = attrgetter("key"), attrgetter("value")
 _MISSING: Any = object()
 # torch_meta._PLAIN_LIST (repr() of a list of names) with two items or more, the second-to-last caught.
 _PLAIN_SEP = "', '"
@@ -97,10 +98,18 @@ def scope_texts(metadata: Sequence[Any], at: list[int]) -> list[str | None]:
     """The `name_scopes` value of each node's metadata_props (None where it has none, "" where it has no such
     entry): first the entry at the position where the node before had it (`at[0]`, kept for the next call),
     since exporters write the same keys in the same order on every node (torch sorts them: `name_scopes` is
-    the fourth), so only that entry is read; else the first such entry (keys are distinct in ONNX)."""
+    the fourth), so only that entry is read; else the first such entry (keys are distinct in ONNX). Where every
+    node has an entry there and each is `name_scopes`, the keys and values are read by `map` over the batch
+    (no bytecode per node); else (a first batch, nodes without metadata, other orders) one node at a time."""
+    k = at[0]
+    if metadata and k < min(map(len, metadata)) and metadata[0][k].key == SCOPES and metadata[-1][k].key == SCOPES:
+        # every node has an entry there and the ends' are name scopes (nodes with the entry elsewhere seldom read
+        # twice): read them all by C calls, no loop
+        entries = list(map(itemgetter(k), metadata))
+        if list(map(_KEY, entries)).count(SCOPES) == len(entries):
+            return list(map(_VALUE, entries))
     texts: list[str | None] = []
     append = texts.append
-    k = at[0]
     for props in metadata:
         if not props:
             append(None)

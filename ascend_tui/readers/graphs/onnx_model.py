@@ -41,6 +41,10 @@ _ALL = itemgetter(slice(None))
 _NO_TENSORS = ()  # a record's tensors until the types are read: nothing reads them before (every read resolves)
 _PB2_IMPORT = re.compile(r"^from \.(\w+) import \*", re.M)
 _PROTOS: list[Any] = []  # onnx's generated protobuf module, once found
+# The tensors a graph's nodes can read, innermost graph first: each graph's names -> the producer's position where
+# its output 0 made the tensor (no tuple a tensor, most of them), else -1, and then (position, output slot) in the
+# second dict.
+Scope = tuple[dict[str, int], dict[str, tuple[int, int]]]
 # A part that starts with the one before it and a dot (`/mlp/mlp.0`): what NodeNameModules works out part by part
 # (torch_meta's own rule; tests/test_formats_onnx_columns.py holds legacy_modules to it).
 _FOLDS = re.compile(r"/([^/]+)/\1\.")
@@ -137,6 +141,7 @@ class _OnnxBuilder:
         # declarations came into scope, and the steps of the walk (a graph's ordinal, or a run of nodes' names).
         self.graphs: list[Any] = []
         self.steps: list[Step] = []
+        self.op_types: dict[str, str] = {}
         self.module_of_head = NodeNameModules()
         self.scope_module = ScopeModules()
         self.scope_at = [0]  # where in a node's metadata_props the name scopes were last found
@@ -158,7 +163,7 @@ class _OnnxBuilder:
         self.steps.append(len(self.graphs))
         self.graphs.append(graph)
 
-    def placeholders(self, graph: Any, prefix: str, scope: dict[str, tuple[int, int]], parent_module: str) -> None:
+    def placeholders(self, graph: Any, prefix: str, scope: dict[str, int], parent_module: str) -> None:
         base = len(self.nodes)
         for name in [i.name for i in graph.initializer] + [s.values.name for s in graph.sparse_initializer]:
             nid = f"param:{prefix}{name}"
@@ -172,18 +177,17 @@ class _OnnxBuilder:
         if len(self.nodes) > base:  # each placeholder's one output is the tensor it is named after
             self.steps.append((base, None, [[cast("dict[str, str]", n.attrs)["name"]] for n in self.nodes[base:]]))
 
-    def place(self, scope: dict[str, tuple[int, int]], name: str, node: OpNode) -> None:
-        scope[name] = (len(self.nodes), 0)
+    def place(self, scope: dict[str, int], name: str, node: OpNode) -> None:
+        scope[name] = len(self.nodes)
         self.nodes.append(node)
         self.ins.append([])
         self.outs.append([])
 
-    def walk(self, graph: Any, outer: list[dict[str, tuple[int, int]]], prefix: str, parent_module: str,
-             total: int) -> None:
-        scope: dict[str, tuple[int, int]] = {}  # tensor name -> (producer position, output slot)
+    def walk(self, graph: Any, outer: list[Scope], prefix: str, parent_module: str, total: int) -> None:
+        scope: dict[str, int] = {}  # tensor name -> its producer's position (output 0), or -1: see `later`
         self.placeholders(graph, prefix, scope, parent_module)
         scope.pop("", None)  # "" is an optional input left out, never a tensor, even if an initializer is unnamed
-        scopes = [scope, *outer]
+        scopes = [(scope, {}), *outer]
         protos = graph.node
         for start in range(0, len(protos), CHUNK):
             check_cancel(self.cancel, "loading the ONNX model was cancelled")
@@ -212,11 +216,11 @@ class _OnnxBuilder:
                 if (op_type in CONTROL_FLOW or domain not in PLAIN_DOMAINS)
                 and any(a.type in SUBGRAPH_OPS_ATTR for a in node.attribute)]
 
-    def add_ops(self, columns: list[tuple[Any, ...]], scopes: list[dict[str, tuple[int, int]]], parent_module: str
-                ) -> None:
+    def add_ops(self, columns: list[tuple[Any, ...]], scopes: list[Scope], parent_module: str) -> None:
         """Add one segment of nodes (no bodies among them but maybe the last) from its `_FIELDS` columns."""
         names, op_types, domains, input_fields, output_fields, metadata = columns
         base, count = len(self.nodes), len(names)
+        op_types = list(map(self.op_types.setdefault, op_types, op_types))  # one string per op type, not per node
         inputs, outputs = list(map(_ALL, input_fields)), list(map(_ALL, output_fields))  # `field[:]`: lists of str
         if any(metadata):
             modules, classes, sources, attrs, placed = self.from_metadata(names, metadata)
@@ -238,55 +242,59 @@ class _OnnxBuilder:
                     attrs[k]["domain"] = domain
         ids = self.minter.mint_all(modules, [op or "op" for op in op_types] if "" in op_types else op_types)
         self.steps.append((base, inputs, outputs))  # their types are read when first asked for
-        self.link(base, inputs, outputs, scopes)
-        self.nodes += op_nodes(ids, op_types, modules, range(base, base + count), repeat("op"), repeat(_NO_TENSORS),
+        positions = list(range(base, base + count))  # one int object a node, shared by its record and its edges
+        self.link(positions, inputs, outputs, scopes)
+        self.nodes += op_nodes(ids, op_types, modules, positions, repeat("op"), repeat(_NO_TENSORS),
                                repeat(_NO_TENSORS), sources, repeat("forward"), classes, attrs)
 
-    def link(self, base: int, inputs: list[list[str]], outputs: list[list[str]],
-             scopes: list[dict[str, tuple[int, int]]]) -> None:
-        """Edges into each node from the producers its input names resolve to, then its outputs into scope."""
-        scope = scopes[0]
+    def link(self, positions: list[int], inputs: list[list[str]], outputs: list[list[str]], scopes: list[Scope]
+             ) -> None:
+        """Edges into the nodes at `positions` from the producers their input names resolve to, then their outputs
+        into scope."""
+        scope, later = scopes[0]
         scope_get, ins, outs = scope.get, self.ins, self.outs
         outs += [[] for _ in inputs]
-        for index, tensors, produced in zip(range(base, base + len(inputs)), inputs, outputs):
-            # One or two inputs made in this graph (most ops) spelled out; the rest in edges_into().
-            if len(tensors) == 2 and (a := scope_get(tensors[0])) is not None \
-                    and (b := scope_get(tensors[1])) is not None:
-                first, second = (a[0], index, a[1], 0), (b[0], index, b[1], 1)
+        for index, tensors, produced in zip(positions, inputs, outputs):
+            # One or two inputs made in this graph by a first output (most ops) spelled out; the rest in edges_into().
+            if len(tensors) == 2 and (a := scope_get(tensors[0], -1)) >= 0 and (b := scope_get(tensors[1], -1)) >= 0:
+                first, second = (a, index, 0, 0), (b, index, 0, 1)
                 ins.append([first, second])
-                outs[a[0]].append(first)
-                outs[b[0]].append(second)
-            elif len(tensors) == 1 and (a := scope_get(tensors[0])) is not None:
-                first = (a[0], index, a[1], 0)
+                outs[a].append(first)
+                outs[b].append(second)
+            elif len(tensors) == 1 and (a := scope_get(tensors[0], -1)) >= 0:
+                first = (a, index, 0, 0)
                 ins.append([first])
-                outs[a[0]].append(first)
+                outs[a].append(first)
             else:
                 ins.append(self.edges_into(index, tensors, scopes))
             if len(produced) == 1:
                 if produced[0]:
-                    scope[produced[0]] = (index, 0)
+                    scope[produced[0]] = index
             else:
                 for slot, tensor in enumerate(produced):
                     if tensor:
-                        scope[tensor] = (index, slot)
+                        if slot:
+                            scope[tensor] = -1
+                            later[tensor] = (index, slot)
+                        else:
+                            scope[tensor] = index
 
-    def edges_into(self, index: int, tensors: list[str], scopes: list[dict[str, tuple[int, int]]]
-                   ) -> list[tuple[int, int, int, int]]:
+    def edges_into(self, index: int, tensors: list[str], scopes: list[Scope]) -> list[tuple[int, int, int, int]]:
         """The edges into node `index` from its input names, innermost scope first; names nothing made are noted."""
         into: list[tuple[int, int, int, int]] = []
         for slot, tensor in enumerate(tensors):
             if not tensor:  # an optional input left out
                 continue
-            for sc in scopes:
+            for sc, later in scopes:
                 src = sc.get(tensor)
                 if src is not None:
                     break
             else:
                 self.unresolved.append(tensor)
                 continue
-            edge = (src[0], index, src[1], slot)
+            edge = (src, index, 0, slot) if src >= 0 else (later[tensor][0], index, later[tensor][1], slot)
             into.append(edge)
-            self.outs[src[0]].append(edge)
+            self.outs[edge[0]].append(edge)
         return into
 
     def from_metadata(self, names: tuple[str, ...], metadata: tuple[Any, ...]
@@ -314,8 +322,7 @@ class _OnnxBuilder:
                 attrs[k]["module_inferred"] = True
         return modules, [""] * len(names), [None] * len(names), attrs, placed
 
-    def subgraphs_of(self, node: Any, op: OpNode, scopes: list[dict[str, tuple[int, int]]], prefix: str,
-                     total: int) -> None:
+    def subgraphs_of(self, node: Any, op: OpNode, scopes: list[Scope], prefix: str, total: int) -> None:
         """Walk the If/Loop/Scan bodies (and a custom domain's graph attributes) after their node."""
         subs = [a for a in node.attribute if a.type in SUBGRAPH_OPS_ATTR]
         if not subs:
