@@ -310,3 +310,19 @@ def test_host_op_of_each_kernel_equals_the_reference_on_random_nesting(tmp_path:
     assert sum(1 for h in want["host_op"] if h >= 0) >= 20  # type: ignore[union-attr]
     for block in (257, 1 << 20):
         assert _view(read_trace(path, block=block)) == want
+
+
+def test_phases_outside_the_format_read_as_the_json_load_reader_did(tmp_path: Path) -> None:
+    """msgspec decodes `ph` as one of the format's phases; a piece with another (or none, or a number) goes through
+    the json fallback and must read the same."""
+    events = json.loads(SMALL[0].read_bytes())
+    odd = [{"ph": "Z", "name": "odd", "pid": 1, "tid": 1, "ts": "1.000"}, {"ph": 5, "name": "num"},
+           {"name": "no phase", "ts": "2.000"}, {"ph": None, "name": "null phase"}]
+    mixed = events[:200] + odd + events[200:]
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(mixed))
+    want = _view(trace_reference.read_trace(path))
+    assert want["n"] > 0
+    for block in (1 << 21, 4096):
+        assert _view(read_trace(path, block=block)) == want, block
+    assert _view(read_trace(path))["extra"]["trace_events"] == len(mixed)  # type: ignore[index]

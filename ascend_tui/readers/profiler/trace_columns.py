@@ -17,7 +17,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import count
-from typing import Any, Sequence, Union
+from typing import Any, Literal, Sequence, Union
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from ascend_tui.readers.parse.json_events import BadPiece
 from ascend_tui.readers.profiler.csv_tables import to_ns
 
 ABSENT = -(1 << 62)  # an int arg the event does not have
+# The trace format's phases; msgspec decodes another `ph` (or one of another type) through the json fallback.
+PHASES = ("X", "M", "s", "f", "C", "B", "E", "i", "I", "b", "n", "e", "S", "T", "p", "F", "t", "P", "N", "O", "D", "V",
+          "v", "R", "c", "(", ")")
 
 try:
     import msgspec
@@ -74,7 +77,7 @@ def _json_events(piece: bytes | memoryview) -> list[Any]:
 if msgspec is not None:
     _Id = Union[int, str, None]
 
-    class _MArgs(msgspec.Struct, gc=False):
+    class _MArgs(msgspec.Struct, frozen=True, gc=False):  # frozen: one shared default for events without args
         task_type: Union[str, None] = msgspec.field(default=None, name="Task Type")
         physic_stream: int = msgspec.field(default=ABSENT, name="Physic Stream Id")
         stream_id: int = msgspec.field(default=ABSENT, name="Stream Id")
@@ -83,8 +86,10 @@ if msgspec is not None:
         call_stack: Union[str, None] = msgspec.field(default=None, name="Call stack")
         name: Union[str, None] = None
 
+    _NO_ARGS = _MArgs()
+
     class _MEvent(msgspec.Struct, gc=False):  # no cycles: the collector need not track them
-        ph: Union[str, None] = None
+        ph: Union[Literal[PHASES], None] = None  # type: ignore[valid-type]  # the literal's own str: no new object
         name: Union[str, None] = None
         cat: Union[str, None] = None
         pid: _Id = None
@@ -92,7 +97,7 @@ if msgspec is not None:
         ts: Union[str, float, None] = None
         dur: float = 0.0
         id: _Id = None
-        args: _MArgs = msgspec.field(default_factory=_MArgs)
+        args: _MArgs = _NO_ARGS
 
     _DECODER = msgspec.json.Decoder(list[_MEvent])
 

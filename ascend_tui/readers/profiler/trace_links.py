@@ -47,14 +47,16 @@ class _ModulePaths:
 
     def paths(self, threads: np.ndarray, times: np.ndarray, index: dict[str, int]) -> np.ndarray:
         """The path at each (thread, time) as its code in `index` (which gets the new ones), in one sweep per thread."""
-        out = [0] * len(times)
-        order = np.lexsort((times, threads))
-        keys, ts, order_list = threads[order].tolist(), times[order].tolist(), order.tolist()
+        out = np.zeros(len(times), np.int64)  # "" (code 0) on a thread without module spans
+        swept = np.flatnonzero(np.isin(threads, np.fromiter(self.by_thread, np.int64, len(self.by_thread))))
+        order = swept[np.lexsort((times[swept], threads[swept]))]
+        keys, ts = threads[order].tolist(), times[order].tolist()
+        found = [0] * len(order)
         code = index.setdefault
         i = 0
         while i < len(order):
             key = keys[i]
-            spans = self.by_thread.get(key, [])
+            spans = self.by_thread[key]
             j, active, path, soonest = 0, [], 0, 1 << 63  # open spans, their path's code, the earliest end among them
             while i < len(order) and keys[i] == key:
                 t = ts[i]
@@ -66,9 +68,10 @@ class _ModulePaths:
                     text = ".".join(s[2] for s in active)
                     path = code(text, len(index))
                     soonest = min((s[1] for s in active), default=1 << 63)
-                out[order_list[i]] = path
+                found[i] = path
                 i += 1
-        return np.array(out, np.int64)
+        out[order] = found
+        return out
 
 
 def module_attribution(c: Columns, pair: np.ndarray, host: np.ndarray, modules: np.ndarray,
@@ -165,7 +168,8 @@ def _innermost(c: Columns, pair: np.ndarray, calls: np.ndarray, qpair: np.ndarra
     out = [-1] * len(qts)
     cpair, starts, ends = pair[calls], c.x["ts"][calls], end_ns(c, calls)
     by_call = np.lexsort((-ends, starts, cpair))  # per thread by start, the longer (outer) first at equal starts
-    by_query = np.lexsort((qts, qpair))
+    swept = np.flatnonzero(np.isin(qpair, cpair))  # a query on a thread without calls finds none
+    by_query = swept[np.lexsort((qts[swept], qpair[swept]))]
     cp, cs, ce, ci = cpair[by_call].tolist(), starts[by_call].tolist(), ends[by_call].tolist(), by_call.tolist()
     j, n = 0, len(ci)
     thread, stack = None, []  # the calls open at the last query time, outermost first: (end, index)
