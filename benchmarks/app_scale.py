@@ -109,6 +109,7 @@ class Counts:
         self.total_idle = 0
         self.total_idle_ms = 0.0
         self._idle_start = False
+        self._idle_collector: Any = None
         self._undo: list[tuple[type, str, object]] = []
         self._gc_start = 0.0
 
