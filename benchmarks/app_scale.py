@@ -10,7 +10,9 @@ measured from the moment the app's reader returned (goal: under 1 s), and when t
 in; then the keys on the opened investigation and in its profile view (`T`, and `T` again once closed; goal:
 each under 50 ms). Beside each key's times, each run's counts (`Counts`): nodes restyled, lines painted, layouts
 of the screen (goal for the home screen's keys: none) and full garbage collections, so a slow hour's times can
-be told from more work.
+be told from more work. The app makes its full collections itself once idle between keys (`IdleCollector`):
+those are counted apart ("idle GCs"), their CPU left out of the key that was waiting on the pilot meanwhile and
+added up per run on a line of its own. The search's letters are timed one by one: their mean and the slowest.
 With `--timeline-kernels N` the timeline view (`L`) is opened on N synthetic kernels (two ranks, a
 compute and a communication stream each) and every zoom / pan / jump key is timed, each press
 printed, beside the same keys on 1,000 kernels in the same run (goal: each under 50 ms). With
@@ -89,7 +91,9 @@ def _runs(samples: list[float]) -> str:
 class Counts:
     """What a key press did, counted the same however fast the machine is: nodes restyled from the stylesheet
     (each widget and each of its component classes), lines painted (not taken from a widget's cache), layouts of
-    the screen, and full collections of the garbage collector (with their CPU time, the one count that is a time).
+    the screen, and full collections of the garbage collector (with their CPU time, the one count that is a time):
+    those set off inside the key's handling, and apart those the app made itself once idle after it
+    (`progress.IdleCollector`), whose CPU time `key_cpu` leaves out of the key's and `total_idle_ms` adds up.
 
     Counted by wrapping Textual's `Stylesheet.apply`, `StylesCache.render_line` and `Screen._refresh_layout`
     (textual is pinned at 8.2.8) and a `gc.callbacks` hook.
@@ -100,6 +104,12 @@ class Counts:
     def __init__(self) -> None:
         self.n = dict.fromkeys(self.NAMES, 0)
         self.gc_ms = 0.0
+        self.idle = 0
+        self.idle_ms = 0.0
+        self.total_idle = 0
+        self.total_idle_ms = 0.0
+        self._idle_start = False
+        self._idle_collector: Any = None
         self._undo: list[tuple[type, str, object]] = []
         self._gc_start = 0.0
 
@@ -114,6 +124,9 @@ class Counts:
                                (Screen, "_refresh_layout", "layouts")):
             self._undo.append((cls, name, cls.__dict__[name]))
             setattr(cls, name, self._counted(cls.__dict__[name], key))
+        from ascend_tui import progress
+
+        self._idle_collector = getattr(progress, "IdleCollector", None)  # none in the code before it (compared)
         gc.callbacks.append(self._gc)
         return self
 
@@ -137,26 +150,45 @@ class Counts:
         if info["generation"] != 2:
             return
         if phase == "start":
-            self.n["full GCs"] += 1
+            self._idle_start = self._idle_collector is not None and self._idle_collector.collecting
+            if self._idle_start:
+                self.idle += 1
+                self.total_idle += 1
+            else:
+                self.n["full GCs"] += 1
             self._gc_start = time.thread_time()
         else:
-            self.gc_ms += (time.thread_time() - self._gc_start) * 1000
+            ms = (time.thread_time() - self._gc_start) * 1000
+            if self._idle_start:
+                self.idle_ms += ms
+                self.total_idle_ms += ms
+            else:
+                self.gc_ms += ms
 
     def reset(self) -> None:
         self.n.update(dict.fromkeys(self.NAMES, 0))
         self.gc_ms = 0.0
+        self.idle = 0
+        self.idle_ms = 0.0
+
+    def key_cpu(self, since: float, idle_ms_then: float = 0.0) -> float:
+        """CPU seconds since `since` (a `process_time`), less the idle collections made meanwhile (`idle_ms` was
+        `idle_ms_then` at `since`)."""
+        return time.process_time() - since - (self.idle_ms - idle_ms_then) / 1000
 
     def taken(self, per: int = 1) -> tuple[float, ...]:
-        """The counts since `reset` (divided by `per`), then the full collections' CPU ms."""
-        return (*(self.n[k] / per for k in self.NAMES), self.gc_ms / per)
+        """The counts since `reset` (divided by `per`), the idle collections, then both kinds' CPU ms."""
+        return (*(self.n[k] / per for k in self.NAMES), self.idle / per, self.gc_ms / per, self.idle_ms / per)
 
 
 def _counts(runs: list[tuple[float, ...]]) -> str:
-    """`restyled 0/0/0, lines 71/71/71, layouts 1/1/1, full GCs 0/1 (12 ms)/0`: each run's counts."""
+    """`restyled 0/0/0, lines 71/71/71, layouts 1/1/1, full GCs 0/1 (12 ms)/0, idle GCs 0/0/1 (25 ms)`: each run's
+    counts (an idle GC's time is not in the key's)."""
     parts = []
-    for i, name in enumerate(Counts.NAMES):
-        if name == "full GCs":
-            each = [f"{r[i]:.3g}" + (f" ({r[-1]:.0f} ms)" if r[i] else "") for r in runs]
+    for i, name in enumerate((*Counts.NAMES, "idle GCs")):
+        if name.endswith("GCs"):
+            ms = -2 if name == "full GCs" else -1
+            each = [f"{r[i]:.3g}" + (f" ({r[ms]:.0f} ms)" if r[i] else "") for r in runs]
         else:
             each = [f"{r[i]:.3g}" for r in runs]
         parts.append(f"{name} {'/'.join(each)}")
@@ -217,17 +249,23 @@ async def _app_timings(source: Path | Investigation, repeat: int, profile: bool 
                         counts.reset()
                         c0 = time.process_time()
                         await pilot.press(key)
-                        out[name].append(time.process_time() - c0)
+                        out[name].append(counts.key_cpu(c0))
                         out.setdefault(f"counts: {name}", []).append(counts.taken())
                     await pilot.press("slash")
                     counts.reset()
-                    c0 = time.process_time()
-                    await pilot.press(*"mlp.act")
-                    out["search 'mlp.act'"].append((time.process_time() - c0) / len("mlp.act"))
+                    letters = []
+                    for letter in "mlp.act":  # each its own key: a slow one is not averaged away
+                        c0, idle_then = time.process_time(), counts.idle_ms
+                        await pilot.press(letter)
+                        letters.append(counts.key_cpu(c0, idle_then))
+                    out["search 'mlp.act'"].append(sum(letters) / len(letters))
+                    out.setdefault("search 'mlp.act': its slowest letter", []).append(max(letters))
                     out.setdefault("counts: search 'mlp.act'", []).append(counts.taken(len("mlp.act")))
                     if source.profile is not None:
                         await pilot.press("escape")  # the search closed
                         await _profile_keys(app, pilot, out, counts)
+                out.setdefault("idle GCs over the run (count, CPU ms)", []).append(
+                    (counts.total_idle, counts.total_idle_ms))
         finally:
             readers.read_with = plain_read  # type: ignore[assignment]
     return {k: v for k, v in out.items() if v}
@@ -251,7 +289,7 @@ async def _profile_keys(app: object, pilot: object, out: dict[str, list[Any]], c
         counts.reset()
         c0 = time.process_time()
         await pilot.press(key)  # type: ignore[attr-defined]
-        out.setdefault(f"profile view: {name} ({key})", []).append(time.process_time() - c0)
+        out.setdefault(f"profile view: {name} ({key})", []).append(counts.key_cpu(c0))
         out.setdefault(f"counts: profile view: {name} ({key})", []).append(counts.taken())
         assert isinstance(app.screen, ProfileScreen), "the profile view did not open"  # type: ignore[attr-defined]
     await pilot.press("escape")  # type: ignore[attr-defined]
@@ -259,7 +297,7 @@ async def _profile_keys(app: object, pilot: object, out: dict[str, list[Any]], c
     counts.reset()
     c0 = time.process_time()  # back on the graph, the view again: the screen built above shows again
     await pilot.press("T")  # type: ignore[attr-defined]
-    out.setdefault("profile view: open it again (T)", []).append(time.process_time() - c0)
+    out.setdefault("profile view: open it again (T)", []).append(counts.key_cpu(c0))
     out.setdefault("counts: profile view: open it again (T)", []).append(counts.taken())
     assert isinstance(app.screen, ProfileScreen), "the profile view did not open again"  # type: ignore[attr-defined]
     await pilot.press("escape")  # type: ignore[attr-defined]
@@ -354,12 +392,16 @@ def measure_trace(kernels: int, repeat: int, folder: Path) -> None:
           f"{_runs(first['first screen beyond the read'])} after the app's read returned (goal < 1 s; "
           f"{'advice: computing' if first['advice: computing on screen'][0] else 'advice already in'} on it), "
           f"advice filled in {_runs(first['advice filled in beyond the read'])} after it, all done {_runs(screen)}")
-    print(f"  every key, each of {repeat} app runs (CPU time incl. the event loop and painting), then the median:")
+    print(f"  every key, each of {repeat} app runs (CPU time incl. the event loop and painting, "
+          f"less the full collections the app made once idle), then the median:")
     for key, value in keys.items():
         if key.startswith(("key:", "unbound", "search", "profile view")):
             worst = "" if max(value) < 0.05 else " ← over"
             counted = keys.get(f"counts: {key}")
             print(f"  {key}: {_runs(value)} (goal < 50 ms){worst}" + (f"; {_counts(counted)}" if counted else ""))
+    idle = keys.get("idle GCs over the run (count, CPU ms)", [])
+    print("  full collections the app made when idle (between keys, left out of the keys' times above), each run: "
+          + ", ".join(f"{n} taking {ms:.0f} ms CPU in all" for n, ms in idle))
 
 
 TIMELINE_KEYS = (("zoom in", "plus"), ("zoom in", "plus"), ("zoom out", "minus"), ("pan left", "h"),

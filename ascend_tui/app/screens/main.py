@@ -29,12 +29,13 @@ from ascend_tui.app.widgets.footer import KeyFooter
 from ascend_tui.fmt import plural
 from ascend_tui.graph.movers import moves_values
 from ascend_tui.navigation import Navigator
-from ascend_tui.progress import HeldFreeze
+from ascend_tui.progress import HeldFreeze, IdleCollector
 
 if TYPE_CHECKING:
     from ascend_tui.investigation import Investigation
 
 NARROW = 110
+IDLE_GC_CHECK = 0.1  # seconds between looks for a due full collection (IdleCollector)
 PLACEHOLDER_NAMES = {"input": "a model input", "param": "a parameter", "buffer": "a buffer",
                      "const": "a constant (a tensor from outside the model's calls)"}
 WALK_ACTIONS = frozenset({"focus_cursor", "producer", "producer_every_op", "consumer", "root_cause", "next_finding", "previous_finding",
@@ -56,6 +57,7 @@ class MainScreen(Screen[None]):
         self._stepped = False
         self._auto_node: str | None = None  # the cursor's place when we chose it only for lack of a finding
         self._freeze = HeldFreeze()
+        self._idle_gc = IdleCollector()  # full collections between keys, not inside them
         self._to_prepare: Investigation | None = None  # the investigation the views compute ahead for
         self._quiet = False  # True while the list is set up: its cursor moves paint no pane
 
@@ -78,6 +80,8 @@ class MainScreen(Screen[None]):
         # the panes follow the cursor in the handler that moved it, so the list and they are painted in one frame
         # (a Highlighted message is handled a frame later: the list, then the panes, painted apart)
         self.watch(self.ops, "cursor", self._cursor_moved, init=False)
+        self._idle_gc.hold()
+        self.set_interval(IDLE_GC_CHECK, self._collect_when_idle)
         if self.inv is None:
             self._repaint()
 
@@ -167,6 +171,19 @@ class MainScreen(Screen[None]):
 
     def on_unmount(self) -> None:
         self._freeze.release()  # the process goes on (an embedding script, the tests) with its collector as it was
+        self._idle_gc.release()
+
+    def _collect_when_idle(self) -> None:
+        self._idle_gc.collect_if_due(self._app_quiet)
+
+    def _app_quiet(self) -> bool:
+        """Nothing waits to be handled or painted: no message queued anywhere, the screen shown painted."""
+        app = self.app
+        screen = app.screen
+        if (app._batch_count or screen._layout_required or screen._repaint_required or screen._scroll_required
+                or screen._recompose_required or screen._dirty_widgets):
+            return False
+        return app._message_queue.empty() and all(node._message_queue.empty() for node in app._registry)
 
     def _job_busy(self) -> bool:
         try:
