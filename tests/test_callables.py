@@ -73,7 +73,7 @@ def test_plain_functions_and_args_with_kwargs(tmp_path: Path) -> None:
     assert first["node"] == "mul.0" and first["kind"] == "inf"
     assert any("plain function" in n for n in report["run"]["notes"])
     # a module with positional and keyword inputs: placeholders by position and by name
-    from ascend_tui.live.capture import Inputs
+    from ascend_tui.live.tensors import Inputs
 
     torch.manual_seed(0)
     inv = ascend_tui.investigate(Net(), Inputs((torch.randn(4, 8),), {"mask": torch.zeros(4, 8)}),

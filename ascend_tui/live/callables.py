@@ -3,7 +3,7 @@
 Capture hooks an `nn.Module`. This module turns what a user hands over into one without changing
 node ids: a plain function becomes a parameterless module whose ops belong to the root; a compiled
 module is replaced by the original module it wraps, with a note saying that the compiled kernels
-were not what ran. (Positional plus keyword inputs are `live.capture.Inputs`.)
+were not what ran. (Positional plus keyword inputs are `live.tensors.Inputs`.)
 """
 
 from __future__ import annotations

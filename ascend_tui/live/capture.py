@@ -15,7 +15,7 @@ import threading
 import weakref
 from math import prod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import HistogramTable, StatsTable, TensorMeta
@@ -25,11 +25,13 @@ from ascend_tui.live.attribution import ABSENT, WRAPPER_CODE, Unshadow, attribut
 from ascend_tui.live.aten import FACTS, SAME_VALUES, overload_facts, storage_key, written_args
 from ascend_tui.live.frames import SourceStack, stop_at, user_source, wrapper_code
 from ascend_tui.live.stat_rows import StatRows
+from ascend_tui.live.tensors import FLOATING, Inputs, dtype_name, split_inputs, tensor_leaves
 from ascend_tui.live.weights import WEIGHTS
 from ascend_tui.progress import Progress
 
-__all__ = ["ABSENT", "SAME_VALUES", "CaptureResult", "Inputs", "Recorder", "call_model", "dtype_name", "iter_tensors",
-           "split_inputs", "Unshadow", "user_source"]
+# `Inputs` stays importable from here, where user scripts written before `live/tensors.py` found it.
+__all__ = ["ABSENT", "SAME_VALUES", "CaptureResult", "Inputs", "Recorder", "SlotRef", "Unshadow", "tensor_meta",
+           "user_source"]
 
 
 @dataclass(slots=True)
@@ -59,19 +61,7 @@ class SlotRef(NamedTuple):
 _new_ref = tuple.__new__
 
 
-# The dtype names of floating tensors (`TensorMeta.dtype`).
-FLOATING = frozenset({"float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
-                      "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2"})
-_DTYPE_NAMES: dict[Any, str] = {}
 _METAS: dict[tuple[Any, ...], TensorMeta] = {}
-
-
-def dtype_name(dtype: Any) -> str:
-    """`float16` for `torch.float16`."""
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
-        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
-    return name
 
 
 def tensor_meta(t: Any) -> TensorMeta:
@@ -83,55 +73,6 @@ def tensor_meta(t: Any) -> TensorMeta:
         if len(_METAS) > 65536:  # dynamic shapes could grow it without bound
             _METAS.clear()
     return meta
-
-
-# Per tensor type: the argument types seen to be tensors and those seen not to be (ints, floats, dtypes, None...),
-# so most arguments are told apart by a set lookup on their type (`isinstance` of an int against `torch.Tensor`
-# costs three times more: it walks the metaclass's subclass check).
-_LEAF_KINDS: dict[type, tuple[set[type], set[type]]] = {}
-
-
-def tensor_leaves(values: Any, tensor_type: type) -> list[Any]:
-    """The tensors among an aten call's arguments (or outputs), in `tree_flatten` order."""
-    try:
-        tensors, plain = _LEAF_KINDS[tensor_type]
-    except KeyError:
-        tensors, plain = _LEAF_KINDS[tensor_type] = ({tensor_type}, {int, float, bool, complex, str, type(None)})
-    found: list[Any] = []
-    for v in values:
-        kind = type(v)
-        if kind in tensors:
-            found.append(v)
-        elif kind in plain:
-            continue
-        elif kind is list or kind is tuple:  # Tensor[] and Tensor?[] arguments, tuple outputs
-            for e in v:
-                kind = type(e)
-                if kind in tensors:
-                    found.append(e)
-                elif kind in plain:
-                    continue
-                elif isinstance(e, tensor_type):
-                    tensors.add(kind)
-                    found.append(e)
-                elif isinstance(e, (list, tuple, dict)):
-                    return _deep_leaves(values, tensor_type)
-                else:
-                    plain.add(kind)
-        elif isinstance(v, tensor_type):
-            tensors.add(kind)
-            found.append(v)
-        elif isinstance(v, (list, tuple, dict)):
-            return _deep_leaves(values, tensor_type)
-        else:
-            plain.add(kind)
-    return found
-
-
-def _deep_leaves(values: Any, tensor_type: type) -> list[Any]:
-    from torch.utils._pytree import tree_flatten
-
-    return [x for x in tree_flatten(list(values))[0] if isinstance(x, tensor_type)]
 
 
 class Recorder:
@@ -509,41 +450,3 @@ class Recorder:
     def finish_histograms(self) -> HistogramTable:
         """Every output's histogram, brought to the host at once."""
         return self.stat_rows.finish_histograms()
-
-
-@dataclass(frozen=True, slots=True)
-class Inputs:
-    """Positional and keyword inputs together, for models called as `model(*args, **kwargs)`."""
-
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-def split_inputs(inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """`(args, kwargs)` from an `Inputs`, a tuple/list (positional), a dict (keywords) or one value."""
-    if isinstance(inputs, Inputs):
-        return tuple(inputs.args), dict(inputs.kwargs)
-    if isinstance(inputs, dict):
-        return (), inputs
-    if isinstance(inputs, (tuple, list)):
-        return tuple(inputs), {}
-    return (inputs,), {}
-
-
-def call_model(model: Any, inputs: Any) -> Any:
-    """Call `model` with its inputs: positional, keyword, or both (`Inputs`)."""
-    args, kwargs = split_inputs(inputs)
-    return model(*args, **kwargs)
-
-
-stop_at(call_model)  # source stacks end at the model's call: what started the run is not the model
-
-
-def iter_tensors(obj: Any) -> Iterator[Any]:
-    """Every tensor inside a nested structure of outputs."""
-    import torch
-    from torch.utils._pytree import tree_flatten
-
-    for leaf in tree_flatten(obj)[0]:
-        if isinstance(leaf, torch.Tensor):
-            yield leaf

@@ -250,7 +250,7 @@ def saturation_limit(dtype: Any) -> float | None:
     """The largest finite magnitude of the dtype the check judges: a module output there has saturated (a device in
     saturation mode clamps to it) or, in a wider run dtype, would overflow the checked one."""
     from ascend_tui.checks.overflow import range_of
-    from ascend_tui.live.capture import dtype_name
+    from ascend_tui.live.tensors import dtype_name
 
     rng = range_of(dtype if isinstance(dtype, str) else dtype_name(dtype))
     return rng.max if rng is not None else None

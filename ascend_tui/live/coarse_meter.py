@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ascend_tui.checks.suspects import Standout, standout
-from ascend_tui.live.capture import tensor_leaves
+from ascend_tui.live.tensors import tensor_leaves
 
 if TYPE_CHECKING:
     from ascend_tui.live.coarse_pass import Event

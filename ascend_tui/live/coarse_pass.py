@@ -18,7 +18,8 @@ import numpy as np
 from ascend_tui.errors import Cancelled
 from ascend_tui.graph.opgraph import derive, op_node
 from ascend_tui.live.batch_stats import BatchStats
-from ascend_tui.live.capture import ABSENT, Recorder, SlotRef, Unshadow, call_model, tensor_leaves, tensor_meta
+from ascend_tui.live.capture import ABSENT, Recorder, SlotRef, Unshadow, tensor_meta
+from ascend_tui.live.tensors import call_model, tensor_leaves
 from ascend_tui.live.coarse_window import WindowClosed, lazy_window_mode, window_mode
 from ascend_tui.live.frames import stop_at
 from ascend_tui.progress import frozen_gc

@@ -111,7 +111,7 @@ def prepare(model: Any, inputs: Any, device: Device, dtype: Any, *, copy_model: 
     import torch
     from torch.utils._pytree import tree_map
 
-    from ascend_tui.live.capture import Inputs
+    from ascend_tui.live.tensors import Inputs
 
     if copy_model:
         model = copy.deepcopy(model)
@@ -137,7 +137,7 @@ def model_dtype(model: Any, inputs: Any) -> Any:
     import torch
     from torch.utils._pytree import tree_flatten
 
-    from ascend_tui.live.capture import split_inputs
+    from ascend_tui.live.tensors import split_inputs
 
     if isinstance(model, torch.nn.Module):
         for p in model.parameters():

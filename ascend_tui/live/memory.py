@@ -29,7 +29,8 @@ from ascend_tui.checks.memory import (
 from ascend_tui.evidence import Finding, MemoryEvent, MemorySample, StatsTable
 from ascend_tui.graph.opgraph import OpGraph
 from ascend_tui.live.aten import storage_key
-from ascend_tui.live.capture import CaptureResult, Recorder, call_model, iter_tensors
+from ascend_tui.live.capture import CaptureResult, Recorder
+from ascend_tui.live.tensors import call_model, iter_tensors
 from ascend_tui.live.context import LiveContext, Run
 from ascend_tui.live.device import Device
 from ascend_tui.live.memory_rules import Bad, Bound, Plan, Sanitizer, bind_arguments, replace_argument

@@ -21,7 +21,7 @@ from ascend_tui.checks.memory import (
     write_kind,
 )
 from ascend_tui.live.aten import write_positions
-from ascend_tui.live.capture import dtype_name, iter_tensors
+from ascend_tui.live.tensors import dtype_name, iter_tensors
 from ascend_tui.live.memory_tracking import InitTracker, LeakTracker, UnwrittenRead
 
 _MAX_REPORTS_PER_ALLOC = 3

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ascend_tui.live.aten import storage_key
-from ascend_tui.live.capture import dtype_name, iter_tensors
+from ascend_tui.live.tensors import dtype_name, iter_tensors
 
 MAX_VIEWS = 4
 

@@ -21,7 +21,7 @@ import numpy as np
 from ascend_tui.checks.effect import OutputEffect, compare_outputs
 from ascend_tui.checks.overflow import RangeEvidence, analyze, range_of
 from ascend_tui.errors import AscendTuiError
-from ascend_tui.live.capture import call_model, dtype_name
+from ascend_tui.live.tensors import call_model, dtype_name
 from ascend_tui.live.context import LiveContext, Run, guarded, prepare, torch_dtype
 from ascend_tui.live.recording import Call, GradRecorder, Watcher, grad_capture, recording
 from ascend_tui.live.recording import default_loss  # noqa: F401 - live.coarse imports it from here

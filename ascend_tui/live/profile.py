@@ -24,7 +24,7 @@ from ascend_tui.checks import layout_pairs
 from ascend_tui.checks.profile import normalize
 from ascend_tui.checks.profile_advice import advise
 from ascend_tui.errors import Cancelled
-from ascend_tui.live.capture import call_model
+from ascend_tui.live.tensors import call_model
 from ascend_tui.graph.profile import Codes, KernelTable, Profile
 
 if TYPE_CHECKING:

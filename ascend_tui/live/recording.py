@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from ascend_tui.graph.opgraph import OpNode
 from ascend_tui.live.aten import FACTS, overload_facts
-from ascend_tui.live.capture import ABSENT, CaptureResult, Recorder, call_model, iter_tensors
+from ascend_tui.live.capture import ABSENT, CaptureResult, Recorder
+from ascend_tui.live.tensors import call_model, iter_tensors
 from ascend_tui.live.frames import stop_at
 from ascend_tui.progress import Progress, frozen_gc
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 from ascend_tui.errors import InputError
 from ascend_tui.investigation import CHECK_NAMES, Investigation, RunInfo
-from ascend_tui.live.capture import dtype_name
+from ascend_tui.live.tensors import dtype_name
 from ascend_tui.live.coarse import Side, coarse_capture, saturation_limit
 from ascend_tui.live.context import COARSE, LiveCheck, LiveContext, Run, guarded, model_dtype, prepare, torch_dtype
 from ascend_tui.live.device import select
@@ -210,7 +210,7 @@ def investigate(model: Any, inputs: Any = (), options: RunOptions | Mapping[str,
     and against which reference (`"cpu:float32"`, or None; skipped when it would repeat the target
     run); any of its fields or check settings may also be given as keywords (`checks=("overflow",),
     dtype="float16", inf_nan_mode=False`), which override `options`; anything else is a TypeError. `inputs` is a tuple of positional inputs, a dict of keyword inputs,
-    one tensor, or `live.capture.Inputs(args, kwargs)`. `on_partial` receives a snapshot once
+    one tensor, or `live.tensors.Inputs(args, kwargs)`. `on_partial` receives a snapshot once
     the graph is captured and again after each check but the last, so an interface can show
     results as they come; `cancel` stops the run at the next operator.
     """

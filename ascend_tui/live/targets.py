@@ -116,7 +116,7 @@ def load_target(spec: str) -> Target:
             raise InputError(path, f"{factory}() returned (model, args, kwargs) with args a "
                                    f"{type(args).__name__} and kwargs a {type(kwargs).__name__}: expected a tuple "
                                    f"and a dict")
-        from ascend_tui.live.capture import Inputs
+        from ascend_tui.live.tensors import Inputs
 
         return Target(spec, path, factory, module, model, Inputs(tuple(args), dict(kwargs)))
     inputs = result[1]

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator
 
 from ascend_tui.checks.overflow import CHECK, num, range_of
 from ascend_tui.evidence import Finding, RootCause, StepSeries
-from ascend_tui.live.capture import dtype_name, iter_tensors
+from ascend_tui.live.tensors import dtype_name, iter_tensors
 from ascend_tui.live.step_trend import TREND_STEPS, StepTrend, grad_norm_tensor, scalar_loss
 
 DEFAULT_SAVE = "ascend-tui-watch-step{step}.atui.json"
@@ -292,7 +292,7 @@ class Watch:
 
     def _rerun(self, step: int, inputs: Any) -> None:
         """Capture the bad step op by op on its inputs and save the investigation (a failure only warns)."""
-        from ascend_tui.live.capture import Inputs
+        from ascend_tui.live.tensors import Inputs
 
         if inputs is None and self._inputs is not None:
             a, kw = self._inputs
