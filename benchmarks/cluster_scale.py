@@ -25,16 +25,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 MSPROF = Path("/work/venv-msprof/bin/msprof-analyze")
 
+# The command ends its process itself (`cli.main.entry`: `os._exit` once the exit handlers have run), so
+# the result is printed by an exit handler, not after `run_module` returns (it never does).
 WRAP = """
-import resource, runpy, sys, time
+import atexit, resource, runpy, sys, time
 t0 = time.perf_counter()
 sys.argv = ["ascend-tui", *sys.argv[1:]]
-try:
-    runpy.run_module("ascend_tui", run_name="__main__", alter_sys=True)
-except SystemExit:
-    pass
-print("RESULT", time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
+atexit.register(lambda: print("RESULT", time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                              resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr, flush=True))
+runpy.run_module("ascend_tui", run_name="__main__", alter_sys=True)
 """
 
 
