@@ -172,7 +172,7 @@ def slow_rank_kernels(slow: int, types: Mapping[int, Sequence[tuple[str, int, fl
         med = float(np.median([per_step[r].get(k, 0.0) for r in per_step if r != slow]))
         mine = per_step[slow].get(k, 0.0)
         rows.append({"type": k, "slow_us": mine, "median_us": med, "excess_us": mine - med,
-                     "ratio": mine / med if med else float("inf")})
+                     "ratio": mine / med if med else None})  # None: the median rank runs none (JSON has no inf)
     rows.sort(key=lambda r: -float(r["excess_us"]))  # type: ignore[arg-type]
     total = sum(float(r["excess_us"]) for r in rows if float(r["excess_us"]) > 0)  # type: ignore[arg-type]
     named, acc = [], 0.0
@@ -191,7 +191,9 @@ def slow_rank(summary_rank: int, stage: str, excess_us: float, n_ranks: int, com
     kernels = ""
     if named:
         kernels = "; its excess kernel time is in " + ", ".join(
-            f"{r['type']} (+{fmt.duration_us(r['excess_us'])}, {fmt.ratio(r['ratio'])} the median)" for r in named[:5])
+            f"{r['type']} (+{fmt.duration_us(r['excess_us'])}, "
+            + (f"{fmt.ratio(r['ratio'])} the median)" if r["ratio"] is not None else "none on the median rank)")
+            for r in named[:5])
         if stage == "computing" and total < 0.5 * excess_us:
             kernels += f" (the kernel rows account for {fmt.duration_us(total)} of the excess: they hold part of the step)"
     hint = ("free time: host-side stalls (dataloader, dispatch, synchronisation) on that rank; "
