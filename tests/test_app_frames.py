@@ -151,3 +151,41 @@ async def test_the_next_operator_repaints_only_the_detail_lines_that_differ(tmp_
         width = detail.scrollable_content_region.width
         whole = hanging(Text(detail.text), width, app.console).plain.split("\n")
         assert [plain(detail, y).text.rstrip() for y in range(lines)] == [line.rstrip() for line in whole]
+
+
+async def test_a_search_that_empties_the_list_lays_out_no_pane(tmp_path: Path) -> None:
+    """Only the search box lays itself out on a letter: the neighbours pane keeps its height, blank, when no
+    operator is left under the cursor (it laid the screen out twice on that letter, the slowest at 1M kernels)."""
+    from textual.widget import Widget
+
+    app = InvestigatorApp(_long_investigation(), theme="textual-dark", export_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await to_home(app, pilot)
+        main, ops = app.main, app.main.ops
+        neighbours = main.query_one(Neighbours)
+        height = neighbours.size.height
+        await pilot.press("slash")
+        await pilot.pause()
+        asked: list[str] = []
+        refresh = Widget.refresh
+
+        def counted(widget: Widget, *args: object, layout: bool = False, **kwargs: object) -> Widget:
+            if layout:
+                asked.append(type(widget).__name__)
+            return refresh(widget, *args, layout=layout, **kwargs)
+
+        Widget.refresh = counted  # type: ignore[method-assign]
+        try:
+            for letter in "layers.9zq":  # narrows to layers.9x ops, then to none
+                asked.clear()
+                await pilot.press(letter)
+                await pilot.pause()
+                assert set(asked) <= {"Input"}, f"{letter}: {asked}"
+        finally:
+            Widget.refresh = refresh  # type: ignore[method-assign]
+        assert len(ops.shown) == 0 and ops.current is None
+        assert neighbours.size.height == height and not neighbours.render().plain.strip()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(ops.shown) == 300 and neighbours.node_id == ops.current is not None
+        assert "producers" in str(neighbours.render())

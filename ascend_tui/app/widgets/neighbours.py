@@ -55,7 +55,9 @@ class Neighbours(Static):
     def _paint(self) -> None:
         inv, node_id = self._inv, self.node_id
         if inv is None or node_id is None or node_id not in inv.graph:
-            self._update(Text(""))
+            # Blank, at the height it had (a search that empties the list would otherwise lay the screen out on
+            # that letter, and again when an operator comes back: 2 of a letter's 3 layouts at 1M kernels).
+            self._update(Text("\n" * max(self._lines - 1, 0)))
             return
         style = self._style
         out = Text(no_wrap=True, overflow="ellipsis")
