@@ -41,7 +41,7 @@ def tensor_leaves(values: Any, tensor_type: type) -> list[Any]:
     except KeyError:
         tensors, plain = _LEAF_KINDS[tensor_type] = ({tensor_type}, {int, float, bool, complex, str, type(None)})
     found: list[Any] = []
-    for v in values:
+    for v in values:  # the common kinds inline; a kind seen for the first time is learned by `_new_kind`
         kind = type(v)
         if kind in tensors:
             found.append(v)
@@ -52,23 +52,24 @@ def tensor_leaves(values: Any, tensor_type: type) -> list[Any]:
                 kind = type(e)
                 if kind in tensors:
                     found.append(e)
-                elif kind in plain:
-                    continue
-                elif isinstance(e, tensor_type):
-                    tensors.add(kind)
-                    found.append(e)
-                elif isinstance(e, (list, tuple, dict)):
+                elif kind not in plain and _new_kind(e, kind, tensor_type, tensors, plain, found):
                     return _deep_leaves(values, tensor_type)
-                else:
-                    plain.add(kind)
-        elif isinstance(v, tensor_type):
-            tensors.add(kind)
-            found.append(v)
-        elif isinstance(v, (list, tuple, dict)):
+        elif _new_kind(v, kind, tensor_type, tensors, plain, found):
             return _deep_leaves(values, tensor_type)
-        else:
-            plain.add(kind)
     return found
+
+
+def _new_kind(x: Any, kind: type, tensor_type: type, tensors: set[type], plain: set[type], found: list[Any]) -> bool:
+    """File `x`'s type under tensors (keeping `x`) or plain values; True for a container nested deeper than one
+    level (or a dict, or a list/tuple subclass such as `torch.Size`), which the pytree walk then reads."""
+    if isinstance(x, tensor_type):
+        tensors.add(kind)
+        found.append(x)
+        return False
+    if isinstance(x, (list, tuple, dict)):
+        return True
+    plain.add(kind)
+    return False
 
 
 def _deep_leaves(values: Any, tensor_type: type) -> list[Any]:
