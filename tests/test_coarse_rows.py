@@ -54,8 +54,8 @@ def test_the_float32_short_route_gives_the_rows_of_the_route_kept_for_later() ->
     assert list(a_raw[:, 6].astype(int)) == zeros
 
 
-def test_the_pass_makes_frozen_events_equal_to_their_records() -> None:
-    """Events made through `Event`'s mutable twin are `Event`s: equal to one built field by field, hashable, frozen."""
+def test_the_pass_makes_one_frozen_event_per_module_call_and_gradient() -> None:
+    """A training step's pass: an `Event` per module call, then per gradient reaching one; hashable and frozen."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
     rec = step_pass(model, torch.randn(3, 4), window=None, backward=True, loss=lambda out: out.sum())

@@ -19,7 +19,7 @@ from typing import Any, Callable, NamedTuple
 
 from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import HistogramTable, StatsTable, TensorMeta
-from ascend_tui.graph.ids import IdMinter, api_op
+from ascend_tui.graph.ids import IdMinter, api_op, node_id as node_id_of
 from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node
 from ascend_tui.live.attribution import ABSENT, WRAPPER_CODE, Unshadow, attributed
 from ascend_tui.live.aten import FACTS, SAME_VALUES, overload_facts, storage_key, written_args
@@ -332,14 +332,14 @@ class Recorder:
         stack = self.module_stack
         module = stack[-1] if stack else ""
         name = facts.name
-        counters = self._counters  # `IdMinter.mint` inline (and `ids.node_id`'s format): two calls fewer per op
+        counters = self._counters  # `IdMinter.mint` inline (and `ids.node_id`'s forward case): one call fewer per op
         key = (phase, module, name)
         k = counters.get(key, 0)
         counters[key] = k + 1
         if phase == "forward":
             node_id = f"{module}/{name}.{k}" if module else f"{name}.{k}"
         else:
-            node_id = f"{phase}:{module}/{name}.{k}" if module else f"{phase}:{name}.{k}"
+            node_id = node_id_of(module, name, k, phase)
         tensor = self._tensor
         in_tensors = tensor_leaves(args, tensor)
         if kwargs:

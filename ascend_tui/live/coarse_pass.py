@@ -46,25 +46,6 @@ class Event:
     nbytes: int | None = None  # bytes the call allocated, when a meter was asked
 
 
-class _EventFields:
-    """`Event`'s slots in its order without its frozen `__setattr__`: filled by plain stores, then made an `Event` by
-    assigning `__class__` (as `graph.node.op_node` makes nodes): a frozen dataclass's `__init__` took 2.4-3.4 us an
-    event against ~1 us, ~400 events a training step."""
-
-    __slots__ = ("index", "module", "module_class", "phase", "node", "entered_at", "seconds", "nbytes")
-
-    def __init__(self, index: int, module: str, module_class: str, phase: str, node: str, entered_at: int,
-                 seconds: float | None = None, nbytes: int | None = None) -> None:
-        self.index = index
-        self.module = module
-        self.module_class = module_class
-        self.phase = phase
-        self.node = node
-        self.entered_at = entered_at
-        self.seconds = seconds
-        self.nbytes = nbytes
-
-
 class StepRecorder(Recorder):
     """A recorder that makes one node per module call (and per module gradient), and operator nodes only inside its
     window of events (none when `window` is None: pass 1)."""
@@ -207,9 +188,7 @@ class StepRecorder(Recorder):
         node = "" if inside else self._module_node(name, cls, args, kwargs, outs, children)
         if inside and self.stop_after_window:
             self.window_outputs[index] = [self.source_of(t) for t in outs]
-        event: Any = _EventFields(index, name, cls, self.phase, node, entered, *measured)
-        event.__class__ = Event
-        self.events.append(event)
+        self.events.append(Event(index, name, cls, self.phase, node, entered, *measured))
         if node:
             self._frames[-1].append(self._producers[id(outs[0])][1] if outs else SlotRef(node, 0, self.op_count - 1))
         if self.grads and self.phase == "forward" and self._grad_enabled():
@@ -314,9 +293,7 @@ class StepRecorder(Recorder):
                 if self.want_stats and self.module_stats:
                     self.take((node, 0), grad)
                 self._last = SlotRef(node, 0, i, meta)
-            event: Any = _EventFields(index, name, cls, "backward", node, index)
-            event.__class__ = Event
-            events.append(event)
+            events.append(Event(index, name, cls, "backward", node, index))
             self.module_stack[:] = [name] if name else []  # what runs next is this module's backward
             if w is not None or self.flag_device is not None or self.cancel is not None or self.progress is not None:
                 self._advance(index)
