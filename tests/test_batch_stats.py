@@ -197,13 +197,25 @@ def test_values_are_kept_when_the_tensor_is_changed_and_freed() -> None:
     assert (raw[0, 0], raw[0, 1], raw[0, 2], raw[0, 4]) == (2.0, 2.0, 6000.0, 0)
 
 
-def test_the_module_sample_offsets_take_the_strided_runs() -> None:
-    """`sample=512` gathers the cached offsets: the same values as the strided view of evenly spaced runs."""
-    from ascend_tui.live.batch_stats import _sample_offsets, _strided_sample
+def test_the_strided_sample_is_the_per_output_routes_sample() -> None:
+    """`_strided_sample` with `HIST_SAMPLE // 64` runs takes the values `statistics.sample_of` does (the per-output
+    route's sample), and with fewer runs evenly spaced runs of 64 across the whole tensor, flat or as 1024-value rows."""
+    from ascend_tui.evidence import HIST_SAMPLE
+    from ascend_tui.live.batch_stats import _strided_sample
+    from ascend_tui.live.statistics import sample_of
 
-    for n in (1, 63, 511, 512, 513, 4097, 16_384, 70_001):
+    for n in (1, 63, 511, 512, 513, 4096, 4097, 16_384, 70_001):
         a = np.arange(n, dtype=np.float32)
-        np.testing.assert_array_equal(a[_sample_offsets(n, 8)], _strided_sample(a, 8).ravel(), err_msg=str(n))
+        np.testing.assert_array_equal(_strided_sample(a, HIST_SAMPLE // 64).ravel(), sample_of(a).ravel(), err_msg=str(n))
+        few = _strided_sample(a, 8).ravel()
+        if n > 512:
+            step = (n - 64) // 7
+            np.testing.assert_array_equal(few, (np.arange(8)[:, None] * step + np.arange(64)).ravel(), err_msg=str(n))
+            assert few[-1] <= n - 1 and few[-1] >= n - 1 - 7  # the last run ends at (or just before) the end
+        else:
+            np.testing.assert_array_equal(few, a)
+        if n % 1024 == 0:
+            np.testing.assert_array_equal(_strided_sample(a.reshape(-1, 1024), 8).ravel(), few)
 
 
 def test_histograms_binned_in_groups_match_the_per_output_route() -> None:
