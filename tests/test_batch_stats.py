@@ -229,3 +229,40 @@ def test_histograms_binned_in_groups_match_the_per_output_route() -> None:
     for i, t in enumerate(ts):
         if want_hist[i] is not None and t.dtype != torch.float64:
             np.testing.assert_array_equal(hists[i], want_hist[i], err_msg=f"histogram {i}")
+
+
+def test_whole_row_tensors_match_float64_reference() -> None:
+    """Float32 tensors of whole 1024-value rows (read as [rows, 1024]): every row against numpy in float64, with the
+    only zero a -0.0, zeros with no negative value, NaN, Inf, huge values and none at all among them."""
+    g = torch.Generator().manual_seed(3)
+    cases = []
+    for n in (1024, 4096, 16_384, 32_768, 65_536):
+        t = torch.randn(n, generator=g)
+        only_negative_zero = t.clone()
+        only_negative_zero[n // 3] = -0.0
+        nonnegative = torch.relu(t)  # zeros at the low end of the range
+        positive = t.abs() + 0.5  # no zeros: 0 is outside [min, max]
+        with_nan, with_inf, huge = t.clone(), t.clone(), t.clone()
+        with_nan[n - 1] = math.nan
+        with_inf[0] = math.inf
+        huge[: n // 2] = 4e37  # sums and squares overflow float32 partials
+        cases += [t, only_negative_zero, nonnegative, positive, with_nan, with_inf, huge]
+    batch = BatchStats(torch)
+    for t in cases:
+        batch.add(t)
+    raw, numel, _, _ = batch.finish()
+    for i, t in enumerate(cases):
+        a = t.numpy().astype(np.float64)
+        finite = a[np.isfinite(a)]
+        nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
+        assert tuple(raw[i, 4:]) == (nan, inf, int((a == 0).sum())), i
+        assert numel[i] == a.size
+        if nan:
+            assert math.isnan(raw[i, 0]) and math.isnan(raw[i, 2])
+            continue
+        assert (raw[i, 0], raw[i, 1]) == (a.min(), a.max()), i
+        if inf:
+            assert math.isinf(raw[i, 3])
+            continue
+        np.testing.assert_allclose(raw[i, 2], finite.sum(), rtol=2e-5, atol=1e-3, err_msg=str(i))
+        np.testing.assert_allclose(raw[i, 3], math.sqrt((finite ** 2).sum()), rtol=2e-5, err_msg=str(i))

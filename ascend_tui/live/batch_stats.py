@@ -37,6 +37,7 @@ _COLUMNS = 1024  # a sum of squares as per-row dot products of this length: vect
 _NO_OVERFLOW = 5e17
 _ONES = np.ones(_COLUMNS, dtype=np.float32)
 _add = np.add.reduce
+_all = np.logical_and.reduce
 _STEP = HIST_EDGES_LOG2[1] - HIST_EDGES_LOG2[0]
 _CODE = np.clip((np.arange(256) - 127 - HIST_EDGES_LOG2[0]) // _STEP + 1, 0, HIST_BINS - 1)  # bin of each exponent
 _FIRST_EXPONENT = np.searchsorted(_CODE, np.arange(HIST_BINS))  # bins are runs of exponents: where each starts
@@ -185,7 +186,7 @@ class BatchStats:
                 np.vecdot(a, _ONES, out=sums)
                 np.vecdot(a, a, out=squares)
                 s, sq = _add(partials, axis=1, dtype=np.float64).tolist()  # the ufunc: `.sum` is a Python wrapper
-                if not lo > 0 and not hi < 0:  # 0 lies in [lo, hi]: count the zeros
+                if not lo > 0 and not hi < 0 and not _all(a, axis=None):  # 0 lies in [lo, hi] and a value is 0
                     zeros = int(np.count_nonzero(np.equal(a, 0, out=flags)))
                 return lo, hi, s, math.sqrt(sq), 0, 0, zeros
             s, sq = float(np.add.reduce(a)), _squares(a)
