@@ -180,9 +180,13 @@ class BatchStats:
             a = a.reshape(-1, _COLUMNS)
         lo, hi = float(np.minimum.reduce(a, axis=None)), float(np.maximum.reduce(a, axis=None))
         nan = inf = zeros = 0
+        if a.ndim == 2:  # whole rows: their scratch (a mask of their shape, no reshape)
+            partials, sums, squares, flags = self._scratch(a.shape[0])
+        else:
+            k = a.size
+            flags = self._flags[:k] if k <= self._flags.size else self._mask(k)
         if -_NO_OVERFLOW < lo and hi < _NO_OVERFLOW:  # the common case (False for NaN too): float32 partials
             if a.ndim == 2:  # sum and squares as dot products of its 1024-value rows, added in float64 together
-                partials, sums, squares, flags = self._scratch(a.shape[0])
                 np.vecdot(a, _ONES, out=sums)
                 np.vecdot(a, a, out=squares)
                 s, sq = _add(partials, axis=1, dtype=np.float64).tolist()  # the ufunc: `.sum` is a Python wrapper
@@ -190,22 +194,20 @@ class BatchStats:
                     zeros = int(np.count_nonzero(np.equal(a, 0, out=flags)))
                 return lo, hi, s, math.sqrt(sq), 0, 0, zeros
             s, sq = float(np.add.reduce(a)), _squares(a)
-        else:
-            a = a.reshape(-1)
-            if lo != lo or hi != hi or lo == -math.inf or hi == math.inf:  # NaN or Inf: count them; no sum to widen
-                nan = int(np.count_nonzero(np.isnan(a, out=self._mask(a.size))))
-                inf = int(np.count_nonzero(np.isinf(a, out=self._mask(a.size))))
-                if nan:
-                    s = sq = math.nan
-                else:
-                    with np.errstate(invalid="ignore"):  # +Inf and -Inf together sum to NaN
-                        s, sq = float(np.add.reduce(a)), math.inf
-            else:  # huge finite values: float32 partial sums could overflow, so in float64
-                with np.errstate(over="ignore"):
-                    wide = a.astype(np.float64)
-                    s, sq = float(wide.sum()), _squares(wide)  # by rows: one long np.dot wakes every BLAS thread
+        elif lo != lo or hi != hi or lo == -math.inf or hi == math.inf:  # NaN or Inf: count them; no sum to widen
+            nan = int(np.count_nonzero(np.isnan(a, out=flags)))
+            inf = int(np.count_nonzero(np.isinf(a, out=flags)))
+            if nan:
+                s = sq = math.nan
+            else:
+                with np.errstate(invalid="ignore"):  # +Inf and -Inf together sum to NaN
+                    s, sq = float(np.add.reduce(a, axis=None)), math.inf
+        else:  # huge finite values: float32 partial sums could overflow, so in float64
+            with np.errstate(over="ignore"):
+                wide = a.reshape(-1).astype(np.float64)
+                s, sq = float(wide.sum()), _squares(wide)  # by rows: one long np.dot wakes every BLAS thread
         if not lo > 0 and not hi < 0:  # 0 lies in [lo, hi] (or NaN hides the range): count the zeros
-            zeros = int(np.count_nonzero(np.equal(a, 0, out=self._mask(a.size))))
+            zeros = int(np.count_nonzero(np.equal(a, 0, out=flags)))
         return lo, hi, s, math.sqrt(sq), nan, inf, zeros
 
     def _scratch(self, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
