@@ -17,7 +17,6 @@ nan, inf, zeros), as `stat_rows.finish_rows` takes them.
 
 from __future__ import annotations
 
-import ctypes
 import math
 from typing import Any
 
@@ -29,7 +28,7 @@ from ascend_tui.live.statistics import histogram_row, raw_view, sample_of, tenso
 _RUN = 64  # consecutive values per run of a histogram sample (a cache line or four)
 _BIN_VALUES = 1 << 16  # sample values binned at once (`_host_histograms`): temporaries of 256-512 KiB
 _GROUP_ROWS = 63  # rows binned at once: row * 512 + key stays within int16
-SAMPLE_BUDGET = 1 << 20  # sample keys kept (2 MiB) before they are binned and the array reused
+SAMPLE_BUDGET = 1 << 20  # sample values kept (float32: 4 MiB) before they are binned and the array reused
 
 _COLUMNS = 1024  # a sum of squares as per-row dot products of this length: vectorised, and never BLAS's threads
 # Below this magnitude neither a float32 sum nor a row's sum of squares (`_COLUMNS` values) can overflow:
