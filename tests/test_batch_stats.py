@@ -197,13 +197,25 @@ def test_values_are_kept_when_the_tensor_is_changed_and_freed() -> None:
     assert (raw[0, 0], raw[0, 1], raw[0, 2], raw[0, 4]) == (2.0, 2.0, 6000.0, 0)
 
 
-def test_the_module_sample_offsets_take_the_strided_runs() -> None:
-    """`sample=512` gathers the cached offsets: the same values as the strided view of evenly spaced runs."""
-    from ascend_tui.live.batch_stats import _sample_offsets, _strided_sample
+def test_the_strided_sample_is_the_per_output_routes_sample() -> None:
+    """`_strided_sample` with `HIST_SAMPLE // 64` runs takes the values `statistics.sample_of` does (the per-output
+    route's sample), and with fewer runs evenly spaced runs of 64 across the whole tensor, flat or as 1024-value rows."""
+    from ascend_tui.evidence import HIST_SAMPLE
+    from ascend_tui.live.batch_stats import _strided_sample
+    from ascend_tui.live.statistics import sample_of
 
-    for n in (1, 63, 511, 512, 513, 4097, 16_384, 70_001):
+    for n in (1, 63, 511, 512, 513, 4096, 4097, 16_384, 70_001):
         a = np.arange(n, dtype=np.float32)
-        np.testing.assert_array_equal(a[_sample_offsets(n, 8)], _strided_sample(a, 8).ravel(), err_msg=str(n))
+        np.testing.assert_array_equal(_strided_sample(a, HIST_SAMPLE // 64).ravel(), sample_of(a).ravel(), err_msg=str(n))
+        few = _strided_sample(a, 8).ravel()
+        if n > 512:
+            step = (n - 64) // 7
+            np.testing.assert_array_equal(few, (np.arange(8)[:, None] * step + np.arange(64)).ravel(), err_msg=str(n))
+            assert few[-1] <= n - 1 and few[-1] >= n - 1 - 7  # the last run ends at (or just before) the end
+        else:
+            np.testing.assert_array_equal(few, a)
+        if n % 1024 == 0:
+            np.testing.assert_array_equal(_strided_sample(a.reshape(-1, 1024), 8).ravel(), few)
 
 
 def test_histograms_binned_in_groups_match_the_per_output_route() -> None:
@@ -217,3 +229,40 @@ def test_histograms_binned_in_groups_match_the_per_output_route() -> None:
     for i, t in enumerate(ts):
         if want_hist[i] is not None and t.dtype != torch.float64:
             np.testing.assert_array_equal(hists[i], want_hist[i], err_msg=f"histogram {i}")
+
+
+def test_whole_row_tensors_match_float64_reference() -> None:
+    """Float32 tensors of whole 1024-value rows (read as [rows, 1024]): every row against numpy in float64, with the
+    only zero a -0.0, zeros with no negative value, NaN, Inf, huge values and none at all among them."""
+    g = torch.Generator().manual_seed(3)
+    cases = []
+    for n in (1024, 4096, 16_384, 32_768, 65_536):
+        t = torch.randn(n, generator=g)
+        only_negative_zero = t.clone()
+        only_negative_zero[n // 3] = -0.0
+        nonnegative = torch.relu(t)  # zeros at the low end of the range
+        positive = t.abs() + 0.5  # no zeros: 0 is outside [min, max]
+        with_nan, with_inf, huge = t.clone(), t.clone(), t.clone()
+        with_nan[n - 1] = math.nan
+        with_inf[0] = math.inf
+        huge[: n // 2] = 4e37  # sums and squares overflow float32 partials
+        cases += [t, only_negative_zero, nonnegative, positive, with_nan, with_inf, huge]
+    batch = BatchStats(torch)
+    for t in cases:
+        batch.add(t)
+    raw, numel, _, _ = batch.finish()
+    for i, t in enumerate(cases):
+        a = t.numpy().astype(np.float64)
+        finite = a[np.isfinite(a)]
+        nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
+        assert tuple(raw[i, 4:]) == (nan, inf, int((a == 0).sum())), i
+        assert numel[i] == a.size
+        if nan:
+            assert math.isnan(raw[i, 0]) and math.isnan(raw[i, 2])
+            continue
+        assert (raw[i, 0], raw[i, 1]) == (a.min(), a.max()), i
+        if inf:
+            assert math.isinf(raw[i, 3])
+            continue
+        np.testing.assert_allclose(raw[i, 2], finite.sum(), rtol=2e-5, atol=1e-3, err_msg=str(i))
+        np.testing.assert_allclose(raw[i, 3], math.sqrt((finite ** 2).sum()), rtol=2e-5, err_msg=str(i))

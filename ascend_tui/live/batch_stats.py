@@ -17,8 +17,6 @@ nan, inf, zeros), as `stat_rows.finish_rows` takes them.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import math
 from typing import Any
 
@@ -30,7 +28,7 @@ from ascend_tui.live.statistics import histogram_row, raw_view, sample_of, tenso
 _RUN = 64  # consecutive values per run of a histogram sample (a cache line or four)
 _BIN_VALUES = 1 << 16  # sample values binned at once (`_host_histograms`): temporaries of 256-512 KiB
 _GROUP_ROWS = 63  # rows binned at once: row * 512 + key stays within int16
-SAMPLE_BUDGET = 1 << 20  # sample keys kept (2 MiB) before they are binned and the array reused
+SAMPLE_BUDGET = 1 << 20  # sample values kept (float32: 4 MiB) before they are binned and the array reused
 
 _COLUMNS = 1024  # a sum of squares as per-row dot products of this length: vectorised, and never BLAS's threads
 # Below this magnitude neither a float32 sum nor a row's sum of squares (`_COLUMNS` values) can overflow:
@@ -38,6 +36,7 @@ _COLUMNS = 1024  # a sum of squares as per-row dot products of this length: vect
 _NO_OVERFLOW = 5e17
 _ONES = np.ones(_COLUMNS, dtype=np.float32)
 _add = np.add.reduce
+_all = np.logical_and.reduce
 _STEP = HIST_EDGES_LOG2[1] - HIST_EDGES_LOG2[0]
 _CODE = np.clip((np.arange(256) - 127 - HIST_EDGES_LOG2[0]) // _STEP + 1, 0, HIST_BINS - 1)  # bin of each exponent
 _FIRST_EXPONENT = np.searchsorted(_CODE, np.arange(HIST_BINS))  # bins are runs of exponents: where each starts
@@ -64,16 +63,18 @@ class BatchStats:
         self._interface = self._memory.__array_interface__
         self._device: list[tuple[int, Any, Any]] = []  # (row, values, counts) queued on an accelerator
         self._device_hist: list[tuple[int, Any]] = []
-        self._samples = np.empty(HIST_SAMPLE * 64, dtype=np.int16)  # the samples' bin keys (`_sample`)
-        self._gather = np.empty(max(HIST_SAMPLE, sample), dtype=np.float32)
-        self._sample_out: list[tuple[int, int, int]] = []  # (sample, its zeros, its NaN) where it holds any
+        self._samples = np.empty(HIST_SAMPLE * 64, dtype=np.float32)  # the samples' values, back to back (`_sample`)
+        self._sample_out: list[tuple[int, bool, bool]] = []  # (sample, count its zeros, count its NaN) where it may hold any
         self._room = min(self._samples.size, SAMPLE_BUDGET)  # sample values that fit before `_grow_samples`
         self._binned: list[tuple[np.ndarray, np.ndarray]] = []
+        self._bin_keys = np.empty(_BIN_VALUES, dtype=np.int16)  # a group's keys (`_host_histograms`)
         self._keys: Any = None  # int16 scratch of `_count_keys`  # (rows, histograms) binned when the samples filled
         self._sample_rows: list[int] = []
         self._sample_lens: list[int] = []
         self._used = 0
         self._flags = np.empty(1 << 16, dtype=bool)
+        self._partials = np.empty((2, 64), dtype=np.float32)  # per-row sums and squares (`_scratch`)
+        self._scratches: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         self.budget = budget  # bytes of CPU tensors kept for later before a flush
         self._pending: list[tuple[int, Any, int, bool]] = []  # (row, tensor, its version when handed over, hist)
         self.pending_ids: set[int] = set()
@@ -132,7 +133,8 @@ class BatchStats:
             if ptr:  # the reused handle's interface refilled: half of what a new `_Memory` cost (0.9 of 1.7 us)
                 face = self._interface
                 face["data"] = (ptr, True)
-                face["shape"] = (t.numel(),)
+                n = t.numel()
+                face["shape"] = (n // _COLUMNS, _COLUMNS) if n % _COLUMNS == 0 else (n,)  # whole rows: no reshape
                 a = np.asarray(self._memory)
         else:
             a, keep = self._host_view(t)
@@ -170,70 +172,86 @@ class BatchStats:
         return (a, x) if a is not None else (None, None)
 
     def _cpu_row(self, a: np.ndarray) -> tuple[float, ...]:
-        """(min, max, sum, norm, nan, inf, zeros) of a float32 (or float64) array: min and max first; the counts only where
-        they can be non-zero (NaN/Inf when the range is not finite, zeros when it holds 0)."""
-        lo, hi = float(np.minimum.reduce(a)), float(np.maximum.reduce(a))
+        """(min, max, sum, norm, nan, inf, zeros) of a float32 (or float64) array, flat or (for float32) as whole
+        `_COLUMNS`-value rows: min and max first; the counts only where they can be non-zero (NaN/Inf when the
+        range is not finite, zeros when it holds 0)."""
+        if a.ndim == 1 and a.size % _COLUMNS == 0 and a.dtype == np.float32:  # (a copy made by `_host_view`)
+            a = a.reshape(-1, _COLUMNS)
+        lo, hi = float(np.minimum.reduce(a, axis=None)), float(np.maximum.reduce(a, axis=None))
         nan = inf = zeros = 0
-        if -_NO_OVERFLOW < lo and hi < _NO_OVERFLOW:  # the common case (False for NaN too): float32 partials
+        if a.ndim == 2:  # whole rows: their scratch (a mask of their shape, no reshape)
+            partials, sums, squares, flags = self._scratch(a.shape[0])
+        else:
             k = a.size
-            if k % _COLUMNS == 0 and a.dtype == np.float32:  # sum and squares as dot products of 1024-value rows
-                rows = a.reshape(-1, _COLUMNS)
-                s = float(_add(np.vecdot(rows, _ONES), dtype=np.float64))  # the ufunc: `.sum` is a Python wrapper
-                sq = float(_add(np.vecdot(rows, rows), dtype=np.float64))
-            else:
-                s, sq = float(np.add.reduce(a)), _squares(a)
+            flags = self._flags[:k] if k <= self._flags.size else self._mask(k)
+        if -_NO_OVERFLOW < lo and hi < _NO_OVERFLOW:  # the common case (False for NaN too): float32 partials
+            if a.ndim == 2:  # sum and squares as dot products of its 1024-value rows, added in float64 together
+                np.vecdot(a, _ONES, out=sums)
+                np.vecdot(a, a, out=squares)
+                s, sq = _add(partials, axis=1, dtype=np.float64).tolist()  # the ufunc: `.sum` is a Python wrapper
+                if not lo > 0 and not hi < 0 and not _all(a, axis=None):  # 0 lies in [lo, hi] and a value is 0
+                    zeros = int(np.count_nonzero(np.equal(a, 0, out=flags)))
+                return lo, hi, s, math.sqrt(sq), 0, 0, zeros
+            s, sq = float(np.add.reduce(a)), _squares(a)
         elif lo != lo or hi != hi or lo == -math.inf or hi == math.inf:  # NaN or Inf: count them; no sum to widen
-            nan = int(np.count_nonzero(np.isnan(a, out=self._mask(a.size))))
-            inf = int(np.count_nonzero(np.isinf(a, out=self._mask(a.size))))
+            nan = int(np.count_nonzero(np.isnan(a, out=flags)))
+            inf = int(np.count_nonzero(np.isinf(a, out=flags)))
             if nan:
                 s = sq = math.nan
             else:
                 with np.errstate(invalid="ignore"):  # +Inf and -Inf together sum to NaN
-                    s, sq = float(np.add.reduce(a)), math.inf
+                    s, sq = float(np.add.reduce(a, axis=None)), math.inf
         else:  # huge finite values: float32 partial sums could overflow, so in float64
             with np.errstate(over="ignore"):
-                wide = a.astype(np.float64)
+                wide = a.reshape(-1).astype(np.float64)
                 s, sq = float(wide.sum()), _squares(wide)  # by rows: one long np.dot wakes every BLAS thread
         if not lo > 0 and not hi < 0:  # 0 lies in [lo, hi] (or NaN hides the range): count the zeros
-            k = a.size
-            flags = self._flags[:k] if k <= self._flags.size else self._mask(k)
             zeros = int(np.count_nonzero(np.equal(a, 0, out=flags)))
         return lo, hi, s, math.sqrt(sq), nan, inf, zeros
+
+    def _scratch(self, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For `m` whole rows: (the [2, m] partials, its sums row, its squares row, an [m, 1024] bool mask), views
+        made once per row count (a module's shapes repeat; a slice costs about what a small reduction does)."""
+        found = self._scratches.get(m)
+        if found is None:
+            if m > self._partials.shape[1]:
+                self._partials = np.empty((2, max(m, 2 * self._partials.shape[1])), dtype=np.float32)
+                self._scratches.clear()
+            partials = self._partials[:, :m]
+            found = self._scratches[m] = (partials, partials[0], partials[1],
+                                          self._mask(m * _COLUMNS).reshape(m, _COLUMNS))
+        return found
 
     def _mask(self, n: int) -> np.ndarray:
         if n > self._flags.size:
             self._flags = np.empty(max(n, 2 * self._flags.size), dtype=bool)
+            self._scratches.clear()  # (their masks are views of the old array)
         return self._flags[:n]
 
     def _sample(self, row: int, a: np.ndarray, zeros: int = -1, nan: int = -1) -> None:
-        """Keep the bin key (sign and biased exponent: the float32 bits >> 23) of each value of `a`'s histogram
-        sample (the runs `statistics.sample_of` names), written by the one pass that copies it.
+        """Keep a copy of `a`'s histogram sample (the runs `statistics.sample_of` names, or `sample` values' worth of
+        such runs), binned with every other one later (`_host_histograms`).
 
-        The key cannot tell a zero from a subnormal, nor NaN from Inf: the sample's zeros and NaN
-        are counted here, and only where `a` holds any (`zeros`, `nan`: `a`'s own counts; -1 when
+        A same-dtype copy out of a strided view is the cheapest numpy call for it (~2 us for 4096
+        values, where computing the bin keys here, a casting `right_shift`, took ~7). The key cannot
+        tell a zero from a subnormal, nor NaN from Inf: the sample's zeros and NaN are counted when
+        it is binned, and only where `a` holds any (`zeros`, `nan`: `a`'s own counts; -1 when
         unknown, or when a cast to float32 may have made some).
         """
-        if self.sample != HIST_SAMPLE and a.dtype == np.float32:  # one gather of the cached offsets
-            offsets = _sample_offsets(a.size, self._runs)
-            sample = self._gather[: offsets.size]
-            np.take(a, offsets, out=sample, mode="clip")  # in range: unbuffered
-        else:
-            sample = sample_of(a) if self.sample == HIST_SAMPLE else _strided_sample(a, self._runs)
-            if sample.dtype != np.float32:  # float64: what a float32 cast makes of it, as `histogram_row` bins
-                with np.errstate(over="ignore"):
-                    sample = sample.astype(np.float32)
-                zeros = nan = -1  # (tiny values flush to zero in the cast)
+        sample = sample_of(a) if self.sample == HIST_SAMPLE else _strided_sample(a, self._runs)
+        if sample.dtype != np.float32:  # float64: what a float32 cast makes of it, as `histogram_row` bins
+            with np.errstate(over="ignore"):
+                sample = sample.astype(np.float32)
+            zeros = nan = -1  # (tiny values flush to zero in the cast)
         k = sample.size
         if self._used + k > self._room:
             self._grow_samples(k)
-        np.right_shift(sample.view(np.uint32), 23, out=self._samples[self._used: self._used + k].reshape(sample.shape),
-                       casting="unsafe")
+        np.copyto(self._samples[self._used: self._used + k].reshape(sample.shape), sample)
         self._used += k
         self._sample_rows.append(row)
         self._sample_lens.append(k)
-        if zeros or nan:  # the sample's own zeros and NaN, left out of their bins
-            self._sample_out.append((len(self._sample_rows) - 1, int(np.count_nonzero(sample == 0)) if zeros else 0,
-                                     int(np.count_nonzero(np.isnan(sample))) if nan else 0))
+        if zeros or nan:  # the sample's own zeros and NaN are counted when binned, and left out of their bins
+            self._sample_out.append((len(self._sample_rows) - 1, bool(zeros), bool(nan)))
 
     def _grow_samples(self, k: int) -> None:
         """Room for `k` more sample values: what is kept is binned (and the array reused) once `SAMPLE_BUDGET`
@@ -243,7 +261,7 @@ class BatchStats:
             self._used = 0
             self._sample_rows, self._sample_lens, self._sample_out = [], [], []
         if self._used + k > self._samples.size:
-            bigger = np.empty(max(min(2 * self._samples.size, SAMPLE_BUDGET), self._used + k), dtype=np.int16)
+            bigger = np.empty(max(min(2 * self._samples.size, SAMPLE_BUDGET), self._used + k), dtype=np.float32)
             bigger[: self._used] = self._samples[: self._used]
             self._samples = bigger
         self._room = min(self._samples.size, max(SAMPLE_BUDGET, k))
@@ -293,18 +311,29 @@ class BatchStats:
             return rows, out
         lens = np.asarray(self._sample_lens, dtype=np.int64)
         ends = np.cumsum(lens)
-        keys = self._samples[: self._used]
+        values = self._samples[: self._used]
         exponents = np.empty((len(rows), 256), dtype=np.int64)
         first, start = 0, 0
         while first < len(rows):
             last = max(first + 1, int(np.searchsorted(ends, start + _BIN_VALUES, side="right")))
             last = min(last, first + _GROUP_ROWS)
             stop = int(ends[last - 1])
-            exponents[first:last] = self._count_keys(keys[start:stop], lens[first:last])
+            if self._bin_keys.size < stop - start:
+                self._bin_keys = np.empty(stop - start, dtype=np.int16)
+            keys = self._bin_keys[: stop - start]  # sign and biased exponent: the float32 bits >> 23
+            np.right_shift(values[start:stop].view(np.uint32), 23, out=keys, casting="unsafe")
+            exponents[first:last] = self._count_keys(keys, lens[first:last])
             first, start = last, stop
         kept = lens.copy()
         if self._sample_out:
-            which, zeros, nan = (np.asarray(c, dtype=np.int64) for c in zip(*self._sample_out))
+            which = np.asarray([w for w, _, _ in self._sample_out], dtype=np.int64)
+            zeros, nan = np.zeros(len(which), dtype=np.int64), np.zeros(len(which), dtype=np.int64)
+            for j, (i, count_zeros, count_nan) in enumerate(self._sample_out):
+                sample = values[int(ends[i] - lens[i]): int(ends[i])]
+                if count_zeros:
+                    zeros[j] = np.count_nonzero(sample == 0)
+                if count_nan:
+                    nan[j] = np.count_nonzero(np.isnan(sample))
             exponents[which, 0] -= zeros
             exponents[which, 255] -= nan
             kept[which] -= zeros + nan
@@ -347,15 +376,6 @@ class _Memory:
 
     def __init__(self, ptr: int, n: int) -> None:
         self.__array_interface__ = {"data": (ptr, True), "shape": (n,), "typestr": "<f4", "version": 3}
-
-
-@functools.lru_cache(maxsize=256)
-def _sample_offsets(n: int, runs: int) -> np.ndarray:
-    """The offsets of the values `_strided_sample` takes from a flat array of `n` (a module's shapes repeat)."""
-    if n <= runs * _RUN:
-        return np.arange(n, dtype=np.intp)
-    step = (n - _RUN) // (runs - 1) if runs > 1 else 0
-    return (np.arange(runs, dtype=np.intp)[:, None] * step + np.arange(_RUN, dtype=np.intp)).ravel()
 
 
 def _strided_sample(a: np.ndarray, runs: int) -> np.ndarray:
