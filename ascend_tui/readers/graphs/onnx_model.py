@@ -304,41 +304,52 @@ class _OnnxBuilder:
         if not positions:
             return True
         made = list(chain.from_iterable(outputs))
-        if len(made) == len(positions) and all(outputs) and "" not in made:  # one named tensor a node: most ops
-            new, others = dict(zip(made, positions)), {}
-            distinct = len(new) == len(made)
-        else:  # as `link`: output 0 by its maker's position, another by (maker, slot), a tensor left out ("") never
+        others: dict[str, tuple[int, int]] = {}
+        if len(made) == len(positions) and "" not in made and all(outputs):  # one named tensor a node: most ops
+            named, entries = made, zip(made, positions)
+        else:  # as `link`: output 0 by its maker's position, another -1 here and (maker, slot) in `later`
             counts = list(map(len, outputs))
             slots = list(chain.from_iterable(map(range, counts)))
-            new = dict(compress(zip(made, chain.from_iterable(map(repeat, positions, counts))), map(not_, slots)))
-            others = dict(compress(zip(made, zip(chain.from_iterable(map(repeat, positions, counts)), slots)), slots))
-            new.pop("", None)
+            makers = list(chain.from_iterable(map(repeat, positions, counts)))
+            first = dict(compress(zip(made, makers), map(not_, slots)))
+            others = dict(compress(zip(made, zip(makers, slots)), slots))
+            first.pop("", None)  # a tensor left out
             others.pop("", None)
-            distinct = len(new) + len(others) == len(made) - made.count("") and new.keys().isdisjoint(others.keys())
-            new.update(dict.fromkeys(others, -1))
-        if not distinct or not new.keys().isdisjoint(scope.keys()):  # a view: the smaller one is walked
+            named = list(filter(None, made))
+            entries = chain(first.items(), zip(others, repeat(-1)))
+        if not scope.keys().isdisjoint(named):
             return False
+        size = len(scope)
+        scope.update(entries)
+        if len(scope) - size != len(named):  # made twice in the segment
+            return self.forget(scope, named)
         names = list(chain.from_iterable(inputs))
-        sources = list(map(new.get, names, map(scope.get, names, repeat(-2))))  # "" is never in scope
+        sources = list(map(scope.get, names, repeat(-2)))  # "" is never in scope
         missing = sources.count(-2)
-        if missing != names.count(""):
-            return False
+        if missing and missing != names.count(""):
+            return self.forget(scope, named)
         readers = list(chain.from_iterable(map(repeat, positions, map(len, inputs))))
         if any(map(ge, sources, readers)):
-            return False
+            return self.forget(scope, named)
         far: dict[int, tuple[int, int]] = {}  # (maker, slot) of each input made as an output past the first
         if -1 in sources:
             second = list(map(eq, sources, repeat(-1)))
             wanted = list(compress(names, second))
-            makers = list(map(others.get, wanted, map(later.get, wanted)))
-            if any(map(ge, map(itemgetter(0), makers), compress(readers, second))):
-                return False
-            far = dict(zip(compress(range(len(sources)), second), makers))
-        scope.update(new)
+            far_makers = list(map(others.get, wanted, map(later.get, wanted)))
+            if any(map(ge, map(itemgetter(0), far_makers), compress(readers, second))):
+                return self.forget(scope, named)
+            far = dict(zip(compress(range(len(sources)), second), far_makers))
         later.update(others)
         cast("list[Segment]", self.unlinked).append((positions[0], inputs, sources, far))
         self.unlinked_edges += len(sources) - missing
         return True
+
+    @staticmethod
+    def forget(scope: dict[str, int], named: list[str]) -> bool:
+        """Take the names a segment made out of `scope` again (none was in it before): False, for `link_later`."""
+        for name in named:
+            scope.pop(name, None)
+        return False
 
     def link_now(self) -> None:
         """Make the edges of the segments linked later, and link each segment as it is read from here on."""
