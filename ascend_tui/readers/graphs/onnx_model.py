@@ -17,7 +17,7 @@ import re
 import sys
 import threading
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq, ge, itemgetter, not_
+from operator import attrgetter, eq, ge, gt, itemgetter, not_
 from pathlib import Path
 from typing import Any, Iterator, Sequence, cast
 
@@ -328,11 +328,11 @@ class _OnnxBuilder:
         missing = sources.count(-2)
         if missing and missing != names.count(""):
             return self.forget(scope, named)
-        readers = list(chain.from_iterable(map(repeat, positions, map(len, inputs))))
+        readers = _readers(positions, list(map(len, inputs)))
         if any(map(ge, sources, readers)):
             return self.forget(scope, named)
         far: dict[int, tuple[int, int]] = {}  # (maker, slot) of each input made as an output past the first
-        if -1 in sources:
+        if (others or later) and -1 in sources:
             second = list(map(eq, sources, repeat(-1)))
             wanted = list(compress(names, second))
             far_makers = list(map(others.get, wanted, map(later.get, wanted)))
@@ -436,6 +436,19 @@ class _OnnxBuilder:
             if self.segments:  # the owner's source and class are read later: take them then
                 self.inherited_from.append((i, at, owner.module == module))
             self.inherited += 1
+
+
+def _readers(positions: list[int], counts: list[int]) -> list[int]:
+    """Each node's position once per input it reads, in order: `chain(map(repeat, positions, counts))`, made as
+    one pass per input slot and a merge of the sorted runs where nodes read few inputs (half the cost)."""
+    most = max(counts, default=0)
+    if most > 4:
+        return list(chain.from_iterable(map(repeat, positions, counts)))
+    readers = list(compress(positions, counts))
+    for slot in range(1, most):
+        readers += compress(positions, map(gt, counts, repeat(slot)))
+    readers.sort()
+    return readers
 
 
 def link_segments(count: int, segments: list[Segment]
