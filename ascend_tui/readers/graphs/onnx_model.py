@@ -455,27 +455,36 @@ def link_segments(count: int, segments: list[Segment]
                   ) -> tuple[list[list[tuple[int, int, int, int]]], list[list[tuple[int, int, int, int]]]]:
     """The edge lists of `count` node positions (`OpGraph.adopt`'s `ins` and `outs`) from segments `link_later`
     kept: what `link` made of them, each edge one tuple in both lists, a producer's in the order they were made."""
-    ins: list[list[tuple[int, int, int, int]]] = [[] for _ in range(count)]
+    ins: list[Any] = [None] * count  # a segment's nodes get theirs below, the others (placeholders) an empty one
     outs: list[list[tuple[int, int, int, int]]] = [[] for _ in range(count)]
+    done = 0
     for base, inputs, sources, far in segments:
+        if base > done:
+            ins[done:base] = [[] for _ in range(base - done)]
+        into_all: list[list[tuple[int, int, int, int]]] = []
+        append = into_all.append
         at = 0
         for index, tensors in enumerate(inputs, base):
             n = len(tensors)
             if n == 1 and (a := sources[at]) >= 0:
                 first = (a, index, 0, 0)
-                ins[index] = [first]
+                append([first])
                 outs[a].append(first)
             elif n == 2 and (a := sources[at]) >= 0 and (b := sources[at + 1]) >= 0:
                 first, second = (a, index, 0, 0), (b, index, 0, 1)
-                ins[index] = [first, second]
+                append([first, second])
                 outs[a].append(first)
                 outs[b].append(second)
-            elif n:
-                into = ins[index]
-                for edge in _edges_of(index, sources, at, n, far):
-                    into.append(edge)
+            else:
+                into = list(_edges_of(index, sources, at, n, far)) if n else []
+                append(into)
+                for edge in into:
                     outs[edge[0]].append(edge)
             at += n
+        done = base + len(inputs)
+        ins[base:done] = into_all
+    if count > done:
+        ins[done:count] = [[] for _ in range(count - done)]
     return ins, outs
 
 
