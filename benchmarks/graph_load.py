@@ -4,7 +4,8 @@ and `ascend-tui graph` on it end to end.
 Run: `PYTHONPATH=. python benchmarks/graph_load.py [--nodes 100000] [--no-types] [--dynamo] [--rounds 3]
 [--count-nodes 5000] [--instructions]`. Each round times `onnx.load`, our load, the first read of an edge
 (which makes the edges the reader only counted) and the walk, and every round's numbers are printed (the
-machines these run on are shared: read the spread, not one number), then their median. The model is a stack of blocks named like the legacy exporter names them (`/layers.N/mlp/MatMul`), each block
+machines these run on are shared: read the spread, not one number), then their median. The model is a stack of
+blocks named like the legacy exporter names them (`/layers.N/mlp/MatMul`), each block
 with a branch (two ops reading one tensor) and a join (an Add of both); tensor types are written
 as exporters write them (`value_info`), or left out with `--no-types` so that shape inference is
 needed. Either way the nodes' tensor types are read when first asked for (inference too where
