@@ -2,9 +2,10 @@
 and `ascend-tui graph` on it end to end.
 
 Run: `PYTHONPATH=. python benchmarks/graph_load.py [--nodes 100000] [--no-types] [--dynamo] [--rounds 3]
-[--count-nodes 5000]`. Each round times `onnx.load`, our load and the walk, and every round's numbers are
-printed (the machines these run on are shared: read the spread, not one number), then their median. The model is a
-stack of blocks named like the legacy exporter names them (`/layers.N/mlp/MatMul`), each block
+[--count-nodes 5000] [--instructions]`. Each round times `onnx.load`, our load, the first read of an edge
+(which makes the edges the reader only counted) and the walk, and every round's numbers are printed (the
+machines these run on are shared: read the spread, not one number), then their median. The model is a stack of
+blocks named like the legacy exporter names them (`/layers.N/mlp/MatMul`), each block
 with a branch (two ops reading one tensor) and a join (an Add of both); tensor types are written
 as exporters write them (`value_info`), or left out with `--no-types` so that shape inference is
 needed. Either way the nodes' tensor types are read when first asked for (inference too where
@@ -21,7 +22,8 @@ warm and cheaper). Beside the
 times, counts the machine's load does not move: the page faults of each command run beyond start-up
 (memory first touched, which costs system time here), and the command's work on a `--count-nodes`
 model of the same kind counted per node (Python calls, calls of C functions from Python, bytecodes
-run), so a change is judged by them when the VM drifts. Goals (issues 12 and 21): the load, and the
+run; with `--instructions` the machine instructions, C code's work included, counted by valgrind), so a
+change is judged by them when the VM drifts. Goals (issues 12 and 21): the load, and the
 command beyond its start-up, under 1 s (CPU) beyond `onnx.load`; an upstream walk from the last node
 over the whole graph in under 100 ms.
 """
@@ -189,6 +191,22 @@ def calls(path: Path, tiny: Path) -> tuple[int, int, int]:
     return int(out[0]), int(out[1]), int(out[2])
 
 
+def instructions(args: list[str]) -> int | None:
+    """Machine instructions `ascend-tui ARGS` runs in a fresh process, counted by valgrind (`cachegrind`, no cache
+    simulation; ~30x slower): a count of the work C code does too (protobuf, dicts, strings), which bytecodes miss
+    and the machine's load does not move. None where valgrind is not installed."""
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which("valgrind") is None:
+        return None
+    out = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                          sys.executable, "-m", "ascend_tui", *args], capture_output=True, text=True, env=_env()).stderr
+    found = re.search(r"I\s+refs:\s+([\d,]+)", out)
+    return int(found.group(1).replace(",", "")) if found else None
+
+
 def median(values: list[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
@@ -203,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="time everything this many times; every run is printed")
     ap.add_argument("--count-nodes", type=int, default=5_000,
                     help="size of the model whose Python calls per node are counted (profiling is slow)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count the command's machine instructions per node under valgrind (~30 s at 5k nodes)")
     args = ap.parse_args(argv)
     rounds_n = max(1, args.rounds)
     sys.path.insert(0, str(ROOT))
@@ -228,12 +248,15 @@ def main(argv: list[str] | None = None) -> int:
             g = inv.graph  # type: ignore[attr-defined]
             last = g.execution_order()[-1]
             up: list[str] = []
+            # the first read of an edge makes the edges the reader only counted (`OpGraph.adopt_unlinked`)
+            rounds["link"] = timed(lambda: g.in_degree(last))
             rounds["walk"] = timed(lambda: up.extend(g.upstream(last)))
             runs.append(rounds)
             t_onnx, t_ours, t_walk = rounds["onnx"], rounds["ours"], rounds["walk"]
             print(f"[round {k + 1}, CPU (wall)] onnx.load alone {t_onnx[0]:.3f} s ({t_onnx[1]:.3f}); ours (load into "
                   f"OpGraph) {t_ours[0]:.3f} s ({t_ours[1]:.3f}); beyond onnx.load {t_ours[0] - t_onnx[0]:.3f} s "
-                  f"({t_ours[1] - t_onnx[1]:.3f}) (goal < 1 s), x{t_ours[0] / t_onnx[0]:.1f} onnx.load; upstream walk {t_walk[0] * 1000:.0f} ms "
+                  f"({t_ours[1] - t_onnx[1]:.3f}) (goal < 1 s), x{t_ours[0] / t_onnx[0]:.1f} onnx.load; edges made on "
+                  f"first read {rounds['link'][0] * 1000:.0f} ms; upstream walk {t_walk[0] * 1000:.0f} ms "
                   f"({t_walk[1] * 1000:.0f}) (goal < 100 ms); machine: a 1M-iteration loop {loop:.3f} s "
                   f"(~0.04 s on an idle modern core)")
             del inv, g
@@ -268,6 +291,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[ascend-tui graph's work on a {m:,}-node model of the same kind, counted (deterministic)] "
               f"per node {py_calls / m:.2f} Python calls, {c_calls / m:.2f} calls of C functions from Python, "
               f"{opcodes / m:.1f} bytecodes ({py_calls:,}, {c_calls:,}, {opcodes:,})")
+        if args.instructions:
+            start_ir, model_ir = instructions(["graph", "-q", str(tiny)]), instructions(["graph", "-q", str(small)])
+            print("[ascend-tui graph's work on it, machine instructions (valgrind, deterministic)] "
+                  + (f"{(model_ir - start_ir) / m:,.0f} a node beyond start-up ({model_ir - start_ir:,})"
+                     if start_ir is not None and model_ir is not None else "valgrind not found"))
         t_onnx = median([r["onnx"][0] for r in runs])
         # onnx.load as a user's script meets it: in a fresh process, its memory first touched as the command's is
         # (the in-process rounds reuse what the round before freed), timed inside that process (import onnx is not)

@@ -3,15 +3,18 @@
 Node records live in a list in execution order (placeholders first); edges are tuples of node
 positions and slots in per-node lists, so `add(x, x)` is two edges and every edge names its
 slots. `OpGraph.nx` gives the same graph as a networkx `MultiDiGraph` when a caller wants one.
+A reader that knows how many edges it will make may hand over a linker instead (`adopt_unlinked`):
+the lists are made when anything first reads them, so `ascend-tui graph` prints the count alone.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import threading
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import SourceLocation, TensorMeta
@@ -23,6 +26,8 @@ if TYPE_CHECKING:
     from ascend_tui.progress import Progress  # imported where `nx` is built: ~0.2 s that opening a file does not need
 
 GRAPH_SCHEMA = "ascend-tui.graph/1"
+EdgeLists = list[list[tuple[int, int, int, int]]]
+Linker = Callable[[], tuple[EdgeLists, EdgeLists]]  # (ins, outs) as `OpGraph.adopt` takes them
 _ID = attrgetter("id")
 __all__ = ["GRAPH_SCHEMA", "NODE_COLUMNS", "PLACEHOLDER_KINDS", "Edge", "NodeKind", "OpGraph", "OpNode", "derive",
            "op_node", "op_nodes", "read_json", "write_json_atomic"]
@@ -46,6 +51,9 @@ class OpGraph:
         self._nx: nx.MultiDiGraph | None = None
         self._nx_version = -1
         self._pending: PendingShapes | None = None
+        # (lock, link) of a graph adopted unlinked (`adopt_unlinked`): `_ins` and `_outs` are absent from the
+        # instance until `link()` makes them, on the first read of either (`__getattr__`).
+        self._linking: tuple[threading.Lock, Linker] | None = None
 
     # -- building ---------------------------------------------------------------------------
 
@@ -144,6 +152,45 @@ class OpGraph:
             raise ValueError("adopt() fills an empty graph")
         if not len(nodes) == len(ins) == len(outs):
             raise ValueError(f"{len(nodes)} nodes but edge lists for {len(ins)} and {len(outs)}")
+        self._adopt_nodes(nodes)
+        self._ins, self._outs = ins, outs
+        self._edge_count = sum(map(len, ins))
+
+    def adopt_unlinked(self, nodes: list[OpNode], edge_count: int, link: Linker) -> None:
+        """`adopt(nodes, *link())`, with `link()` called the first time anything reads an edge (once, under a
+        lock): a reader whose `edge_count` edges are known but not yet made (`ascend-tui graph` prints the count
+        and reads no edge). `link()` must return what `adopt` takes, `edge_count` edges in all."""
+        if self._nodes:
+            raise ValueError("adopt() fills an empty graph")
+        self._adopt_nodes(nodes)
+        del self._ins, self._outs  # made by `__getattr__` on first read
+        self._linking = (threading.Lock(), link)
+        self._edge_count = edge_count
+
+    def __getattr__(self, name: str) -> Any:
+        """`_ins` and `_outs` of a graph adopted unlinked: made on the first read of either, by one thread."""
+        if name == "_ins" or name == "_outs":
+            found = self.__dict__
+            linking = found.get("_linking")
+            if linking is not None:
+                with linking[0]:
+                    if "_outs" not in found:
+                        ins, outs = linking[1]()
+                        if not len(ins) == len(outs) == len(self._nodes):
+                            raise ValueError(f"{len(self._nodes)} nodes but edge lists for {len(ins)} and "
+                                             f"{len(outs)}")
+                        self._ins, self._outs = ins, outs
+                    self._linking = None
+            if name in found:
+                return found[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def edges_pending(self) -> bool:
+        """True while the edges of a graph adopted unlinked are still to be made (their count is known)."""
+        return self._linking is not None
+
+    def _adopt_nodes(self, nodes: list[OpNode]) -> None:
         pos = dict(zip(map(_ID, nodes), range(len(nodes))))
         if len(pos) != len(nodes):
             seen: set[str] = set()
@@ -151,8 +198,7 @@ class OpGraph:
                 if n.id in seen:
                     raise ValueError(f"duplicate node id {n.id!r}")
                 seen.add(n.id)
-        self._nodes, self._pos, self._ins, self._outs = nodes, pos, ins, outs
-        self._edge_count = sum(map(len, ins))
+        self._nodes, self._pos = nodes, pos
         self._version += 1
         self._ops = None
 
@@ -239,9 +285,11 @@ class OpGraph:
         self._pending = None
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled (a process pool, a deep copy) with its shapes worked out: a pending resolver holds a lock."""
+        """Pickled (a process pool, a deep copy) with its shapes worked out and edges made: a pending resolver
+        and a pending linker hold locks."""
         self.resolve_shapes()
-        return {**self.__dict__, "_pending": None}
+        self._outs  # noqa: B018 - makes pending edges
+        return {**self.__dict__, "_pending": None, "_linking": None}
 
     def structure(self) -> list[OpNode]:
         """The node records without working out deferred shapes: for callers that read no tensor metadata."""

@@ -6,7 +6,8 @@ exporter's `/attn/qkv/MatMul` node names, so they read like live capture's. Exte
 are never loaded. Tensor types are read when something first reads a node's tensors
 (`OpGraph.defer_shapes`, `onnx_types.py`), not on every open, and so is shape inference where the
 exporter left them out; the file is parsed with onnx's generated protobuf module alone, so a
-plain open does not import the `onnx` package (a second here, mostly `ml_dtypes`).
+plain open does not import the `onnx` package (a second here, mostly `ml_dtypes`). Edges are
+counted on open and made when a view first reads one (`link_later`), where the names allow it.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import importlib.util
 import re
 import sys
 import threading
-from itertools import repeat
-from operator import attrgetter, itemgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, eq, ge, gt, itemgetter, not_
 from pathlib import Path
-from typing import Any, Sequence, cast
+from typing import Any, Iterator, Sequence, cast
 
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import SourceLocation
@@ -45,6 +46,10 @@ _PROTOS: list[Any] = []  # onnx's generated protobuf module, once found
 # its output 0 made the tensor (no tuple a tensor, most of them), else -1, and then (position, output slot) in the
 # second dict.
 Scope = tuple[dict[str, int], dict[str, tuple[int, int]]]
+# Nodes whose edges are made when first asked for (`link_later`): the first one's position, their input names, the
+# position of each name's producer where output 0 made it, -1 where another output did, -2 where none did (an input
+# left out), and the (producer, output slot) of each -1 by its place in that list.
+Segment = tuple[int, list[list[str]], list[int], dict[int, tuple[int, int]]]
 # A part that starts with the one before it and a dot (`/mlp/mlp.0`): what NodeNameModules works out part by part
 # (torch_meta's own rule; tests/test_formats_onnx_columns.py holds legacy_modules to it).
 _FOLDS = re.compile(r"/([^/]+)/\1\.")
@@ -137,6 +142,10 @@ class _OnnxBuilder:
         # tuple per edge, in the consumer's `ins` list and the producer's `outs` list.
         self.ins: list[list[tuple[int, int, int, int]]] = []
         self.outs: list[list[tuple[int, int, int, int]]] = []
+        # Segments whose edges are made on first ask instead (`link_later`); None once the walk met a segment
+        # that needs its edges made as it reads (`link_now`), and from then on.
+        self.unlinked: list[Segment] | None = []
+        self.unlinked_edges = 0
         # What the tensor types are read from later (`onnx_types.replay`): the graphs in the order their
         # declarations came into scope, and the steps of the walk (a graph's ordinal, or a run of nodes' names).
         self.graphs: list[Any] = []
@@ -180,8 +189,9 @@ class _OnnxBuilder:
     def place(self, scope: dict[str, int], name: str, node: OpNode) -> None:
         scope[name] = len(self.nodes)
         self.nodes.append(node)
-        self.ins.append([])
-        self.outs.append([])
+        if self.unlinked is None:
+            self.ins.append([])
+            self.outs.append([])
 
     def walk(self, graph: Any, outer: list[Scope], prefix: str, parent_module: str, total: int) -> None:
         scope: dict[str, int] = {}  # tensor name -> its producer's position (output 0), or -1: see `later`
@@ -251,6 +261,10 @@ class _OnnxBuilder:
              ) -> None:
         """Edges into the nodes at `positions` from the producers their input names resolve to, then their outputs
         into scope."""
+        if self.unlinked is not None:
+            if len(scopes) == 1 and self.link_later(positions, inputs, outputs, scopes[0]):
+                return
+            self.link_now()
         scope, later = scopes[0]
         scope_get, ins, outs = scope.get, self.ins, self.outs
         outs += [[] for _ in inputs]
@@ -278,6 +292,70 @@ class _OnnxBuilder:
                             later[tensor] = (index, slot)
                         else:
                             scope[tensor] = index
+
+    def link_later(self, positions: list[int], inputs: list[list[str]], outputs: list[list[str]], scope_pair: Scope
+                   ) -> bool:
+        """What `link` does, with the edges kept as their producers' positions, to be made when first asked for
+        (`link_segments`): where no tensor the segment makes was named before (by it or an earlier node) and every
+        input names a tensor made before its reader, or none (""). Judged and resolved by C calls over the segment,
+        no bytecode per node or tensor; False, nothing changed, where that does not hold (the walk then links as it
+        reads: a name made twice, a name nothing made, which is noted, a tensor read before it is made)."""
+        scope, later = scope_pair
+        if not positions:
+            return True
+        made = list(chain.from_iterable(outputs))
+        others: dict[str, tuple[int, int]] = {}
+        if len(made) == len(positions) and "" not in made and all(outputs):  # one named tensor a node: most ops
+            named, entries = made, zip(made, positions)
+        else:  # as `link`: output 0 by its maker's position, another -1 here and (maker, slot) in `later`
+            counts = list(map(len, outputs))
+            slots = list(chain.from_iterable(map(range, counts)))
+            makers = list(chain.from_iterable(map(repeat, positions, counts)))
+            first = dict(compress(zip(made, makers), map(not_, slots)))
+            others = dict(compress(zip(made, zip(makers, slots)), slots))
+            first.pop("", None)  # a tensor left out
+            others.pop("", None)
+            named = list(filter(None, made))
+            entries = chain(first.items(), zip(others, repeat(-1)))
+        if not scope.keys().isdisjoint(named):
+            return False
+        size = len(scope)
+        scope.update(entries)
+        if len(scope) - size != len(named):  # made twice in the segment
+            return self.forget(scope, named)
+        names = list(chain.from_iterable(inputs))
+        sources = list(map(scope.get, names, repeat(-2)))  # "" is never in scope
+        missing = sources.count(-2)
+        if missing and missing != names.count(""):
+            return self.forget(scope, named)
+        readers = _readers(positions, list(map(len, inputs)))
+        if any(map(ge, sources, readers)):
+            return self.forget(scope, named)
+        far: dict[int, tuple[int, int]] = {}  # (maker, slot) of each input made as an output past the first
+        if (others or later) and -1 in sources:
+            second = list(map(eq, sources, repeat(-1)))
+            wanted = list(compress(names, second))
+            far_makers = list(map(others.get, wanted, map(later.get, wanted)))
+            if any(map(ge, map(itemgetter(0), far_makers), compress(readers, second))):
+                return self.forget(scope, named)
+            far = dict(zip(compress(range(len(sources)), second), far_makers))
+        later.update(others)
+        cast("list[Segment]", self.unlinked).append((positions[0], inputs, sources, far))
+        self.unlinked_edges += len(sources) - missing
+        return True
+
+    @staticmethod
+    def forget(scope: dict[str, int], named: list[str]) -> bool:
+        """Take the names a segment made out of `scope` again (none was in it before): False, for `link_later`."""
+        for name in named:
+            scope.pop(name, None)
+        return False
+
+    def link_now(self) -> None:
+        """Make the edges of the segments linked later, and link each segment as it is read from here on."""
+        if self.unlinked is not None:
+            self.ins, self.outs = link_segments(len(self.nodes), self.unlinked)
+            self.unlinked = None
 
     def edges_into(self, index: int, tensors: list[str], scopes: list[Scope]) -> list[tuple[int, int, int, int]]:
         """The edges into node `index` from its input names, innermost scope first; names nothing made are noted."""
@@ -340,9 +418,12 @@ class _OnnxBuilder:
     def inherit_modules(self) -> None:
         """Nodes the optimizer made (no metadata) take the innermost module holding all their neighbours."""
         nodes = self.nodes
+        found = None if self.unlinked is None or not self.without_module else \
+            segment_neighbours(self.unlinked, self.without_module)
         for i in self.without_module:
             n = nodes[i]
-            neighbours = [e[0] for e in self.ins[i]] + [e[1] for e in self.outs[i]]  # the order edges were made
+            neighbours = found[i] if found is not None else \
+                [e[0] for e in self.ins[i]] + [e[1] for e in self.outs[i]]  # the order edges were made
             known = [x for x in neighbours
                      if nodes[x].kind == "op" and not (nodes[x].attrs or {}).get("module_inferred")]
             if not known:
@@ -355,6 +436,88 @@ class _OnnxBuilder:
             if self.segments:  # the owner's source and class are read later: take them then
                 self.inherited_from.append((i, at, owner.module == module))
             self.inherited += 1
+
+
+def _readers(positions: list[int], counts: list[int]) -> list[int]:
+    """Each node's position once per input it reads, in order: `chain(map(repeat, positions, counts))`, made as
+    one pass per input slot and a merge of the sorted runs where nodes read few inputs (half the cost)."""
+    most = max(counts, default=0)
+    if most > 4:
+        return list(chain.from_iterable(map(repeat, positions, counts)))
+    readers = list(compress(positions, counts))
+    for slot in range(1, most):
+        readers += compress(positions, map(gt, counts, repeat(slot)))
+    readers.sort()
+    return readers
+
+
+def link_segments(count: int, segments: list[Segment]
+                  ) -> tuple[list[list[tuple[int, int, int, int]]], list[list[tuple[int, int, int, int]]]]:
+    """The edge lists of `count` node positions (`OpGraph.adopt`'s `ins` and `outs`) from segments `link_later`
+    kept: what `link` made of them, each edge one tuple in both lists, a producer's in the order they were made."""
+    ins: list[Any] = [None] * count  # a segment's nodes get theirs below, the others (placeholders) an empty one
+    outs: list[list[tuple[int, int, int, int]]] = [[] for _ in range(count)]
+    done = 0
+    for base, inputs, sources, far in segments:
+        if base > done:
+            ins[done:base] = [[] for _ in range(base - done)]
+        into_all: list[list[tuple[int, int, int, int]]] = []
+        append = into_all.append
+        at = 0
+        for index, tensors in enumerate(inputs, base):
+            n = len(tensors)
+            if n == 1 and (a := sources[at]) >= 0:
+                first = (a, index, 0, 0)
+                append([first])
+                outs[a].append(first)
+            elif n == 2 and (a := sources[at]) >= 0 and (b := sources[at + 1]) >= 0:
+                first, second = (a, index, 0, 0), (b, index, 0, 1)
+                append([first, second])
+                outs[a].append(first)
+                outs[b].append(second)
+            else:
+                into = list(_edges_of(index, sources, at, n, far)) if n else []
+                append(into)
+                for edge in into:
+                    outs[edge[0]].append(edge)
+            at += n
+        done = base + len(inputs)
+        ins[base:done] = into_all
+    if count > done:
+        ins[done:count] = [[] for _ in range(count - done)]
+    return ins, outs
+
+
+def _edges_of(index: int, sources: list[int], at: int, n: int, far: dict[int, tuple[int, int]]
+              ) -> Iterator[tuple[int, int, int, int]]:
+    """The edges into node `index` whose `n` producers start at `sources[at]`, by input slot."""
+    for slot, src in enumerate(sources[at:at + n]):
+        if src >= 0:
+            yield (src, index, 0, slot)
+        elif src == -1:
+            maker, out = far[at + slot]
+            yield (maker, index, out, slot)
+
+
+def segment_neighbours(segments: list[Segment], wanted: list[int]) -> dict[int, list[int]]:
+    """For each position in `wanted`, its producers' then its consumers' positions, each in the order `link` made
+    their edges (what `inherit_modules` reads of the edges: a few nodes, found without making the edges)."""
+    want = set(wanted)
+    into: dict[int, list[int]] = {p: [] for p in wanted}
+    out: dict[int, list[int]] = {p: [] for p in wanted}
+    for base, inputs, sources, far in segments:
+        counts = list(map(len, inputs))
+        for index in want.intersection(range(base, base + len(inputs))):
+            into[index] = [e[0] for e in _edges_of(index, sources, sum(counts[:index - base]), counts[index - base],
+                                                   far)]
+        read = sorted([k for k, src in enumerate(sources) if src in want]
+                      + [k for k, (maker, _) in far.items() if maker in want])
+        if read:
+            readers = list(chain.from_iterable(map(repeat, range(base, base + len(inputs)), counts)))
+            for k in read:
+                src = sources[k]
+                out[src if src != -1 else far[k][0]].append(readers[k])
+    return {p: into[p] + out[p] for p in wanted}
 
 
 def legacy_modules(modules: NodeNameModules, names: Sequence[str]) -> list[str]:
@@ -394,7 +557,11 @@ def _load(path: Path, progress: Progress | None, cancel: threading.Event | None)
     builder = _build(path, graph, progress, cancel)
     out = OpGraph(graph.name or path.stem)
     try:
-        out.adopt(builder.nodes, builder.ins, builder.outs)
+        if builder.unlinked is None:
+            out.adopt(builder.nodes, builder.ins, builder.outs)
+        else:  # made when a view first reads an edge: `ascend-tui graph` prints their count alone
+            count, segments = len(builder.nodes), builder.unlinked
+            out.adopt_unlinked(builder.nodes, builder.unlinked_edges, lambda: _linked(count, segments))
     except ValueError as exc:
         raise InputError(path, f"ONNX graph is malformed: {exc}") from None
     notes: list[str] = []
@@ -419,6 +586,12 @@ def _load(path: Path, progress: Progress | None, cancel: threading.Event | None)
     run = RunInfo(target=str(path), source="onnx",
                   device={"backend": "offline", "name": "ONNX model", "inf_nan_mode": None}, extra=extra)
     return Investigation(out, run=run)
+
+
+def _linked(count: int, segments: list[Segment]
+            ) -> tuple[list[list[tuple[int, int, int, int]]], list[list[tuple[int, int, int, int]]]]:
+    with paused_gc():  # 100k lists and 160k tuples, no cycle among them
+        return link_segments(count, segments)
 
 
 def _build(path: Path, graph: Any, progress: Progress | None, cancel: threading.Event | None) -> _OnnxBuilder:
