@@ -209,12 +209,6 @@ class StepRecorder(Recorder):
         if w is not None or self.flag_device is not None or self.cancel is not None or self.progress is not None:
             self._advance(index)
 
-    def _known(self, x: Any) -> SlotRef | None:
-        ref = self._producer(x)
-        if ref is None and id(x) in self._named:
-            ref = self.source_of(x)  # a named input, parameter or buffer: its placeholder
-        return ref
-
     def _input_refs(self) -> list[SlotRef]:
         """The placeholders of the run's own inputs: where data made before any node must have come from."""
         return [self.source_of(t) for t in self._keepalive if self._named.get(id(t), ("",))[0] == "input"]
@@ -228,11 +222,14 @@ class StepRecorder(Recorder):
         pairs: dict[tuple[str, int], None] = {}  # dicts for sets: a store is no method call (a few a module call)
         nodes: dict[str, None] = {}
         unknown = False
-        producers = self._producers
+        producers, named = self._producers, self._named
         leaves = [args[0]] if len(args) == 1 and isinstance(args[0], tensor) else tensor_leaves(args, tensor)
         for x in (leaves + tensor_leaves(kwargs.values(), tensor)) if kwargs else leaves:
             entry = producers.get(id(x))
-            ref = entry[1] if entry is not None and entry[0]() is x else self._known(x)
+            if entry is not None and entry[0]() is x:
+                ref = entry[1]
+            else:  # no node made it: a named input, parameter or buffer has its placeholder
+                ref = self.source_of(x) if id(x) in named else None
             if ref is None:
                 unknown = True
             elif ref[:2] not in pairs:
