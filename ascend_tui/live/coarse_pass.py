@@ -97,7 +97,8 @@ class StepRecorder(Recorder):
         """Shadow every module's `_call_impl` (the model's own too) to attribute ops and end each call with an event."""
         known = self._module_names  # the walk `Recorder` made naming the parameters: not another one
         if known is not None and known[0] == id(model):
-            pairs = [("", model), *((known[1][id(m)], m) for m in known[2])]
+            names = known[1]
+            pairs = [("", model), *[(names[id(m)], m) for m in known[2]]]
         else:
             pairs = list(model.named_modules())
         thread = threading.get_ident()
