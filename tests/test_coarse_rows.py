@@ -12,7 +12,8 @@ import pytest
 import torch  # in the test command (.[live,test]): a missing torch fails, never skips
 
 from ascend_tui.live.batch_stats import BatchStats
-from ascend_tui.live.coarse_pass import Event, step_pass
+from ascend_tui.live.coarse_pass import Event
+from ascend_tui.live.coarse_step import step_pass
 
 pytestmark = pytest.mark.live
 

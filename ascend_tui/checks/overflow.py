@@ -42,6 +42,7 @@ from ascend_tui.checks.overflow_explain import (
     num,
     op_name,
     range_of,
+    rows_to_check,
     times,
 )
 from ascend_tui.checks.effect import OutputEffect
@@ -94,9 +95,12 @@ class _Analysis(Explainer):
         self.g, self.target, self.inf_nan, self.flags = graph, target, inf_nan_mode, flags
         self.headroom_bits, self.phase, self.evidence, self.uf_min = headroom_bits, phase, evidence, underflow_fraction
         self.t, self.r = StatRows(stats), StatRows(reference)
-        self.predict = target.low_precision and not any(
-            (rng := range_of(m.dtype)) is not None and rng.low_precision
-            for n in graph for m in n.outputs if m is not None)
+        # The ranges the graph's outputs are stored in (a handful of dtypes, each looked up once) and `out_range`'s
+        # for an output without metadata; then those they are checked against (`rows_to_check`).
+        stored = {r for d in {m.dtype for n in graph for m in n.outputs if m is not None} if (r := range_of(d))}
+        self.predict = target.low_precision and not any(r.low_precision for r in stored)
+        stored.add(RANGES["float32"] if self.predict else target)
+        self._checked = {target if self.predict and not r.low_precision else r for r in stored}
         self.bad: dict[tuple[str, int], str] = {}
         self.near: dict[tuple[str, int], float] = {}
         self.under: dict[tuple[str, int], tuple[float, str]] = {}
@@ -123,7 +127,9 @@ class _Analysis(Explainer):
         t = self.t
         has_nan = (t.col["nan_count"] > 0) | np.isnan(t.col["min"]) | np.isnan(t.col["max"])
         has_inf = (t.col["inf_count"] > 0) | np.isinf(t.col["min"]) | np.isinf(t.col["max"])
-        for key, i in sorted(t.rows.items(), key=lambda kv: self._order(kv[0][0])):
+        rows = rows_to_check(self.t, self.r, has_nan | has_inf, checked=self._checked,
+                             headroom_bits=self.headroom_bits, flags=self.flags)
+        for key, i in sorted(rows, key=lambda kv: self._order(kv[0][0])):
             node = self.g.get(key[0])
             if node is None:
                 continue

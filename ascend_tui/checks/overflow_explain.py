@@ -170,6 +170,25 @@ class StatRows:
         return values[row]
 
 
+def rows_to_check(t: StatRows, r: StatRows, bad: np.ndarray, *, checked: set[DtypeRange], headroom_bits: float,
+                  flags: dict[str, bool]) -> list[tuple[tuple[str, int], int]]:
+    """The (key, row) pairs of `t` an overflow analysis can find something in, in row order: those `bad` marks (NaN,
+    Inf), those flagged, and those whose magnitude (in `t` or the reference `r`; a NaN one too) comes within a bit of
+    the headroom limit of the narrowest range in `checked` (every range an output is checked against, so also past
+    half of the range it is stored in: saturation); all of them when one of those is low precision (underflow reads
+    each). The rest hold values far inside every range (all ~570 module outputs of a float32 training step): reading
+    them one by one found nothing."""
+    items = list(t.rows.items())
+    if not items or any(c.low_precision for c in checked) or not headroom_bits < 1e6:
+        return items
+    limit = min(c.max for c in checked) * 2.0 ** -(max(headroom_bits, 0.0) + 1)  # the exact tests come later
+    with np.errstate(invalid="ignore"):
+        hot = (bad | ~(t.col["abs_max"] <= limit)).tolist()
+        big = r.col["abs_max"] > limit
+    loud = {k for k, j in r.rows.items() if big[j]} if big.any() else ()
+    return [kv for kv in items if hot[kv[1]] or kv[0] in loud or flags and flags.get(kv[0][0])]
+
+
 class Explainer:
     """Chain walking, hints and root causes over the statistics an analysis holds."""
 

@@ -1,6 +1,6 @@
 """Coarse-to-fine capture: module-level evidence for the whole step, operators recorded only where it matters.
 
-Pass 1 (`live.coarse_pass.step_pass`, no dispatch mode at all) measures each module call's
+Pass 1 (`live.coarse_step.step_pass`, no dispatch mode at all) measures each module call's
 outputs (and, with backward, the gradient that reaches each of them) through `BatchStats` and
 brings the rows to the host together at the end of the pass; each measurement is an *event*,
 numbered in the order it happened. `checks.suspects.first_bad_event` names the first event whose
@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 from ascend_tui.checks.suspects import first_bad_event
 from ascend_tui.live.capture import CaptureResult
 from ascend_tui.live.coarse_merge import adopt_rest, event_rows, merged, result_of, widened, window_inputs_bad, zeroed
-from ascend_tui.live.coarse_pass import FLAG_READS, MODULE, Event, StepRecorder, step_pass
+from ascend_tui.live.coarse_pass import FLAG_READS, MODULE, Event, StepRecorder
+from ascend_tui.live.coarse_step import step_pass
 
 if TYPE_CHECKING:
     from ascend_tui.live.device import Device
@@ -53,16 +54,22 @@ class StepState:
         buffers: list[tuple[Any, Any]] = []
         params: list[Any] = []
         if isinstance(model, torch.nn.Module):  # one walk for both (`buffers()` and `parameters()` would make two)
-            seen: set[int] = set()
-            for mod in model.modules():
+            seen: dict[int, None] = {}
+            stack, walked = [model], {model: None}
+            while stack:  # the order does not matter; `modules()`'s nested generators cost ~10 calls a module
+                mod = stack.pop()
                 for b in mod._buffers.values():
-                    if b is not None and id(b) not in seen:
-                        seen.add(id(b))
+                    if b is not None and (i := id(b)) not in seen:
+                        seen[i] = None
                         buffers.append((b, b.detach().clone()))
                 for p in mod._parameters.values():
-                    if p is not None and p.requires_grad and id(p) not in seen:
-                        seen.add(id(p))
+                    if p is not None and p.requires_grad and (i := id(p)) not in seen:
+                        seen[i] = None
                         params.append(p)
+                for child in mod._modules.values():
+                    if child is not None and child not in walked:  # modules are hashable (`named_modules` needs it)
+                        walked[child] = None
+                        stack.append(child)
         else:
             buffers = [(b, b.detach().clone()) for b in model.buffers()] if hasattr(model, "buffers") else []
             params = [p for p in model.parameters() if p.requires_grad] if hasattr(model, "parameters") else []
@@ -100,8 +107,8 @@ class CoarseCapture:
         """`run.extra["capture"]`: what was recorded operator by operator and what only per module."""
         ev = self.recorder.events
         data: dict[str, Any] = {"detail": "module", "passes": self.passes, "module_events": len(ev),
-                                "operators": sum(1 for n in self.result.graph.nodes
-                                                 if n.kind == "op" and not _is_module(n))}
+                                "operators": len([n for n in self.result.graph.nodes if n.kind == "op" and not (
+                                    n.attrs and "detail" in n.attrs and n.attrs["detail"] == MODULE)])}
         if self.window is not None:
             end = ev[self.window[1]]
             start = ev[self.window[0]] if self.window[0] >= 0 else None
@@ -120,10 +127,6 @@ class CoarseCapture:
         if self.notes:
             data["notes"] = list(self.notes)
         return data
-
-
-def _is_module(node: Any) -> bool:
-    return bool(node.attrs) and node.attrs.get("detail") == MODULE
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,26 +10,17 @@ import numpy as np
 from ascend_tui.checks.suspects import first_zeroed_event
 from ascend_tui.graph.opgraph import op_node
 from ascend_tui.live.capture import CaptureResult, SlotRef
-from ascend_tui.live.coarse_pass import Event, StepRecorder
+from ascend_tui.live.coarse_pass import Event, StepRecorder, stat_matrix
 
 def event_rows(rec: StepRecorder, stats: Any) -> tuple[np.ndarray, ...]:
-    """(event index, min, max, NaN count, Inf count) per measured output of every event with a node."""
-    position = {k: i for i, k in enumerate(stats.keys())}  # a StatsTable's keys are in row order
-    idx, rows = [], []
-    graph = rec.graph
-    for ev in rec.events:
-        if not ev.node:
-            continue
-        for slot in range(len(graph.node(ev.node).outputs)):
-            row = position.get((ev.node, slot))
-            if row is not None:
-                idx.append(ev.index)
-                rows.append(row)
-    if not rows:
+    """(event index, min, max, NaN count, Inf count) per measured output of every event with a node, in row order."""
+    event_of = {ev.node: ev.index for ev in rec.events if ev.node}
+    found = [(event_of[key[0]], i) for i, key in enumerate(stats.keys()) if key[0] in event_of]
+    if not found:
         empty = np.zeros(0)
         return empty, empty, empty, empty, empty
-    at = np.asarray(rows)
-    return (np.asarray(idx), stats.column("min")[at], stats.column("max")[at], stats.column("nan_count")[at],
+    idx, at = np.asarray(found).T
+    return (idx, stats.column("min")[at], stats.column("max")[at], stats.column("nan_count")[at],
             stats.column("inf_count")[at])
 
 
@@ -176,8 +167,8 @@ def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) ->
     if keys:
         a, b = np.asarray(rows2), np.asarray(rows1)
         data = np.empty((len(keys), len(STAT_FIELDS)), dtype=np.float64)
-        data[a >= 0] = _matrix(s2)[a[a >= 0]]
-        data[b >= 0] = _matrix(s1)[b[b >= 0]]
+        data[a >= 0] = stat_matrix(s2)[a[a >= 0]]
+        data[b >= 0] = stat_matrix(s1)[b[b >= 0]]
         stats.add_many(keys, data)
     hists = HistogramTable()
     if hkeys:
@@ -192,13 +183,6 @@ def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) ->
 
 def _positions(table: Any) -> dict[tuple[str, int], int]:
     return {k: i for i, k in enumerate(table.keys())}  # a StatsTable's keys are in row order
-
-
-def _matrix(table: Any) -> np.ndarray:
-    from ascend_tui.evidence import STAT_FIELDS
-
-    return np.column_stack([table.column(f) for f in STAT_FIELDS]) if len(table) else \
-        np.zeros((0, len(STAT_FIELDS)))
 
 
 def result_of(rec: StepRecorder, stats: Any) -> CaptureResult:

@@ -1,4 +1,4 @@
-"""The passes of a coarse-to-fine capture (`live.coarse`): a step run under a `StepRecorder`.
+"""The recorder of a coarse-to-fine capture's passes (`live.coarse`; `live.coarse_step` runs the step under it).
 
 One node per module call (and per gradient reaching a module's output), each an *event*;
 operator nodes only inside a window of events, recorded by a dispatch mode that is pushed when
@@ -11,7 +11,9 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from functools import partial
+from operator import attrgetter, itemgetter
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -19,10 +21,8 @@ from ascend_tui.errors import Cancelled
 from ascend_tui.graph.opgraph import derive, op_node
 from ascend_tui.live.batch_stats import BatchStats
 from ascend_tui.live.capture import ABSENT, Recorder, SlotRef, Unshadow, tensor_meta
-from ascend_tui.live.tensors import call_model, tensor_leaves
-from ascend_tui.live.coarse_window import WindowClosed, lazy_window_mode, window_mode
-from ascend_tui.live.frames import stop_at
-from ascend_tui.progress import frozen_gc
+from ascend_tui.live.coarse_window import WindowClosed
+from ascend_tui.live.tensors import tensor_leaves
 
 if TYPE_CHECKING:
     from ascend_tui.live.device import Device
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 MODULE = "module"  # the value of `attrs["detail"]` on nodes that stand for a whole module call
 FLAG_READS = 32  # reads of the overflow flag (a host sync each) in the pass that looks for it: one every N events
 MODULE_SAMPLE = 512  # values per module-level histogram (an operator's: `HIST_SAMPLE`); binning is ~4 ns a value
+_META, _PORT = attrgetter("meta"), itemgetter(0, 1)  # a `SlotRef`'s metadata; its (node, slot), an edge's source
+_new_ref = tuple.__new__  # `SlotRef(...)` without the Python call of a named tuple's `__new__`
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,22 +97,24 @@ class StepRecorder(Recorder):
         """Shadow every module's `_call_impl` (the model's own too) to attribute ops and end each call with an event."""
         known = self._module_names  # the walk `Recorder` made naming the parameters: not another one
         if known is not None and known[0] == id(model):
-            pairs = [("", model), *((known[1][id(m)], m) for m in known[2])]
+            names = known[1]
+            pairs = [("", model), *[(names[id(m)], m) for m in known[2]]]
         else:
             pairs = list(model.named_modules())
         thread = threading.get_ident()
         shadowed: list[tuple[dict[str, Any], Any]] = []
         for name, mod in pairs:
             own = getattr(mod, "__dict__", None)
-            if not isinstance(own, dict):
+            if type(own) is not dict and not isinstance(own, dict):
                 continue
-            prior = own.get("_call_impl", ABSENT)
+            prior = own["_call_impl"] if "_call_impl" in own else ABSENT
             own["_call_impl"] = self._wrapped(mod._call_impl, name, type(mod).__name__, thread)
             shadowed.append((own, prior))
         return [Unshadow(shadowed)]
 
     def _wrapped(self, call: Callable[..., Any], name: str, cls: str, thread: int) -> Callable[..., Any]:
         stack, frames, frame_ops, get_ident = self.module_stack, self._frames, self._frame_ops, threading.get_ident
+        ops = self.window is not None  # operators are recorded only in a window: the module pass tracks none
 
         def _call_impl(*args: Any, **kwargs: Any) -> Any:
             if get_ident() != thread:
@@ -120,13 +124,14 @@ class StepRecorder(Recorder):
             token = meter.enter() if meter is not None else None
             stack.append(name)
             frames.append([])
-            frame_ops.append(None)
+            if ops:
+                frame_ops.append(None)
             try:
                 out = call(*args, **kwargs)
             finally:
                 stack.pop()
                 children = frames.pop()
-                last_op = frame_ops.pop()
+                last_op = frame_ops.pop() if ops else None
             if last_op is not None:
                 children.append(last_op)
                 if frame_ops[-1] is None or frame_ops[-1].index < last_op.index:
@@ -180,60 +185,60 @@ class StepRecorder(Recorder):
 
     def _exit(self, name: str, cls: str, args: Any, kwargs: Any, out: Any, children: list[SlotRef],
               entered: int, measured: tuple[float, int] | tuple[()] = ()) -> None:
-        tensor = self._tensor
-        outs = [out] if isinstance(out, tensor) else tensor_leaves([out], tensor)
-        index = len(self.events)
+        outs = [out] if isinstance(out, self._tensor) else tensor_leaves([out], self._tensor)
+        events = self.events
+        index = len(events)
         w = self.window
-        inside = w is not None and w[0] < index <= w[1]
-        node = "" if inside else self._module_node(name, cls, args, kwargs, outs, children)
-        if inside and self.stop_after_window:
-            self.window_outputs[index] = [self.source_of(t) for t in outs]
-        self.events.append(Event(index, name, cls, self.phase, node, entered, *measured))
-        if node:
-            self._frames[-1].append(self._producers[id(outs[0])][1] if outs else SlotRef(node, 0, self.op_count - 1))
+        metas: tuple[Any, ...] = ()
+        if w is not None and w[0] < index <= w[1]:
+            node = ""
+            if self.stop_after_window:
+                self.window_outputs[index] = [self.source_of(t) for t in outs]
+        else:
+            node, metas = self._module_node(name, cls, args, kwargs, outs, children)
+        events.append(Event(index, name, cls, self.phase, node, entered, *measured))
         if self.grads and self.phase == "forward" and self._grad_enabled():
             hooked = self._hooked
-            for t in outs:
+            for slot, t in enumerate(outs):
                 if t.requires_grad and t.is_floating_point():
-                    seen = hooked.get(id(t))
+                    key = id(t)
+                    seen = hooked.get(key)
                     if seen is None or seen() is not t:  # a parent returning its child's output: the child's event
-                        hooked[id(t)] = weakref.ref(t)
-                        self.grad_hooks.append(t.register_hook(self._grad_hook(name, cls, tensor_meta(t))))
+                        hooked[key] = weakref.ref(t)
+                        meta = metas[slot] if metas else tensor_meta(t)
+                        self.grad_hooks.append(t.register_hook(partial(self._grad_hook, name, cls, meta)))
         if w is not None or self.flag_device is not None or self.cancel is not None or self.progress is not None:
             self._advance(index)
-
-    def _known(self, x: Any) -> SlotRef | None:
-        ref = self._producer(x)
-        if ref is None and id(x) in self._named:
-            ref = self.source_of(x)  # a named input, parameter or buffer: its placeholder
-        return ref
 
     def _input_refs(self) -> list[SlotRef]:
         """The placeholders of the run's own inputs: where data made before any node must have come from."""
         return [self.source_of(t) for t in self._keepalive if self._named.get(id(t), ("",))[0] == "input"]
 
     def _module_node(self, name: str, cls: str, args: Any, kwargs: Any, outs: list[Any],
-                     children: list[SlotRef]) -> str:
-        """A node for one module call: fed by its inputs, its children and what made its outputs; outputs measured."""
+                     children: list[SlotRef]) -> tuple[str, tuple[Any, ...]]:
+        """A node for one module call, fed by its inputs, its children and what made its outputs; outputs measured.
+        (node id, output metadata); the node goes on the caller's list of children."""
         tensor = self._tensor
         refs: list[SlotRef] = []
-        pairs: set[tuple[str, int]] = set()
-        nodes: set[str] = set()
+        pairs: dict[tuple[str, int], None] = {}  # dicts for sets: a store is no method call (a few a module call)
+        nodes: dict[str, None] = {}
         unknown = False
-        producers = self._producers
+        producers, named = self._producers, self._named
         leaves = [args[0]] if len(args) == 1 and isinstance(args[0], tensor) else tensor_leaves(args, tensor)
         for x in (leaves + tensor_leaves(kwargs.values(), tensor)) if kwargs else leaves:
             entry = producers.get(id(x))
-            ref = entry[1] if entry is not None and entry[0]() is x else self._known(x)
+            if entry is not None and entry[0]() is x:
+                ref = entry[1]
+            else:  # no node made it: a named input, parameter or buffer has its placeholder
+                ref = self.source_of(x) if id(x) in named else None
             if ref is None:
                 unknown = True
-            elif (ref.node, ref.slot) not in pairs:
-                pairs.add((ref.node, ref.slot))
-                nodes.add(ref.node)
+            elif ref[:2] not in pairs:
+                pairs[ref[:2]] = nodes[ref.node] = None
                 refs.append(ref)
         for ref in children:
             if ref.node not in nodes:
-                nodes.add(ref.node)
+                nodes[ref.node] = None
                 refs.append(ref)
         made_inside = False
         for t in outs:
@@ -241,7 +246,7 @@ class StepRecorder(Recorder):
             if entry is None or entry[0]() is not t:
                 made_inside = True
             elif entry[1].node not in nodes:
-                nodes.add(entry[1].node)
+                nodes[entry[1].node] = None
                 refs.append(entry[1])
         # an output no node made was computed inside this module (a leaf's own ops are not recorded in this
         # pass): from its inputs when it has any, so only an unknown input (or none at all) brings in the caller's
@@ -252,56 +257,57 @@ class StepRecorder(Recorder):
                 made = [self._last] if self._last is not None else self._input_refs()
             for ref in made:
                 if ref.node not in nodes:
-                    nodes.add(ref.node)
+                    nodes[ref.node] = None
                     refs.append(ref)
         node_id = self.ids.mint(name, MODULE, self.phase)
         metas = tuple(map(tensor_meta, outs))
         index = self.op_count
         self.op_count += 1
-        graph = self.graph
-        graph.add_node(op_node(node_id, f"module.{cls}", name, index, "op", tuple(r.meta for r in refs), metas,
-                               None, self.phase, cls, {"detail": MODULE}))
-        for slot, ref in enumerate(refs):
-            graph.add_edge(ref.node, node_id, ref.slot, slot)
+        self.graph.add_fed(op_node(node_id, f"module.{cls}", name, index, "op", tuple(map(_META, refs)), metas,
+                                   None, self.phase, cls, {"detail": MODULE}), map(_PORT, refs))
         measure = self.want_stats and self.module_stats
         taps = self.taps
+        last = None
         for slot, t in enumerate(outs):
-            producers[id(t)] = (weakref.ref(t), SlotRef(node_id, slot, index, metas[slot]))
+            ref = _new_ref(SlotRef, (node_id, slot, index, metas[slot]))
+            last = last or ref
+            producers[id(t)] = (weakref.ref(t), ref)
             if t.is_floating_point():
                 for tap in taps:  # observers' evidence (underflow in the reference) per module output too
                     tap(node_id, slot, t)
                 if measure:
                     self.take((node_id, slot), t)
-        self._last = SlotRef(node_id, 0, index, metas[0] if metas else None)
-        return node_id
+        self._last = last or _new_ref(SlotRef, (node_id, 0, index, None))
+        # what the parent's node is fed by: what made its first output (a repeated tensor: its last slot)
+        self._frames[-1].append(producers[id(outs[0])][1] if outs else self._last)
+        return node_id, metas
 
-    def _grad_hook(self, name: str, cls: str, meta: Any) -> Callable[[Any], None]:
-        events, attrs = self.events, {"detail": MODULE, "gradient_of": name}
-
-        def hook(grad: Any) -> None:
-            index = len(events)
-            node = ""
-            w = self.window
-            if w is None or not w[0] < index <= w[1]:
-                node = self.ids.mint(name, "module_grad", "backward")
-                i = self.op_count
-                self.op_count += 1
-                self.graph.add_node(op_node(node, f"module_grad.{cls}", name, i, "op", (), (meta,), None, "backward",
-                                            cls, dict(attrs)))
-                for tap in self.taps:
-                    tap(node, 0, grad)
-                if self.want_stats and self.module_stats:
-                    self.take((node, 0), grad)
-                self._last = SlotRef(node, 0, i, meta)
-            events.append(Event(index, name, cls, "backward", node, index))
-            self.module_stack[:] = [name] if name else []  # what runs next is this module's backward
-            if w is not None or self.flag_device is not None or self.cancel is not None or self.progress is not None:
-                self._advance(index)
-        return hook
+    def _grad_hook(self, name: str, cls: str, meta: Any, grad: Any) -> None:
+        """A gradient reached an output of a `name` call (a hook, bound with `partial`): its event, and a node."""
+        events = self.events
+        index = len(events)
+        node = ""
+        w = self.window
+        if w is None or not w[0] < index <= w[1]:
+            node = self.ids.mint(name, "module_grad", "backward")
+            i = self.op_count
+            self.op_count += 1
+            self.graph.add_node(op_node(node, f"module_grad.{cls}", name, i, "op", (), (meta,), None, "backward",
+                                        cls, {"detail": MODULE, "gradient_of": name}))
+            for tap in self.taps:
+                tap(node, 0, grad)
+            if self.want_stats and self.module_stats:
+                self.take((node, 0), grad)
+            self._last = _new_ref(SlotRef, (node, 0, i, meta))
+        events.append(Event(index, name, cls, "backward", node, index))
+        self.module_stack[:] = [name] if name else []  # what runs next is this module's backward
+        if w is not None or self.flag_device is not None or self.cancel is not None or self.progress is not None:
+            self._advance(index)
 
     def take(self, key: tuple[str, int], t: Any) -> None:
         """Measure a module-level tensor for `key` now (`BatchStats`), or point at the row of the same tensor."""
-        seen = self._measured.get(id(t))
+        i = id(t)
+        seen = self._measured.get(i)
         if seen is not None and seen[0]() is t and seen[1] == t._version:
             self._batch_copies.append((key, seen[2]))
             return
@@ -309,7 +315,7 @@ class StepRecorder(Recorder):
         # keeping gradients for a batch measured no faster on the CPU (tight loops lose to hot caches).
         if self.batch.add(t) is not None:
             self._batch_keys.append(key)
-            self._measured[id(t)] = (weakref.ref(t), t._version, key)
+            self._measured[i] = (weakref.ref(t), t._version, key)
 
     def _module_tables(self) -> tuple[list[tuple[str, int]], np.ndarray, list[tuple[str, int]], np.ndarray]:
         """(keys, `STAT_FIELDS` rows, histogram keys, histogram rows) of the module-level measurements, made once."""
@@ -337,7 +343,7 @@ class StepRecorder(Recorder):
                 data = np.concatenate([data, data[extra]])
             hist_of = {int(r): i for i, r in enumerate(hist_rows)}
             hkeys, hidx = [], []
-            for key in keys:
+            for key in keys if hist_of else ():  # none sampled: no check reads module-level histograms
                 i = hist_of.get(position[key])
                 if i is not None:
                     hkeys.append(key)
@@ -347,8 +353,13 @@ class StepRecorder(Recorder):
 
     def finish_stats(self) -> Any:
         """The window's operator statistics and the module-level ones, in one table."""
+        from ascend_tui.evidence import StatsTable
+
         table = super().finish_stats()
         keys, data, _, _ = self._module_tables()
+        if keys and len(table):  # one table made at once: adding rows to one that has some goes key by key
+            keys, data = [*table.keys(), *keys], np.concatenate([stat_matrix(table), data])
+            table = StatsTable()
         if keys:
             table.add_many(keys, data)
         return table
@@ -386,103 +397,26 @@ class StepRecorder(Recorder):
 
     def param_grads(self, model: Any) -> None:
         """One module-level node per parameter gradient (`grad:fc.weight`), with its statistics."""
-        named = self._named  # the parameters `Recorder` named, in `named_parameters()` order
-        params = [(named[id(t)][1], t) for t in self._keepalive if named.get(id(t), ("",))[0] == "param"]
+        named = self._named  # the parameters `Recorder` named (every tensor it keeps alive), in `named_parameters()` order
+        params = [(kind[1], t) for t in self._keepalive if (kind := named[id(t)])[0] == "param"]
+        graph, measure = self.graph, self.want_stats and self.module_stats
         for name, p in params or model.named_parameters():
-            if p.grad is None or f"grad:{name}" in self.graph:
+            grad = p.grad
+            if grad is None or f"grad:{name}" in graph:
                 continue
-            node_id, meta = f"grad:{name}", tensor_meta(p.grad)
-            self.graph.add_node(op_node(node_id, "grad", name.rsplit(".", 1)[0] if "." in name else "",
-                                        self.op_count, "output", (meta,), (meta,), None, "backward", "",
-                                        {"forward": f"param:{name}", "detail": MODULE}))
+            node_id, meta = f"grad:{name}", tensor_meta(grad)
+            graph.add_node(op_node(node_id, "grad", name.rpartition(".")[0], self.op_count, "output", (meta,), (meta,),
+                                   None, "backward", "", {"forward": f"param:{name}", "detail": MODULE}))
             self.op_count += 1
             for tap in self.taps:
-                tap(node_id, 0, p.grad)
-            if self.want_stats and self.module_stats:
-                self.take((node_id, 0), p.grad)
+                tap(node_id, 0, grad)
+            if measure:
+                self.take((node_id, 0), grad)
 
 
-def step_pass(model: Any, inputs: Any, *, window: tuple[int, int] | None, backward: bool = False,
-              loss: Callable[[Any], Any] | None = None, observers: Sequence[Any] = (), progress: Any = None,
-              cancel: Any = None, flag_device: Device | None = None, phase_label: str = "capturing",
-              module_stats: bool = True, forward_only: bool = False,
-              stop_after_window: bool = False, flag_every: int = 1, meter: Any = None,
-              histograms: bool = True) -> StepRecorder:
-    """One run of the step (forward, and backward when asked) under a `StepRecorder`; a dispatch mode only when there
-    is a window to record operators in. `forward_only`: a window in the forward, replayed without the backward (in the
-    same grad mode), the dispatch mode entered when the window opens and left when it closes; `stop_after_window`: and
-    stopped there (`rec.stopped`; `adopt_rest` gives it the rest of the step from the module pass); `meter`: each
-    forward module call's time and bytes on its event (`live.coarse_meter`); `histograms`: sample module-level
-    histograms too (the window's operators always get theirs)."""
-    from ascend_tui.live.overflow import default_loss
+def stat_matrix(table: Any) -> np.ndarray:
+    """A `StatsTable`'s rows as one (rows, `STAT_FIELDS`) array."""
+    from ascend_tui.evidence import STAT_FIELDS
 
-    rec = StepRecorder(model, inputs, window=window, grads=backward and not forward_only, flag_device=flag_device, progress=progress,
-                       cancel=cancel, phase_label=phase_label, source=window is not None, module_stats=module_stats,
-                       histograms=histograms)
-    rec.flag_every = flag_every
-    rec.meter = meter
-
-    def body(run_backward: bool) -> None:
-        run_step(rec, model, inputs, loss or default_loss if backward and run_backward else None)
-
-    if flag_device is not None:
-        flag_device.clear_overflow_flag()
-    try:
-        _run_pass(rec, model, body, window, backward, forward_only, stop_after_window, observers)
-    finally:
-        rec.remove_grad_hooks()
-    if flag_device is not None:  # what the last batch of events set
-        rec.read_flag(len(rec.events) - 1)
-    if backward and not forward_only and hasattr(model, "named_parameters"):
-        rec.param_grads(model)
-    return rec
-
-
-def _run_pass(rec: StepRecorder, model: Any, body: Callable[[bool], None], window: tuple[int, int] | None,
-              backward: bool, forward_only: bool, stop_after_window: bool, observers: Sequence[Any]) -> None:
-    """`body` under what the pass needs: the module wrappers alone (pass 1), or a dispatch mode for the window."""
-    import torch
-
-    from ascend_tui.live.recording import recording
-
-    if window is None:  # pass 1: no dispatch mode at all
-        from ascend_tui.live.recording import overrides
-
-        rec.taps = [o.output for o in observers if overrides(o, "output")]
-        handles = rec.attribute_modules(model) if hasattr(model, "named_modules") else []
-        try:
-            with frozen_gc(), torch.set_grad_enabled(backward):
-                body(True)
-        finally:
-            for h in handles:
-                h.remove()
-    elif forward_only:  # the dispatch mode pushed only while the window is open
-        rec.stop_after_window = stop_after_window
-        with recording(model, rec, observers, grad=backward, mode_class=lazy_window_mode) as mode:
-            rec.mode = mode
-            try:
-                if rec.active:
-                    rec.mode_on()
-                body(False)
-            except WindowClosed:
-                rec.stopped = True
-            finally:
-                rec.mode_off()
-    else:
-        with recording(model, rec, observers, grad=backward, mode_class=window_mode):
-            body(True)
-
-
-def run_step(rec: StepRecorder, model: Any, inputs: Any, loss: Callable[[Any], Any] | None) -> None:
-    """The model's forward, then (with a `loss`) its backward: the outer end of every source stack of a recorded step,
-    so that gradient ops, run from `value.backward()` here, never name the code that started the investigation."""
-    rec.outputs = call_model(model, inputs)
-    if loss is not None:
-        value = loss(rec.outputs)
-        rec.phase = "backward"
-        rec.module_stack.clear()
-        value.backward()
-        rec.module_stack.clear()
-
-
-stop_at(run_step)
+    return np.column_stack([table.column(f) for f in STAT_FIELDS]) if len(table) else \
+        np.zeros((0, len(STAT_FIELDS)))
