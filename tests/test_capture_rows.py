@@ -1,6 +1,6 @@
-"""The recorder's deferred nodes: `record` leaves a row per op and placeholder, made into graph nodes when the graph is
-read. A graph read mid-run (one `add_fed` a node) and one built at the end (edge lists by position, `adopt`) must be
-the same graph; a placeholder whose id an op already took is renamed as before."""
+"""How the recorder's graph grows: a graph read after every op (an observer's `after`) is the same graph as the one read
+at the end (nodes, edge order, statistics); a placeholder whose id an op already took takes a suffix. Kept as the
+guard for any recorder that builds nodes later than per op (issue 24's fifth round tried one and dropped it)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from itertools import repeat
-from operator import itemgetter
 from math import prod
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
@@ -22,7 +20,7 @@ from typing import Any, Callable, NamedTuple
 from ascend_tui.errors import Cancelled
 from ascend_tui.evidence import HistogramTable, StatsTable, TensorMeta
 from ascend_tui.graph.ids import IdMinter, api_op, node_id as node_id_of
-from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node, op_nodes
+from ascend_tui.graph.opgraph import OpGraph, OpNode, op_node
 from ascend_tui.live.attribution import ABSENT, WRAPPER_CODE, Unshadow, attributed
 from ascend_tui.live.aten import FACTS, SAME_VALUES, overload_facts, storage_key, written_args
 from ascend_tui.live.frames import SourceStack, stop_at, user_source, wrapper_code
@@ -61,8 +59,6 @@ class SlotRef(NamedTuple):
 
 
 _new_ref = tuple.__new__
-_META = itemgetter(3)  # a ref's meta
-_FEED = itemgetter(0, 1)  # a ref's (node, slot)
 
 
 _METAS: dict[tuple[Any, ...], TensorMeta] = {}
@@ -102,10 +98,7 @@ class Recorder:
         self._tensor = torch.Tensor
         self._strided = torch.strided
         self._float32 = torch.float32
-        self._graph = OpGraph()
-        # One row per recorded op not yet in `_graph` (`record`; `_flush` makes them nodes).
-        self._rows: list[tuple[Any, ...]] = []
-        self._placeholders: set[str] = set()  # the ids of the placeholders made
+        self.graph = OpGraph()
         self.want_stats = stats
         self.want_source = source
         self.progress = progress
@@ -151,7 +144,6 @@ class Recorder:
                 self._keepalive.append(b)
             for name, mod in model.named_modules():
                 self._module_class[name] = type(mod).__name__
-        self._colons = any(":" in name for name in self._module_class)  # (see `_placeholder`)
         for part in split_inputs(inputs):
             for path, leaf in tree_flatten_with_path(part)[0]:
                 if isinstance(leaf, torch.Tensor):
@@ -210,7 +202,6 @@ class Recorder:
             names = {id(mod): name for name, mod in pairs}
         if not names:
             return []
-        self._colons = self._colons or any(":" in name for name in names.values())
         stack = self.module_stack
         thread = threading.get_ident()
         get_ident = threading.get_ident
@@ -283,17 +274,15 @@ class Recorder:
             kind, name = "const", str(self._const_count)
             self._const_count += 1
         node_id = f"{kind}:{name}"
-        # (an op's id is `kind:name` only where a module's name has a colon: then the graph is asked, the rows
-        # `record` left made nodes first; otherwise the placeholders made so far are all it could be)
-        if node_id in self._placeholders or node_id in (self.graph if self._colons else self._graph):
+        if node_id in self.graph:
             node_id = f"{node_id}#{self._const_count}"
             self._const_count += 1
-        self._placeholders.add(node_id)
         module = name.rsplit(".", 1)[0] if kind in ("param", "buffer") and "." in name else ""
         if kind == "const":
             module = self.module
         meta = tensor_meta(t)
-        self._rows.append((node_id, kind, module, -1, kind, (), (meta,), None, "forward", None))
+        self.graph.add_node(op_node(node_id, kind, module, -1, kind, (), (meta,), None,  # type: ignore[arg-type]
+                                    "forward", self._module_class.get(module, ""), None))
         ref = SlotRef(node_id, 0, -1, meta)
         self._set_producer(t, ref)
         if kind in ("param", "buffer") and self.want_stats and WEIGHTS.wants(t, self._float32):
@@ -326,12 +315,10 @@ class Recorder:
                     self.source_of(t)
 
     def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> str:
-        """Note one finished aten call: mint its id, resolve its inputs, register (and measure) its outputs.
+        """Add the node for one finished aten call and wire its inputs.
 
-        The hot path of a full capture (once per aten op). Only what needs the live moment is done
-        here: which recorded output (or placeholder) each input is, while the tensors are alive; the
-        outputs' shapes, statistics and source location. The node and its edges are a row of
-        `_rows`, made into graph records in batches (`_flush`) when anything reads `graph`.
+        The hot path of a full capture (once per aten op): `source_of`, `measure` and the node's
+        edges are inlined for their common cases, and a `SlotRef` is made by `tuple.__new__`.
         """
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled("capture cancelled")
@@ -358,14 +345,23 @@ class Recorder:
         if kwargs:
             in_tensors += tensor_leaves(kwargs.values(), tensor)
         producers = self._producers
+        in_metas = []
+        feeds = []  # (node, slot) each input reads
         if self._writers:
-            refs = [self._fed(x) for x in in_tensors]
+            for x in in_tensors:
+                ref = self.source_of(x)
+                feeds.append((ref[0], ref[1]))
+                in_metas.append(tensor_meta(x))
         else:
-            refs = []  # (node, slot, index, meta) each input reads
             for x in in_tensors:  # source_of's common case inlined: a live tensor we made, no in-place writes yet
                 entry = producers.get(id(x))
-                refs.append(entry[1] if entry is not None and entry[0]() is x and entry[1][3] is not None
-                            else self._fed(x))
+                if entry is not None and entry[0]() is x:
+                    ref = entry[1]
+                    in_metas.append(ref[3] or tensor_meta(x))
+                else:
+                    ref = self.source_of(x)
+                    in_metas.append(tensor_meta(x))
+                feeds.append((ref[0], ref[1]))
         if isinstance(out, tensor):  # most ops: one output, its meta usually cached (`tensor_meta` inlined)
             out_tensors = [out]
             meta = _METAS.get((out.dtype, *out.shape))
@@ -378,23 +374,25 @@ class Recorder:
         source = None
         if self.want_source:  # (inside a module call, the walk stops at it: the frames above it are cached)
             source = self.sources.user_source(3)
-        attrs = facts.attrs if self.api is None and self.current is None else self.node_attrs(func, facts)
-        self._rows.append((node_id, facts.op_type, module, index, "op", refs, out_metas, source, phase, attrs))
-        taps = self.taps
-        stats = self.stat_rows if self.want_stats and not facts.unwritten_output else None  # allocator garbage:
-        measured = stats is not None or (taps and not facts.unwritten_output)  # measured once an op writes it
+        self.graph.add_fed(op_node(
+            node_id, facts.op_type, module, index, "op", tuple(in_metas), out_metas, source, phase,
+            self._module_class.get(module, ""),
+            facts.attrs if self.api is None and self.current is None else self.node_attrs(func, facts),
+        ), feeds)
         same_as = repeats = None
-        if measured and len(out_tensors) == 1 and refs and (facts.same_values or name == "expand"):
+        if len(out_tensors) == 1 and in_tensors and (facts.same_values or name == "expand"):
             # (the metas, not the tensors, say numel and dtype: a tensor's attributes cost ~0.5 us each)
-            src = refs[0]
-            a, b = src[3], out_metas[0]
+            a, b = in_metas[0], out_metas[0]
             n, m = (prod(a.shape), prod(b.shape)) if a is not b else (1, 1)
             if a.dtype != b.dtype or not n:
                 pass
             elif m == n:  # a view or copy; or an expand of size-1 dims to 1: the input's values, strides and
-                same_as = (src[0], src[1])  # contiguity (so its histogram too, or its lack of one)
+                same_as = feeds[0]  # contiguity (so its histogram too, or its lack of one)
             elif name == "expand" and m % n == 0:  # each input value k times over
-                repeats = ((src[0], src[1]), m // n)
+                repeats = (feeds[0], m // n)
+        taps = self.taps
+        stats = self.stat_rows if self.want_stats and not facts.unwritten_output else None  # allocator garbage:
+        measured = stats is not None or (taps and not facts.unwritten_output)  # measured once an op writes it
         weak = weakref.ref
         new = _new_ref
         if pending is not None and phase != "forward":
@@ -426,51 +424,6 @@ class Recorder:
         if self.progress is not None and (index & 15) == 0:
             self.progress(self.phase_label, index, self.expected_ops)
         return node_id
-
-    def _fed(self, x: Any) -> SlotRef:
-        """What input `x` reads (`source_of`), carrying the shape and dtype `x` has now."""
-        ref = self.source_of(x)
-        meta = tensor_meta(x)
-        return ref if ref[3] is meta else _new_ref(SlotRef, (ref[0], ref[1], ref[2], meta))
-
-    @property
-    def graph(self) -> OpGraph:
-        """The graph of everything recorded so far (the rows `record` left are made into nodes first)."""
-        if self._rows:
-            self._flush()
-        return self._graph
-
-    def _flush(self) -> None:
-        """Make the rows `record` left (ops and placeholders) into nodes and edges, in recording order.
-
-        The node records come from `op_nodes` over the rows' columns, the inputs' metas from their refs by C.
-        Into an empty graph (a run nothing asked for its graph before the end) the edge lists are built here,
-        by position, and the graph `adopt`s them: a few list appends per edge; otherwise one `add_fed` a node.
-        """
-        rows, self._rows = self._rows, []
-        ids, op_types, modules, indices, kinds, refs, outputs, sources, phases, attrs = zip(*rows)
-        nodes = op_nodes(ids, op_types, modules, indices, kinds, [tuple(map(_META, r)) for r in refs], outputs,
-                         sources, phases, map(self._module_class.get, modules, repeat("")), attrs)
-        graph = self._graph
-        if len(graph):
-            add = graph.add_fed
-            for node, fed in zip(nodes, refs):
-                add(node, map(_FEED, fed))
-            return
-        pos = dict(zip(ids, range(len(ids))))
-        ins: list[list[tuple[int, int, int, int]]] = [[] for _ in ids]
-        outs: list[list[tuple[int, int, int, int]]] = [[] for _ in ids]
-        for d, fed in enumerate(refs):
-            if fed:
-                into = ins[d]
-                for k, ref in enumerate(fed):
-                    s = pos.get(ref[0])
-                    if s is None or s >= d:  # (what `add_fed` refuses: an input from no node made before)
-                        raise KeyError(f"unknown node {ref[0]!r}")
-                    edge = (s, d, ref[1], k)
-                    into.append(edge)
-                    outs[s].append(edge)
-        graph.adopt(nodes, ins, outs)
 
     def resolve(self) -> None:
         """Map the autograd nodes of the outputs listed in `_pending` (a subclass's; none here)."""
