@@ -115,22 +115,22 @@ def _walk(frame: FrameType | None, wrap: int = 0) -> tuple[list[int], FrameType 
     """The (code id, instruction offset) pairs of the user frames from `frame` outwards, up to `STACK_DEPTH` of them
     or a stop frame, and the frame of the wrapper code `wrap` the walk stopped at (None where it stopped otherwise)."""
     key: list[int] = []
-    append = key.append
     get = _USER_CODE.get
-    depth = 2 * STACK_DEPTH
+    left = STACK_DEPTH  # (a count, not `len(key)`: one call fewer per user frame)
     while frame is not None:
-        kind = get(id(frame.f_code))
+        code = id(frame.f_code)
+        kind = get(code)
         if kind is None:
             kind = _classify(frame.f_code)
         if kind:  # (most frames are library frames: nothing but the step to the next)
             if kind == _USER:
-                append(id(frame.f_code))
-                append(frame.f_lasti)
-                if len(key) == depth:
+                key += (code, frame.f_lasti)
+                left -= 1
+                if not left:
                     break
             elif kind == _STOP:
                 break
-            elif id(frame.f_code) == wrap:
+            elif code == wrap:
                 return key, frame
         frame = frame.f_back
     return key, None
@@ -200,7 +200,7 @@ class SourceStack:
             return found
         key, wrapper = _walk(frame.f_back, self.wrap if level > 0 else 0)
         if wrapper is not None:
-            key.extend(self._above(wrapper, level - 1))
+            key += self._above(wrapper, level - 1)
         found = self.outer[level] = tuple(key[:2 * STACK_DEPTH])
         return found
 
@@ -223,8 +223,8 @@ class SourceStack:
             if not lead:
                 frame = self._learn(frame)
         key, wrapper = _walk(frame, wrap)
-        if wrapper is not None:
-            key.extend(self._above(wrapper, len(outer) - 1))
+        if wrapper is not None:  # (`_above`'s cached case inline: the frames above the innermost running call)
+            key += outer[-1] or self._above(wrapper, len(outer) - 1)
         if not key:
             return None
         k = tuple(key) if len(key) <= 2 * STACK_DEPTH else tuple(key[:2 * STACK_DEPTH])

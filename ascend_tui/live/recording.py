@@ -234,7 +234,7 @@ class GradRecorder(Recorder):
         if current is None or self.phase == "forward":
             return attrs
         attrs = {**attrs, "forward": current[0]} if attrs else {"forward": current[0]}
-        api = self._backward_api.get(current[0], ABSENT)
+        api = self._backward_api.get(current[0], ABSENT) if self.want_api else None  # (only an API call has an id)
         if api is ABSENT:
             fwd = self.graph.get(current[0])
             api = self._backward_api[current[0]] = (  # as msprobe names the backward of an API call
