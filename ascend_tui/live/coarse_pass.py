@@ -48,24 +48,6 @@ class Event:
     nbytes: int | None = None  # bytes the call allocated, when a meter was asked
 
 
-class _EventSlots:
-    """`Event`'s slots in its order without its frozen `__setattr__`: filled by plain stores, then made an `Event` by
-    assigning `__class__` (0.6 against 1.8 us an event, about 400 a Llama training step; as `graph.node.op_node`)."""
-
-    __slots__ = ("index", "module", "module_class", "phase", "node", "entered_at", "seconds", "nbytes")
-
-    def __init__(self, index: int, module: str, module_class: str, phase: str, node: str, entered_at: int,
-                 seconds: float | None = None, nbytes: int | None = None) -> None:
-        self.index = index
-        self.module = module
-        self.module_class = module_class
-        self.phase = phase
-        self.node = node
-        self.entered_at = entered_at
-        self.seconds = seconds
-        self.nbytes = nbytes
-
-
 class StepRecorder(Recorder):
     """A recorder that makes one node per module call (and per module gradient), and operator nodes only inside its
     window of events (none when `window` is None: pass 1)."""
@@ -214,9 +196,7 @@ class StepRecorder(Recorder):
                 self.window_outputs[index] = [self.source_of(t) for t in outs]
         else:
             node, metas = self._module_node(name, cls, args, kwargs, outs, children)
-        ev: Any = _EventSlots(index, name, cls, self.phase, node, entered, *measured)
-        ev.__class__ = Event
-        events.append(ev)
+        events.append(Event(index, name, cls, self.phase, node, entered, *measured))
         if self.grads and self.phase == "forward" and self._grad_enabled():
             hooked = self._hooked
             for slot, t in enumerate(outs):
@@ -319,9 +299,7 @@ class StepRecorder(Recorder):
             if self.want_stats and self.module_stats:
                 self.take((node, 0), grad)
             self._last = _new_ref(SlotRef, (node, 0, i, meta))
-        ev: Any = _EventSlots(index, name, cls, "backward", node, index)
-        ev.__class__ = Event
-        events.append(ev)
+        events.append(Event(index, name, cls, "backward", node, index))
         self.module_stack[:] = [name] if name else []  # what runs next is this module's backward
         if w is not None or self.flag_device is not None or self.cancel is not None or self.progress is not None:
             self._advance(index)
