@@ -68,3 +68,39 @@ def test_the_pass_makes_one_frozen_event_per_module_call_and_gradient() -> None:
         with pytest.raises(dataclasses.FrozenInstanceError):
             e.index = 0  # type: ignore[misc]
     assert [e.module for e in rec.events[:4]] == ["0", "1", "2", ""]
+
+
+@pytest.mark.parametrize("bad", [None, "input", "weight", "grad"])
+def test_first_bad_skips_the_event_map_only_when_no_row_is_bad(bad: str | None) -> None:
+    """`first_bad` names the event `first_bad_event` over `event_rows` names: a clean step, a NaN in the input, a NaN
+    weight, a huge loss scale (an Inf in a parameter's gradient, a row no event holds); and a table whose only bad
+    row is the input's placeholder (no event) gives None, as the event rows do."""
+    from ascend_tui.checks.suspects import first_bad_event
+    from ascend_tui.evidence import STAT_FIELDS, StatsTable
+    from ascend_tui.live.coarse_merge import event_rows, first_bad
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    x = torch.randn(3, 4)
+    if bad == "input":
+        x[0, 0] = math.nan
+    elif bad == "weight":
+        with torch.no_grad():
+            model[2].weight[0, 0] = math.nan
+    loss = (lambda out: out.sum() * 3e38) if bad == "grad" else (lambda out: out.sum())
+    rec = step_pass(model, x, window=None, backward=True, loss=loss)
+    stats = rec.finish_stats()
+    want = first_bad_event(*event_rows(rec, stats), saturation_limit=None)
+    assert first_bad(rec, stats, None) == want
+    assert (want is None) == (bad in (None, "grad"))  # a parameter gradient's row belongs to no event
+    if bad == "grad":
+        assert not np.isfinite(stats.column("max")).all()  # a row is bad: the events' rows were mapped and judged
+    keys = list(stats.keys())
+    data = np.column_stack([stats.column(f) for f in STAT_FIELDS])
+    event_keys = {k for k in keys if k[0] in {e.node for e in rec.events if e.node}}
+    clean = StatsTable()
+    rows = [i for i, k in enumerate(keys) if k in event_keys or k[0].startswith("input")]
+    if bad is None:  # the input's row alone made bad: no event holds it
+        data[[i for i in rows if keys[i][0].startswith("input")], 2] = math.nan
+    clean.add_many([keys[i] for i in rows], data[rows])
+    assert first_bad(rec, clean, None) == first_bad_event(*event_rows(rec, clean), saturation_limit=None)

@@ -26,9 +26,8 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
-from ascend_tui.checks.suspects import first_bad_event
 from ascend_tui.live.capture import CaptureResult
-from ascend_tui.live.coarse_merge import adopt_rest, event_rows, merged, result_of, widened, window_inputs_bad, zeroed
+from ascend_tui.live.coarse_merge import adopt_rest, first_bad, merged, result_of, widened, window_inputs_bad, zeroed
 from ascend_tui.live.coarse_pass import FLAG_READS, MODULE, Event, StepRecorder
 from ascend_tui.live.coarse_step import step_pass
 
@@ -198,9 +197,9 @@ def coarse_capture(model: Any, inputs: Any, device: Device, *, backward: bool = 
         if len(sides) > 1:
             recs.append(run(1, None, phase_label="module pass of the reference"))
             first.append(recs[1])
-        bads = [first_bad_event(*event_rows(*recs[0]), saturation_limit=saturation_limit)]
+        bads = [first_bad(*recs[0], saturation_limit)]
         if len(recs) > 1 and len(recs[1][0].events) == len(recs[0][0].events):
-            bads.append(first_bad_event(*event_rows(*recs[1]), saturation_limit=saturation_limit))
+            bads.append(first_bad(*recs[1], saturation_limit))
             bads.append(zeroed(recs[0], recs[1]))
         if all(b is None for b in bads) and flag_set:  # saturation mode: the flag says something overflowed, not where
             every = max(1, len(recs[0][0].events) // FLAG_READS)

@@ -400,9 +400,10 @@ class StepRecorder(Recorder):
         named = self._named  # the parameters `Recorder` named (every tensor it keeps alive), in `named_parameters()` order
         params = [(kind[1], t) for t in self._keepalive if (kind := named[id(t)])[0] == "param"]
         graph, measure = self.graph, self.want_stats and self.module_stats
+        made = self.window is not None  # only a replay's recorder may have made `grad:` nodes: pass 1 makes none
         for name, p in params or model.named_parameters():
             grad = p.grad
-            if grad is None or f"grad:{name}" in graph:
+            if grad is None or made and f"grad:{name}" in graph:
                 continue
             node_id, meta = f"grad:{name}", tensor_meta(grad)
             graph.add_node(op_node(node_id, "grad", name.rpartition(".")[0], self.op_count, "output", (meta,), (meta,),
