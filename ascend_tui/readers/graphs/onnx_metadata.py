@@ -17,7 +17,12 @@ from typing import Any, Callable, Sequence, cast
 from ascend_tui.evidence import SourceLocation
 from ascend_tui.graph.node import OpNode, op_node
 from ascend_tui.progress import Progress
-from ascend_tui.readers.graphs.torch_meta import literal_list, module_from_scopes, source_from_trace
+from ascend_tui.readers.graphs.torch_meta import (NodeNameModules, literal_list, module_from_scopes,
+                                                  source_from_trace)
+
+# A part that starts with the one before it and a dot (`/mlp/mlp.0`): what NodeNameModules works out part by part
+# (torch_meta's own rule; tests/test_formats_onnx_columns.py holds legacy_modules to it).
+_FOLDS = re.compile(r"/([^/]+)/\1\.")
 
 SCOPES = "pkg.torch.onnx.name_scopes"
 _KEY_VALUE = attrgetter("key", "value")
@@ -213,3 +218,25 @@ class DeferredMetadata:
             nodes[position] = op_node(n.id, n.op_type, n.module, n.index, n.kind, ins[position], outs[position],
                                       owner.source, n.phase, owner.module_class if same else "", n.attrs)
         return resolved
+
+
+def legacy_modules(modules: NodeNameModules, names: Sequence[str]) -> list[str]:
+    """`modules.of_all(names)`: where no name's prefix holds `//`, ends in `/` or folds (`/mlp/mlp.0`: one regex
+    over all the prefixes joined; a match across two of them only sends them the long way), each prefix's
+    parts joined by dots, with no lookup or call per name (a third less time at 100k legacy names)."""
+    heads = [name.rpartition("/")[0] for name in names]
+    joined = "\n".join(heads)
+    if "//" in joined or "/\n" in joined or joined[-1:] == "/" or _FOLDS.search(joined) is not None:
+        return modules.of_all(names)
+    return [head[1:].replace("/", ".") if head[:1] == "/" else "" for head in heads]
+
+
+def common_module(paths: list[str]) -> str:
+    """The innermost module path that holds every one of `paths` (`attn` for `attn.qkv` and `attn`)."""
+    split = [p.split(".") if p else [] for p in paths]
+    common: list[str] = []
+    for parts in zip(*split):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    return ".".join(common)

@@ -7,7 +7,7 @@ are never loaded. Tensor types are read when something first reads a node's tens
 (`OpGraph.defer_shapes`, `onnx_types.py`), not on every open, and so is shape inference where the
 exporter left them out; the file is parsed with onnx's generated protobuf module alone, so a
 plain open does not import the `onnx` package (a second here, mostly `ml_dtypes`). Edges are
-counted on open and made when a view first reads one (`link_later`), where the names allow it.
+counted on open and made when a view first reads one (`link_later`; `onnx_links.py`), where the names allow it.
 """
 
 from __future__ import annotations
@@ -17,15 +17,17 @@ import re
 import sys
 import threading
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq, ge, gt, itemgetter, not_
+from operator import attrgetter, eq, ge, itemgetter, not_
 from pathlib import Path
-from typing import Any, Iterator, Sequence, cast
+from typing import Any, cast
 
 from ascend_tui.errors import InputError
 from ascend_tui.evidence import SourceLocation
 from ascend_tui.readers.graphs.onnx_types import (CONTROL_FLOW, DTYPES, PLAIN_DOMAINS, SUBGRAPH_OPS_ATTR, Step,
                                                   TensorTypes, tensor_meta)
-from ascend_tui.readers.graphs.onnx_metadata import DeferredMetadata, ScopeModules, scope_texts
+from ascend_tui.readers.graphs.onnx_links import Segment, input_readers, link_segments, segment_neighbours
+from ascend_tui.readers.graphs.onnx_metadata import (DeferredMetadata, ScopeModules, common_module,
+                                                     legacy_modules, scope_texts)
 from ascend_tui.readers.graphs.torch_meta import NodeNameModules
 from ascend_tui.readers.base import FunctionReader
 from ascend_tui.graph.ids import IdMinter
@@ -46,13 +48,6 @@ _PROTOS: list[Any] = []  # onnx's generated protobuf module, once found
 # its output 0 made the tensor (no tuple a tensor, most of them), else -1, and then (position, output slot) in the
 # second dict.
 Scope = tuple[dict[str, int], dict[str, tuple[int, int]]]
-# Nodes whose edges are made when first asked for (`link_later`): the first one's position, their input names, the
-# position of each name's producer where output 0 made it, -1 where another output did, -2 where none did (an input
-# left out), and the (producer, output slot) of each -1 by its place in that list.
-Segment = tuple[int, list[list[str]], list[int], dict[int, tuple[int, int]]]
-# A part that starts with the one before it and a dot (`/mlp/mlp.0`): what NodeNameModules works out part by part
-# (torch_meta's own rule; tests/test_formats_onnx_columns.py holds legacy_modules to it).
-_FOLDS = re.compile(r"/([^/]+)/\1\.")
 
 
 def sniff(path: Path) -> bool:
@@ -328,7 +323,7 @@ class _OnnxBuilder:
         missing = sources.count(-2)
         if missing and missing != names.count(""):
             return self.forget(scope, named)
-        readers = _readers(positions, list(map(len, inputs)))
+        readers = input_readers(positions, list(map(len, inputs)))
         if any(map(ge, sources, readers)):
             return self.forget(scope, named)
         far: dict[int, tuple[int, int]] = {}  # (maker, slot) of each input made as an output past the first
@@ -436,110 +431,6 @@ class _OnnxBuilder:
             if self.segments:  # the owner's source and class are read later: take them then
                 self.inherited_from.append((i, at, owner.module == module))
             self.inherited += 1
-
-
-def _readers(positions: list[int], counts: list[int]) -> list[int]:
-    """Each node's position once per input it reads, in order: `chain(map(repeat, positions, counts))`, made as
-    one pass per input slot and a merge of the sorted runs where nodes read few inputs (half the cost)."""
-    most = max(counts, default=0)
-    if most > 4:
-        return list(chain.from_iterable(map(repeat, positions, counts)))
-    readers = list(compress(positions, counts))
-    for slot in range(1, most):
-        readers += compress(positions, map(gt, counts, repeat(slot)))
-    readers.sort()
-    return readers
-
-
-def link_segments(count: int, segments: list[Segment]
-                  ) -> tuple[list[list[tuple[int, int, int, int]]], list[list[tuple[int, int, int, int]]]]:
-    """The edge lists of `count` node positions (`OpGraph.adopt`'s `ins` and `outs`) from segments `link_later`
-    kept: what `link` made of them, each edge one tuple in both lists, a producer's in the order they were made."""
-    ins: list[Any] = [None] * count  # a segment's nodes get theirs below, the others (placeholders) an empty one
-    outs: list[list[tuple[int, int, int, int]]] = [[] for _ in range(count)]
-    done = 0
-    for base, inputs, sources, far in segments:
-        if base > done:
-            ins[done:base] = [[] for _ in range(base - done)]
-        into_all: list[list[tuple[int, int, int, int]]] = []
-        append = into_all.append
-        at = 0
-        for index, tensors in enumerate(inputs, base):
-            n = len(tensors)
-            if n == 1 and (a := sources[at]) >= 0:
-                first = (a, index, 0, 0)
-                append([first])
-                outs[a].append(first)
-            elif n == 2 and (a := sources[at]) >= 0 and (b := sources[at + 1]) >= 0:
-                first, second = (a, index, 0, 0), (b, index, 0, 1)
-                append([first, second])
-                outs[a].append(first)
-                outs[b].append(second)
-            else:
-                into = list(_edges_of(index, sources, at, n, far)) if n else []
-                append(into)
-                for edge in into:
-                    outs[edge[0]].append(edge)
-            at += n
-        done = base + len(inputs)
-        ins[base:done] = into_all
-    if count > done:
-        ins[done:count] = [[] for _ in range(count - done)]
-    return ins, outs
-
-
-def _edges_of(index: int, sources: list[int], at: int, n: int, far: dict[int, tuple[int, int]]
-              ) -> Iterator[tuple[int, int, int, int]]:
-    """The edges into node `index` whose `n` producers start at `sources[at]`, by input slot."""
-    for slot, src in enumerate(sources[at:at + n]):
-        if src >= 0:
-            yield (src, index, 0, slot)
-        elif src == -1:
-            maker, out = far[at + slot]
-            yield (maker, index, out, slot)
-
-
-def segment_neighbours(segments: list[Segment], wanted: list[int]) -> dict[int, list[int]]:
-    """For each position in `wanted`, its producers' then its consumers' positions, each in the order `link` made
-    their edges (what `inherit_modules` reads of the edges: a few nodes, found without making the edges)."""
-    want = set(wanted)
-    into: dict[int, list[int]] = {p: [] for p in wanted}
-    out: dict[int, list[int]] = {p: [] for p in wanted}
-    for base, inputs, sources, far in segments:
-        counts = list(map(len, inputs))
-        for index in want.intersection(range(base, base + len(inputs))):
-            into[index] = [e[0] for e in _edges_of(index, sources, sum(counts[:index - base]), counts[index - base],
-                                                   far)]
-        read = sorted([k for k, src in enumerate(sources) if src in want]
-                      + [k for k, (maker, _) in far.items() if maker in want])
-        if read:
-            readers = list(chain.from_iterable(map(repeat, range(base, base + len(inputs)), counts)))
-            for k in read:
-                src = sources[k]
-                out[src if src != -1 else far[k][0]].append(readers[k])
-    return {p: into[p] + out[p] for p in wanted}
-
-
-def legacy_modules(modules: NodeNameModules, names: Sequence[str]) -> list[str]:
-    """`modules.of_all(names)`: where no name's prefix holds `//`, ends in `/` or folds (`/mlp/mlp.0`: one regex
-    over all the prefixes joined; a match across two of them only sends them the long way), each prefix's
-    parts joined by dots, with no lookup or call per name (a third less time at 100k legacy names)."""
-    heads = [name.rpartition("/")[0] for name in names]
-    joined = "\n".join(heads)
-    if "//" in joined or "/\n" in joined or joined[-1:] == "/" or _FOLDS.search(joined) is not None:
-        return modules.of_all(names)
-    return [head[1:].replace("/", ".") if head[:1] == "/" else "" for head in heads]
-
-
-def common_module(paths: list[str]) -> str:
-    """The innermost module path that holds every one of `paths` (`attn` for `attn.qkv` and `attn`)."""
-    split = [p.split(".") if p else [] for p in paths]
-    common: list[str] = []
-    for parts in zip(*split):
-        if len(set(parts)) != 1:
-            break
-        common.append(parts[0])
-    return ".".join(common)
 
 
 def load(path: Path, progress: Progress | None = None, cancel: threading.Event | None = None) -> Investigation:
