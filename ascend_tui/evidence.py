@@ -125,7 +125,8 @@ class StatsTable:
         import numpy as np
 
         values = np.asarray(values, dtype=np.float64).reshape(len(keys), len(STAT_FIELDS))
-        if not self._rows and len(set(keys)) == len(keys):
+        fresh = len(set(keys)) == len(keys) and self._rows.keys().isdisjoint(keys)  # all new: appended in one go
+        if fresh and not self._rows:
             self._data = values.copy()
             self._rows = {k: i for i, k in enumerate(keys)}
             self._n = len(keys)
@@ -137,6 +138,11 @@ class StatsTable:
             if self._data is not None:
                 grown[: self._n] = self._data[: self._n]
             self._data = grown
+        if fresh:
+            self._data[self._n: need] = values
+            self._rows.update(zip(keys, range(self._n, need)))
+            self._n = need
+            return
         for i, key in enumerate(keys):
             row = self._rows.get(key)
             if row is None:

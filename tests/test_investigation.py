@@ -115,3 +115,28 @@ def test_reference_histograms_survive_save_and_load(tmp_path: Path) -> None:
     back = Investigation.load(path)
     assert back.reference_histograms is not None and back.reference_histograms.get("add.0", 0)[1] == 5
     assert make().snapshot().reference_histograms is None
+
+
+def test_stats_table_appends_new_keys_at_once_and_overwrites_known_ones() -> None:
+    """`add_many` into a table that has rows: new keys are appended in order (one slice), a batch that names a key
+    again (or twice) goes row by row, the later row winning at the key's first place, as it always did."""
+    import numpy as np
+
+    from ascend_tui.evidence import STAT_FIELDS
+
+    def row(x: float) -> np.ndarray:
+        return np.full(len(STAT_FIELDS), x)
+
+    t = StatsTable()
+    t.add_many([("a", 0), ("b", 0)], np.stack([row(1), row(2)]))
+    t.add_many([("c", 0), ("c", 1)], np.stack([row(3), row(4)]))  # all new: appended
+    assert t.keys() == [("a", 0), ("b", 0), ("c", 0), ("c", 1)] and len(t) == 4
+    assert t.column("min").tolist() == [1, 2, 3, 4]
+    t.add_many([("d", 0), ("a", 0)], np.stack([row(5), row(6)]))  # one known: overwritten in place
+    t.add_many([("e", 0), ("e", 0)], np.stack([row(7), row(8)]))  # the same key twice: the later wins
+    assert t.keys() == [("a", 0), ("b", 0), ("c", 0), ("c", 1), ("d", 0), ("e", 0)]
+    assert t.column("min").tolist() == [6, 2, 3, 4, 5, 8]
+    assert t.get("c", 1) is not None and t.get("c", 1).min == 4
+    for n in range(70):  # past the first allocation (64 rows): grown, earlier rows kept
+        t.add_many([(f"g{n}", 0)], row(n)[None])
+    assert len(t) == 76 and t.column("min")[:6].tolist() == [6, 2, 3, 4, 5, 8] and t.column("min")[-1] == 69

@@ -106,8 +106,8 @@ class CoarseCapture:
         """`run.extra["capture"]`: what was recorded operator by operator and what only per module."""
         ev = self.recorder.events
         data: dict[str, Any] = {"detail": "module", "passes": self.passes, "module_events": len(ev),
-                                "operators": len([n for n in self.result.graph.nodes if n.kind == "op" and not (
-                                    n.attrs and "detail" in n.attrs and n.attrs["detail"] == MODULE)])}
+                                "operators": sum(1 for n in self.result.graph.nodes
+                                                 if n.kind == "op" and not _is_module(n))}
         if self.window is not None:
             end = ev[self.window[1]]
             start = ev[self.window[0]] if self.window[0] >= 0 else None
@@ -126,6 +126,10 @@ class CoarseCapture:
         if self.notes:
             data["notes"] = list(self.notes)
         return data
+
+
+def _is_module(node: Any) -> bool:
+    return bool(node.attrs) and node.attrs.get("detail") == MODULE
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import numpy as np
 from ascend_tui.checks.suspects import first_bad_event, first_zeroed_event
 from ascend_tui.graph.opgraph import op_node
 from ascend_tui.live.capture import CaptureResult, SlotRef
-from ascend_tui.live.coarse_pass import Event, StepRecorder, stat_matrix
+from ascend_tui.live.coarse_pass import Event, StepRecorder
 
 def event_rows(rec: StepRecorder, stats: Any) -> tuple[np.ndarray, ...]:
     """(event index, min, max, NaN count, Inf count) per measured output of every event with a node, in row order."""
@@ -178,8 +178,8 @@ def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) ->
     if keys:
         a, b = np.asarray(rows2), np.asarray(rows1)
         data = np.empty((len(keys), len(STAT_FIELDS)), dtype=np.float64)
-        data[a >= 0] = stat_matrix(s2)[a[a >= 0]]
-        data[b >= 0] = stat_matrix(s1)[b[b >= 0]]
+        data[a >= 0] = _matrix(s2)[a[a >= 0]]
+        data[b >= 0] = _matrix(s1)[b[b >= 0]]
         stats.add_many(keys, data)
     hists = HistogramTable()
     if hkeys:
@@ -194,6 +194,13 @@ def merged(first: tuple[StepRecorder, Any], replay: tuple[StepRecorder, Any]) ->
 
 def _positions(table: Any) -> dict[tuple[str, int], int]:
     return {k: i for i, k in enumerate(table.keys())}  # a StatsTable's keys are in row order
+
+
+def _matrix(table: Any) -> np.ndarray:
+    from ascend_tui.evidence import STAT_FIELDS
+
+    return np.column_stack([table.column(f) for f in STAT_FIELDS]) if len(table) else \
+        np.zeros((0, len(STAT_FIELDS)))
 
 
 def result_of(rec: StepRecorder, stats: Any) -> CaptureResult:

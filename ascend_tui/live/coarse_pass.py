@@ -353,13 +353,8 @@ class StepRecorder(Recorder):
 
     def finish_stats(self) -> Any:
         """The window's operator statistics and the module-level ones, in one table."""
-        from ascend_tui.evidence import StatsTable
-
         table = super().finish_stats()
         keys, data, _, _ = self._module_tables()
-        if keys and len(table):  # one table made at once: adding rows to one that has some goes key by key
-            keys, data = [*table.keys(), *keys], np.concatenate([stat_matrix(table), data])
-            table = StatsTable()
         if keys:
             table.add_many(keys, data)
         return table
@@ -413,11 +408,3 @@ class StepRecorder(Recorder):
                 tap(node_id, 0, grad)
             if measure:
                 self.take((node_id, 0), grad)
-
-
-def stat_matrix(table: Any) -> np.ndarray:
-    """A `StatsTable`'s rows as one (rows, `STAT_FIELDS`) array."""
-    from ascend_tui.evidence import STAT_FIELDS
-
-    return np.column_stack([table.column(f) for f in STAT_FIELDS]) if len(table) else \
-        np.zeros((0, len(STAT_FIELDS)))
